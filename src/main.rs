@@ -1,0 +1,139 @@
+//! `kubelab`: one binary, a subcommand per component, with flags named as the Kubernetes (and
+//! etcd) components name theirs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "kubelab", version, about = "A Kubernetes-compatible mini-cluster, small enough to read and real enough to run.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The store: kubelab's etcd (raft-replicated, etcd v3 API).
+    Store(StoreArgs),
+}
+
+/// Flags as etcd names them.
+#[derive(Args)]
+struct StoreArgs {
+    /// Human-readable name of this member.
+    #[arg(long, default_value = "default")]
+    name: String,
+    /// Path to the data directory (default: <name>.kubelab).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// URLs to listen on for client traffic (comma-separated).
+    #[arg(long, default_value = "http://127.0.0.1:2379")]
+    listen_client_urls: String,
+    /// Client URLs of this member to advertise to the cluster (default: --listen-client-urls).
+    #[arg(long)]
+    advertise_client_urls: Option<String>,
+    /// URLs to listen on for peer traffic (comma-separated).
+    #[arg(long, default_value = "http://127.0.0.1:2380")]
+    listen_peer_urls: String,
+    /// This member's peer URLs to advertise (default: --listen-peer-urls).
+    #[arg(long)]
+    initial_advertise_peer_urls: Option<String>,
+    /// Initial cluster configuration for bootstrapping: name=peer-url,... (default: this member alone).
+    #[arg(long)]
+    initial_cluster: Option<String>,
+    /// Initial cluster state: `new` to bootstrap, `existing` to join (and take a snapshot from the leader).
+    #[arg(long, default_value = "new", value_parser = ["new", "existing"])]
+    initial_cluster_state: String,
+    /// Initial cluster token; member and cluster ids derive from it and the member names.
+    #[arg(long, default_value = "etcd-cluster")]
+    initial_cluster_token: String,
+    /// Number of committed entries between log compactions (snapshots).
+    #[arg(long, default_value_t = 100_000)]
+    snapshot_count: u64,
+    /// Maximum client request size in bytes the server will accept.
+    #[arg(long, default_value_t = store::v3rpc::DEFAULT_MAX_REQUEST_BYTES)]
+    max_request_bytes: usize,
+    /// URLs to serve /health and /metrics on (comma-separated).
+    #[arg(long, default_value = "")]
+    listen_metrics_urls: String,
+    /// Time (in milliseconds) of a heartbeat interval.
+    #[arg(long, default_value_t = 100)]
+    heartbeat_interval: u64,
+    /// Time (in milliseconds) for an election to timeout.
+    #[arg(long, default_value_t = 1000)]
+    election_timeout: u64,
+    /// Duration of periodic watch progress notifications (e.g. 10m, 5s).
+    #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m", value_parser = parse_duration)]
+    watch_progress_notify_interval: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 10m"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" | "" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        "h" => Ok(Duration::from_secs(n * 3600)),
+        _ => Err(format!("{s:?} is not a duration like 500ms, 5s or 10m")),
+    }
+}
+
+impl StoreArgs {
+    fn into_config(self) -> anyhow::Result<store::Config> {
+        use store::config::{parse_initial_cluster, split_urls};
+        let listen_peer_urls = split_urls(&self.listen_peer_urls);
+        let advertise_peer = self.initial_advertise_peer_urls.map(|s| split_urls(&s)).unwrap_or_else(|| listen_peer_urls.clone());
+        let initial_cluster = self
+            .initial_cluster
+            .unwrap_or_else(|| advertise_peer.iter().map(|u| format!("{}={u}", self.name)).collect::<Vec<_>>().join(","));
+        let listen_client_urls = split_urls(&self.listen_client_urls);
+        Ok(store::Config {
+            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from(format!("{}.kubelab", self.name))),
+            advertise_client_urls: self.advertise_client_urls.map(|s| split_urls(&s)).unwrap_or_else(|| listen_client_urls.clone()),
+            listen_client_urls,
+            listen_peer_urls,
+            initial_cluster: parse_initial_cluster(&initial_cluster, &self.initial_cluster_token)?,
+            new_cluster: self.initial_cluster_state == "new",
+            cluster_token: self.initial_cluster_token,
+            snapshot_count: self.snapshot_count,
+            max_request_bytes: self.max_request_bytes,
+            listen_metrics_urls: split_urls(&self.listen_metrics_urls),
+            heartbeat_interval: Duration::from_millis(self.heartbeat_interval),
+            election_timeout: Duration::from_millis(self.election_timeout),
+            watch_progress_notify_interval: self.watch_progress_notify_interval,
+            name: self.name,
+        })
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the async runtime")?;
+    match cli.command {
+        Command::Store(args) => {
+            let cfg = args.into_config()?;
+            rt.block_on(store::run(cfg, shutdown_signal())).context("kubelab store")?;
+        }
+    }
+    Ok(())
+}

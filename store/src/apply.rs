@@ -1,0 +1,589 @@
+//! Mirrors etcd's `etcdserver/apply.go`: the state machine that committed raft entries are
+//! applied to, and the etcd request semantics (Range, Put, DeleteRange, Txn, Compact, leases).
+//!
+//! Applying is deterministic: every member applies the same entries in the same order and ends in
+//! the same state. What is not deterministic (an I/O error of the engine) is not handled here at
+//! all: the Ready loop panics on it rather than letting replicas diverge.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use prost::Message as _;
+use proto::etcd::*;
+use tokio::sync::broadcast;
+
+use crate::engine::{Engine, WriteBatch, keys};
+use crate::error::{Error, Result};
+use crate::mvcc::{KvStore, Lessor, Record, Revision, WriteTxn, in_range};
+
+/// What one raft entry carries: a request, and who proposed it (so that member can answer it).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InternalRaftRequest {
+    /// The proposing member's id; 0 for requests nobody waits on (lease expiry).
+    #[prost(uint64, tag = "1")]
+    pub origin: u64,
+    /// The proposer's sequence number, its key for the waiting client.
+    #[prost(uint64, tag = "2")]
+    pub seq: u64,
+    #[prost(oneof = "Request", tags = "3, 4, 5, 6, 7, 8, 9, 10")]
+    pub request: Option<Request>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum Request {
+    #[prost(message, tag = "3")]
+    Put(PbPutRequest),
+    #[prost(message, tag = "4")]
+    DeleteRange(PbDeleteRequest),
+    #[prost(message, tag = "5")]
+    Txn(PbTxnRequest),
+    #[prost(message, tag = "6")]
+    Compaction(PbCompactionRequest),
+    #[prost(message, tag = "7")]
+    LeaseGrant(PbLeaseGrantRequest),
+    #[prost(message, tag = "8")]
+    LeaseRevoke(PbLeaseRevokeRequest),
+    /// A keep-alive goes through the log so every member agrees on the lease's new deadline.
+    #[prost(message, tag = "9")]
+    LeaseRenew(PbLeaseKeepAliveRequest),
+    #[prost(message, tag = "10")]
+    MemberAttributes(MemberAttributes),
+}
+
+/// What a member publishes about itself once it has joined (etcd's `publish`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MemberAttributes {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(string, repeated, tag = "3")]
+    pub client_urls: Vec<String>,
+}
+
+/// The state machine's snapshot, sent to a follower behind the compacted log.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapshotData {
+    #[prost(message, repeated, tag = "1")]
+    pub records: Vec<SnapshotRecord>,
+    #[prost(message, repeated, tag = "2")]
+    pub leases: Vec<PbLeaseStatus>,
+    #[prost(int64, repeated, tag = "3")]
+    pub lease_ttls: Vec<i64>,
+    #[prost(int64, tag = "4")]
+    pub revision: i64,
+    #[prost(int64, tag = "5")]
+    pub compacted: i64,
+    #[prost(message, repeated, tag = "6")]
+    pub members: Vec<MemberAttributes>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SnapshotRecord {
+    #[prost(int64, tag = "1")]
+    pub main: i64,
+    #[prost(int64, tag = "2")]
+    pub sub: i64,
+    #[prost(bool, tag = "3")]
+    pub tombstone: bool,
+    #[prost(message, optional, tag = "4")]
+    pub kv: Option<PbKeyValue>,
+}
+
+/// The result of applying one request; headers are filled in at the gRPC edge.
+#[derive(Debug, Clone)]
+pub enum Applied {
+    Put(PbPutResponse),
+    DeleteRange(PbDeleteResponse),
+    Txn(PbTxnResponse),
+    Compaction(PbCompactionResponse),
+    LeaseGrant(PbLeaseGrantResponse),
+    LeaseRevoke(PbLeaseRevokeResponse),
+    LeaseRenew { id: i64, ttl: i64 },
+    MemberAttributes,
+}
+
+/// The changes of one revision, as watchers receive them.
+#[derive(Debug)]
+pub struct WatchBatch {
+    pub revision: i64,
+    pub events: Vec<PbEvent>,
+}
+
+/// etcd's default limit on operations in one Txn branch (`--max-txn-ops`).
+pub const MAX_TXN_OPS: usize = 128;
+
+pub struct StateMachine {
+    pub kv: KvStore,
+    pub lessor: Lessor,
+    pub members: BTreeMap<u64, MemberAttributes>,
+    pub applied_index: u64,
+    engine: Arc<dyn Engine>,
+    watch_tx: broadcast::Sender<Arc<WatchBatch>>,
+}
+
+fn header(revision: i64) -> Option<PbResponseHeader> {
+    Some(PbResponseHeader { revision, ..Default::default() })
+}
+
+impl StateMachine {
+    /// Loads the state machine from the engine. `watch_capacity` bounds how many revisions a slow
+    /// watcher may fall behind before it catches up from history instead.
+    pub fn load(engine: Arc<dyn Engine>, min_lease_ttl: i64, watch_capacity: usize) -> Result<Self> {
+        let kv = KvStore::load(engine.as_ref())?;
+        let attached = Self::attached_keys(&kv);
+        let lessor = Lessor::load(min_lease_ttl, engine.as_ref(), attached.into_iter(), Instant::now())?;
+        let mut members = BTreeMap::new();
+        for item in engine.scan_prefix(keys::MEMBER_ATTRS) {
+            let (_, v) = item?;
+            let m = MemberAttributes::decode(v.as_slice())
+                .map_err(|e| Error::Corrupt { what: "member attributes", detail: e.to_string() })?;
+            members.insert(m.id, m);
+        }
+        let applied_index = match engine.get(keys::APPLIED)? {
+            Some(b) => u64::from_be_bytes(
+                b.as_slice().try_into().map_err(|_| Error::Corrupt { what: "applied index", detail: "not 8 bytes".into() })?,
+            ),
+            None => 0,
+        };
+        let (watch_tx, _) = broadcast::channel(watch_capacity.max(1));
+        Ok(Self { kv, lessor, members, applied_index, engine, watch_tx })
+    }
+
+    fn attached_keys(kv: &KvStore) -> Vec<(i64, Vec<u8>)> {
+        let mut out = Vec::new();
+        kv.range_at(&[0], &[0], kv.current_revision(), |kv| {
+            if kv.lease != 0 {
+                out.push((kv.lease, kv.key.clone()));
+            }
+            true
+        });
+        out
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<WatchBatch>> {
+        self.watch_tx.subscribe()
+    }
+
+    /// Applies one committed entry's data; returns who waits for it and the result.
+    pub fn apply_entry(&mut self, index: u64, data: &[u8], now: Instant, batch: &mut WriteBatch) -> Option<(u64, u64, Result<Applied>)> {
+        self.applied_index = index;
+        batch.put(keys::APPLIED.to_vec(), index.to_be_bytes().to_vec());
+        if data.is_empty() {
+            return None; // a new leader's empty entry
+        }
+        let req = match InternalRaftRequest::decode(data) {
+            Ok(r) => r,
+            Err(e) => {
+                // Every member sees the same bytes and skips them the same way.
+                tracing::error!(target: "store::apply", index, error = %e, "undecodable entry skipped");
+                return None;
+            }
+        };
+        let result = match req.request {
+            Some(r) => self.apply_request(r, now, batch),
+            None => return None,
+        };
+        Some((req.origin, req.seq, result))
+    }
+
+    fn apply_request(&mut self, req: Request, now: Instant, batch: &mut WriteBatch) -> Result<Applied> {
+        match req {
+            Request::Put(p) => {
+                let mut txn = self.kv.begin(batch);
+                let r = self.put(&mut txn, &p);
+                let events = self.kv.commit(txn);
+                let rev = self.publish(events);
+                r.map(|mut r| {
+                    r.header = header(rev);
+                    Applied::Put(r)
+                })
+            }
+            Request::DeleteRange(d) => {
+                let mut txn = self.kv.begin(batch);
+                let r = self.delete_range(&mut txn, &d);
+                let events = self.kv.commit(txn);
+                let rev = self.publish(events);
+                let mut r = r;
+                r.header = header(rev);
+                Ok(Applied::DeleteRange(r))
+            }
+            Request::Txn(t) => {
+                let r = self.txn(&t, batch);
+                r.map(Applied::Txn)
+            }
+            Request::Compaction(c) => {
+                self.kv.compact(c.revision, batch)?;
+                Ok(Applied::Compaction(PbCompactionResponse { header: header(self.kv.current_revision()) }))
+            }
+            Request::LeaseGrant(g) => {
+                let l = self.lessor.grant(g.id, g.ttl, now, batch)?;
+                Ok(Applied::LeaseGrant(PbLeaseGrantResponse {
+                    header: header(self.kv.current_revision()),
+                    id: l.id,
+                    ttl: l.ttl,
+                    error: String::new(),
+                }))
+            }
+            Request::LeaseRevoke(r) => {
+                let keys = self.lessor.revoke(r.id, batch)?;
+                let mut txn = self.kv.begin(batch);
+                for k in keys {
+                    self.kv.delete_range(&mut txn, &k, b"");
+                }
+                let events = self.kv.commit(txn);
+                let rev = self.publish(events);
+                Ok(Applied::LeaseRevoke(PbLeaseRevokeResponse { header: header(rev) }))
+            }
+            Request::LeaseRenew(r) => {
+                let ttl = self.lessor.renew(r.id, now)?;
+                Ok(Applied::LeaseRenew { id: r.id, ttl })
+            }
+            Request::MemberAttributes(m) => {
+                let mut v = Vec::new();
+                m.encode(&mut v).expect("encode into a Vec");
+                batch.put(keys::with_u64(keys::MEMBER_ATTRS, m.id), v);
+                self.members.insert(m.id, m);
+                Ok(Applied::MemberAttributes)
+            }
+        }
+    }
+
+    /// Publishes a revision's events to watchers; returns the store's revision.
+    fn publish(&self, events: Vec<PbEvent>) -> i64 {
+        let revision = self.kv.current_revision();
+        if !events.is_empty() {
+            // No receivers is fine: nobody watches.
+            let _ = self.watch_tx.send(Arc::new(WatchBatch { revision, events }));
+        }
+        revision
+    }
+
+    fn put(&mut self, txn: &mut WriteTxn, p: &PbPutRequest) -> Result<PbPutResponse> {
+        let prev = self.kv.get_at(&p.key, self.kv.txn_read_revision(txn)).cloned();
+        let value = if p.ignore_value {
+            prev.as_ref().ok_or(Error::KeyNotFound)?.value.clone()
+        } else {
+            p.value.clone()
+        };
+        let lease = if p.ignore_lease { prev.as_ref().ok_or(Error::KeyNotFound)?.lease } else { p.lease };
+        if lease != 0 && !self.lessor.exists(lease) {
+            return Err(Error::LeaseNotFound);
+        }
+        self.kv.put(txn, &p.key, value, lease);
+        let prev_lease = prev.as_ref().map_or(0, |kv| kv.lease);
+        if prev_lease != lease {
+            self.lessor.detach(prev_lease, &p.key);
+            self.lessor.attach(lease, &p.key);
+        }
+        Ok(PbPutResponse { header: None, prev_kv: if p.prev_kv { prev } else { None } })
+    }
+
+    fn delete_range(&mut self, txn: &mut WriteTxn, d: &PbDeleteRequest) -> PbDeleteResponse {
+        let deleted = self.kv.delete_range(txn, &d.key, &d.range_end);
+        for kv in &deleted {
+            if kv.lease != 0 {
+                self.lessor.detach(kv.lease, &kv.key);
+            }
+        }
+        PbDeleteResponse {
+            header: None,
+            deleted: deleted.len() as i64,
+            prev_kvs: if d.prev_kv { deleted } else { Vec::new() },
+        }
+    }
+
+    /// A Txn: compares evaluated on the state before it, then one branch applied at one revision.
+    /// Reads inside the branch see the branch's earlier writes.
+    pub fn txn(&mut self, t: &PbTxnRequest, batch: &mut WriteBatch) -> Result<PbTxnResponse> {
+        let rev = self.kv.current_revision();
+        // Step 1: choose every branch (nested ones too) on the state before any write.
+        let path = self.choose(t, rev);
+        // Step 2: check the chosen puts, so a failing Txn changes nothing.
+        self.check_puts(t, &path, &mut 0)?;
+        // Step 3: execute.
+        let mut txn = self.kv.begin(batch);
+        let mut resp = self.exec_txn(&mut txn, t, &path, &mut 0)?;
+        let events = self.kv.commit(txn);
+        let rev = self.publish(events);
+        set_headers(&mut resp, rev);
+        Ok(resp)
+    }
+
+    /// Which branch each Txn takes, depth first (the outer Txn first).
+    fn choose(&self, t: &PbTxnRequest, rev: i64) -> Vec<bool> {
+        let ok = t.compare.iter().all(|c| self.compare(c, rev));
+        let mut path = vec![ok];
+        for op in if ok { &t.success } else { &t.failure } {
+            if let Some(PbTxnOpRequest::RequestTxn(inner)) = &op.request {
+                path.extend(self.choose(inner, rev));
+            }
+        }
+        path
+    }
+
+    fn check_puts(&self, t: &PbTxnRequest, path: &[bool], at: &mut usize) -> Result<()> {
+        let ok = path[*at];
+        *at += 1;
+        for op in if ok { &t.success } else { &t.failure } {
+            match &op.request {
+                Some(PbTxnOpRequest::RequestPut(p)) => {
+                    let prev = self.kv.get_at(&p.key, self.kv.current_revision());
+                    if (p.ignore_value || p.ignore_lease) && prev.is_none() {
+                        return Err(Error::KeyNotFound);
+                    }
+                    if !p.ignore_lease && p.lease != 0 && !self.lessor.exists(p.lease) {
+                        return Err(Error::LeaseNotFound);
+                    }
+                }
+                Some(PbTxnOpRequest::RequestTxn(inner)) => self.check_puts(inner, path, at)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn exec_txn(&mut self, txn: &mut WriteTxn, t: &PbTxnRequest, path: &[bool], at: &mut usize) -> Result<PbTxnResponse> {
+        let ok = path[*at];
+        *at += 1;
+        let mut responses = Vec::new();
+        for op in if ok { &t.success } else { &t.failure } {
+            let r = match &op.request {
+                Some(PbTxnOpRequest::RequestRange(r)) => {
+                    let rev = self.kv.txn_read_revision(txn);
+                    PbTxnOpResponse::ResponseRange(self.range_at(r, rev))
+                }
+                Some(PbTxnOpRequest::RequestPut(p)) => PbTxnOpResponse::ResponsePut(self.put(txn, p)?),
+                Some(PbTxnOpRequest::RequestDeleteRange(d)) => {
+                    PbTxnOpResponse::ResponseDeleteRange(self.delete_range(txn, d))
+                }
+                Some(PbTxnOpRequest::RequestTxn(inner)) => {
+                    PbTxnOpResponse::ResponseTxn(self.exec_txn(txn, inner, path, at)?)
+                }
+                None => continue,
+            };
+            responses.push(PbResponseOp { response: Some(r) });
+        }
+        Ok(PbTxnResponse { header: None, succeeded: ok, responses })
+    }
+
+    fn compare(&self, c: &PbCompare, rev: i64) -> bool {
+        let mut kvs = Vec::new();
+        self.kv.range_at(&c.key, &c.range_end, rev, |kv| {
+            kvs.push(kv);
+            true
+        });
+        if kvs.is_empty() {
+            // A missing key compares as zero, except by value, which never matches.
+            return c.target != compare_target::VALUE && compare_kv(c, &PbKeyValue::default());
+        }
+        kvs.into_iter().all(|kv| compare_kv(c, kv))
+    }
+
+    /// A Range as of revision `rev` (already checked against compaction and the current revision).
+    pub fn range_at(&self, r: &PbRangeRequest, rev: i64) -> PbRangeResponse {
+        let filtered = r.min_mod_revision > 0
+            || r.max_mod_revision > 0
+            || r.min_create_revision > 0
+            || r.max_create_revision > 0;
+        let natural_order = r.sort_target == sort_target::KEY && r.sort_order != sort_order::DESCEND;
+        // Without sorting or filters only limit + 1 values are needed (the + 1 tells `more`).
+        let keep = if r.limit > 0 && natural_order && !filtered { r.limit as usize + 1 } else { usize::MAX };
+        let mut count = 0i64;
+        let mut kvs: Vec<PbKeyValue> = Vec::new();
+        self.kv.range_at(&r.key, &r.range_end, rev, |kv| {
+            count += 1;
+            if !r.count_only && kvs.len() < keep && passes_filters(r, kv) {
+                let mut kv = kv.clone();
+                if r.keys_only {
+                    kv.value.clear();
+                }
+                kvs.push(kv);
+            }
+            true
+        });
+        if !natural_order {
+            sort_kvs(&mut kvs, r.sort_target, r.sort_order);
+        }
+        let mut more = false;
+        if r.limit > 0 && kvs.len() > r.limit as usize {
+            kvs.truncate(r.limit as usize);
+            more = true;
+        }
+        PbRangeResponse { header: header(self.kv.current_revision()), kvs, more, count }
+    }
+
+    /// A Range request served from this member's state (the caller has done any ReadIndex).
+    pub fn range(&self, r: &PbRangeRequest) -> Result<PbRangeResponse> {
+        let rev = self.kv.read_revision(r.revision)?;
+        Ok(self.range_at(r, rev))
+    }
+
+    /// Encodes the whole state machine for a snapshot.
+    pub fn snapshot_data(&self) -> Vec<u8> {
+        let snap = SnapshotData {
+            records: self
+                .kv
+                .records()
+                .map(|(rev, rec)| SnapshotRecord {
+                    main: rev.main,
+                    sub: rev.sub,
+                    tombstone: rec.tombstone,
+                    kv: Some(rec.kv.clone()),
+                })
+                .collect(),
+            leases: self.lessor.all().map(|l| PbLeaseStatus { id: l.id }).collect(),
+            lease_ttls: self.lessor.all().map(|l| l.ttl).collect(),
+            revision: self.kv.current_revision(),
+            compacted: self.kv.compacted_revision(),
+            members: self.members.values().cloned().collect(),
+        };
+        snap.encode_to_vec()
+    }
+
+    /// Replaces the whole state machine with a snapshot's, applied at raft index `index`.
+    pub fn restore(&mut self, data: &[u8], index: u64, batch: &mut WriteBatch) -> Result<()> {
+        let snap = SnapshotData::decode(data).map_err(|e| Error::Corrupt { what: "snapshot", detail: e.to_string() })?;
+        let records = snap
+            .records
+            .into_iter()
+            .map(|r| {
+                (Revision { main: r.main, sub: r.sub }, Record { kv: r.kv.unwrap_or_default(), tombstone: r.tombstone })
+            })
+            .collect();
+        self.kv.restore(records, snap.revision, snap.compacted, self.engine.as_ref(), batch)?;
+        let leases = snap.leases.iter().map(|l| l.id).zip(snap.lease_ttls.iter().copied()).collect();
+        let attached = Self::attached_keys(&self.kv);
+        self.lessor.restore(leases, attached.into_iter(), Instant::now(), self.engine.as_ref(), batch)?;
+        for item in self.engine.scan_prefix(keys::MEMBER_ATTRS) {
+            batch.delete(item?.0);
+        }
+        self.members.clear();
+        for m in snap.members {
+            batch.put(keys::with_u64(keys::MEMBER_ATTRS, m.id), m.encode_to_vec());
+            self.members.insert(m.id, m);
+        }
+        self.applied_index = index;
+        batch.put(keys::APPLIED.to_vec(), index.to_be_bytes().to_vec());
+        Ok(())
+    }
+}
+
+fn set_headers(t: &mut PbTxnResponse, rev: i64) {
+    t.header = header(rev);
+    for r in &mut t.responses {
+        match &mut r.response {
+            Some(PbTxnOpResponse::ResponseRange(x)) => x.header = header(rev),
+            Some(PbTxnOpResponse::ResponsePut(x)) => x.header = header(rev),
+            Some(PbTxnOpResponse::ResponseDeleteRange(x)) => x.header = header(rev),
+            Some(PbTxnOpResponse::ResponseTxn(x)) => set_headers(x, rev),
+            None => {}
+        }
+    }
+}
+
+fn passes_filters(r: &PbRangeRequest, kv: &PbKeyValue) -> bool {
+    (r.min_mod_revision == 0 || kv.mod_revision >= r.min_mod_revision)
+        && (r.max_mod_revision == 0 || kv.mod_revision <= r.max_mod_revision)
+        && (r.min_create_revision == 0 || kv.create_revision >= r.min_create_revision)
+        && (r.max_create_revision == 0 || kv.create_revision <= r.max_create_revision)
+}
+
+fn sort_kvs(kvs: &mut [PbKeyValue], target: i32, order: i32) {
+    match target {
+        sort_target::VERSION => kvs.sort_by_key(|kv| kv.version),
+        sort_target::CREATE => kvs.sort_by_key(|kv| kv.create_revision),
+        sort_target::MOD => kvs.sort_by_key(|kv| kv.mod_revision),
+        sort_target::VALUE => kvs.sort_by(|a, b| a.value.cmp(&b.value)),
+        _ => kvs.sort_by(|a, b| a.key.cmp(&b.key)),
+    }
+    if order == sort_order::DESCEND {
+        kvs.reverse();
+    }
+}
+
+fn compare_kv(c: &PbCompare, kv: &PbKeyValue) -> bool {
+    use std::cmp::Ordering;
+    let ord = match c.target {
+        compare_target::VALUE => {
+            let want = match &c.target_union {
+                Some(PbTargetUnion::Value(v)) => v.as_slice(),
+                _ => &[],
+            };
+            kv.value.as_slice().cmp(want)
+        }
+        t => {
+            let (have, want) = match (t, &c.target_union) {
+                (compare_target::VERSION, Some(PbTargetUnion::Version(v))) => (kv.version, *v),
+                (compare_target::VERSION, _) => (kv.version, 0),
+                (compare_target::CREATE, Some(PbTargetUnion::CreateRevision(v))) => (kv.create_revision, *v),
+                (compare_target::CREATE, _) => (kv.create_revision, 0),
+                (compare_target::MOD, Some(PbTargetUnion::ModRevision(v))) => (kv.mod_revision, *v),
+                (compare_target::MOD, _) => (kv.mod_revision, 0),
+                (compare_target::LEASE, Some(PbTargetUnion::Lease(v))) => (kv.lease, *v),
+                (_, _) => (kv.lease, 0),
+            };
+            have.cmp(&want)
+        }
+    };
+    match c.result {
+        compare_result::EQUAL => ord == Ordering::Equal,
+        compare_result::GREATER => ord == Ordering::Greater,
+        compare_result::LESS => ord == Ordering::Less,
+        compare_result::NOT_EQUAL => ord != Ordering::Equal,
+        _ => false,
+    }
+}
+
+/// etcd's checks on a Txn before it is proposed: at most [`MAX_TXN_OPS`] operations per branch,
+/// no key put twice in one branch, and no key both put and deleted.
+pub fn check_txn(t: &PbTxnRequest) -> Result<()> {
+    if t.compare.len() > MAX_TXN_OPS || t.success.len() > MAX_TXN_OPS || t.failure.len() > MAX_TXN_OPS {
+        return Err(Error::TooManyOps);
+    }
+    for c in &t.compare {
+        if c.key.is_empty() {
+            return Err(Error::EmptyKey);
+        }
+    }
+    for branch in [&t.success, &t.failure] {
+        let mut puts: Vec<&[u8]> = Vec::new();
+        let mut dels: Vec<(&[u8], &[u8])> = Vec::new();
+        for op in branch {
+            match &op.request {
+                Some(PbTxnOpRequest::RequestPut(p)) => {
+                    if p.key.is_empty() {
+                        return Err(Error::EmptyKey);
+                    }
+                    if puts.contains(&p.key.as_slice()) {
+                        return Err(Error::DuplicateKey);
+                    }
+                    puts.push(&p.key);
+                }
+                Some(PbTxnOpRequest::RequestDeleteRange(d)) => {
+                    if d.key.is_empty() {
+                        return Err(Error::EmptyKey);
+                    }
+                    dels.push((&d.key, &d.range_end));
+                }
+                Some(PbTxnOpRequest::RequestRange(r)) if r.key.is_empty() => return Err(Error::EmptyKey),
+                Some(PbTxnOpRequest::RequestTxn(inner)) => check_txn(inner)?,
+                _ => {}
+            }
+        }
+        if puts.iter().any(|k| dels.iter().any(|(s, e)| in_range(k, s, e))) {
+            return Err(Error::DuplicateKey);
+        }
+    }
+    Ok(())
+}
+
+/// Whether a Txn writes anything (a read-only one needs no raft round).
+pub fn txn_is_read_only(t: &PbTxnRequest) -> bool {
+    t.success.iter().chain(&t.failure).all(|op| match &op.request {
+        Some(PbTxnOpRequest::RequestRange(_)) | None => true,
+        Some(PbTxnOpRequest::RequestTxn(inner)) => txn_is_read_only(inner),
+        _ => false,
+    })
+}

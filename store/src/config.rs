@@ -1,0 +1,158 @@
+//! The member's configuration from etcd-named flags, and the identities derived from it.
+//!
+//! A member's id is a hash of its name and the cluster token, and the cluster's id a hash of the
+//! sorted member ids: both stay the same whatever URLs the members are reached at. The data
+//! directory records both; starting on a data directory of another member or another cluster is
+//! refused (etcd's "member ... has already been bootstrapped" class of errors).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    pub name: String,
+    pub id: u64,
+    pub peer_urls: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub name: String,
+    pub data_dir: PathBuf,
+    pub listen_client_urls: Vec<String>,
+    pub advertise_client_urls: Vec<String>,
+    pub listen_peer_urls: Vec<String>,
+    pub initial_cluster: Vec<Peer>,
+    /// `true` for `--initial-cluster-state new`.
+    pub new_cluster: bool,
+    pub cluster_token: String,
+    pub snapshot_count: u64,
+    pub max_request_bytes: usize,
+    pub listen_metrics_urls: Vec<String>,
+    pub heartbeat_interval: Duration,
+    pub election_timeout: Duration,
+    /// Interval of progress notifications to watches that ask for them.
+    pub watch_progress_notify_interval: Duration,
+}
+
+/// FNV-1a: a stable hash (std's `DefaultHasher` may change between Rust releases).
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for p in parts {
+        for b in p.iter().chain(b"\0") {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    }
+    h.max(1) // raft reserves 0 for "none"
+}
+
+pub fn member_id(name: &str, token: &str) -> u64 {
+    fnv1a(&[name.as_bytes(), token.as_bytes()])
+}
+
+impl Config {
+    pub fn member_id(&self) -> u64 {
+        member_id(&self.name, &self.cluster_token)
+    }
+
+    pub fn cluster_id(&self) -> u64 {
+        let mut ids: Vec<u64> = self.initial_cluster.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        let bytes: Vec<[u8; 8]> = ids.iter().map(|i| i.to_be_bytes()).collect();
+        let parts: Vec<&[u8]> = bytes.iter().map(|b| b.as_slice()).collect();
+        fnv1a(&parts)
+    }
+
+    pub fn voters(&self) -> Vec<u64> {
+        self.initial_cluster.iter().map(|p| p.id).collect()
+    }
+
+    pub fn peers(&self) -> impl Iterator<Item = &Peer> {
+        let me = self.member_id();
+        self.initial_cluster.iter().filter(move |p| p.id != me)
+    }
+
+    /// Checks the flags hang together.
+    pub fn validate(&self) -> Result<()> {
+        if self.name.is_empty() {
+            return Err(Error::Config("--name must not be empty".into()));
+        }
+        if !self.initial_cluster.iter().any(|p| p.name == self.name) {
+            return Err(Error::Config(format!(
+                "--initial-cluster has no member named {:?} (the --name of this member)",
+                self.name
+            )));
+        }
+        let mut names: Vec<&str> = self.initial_cluster.iter().map(|p| p.name.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::Config("--initial-cluster names a member twice".into()));
+        }
+        for u in self.listen_client_urls.iter().chain(&self.listen_peer_urls).chain(&self.listen_metrics_urls) {
+            parse_url(u)?;
+        }
+        if self.snapshot_count == 0 {
+            return Err(Error::Config("--snapshot-count must be at least 1".into()));
+        }
+        if self.election_timeout < self.heartbeat_interval * 5 {
+            return Err(Error::Config("--election-timeout must be at least 5 times --heartbeat-interval".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Parses `name=url,name=url,...` (a name may appear with several URLs, as in etcd).
+pub fn parse_initial_cluster(s: &str, token: &str) -> Result<Vec<Peer>> {
+    let mut peers: Vec<Peer> = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, url) = item
+            .split_once('=')
+            .ok_or_else(|| Error::Config(format!("--initial-cluster item {item:?} is not name=url")))?;
+        parse_url(url)?;
+        match peers.iter_mut().find(|p| p.name == name) {
+            Some(p) => p.peer_urls.push(url.to_string()),
+            None => peers.push(Peer { name: name.to_string(), id: member_id(name, token), peer_urls: vec![url.to_string()] }),
+        }
+    }
+    if peers.is_empty() {
+        return Err(Error::Config("--initial-cluster is empty".into()));
+    }
+    Ok(peers)
+}
+
+/// Parses an `http://host:port` URL into a socket address (names are resolved).
+pub fn parse_url(url: &str) -> Result<SocketAddr> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| Error::Config(format!("{url:?}: only http:// URLs are supported (TLS comes later)")))?;
+    let hostport = rest.trim_end_matches('/');
+    use std::net::ToSocketAddrs;
+    hostport
+        .to_socket_addrs()
+        .map_err(|e| Error::Config(format!("{url:?}: {e}")))?
+        .next()
+        .ok_or_else(|| Error::Config(format!("{url:?}: no address")))
+}
+
+pub fn split_urls(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_depend_on_names_and_token_not_urls() {
+        let a = parse_initial_cluster("a=http://127.0.0.1:1,b=http://127.0.0.1:2", "t").unwrap();
+        let b = parse_initial_cluster("a=http://127.0.0.1:7,b=http://127.0.0.1:8", "t").unwrap();
+        assert_eq!(a.iter().map(|p| p.id).collect::<Vec<_>>(), b.iter().map(|p| p.id).collect::<Vec<_>>());
+        assert_ne!(member_id("a", "t"), member_id("a", "u"));
+        assert!(parse_initial_cluster("a:http://x", "t").is_err());
+        assert!(parse_initial_cluster("a=https://127.0.0.1:1", "t").is_err());
+    }
+}

@@ -1,0 +1,177 @@
+//! # store — kubelab's etcd
+//!
+//! Every object of the cluster lives here. The store is an MVCC key space (etcd's data model:
+//! revisions, versions, tombstones, history for watchers, compaction, leases), replicated by raft
+//! (the `raft` crate, the same raft TiKV runs), kept in sled, and served through the etcd v3 gRPC
+//! API subset a Kubernetes API server uses, so that real `etcdctl` works against it and kubelab's
+//! API server works against a real etcd.
+//!
+//! ## The flow of a write
+//! 1. A client's `Put` reaches [`v3rpc::kv`] on any member. It is checked (empty key, size) the
+//!    way etcd checks it, wrapped in an [`apply::InternalRaftRequest`] naming this member and a
+//!    sequence number, and handed to the raft thread ([`server`]); the client waits on a oneshot.
+//! 2. The raft thread proposes it. On a follower, raft forwards it to the leader.
+//! 3. The leader's Ready loop ([`raft_node`]) appends it, sends it to the followers ([`transport`])
+//!    and writes it with one fsync for everything in that Ready; followers do the same and answer.
+//! 4. Once a majority has it, it is committed; every member applies it to its [`apply::StateMachine`]
+//!    ([`mvcc`]), in log order, and publishes the revision's events to watchers ([`v3rpc::watch`]).
+//! 5. The member that proposed it finds its waiter by sequence number and answers the client.
+//!
+//! Reads are linearizable through raft's ReadIndex (the member learns the leader's commit index,
+//! waits until it has applied that far, then reads locally) unless the request asks to be
+//! serializable. The log is compacted every `--snapshot-count` entries; a member behind the
+//! compacted log receives a snapshot of the state machine.
+//!
+//! ## Implementation caveats
+//! - Membership is fixed by `--initial-cluster`: no MemberAdd/Remove/Update/Promote, no learners.
+//!   A member that lost its disk can rejoin with `--initial-cluster-state existing`.
+//! - No TLS and no authentication (the Auth service answers UNIMPLEMENTED), no alarms (NOSPACE).
+//! - The key space since the last compaction is held in memory, as etcd's index is (etcd keeps
+//!   values in bbolt's mmap). The Kubernetes API server compacts every five minutes.
+//! - Snapshots travel as one message (etcd streams them in chunks).
+//! - Lease keep-alives go through the raft log (etcd sends them to the leader only and
+//!   checkpoints remaining TTLs); simpler and agreed by every member, at the cost of a log entry
+//!   per keep-alive.
+//! - Maintenance: Status and Alarm (always empty) only; Defragment, Hash, HashKV, Snapshot,
+//!   MoveLeader and Downgrade answer UNIMPLEMENTED.
+
+pub mod apply;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod metrics;
+pub mod mvcc;
+pub mod raft_node;
+pub mod raft_storage;
+pub mod server;
+pub mod transport;
+pub mod v3rpc;
+
+use std::future::Future;
+use std::time::Duration;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use server::Node;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+
+async fn listen(url: &str, what: &str) -> Result<TcpListener> {
+    let addr = config::parse_url(url)?;
+    TcpListener::bind(addr).await.map_err(|e| {
+        Error::Config(format!("cannot listen for {what} on {url}: {e} (is another store or etcd running there?)"))
+    })
+}
+
+/// Answers any gRPC method we do not serve with UNIMPLEMENTED naming the method.
+async fn unimplemented_method(uri: axum::http::Uri) -> axum::http::Response<axum::body::Body> {
+    tonic::Status::unimplemented(format!("kubelab store does not implement {}", uri.path())).into_http()
+}
+
+/// Runs a member until `shutdown` completes, then stops it cleanly.
+pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
+    cfg.validate()?;
+    // Bind first: a port in use is reported before the data directory is touched.
+    let mut client_listeners = Vec::new();
+    for url in &cfg.listen_client_urls {
+        client_listeners.push(listen(url, "clients").await?);
+    }
+    let mut peer_listeners = Vec::new();
+    for url in &cfg.listen_peer_urls {
+        peer_listeners.push(listen(url, "peers").await?);
+    }
+    let mut metrics_listeners = Vec::new();
+    for url in &cfg.listen_metrics_urls {
+        metrics_listeners.push(listen(url, "metrics").await?);
+    }
+
+    let rt = tokio::runtime::Handle::current();
+    let (node, raft_thread) = server::start(cfg.clone(), &rt)?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    for l in peer_listeners {
+        let svc = proto::raftpb::raft_peer_server::RaftPeerServer::new(transport::PeerService {
+            cluster_id: node.cluster_id(),
+            my_id: node.id(),
+            members: server::member_ids(&cfg),
+            inputs: node_inputs(&node),
+            metrics: node.metrics().clone(),
+        })
+        .max_decoding_message_size(transport::MAX_PEER_MESSAGE)
+        .max_encoding_message_size(transport::MAX_PEER_MESSAGE);
+        let mut stop = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(svc)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(l), async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+                .map_err(Error::from)
+        }));
+    }
+
+    for l in client_listeners {
+        let (kv, watch_svc, lease, maintenance, cluster) = v3rpc::services(node.clone());
+        let routes = tonic::service::Routes::new(kv)
+            .add_service(watch_svc)
+            .add_service(lease)
+            .add_service(maintenance)
+            .add_service(cluster)
+            .into_axum_router()
+            .fallback(unimplemented_method);
+        let mut stop = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .http2_keepalive_interval(Some(Duration::from_secs(30)))
+                .add_routes(tonic::service::Routes::from(routes))
+                .serve_with_incoming_shutdown(TcpListenerStream::new(l), async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+                .map_err(Error::from)
+        }));
+    }
+
+    for l in metrics_listeners {
+        let node = node.clone();
+        let stop = stop_rx.clone();
+        tasks.push(tokio::spawn(async move { metrics::serve(l, node, stop).await.map_err(Error::from) }));
+    }
+
+    tracing::info!(
+        target: "store",
+        name = %cfg.name,
+        member = %format!("{:x}", node.id()),
+        cluster = %format!("{:x}", node.cluster_id()),
+        clients = ?cfg.listen_client_urls,
+        peers = ?cfg.listen_peer_urls,
+        "store member serving"
+    );
+
+    // Run until asked to stop, or until a server fails.
+    let failed = tokio::select! {
+        _ = shutdown => None,
+        r = futures::future::select_all(tasks.iter_mut()) => Some(r.0),
+    };
+    node.shutdown();
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        t.abort();
+    }
+    let _ = tokio::task::spawn_blocking(move || raft_thread.join()).await;
+    match failed {
+        Some(Ok(Err(e))) => Err(e),
+        Some(Err(e)) => Err(Error::Config(format!("server task failed: {e}"))),
+        _ => Ok(()),
+    }
+}
+
+fn node_inputs(node: &Node) -> std::sync::mpsc::Sender<server::Input> {
+    node.inputs()
+}

@@ -1,0 +1,457 @@
+//! Mirrors etcd's `etcdserver/server.go` + `raft.go`: runs the raft node on its own thread and
+//! gives the gRPC services a handle ([`Node`]) to propose requests and to read linearizably.
+//!
+//! The raft thread owns the [`RaftNode`] and everything that changes with it: the waiters of
+//! proposals (by sequence number), the pending ReadIndex requests, and the leader's lease
+//! expiry decisions. Others talk to it through one channel of [`Input`]s. It is a plain thread,
+//! not a task, because every Ready ends in an fsync that must not block an async executor.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+use proto::etcd::*;
+use raft::StateRole;
+use raft::eraftpb::Message;
+use tokio::sync::oneshot;
+
+use crate::apply::{Applied, InternalRaftRequest, MemberAttributes, Request, StateMachine};
+use crate::config::Config;
+use crate::engine::{Engine, SledEngine, WriteBatch, keys};
+use crate::error::{Error, Result};
+use crate::metrics::Metrics;
+use crate::raft_node::{RaftNode, RaftOptions};
+use crate::transport::Transport;
+
+/// What the raft thread is told.
+pub enum Input {
+    Propose { seq: u64, data: Vec<u8>, tx: Option<oneshot::Sender<Result<Applied>>> },
+    Read { tx: oneshot::Sender<Result<()>> },
+    Step(Message),
+    Unreachable(u64),
+    SnapshotStatus(u64, bool),
+    Shutdown,
+}
+
+/// A point-in-time view of the raft node, for Status and health.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeStatus {
+    pub leader: u64,
+    pub term: u64,
+    pub last_index: u64,
+    pub applied_index: u64,
+    pub is_leader: bool,
+}
+
+#[derive(Default)]
+struct SharedStatus {
+    leader: AtomicU64,
+    term: AtomicU64,
+    last_index: AtomicU64,
+    applied_index: AtomicU64,
+    is_leader: AtomicU64,
+}
+
+struct NodeInner {
+    cfg: Config,
+    id: u64,
+    cluster_id: u64,
+    inputs: std_mpsc::Sender<Input>,
+    sm: Arc<RwLock<StateMachine>>,
+    engine: Arc<dyn Engine>,
+    seq: AtomicU64,
+    status: SharedStatus,
+    metrics: Arc<Metrics>,
+    request_timeout: Duration,
+}
+
+/// A cheap, cloneable handle to the running member.
+#[derive(Clone)]
+pub struct Node(Arc<NodeInner>);
+
+impl Node {
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    pub fn cluster_id(&self) -> u64 {
+        self.0.cluster_id
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.0.cfg
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.0.metrics
+    }
+
+    pub fn state_machine(&self) -> &Arc<RwLock<StateMachine>> {
+        &self.0.sm
+    }
+
+    pub fn db_size(&self) -> u64 {
+        self.0.engine.size_on_disk()
+    }
+
+    pub fn status(&self) -> NodeStatus {
+        let s = &self.0.status;
+        NodeStatus {
+            leader: s.leader.load(Ordering::Relaxed),
+            term: s.term.load(Ordering::Relaxed),
+            last_index: s.last_index.load(Ordering::Relaxed),
+            applied_index: s.applied_index.load(Ordering::Relaxed),
+            is_leader: s.is_leader.load(Ordering::Relaxed) == 1,
+        }
+    }
+
+    /// The response header etcd puts on every answer.
+    pub fn header(&self, revision: i64) -> Option<PbResponseHeader> {
+        Some(PbResponseHeader {
+            cluster_id: self.0.cluster_id,
+            member_id: self.0.id,
+            revision,
+            raft_term: self.0.status.term.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Replicates a request through raft and waits until this member has applied it.
+    pub async fn propose(&self, request: Request) -> Result<Applied> {
+        let seq = self.0.seq.fetch_add(1, Ordering::Relaxed);
+        let data = InternalRaftRequest { origin: self.0.id, seq, request: Some(request) }.encode_to_vec();
+        let (tx, rx) = oneshot::channel();
+        self.0.inputs.send(Input::Propose { seq, data, tx: Some(tx) }).map_err(|_| Error::Stopped)?;
+        match tokio::time::timeout(self.0.request_timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(Error::Stopped),
+            Err(_) => {
+                self.0.metrics.proposals_failed.inc();
+                Err(Error::Timeout)
+            }
+        }
+    }
+
+    /// Waits until this member has applied everything committed when the call was made
+    /// (raft's ReadIndex): a read served after it is linearizable.
+    pub async fn linearizable_read(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.0.inputs.send(Input::Read { tx }).map_err(|_| Error::Stopped)?;
+        match tokio::time::timeout(self.0.request_timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(Error::Stopped),
+            Err(_) => Err(if self.status().leader == 0 { Error::NoLeader } else { Error::Timeout }),
+        }
+    }
+
+    /// The raft thread's input channel (for the peer service).
+    pub fn inputs(&self) -> std_mpsc::Sender<Input> {
+        self.0.inputs.clone()
+    }
+
+    pub fn shutdown(&self) {
+        let _ = self.0.inputs.send(Input::Shutdown);
+    }
+}
+
+/// The member's identity as recorded in its data directory.
+fn check_identity(engine: &dyn Engine, cfg: &Config) -> Result<bool> {
+    let wanted = format!("member {:x} ({}) of cluster {:x}", cfg.member_id(), cfg.name, cfg.cluster_id());
+    match engine.get(keys::IDENTITY)? {
+        Some(found) => {
+            let found = String::from_utf8_lossy(&found).into_owned();
+            if found != wanted {
+                return Err(Error::ForeignDataDir { dir: cfg.data_dir.display().to_string(), found, wanted });
+            }
+            Ok(false)
+        }
+        None => {
+            if engine.scan_prefix(b"").next().is_some() {
+                return Err(Error::Corrupt { what: "data dir", detail: "data without an identity record".into() });
+            }
+            let mut b = WriteBatch::default();
+            b.put(keys::IDENTITY.to_vec(), wanted.into_bytes());
+            engine.write(b)?;
+            engine.flush()?;
+            Ok(true)
+        }
+    }
+}
+
+/// Opens the data directory and starts the raft thread and the transport. The gRPC services are
+/// started by the caller (see `crate::run`) with the returned handle.
+pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thread::JoinHandle<()>)> {
+    cfg.validate()?;
+    let dir = cfg.data_dir.join("member");
+    std::fs::create_dir_all(&dir)?;
+    let engine: Arc<dyn Engine> = Arc::new(SledEngine::open(&dir.join("db"))?);
+    let fresh = check_identity(engine.as_ref(), &cfg)?;
+    let metrics = Metrics::new();
+    let ticks = |d: Duration| (d.as_millis() / cfg.heartbeat_interval.as_millis().max(1)) as usize;
+    let opts = RaftOptions {
+        election_tick: ticks(cfg.election_timeout).max(2),
+        heartbeat_tick: 1,
+        snapshot_count: cfg.snapshot_count,
+        ..Default::default()
+    };
+    // etcd's minimum lease TTL: 1.5 election timeouts, rounded up to a second.
+    let min_ttl = (cfg.election_timeout.as_millis() as i64 * 3 + 1999) / 2000;
+    let sm = Arc::new(RwLock::new(StateMachine::load(engine.clone(), min_ttl, 4096)?));
+    // A new member of a new cluster bootstraps the voters; one joining an existing cluster
+    // (`--initial-cluster-state existing`, e.g. after losing its disk) waits for the leader's
+    // snapshot instead.
+    let voters = if fresh && !cfg.new_cluster { Vec::new() } else { cfg.voters() };
+    let id = cfg.member_id();
+    let cluster_id = cfg.cluster_id();
+    let raft = RaftNode::open(id, voters, engine.clone(), sm.clone(), opts.clone(), metrics.clone(), &crate::raft_node::logger())?;
+    let (inputs, rx) = std_mpsc::channel();
+    let transport = Transport::start(cfg.peers().cloned().collect(), cluster_id, id, inputs.clone(), rt, metrics.clone());
+    let request_timeout = Duration::from_secs(5) + cfg.election_timeout * 2;
+    let node = Node(Arc::new(NodeInner {
+        id,
+        cluster_id,
+        inputs,
+        sm,
+        engine,
+        seq: AtomicU64::new(1),
+        status: SharedStatus::default(),
+        metrics,
+        request_timeout,
+        cfg,
+    }));
+    let loop_node = node.clone();
+    let handle = std::thread::Builder::new()
+        .name("raft".into())
+        .spawn(move || RaftLoop::new(raft, transport, loop_node).run(rx))?;
+    Ok((node, handle))
+}
+
+/// The raft thread's state.
+struct RaftLoop {
+    raft: RaftNode,
+    transport: Transport,
+    node: Node,
+    tick: Duration,
+    election_timeout: Duration,
+    waiters: HashMap<u64, oneshot::Sender<Result<Applied>>>,
+    /// Proposals waiting for a leader to be known.
+    no_leader: VecDeque<(u64, Vec<u8>)>,
+    reads_waiting: Vec<oneshot::Sender<Result<()>>>,
+    reads_inflight: HashMap<u64, (Instant, Vec<oneshot::Sender<Result<()>>>)>,
+    reads_ready: Vec<(u64, Vec<oneshot::Sender<Result<()>>>)>,
+    read_ctx: u64,
+    revoking: HashMap<i64, Instant>,
+    attrs_proposed: Option<Instant>,
+}
+
+/// Most inputs taken before a Ready is processed; more wait for the next pass.
+const MAX_INPUTS_PER_READY: usize = 10_000;
+
+impl RaftLoop {
+    fn new(raft: RaftNode, transport: Transport, node: Node) -> Self {
+        let cfg = node.config();
+        Self {
+            tick: cfg.heartbeat_interval,
+            election_timeout: cfg.election_timeout,
+            raft,
+            transport,
+            node,
+            waiters: HashMap::new(),
+            no_leader: VecDeque::new(),
+            reads_waiting: Vec::new(),
+            reads_inflight: HashMap::new(),
+            reads_ready: Vec::new(),
+            read_ctx: 0,
+            revoking: HashMap::new(),
+            attrs_proposed: None,
+        }
+    }
+
+    fn run(mut self, rx: std_mpsc::Receiver<Input>) {
+        let mut next_tick = Instant::now() + self.tick;
+        let mut next_housekeeping = Instant::now();
+        loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(Input::Shutdown) => break,
+                Ok(input) => {
+                    self.handle(input);
+                    // Group commit: take everything already queued into this Ready.
+                    let mut n = 1;
+                    while n < MAX_INPUTS_PER_READY {
+                        match rx.try_recv() {
+                            Ok(Input::Shutdown) => return self.stop(),
+                            Ok(input) => self.handle(input),
+                            Err(_) => break,
+                        }
+                        n += 1;
+                    }
+                }
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            let now = Instant::now();
+            if now >= next_tick {
+                self.raft.tick();
+                next_tick += self.tick;
+                if next_tick < now {
+                    next_tick = now + self.tick;
+                }
+            }
+            self.flush_pending();
+            let out = match self.raft.on_ready(now) {
+                Ok(out) => out,
+                // An engine error here means the disk failed us; carrying on could make this
+                // member diverge from the others.
+                Err(e) => panic!("store: the Ready loop cannot continue: {e}"),
+            };
+            if let Some((leader, role)) = out.leader_change
+                && (leader == 0 || role != StateRole::Leader)
+            {
+                self.revoking.clear();
+            }
+            self.transport.send(out.messages);
+            for (seq, result) in out.applied {
+                if let Some(tx) = self.waiters.remove(&seq) {
+                    let _ = tx.send(result);
+                }
+            }
+            for rs in out.read_states {
+                let ctx = u64::from_be_bytes(rs.request_ctx.as_slice().try_into().unwrap_or([0; 8]));
+                if let Some((_, waiters)) = self.reads_inflight.remove(&ctx) {
+                    self.reads_ready.push((rs.index, waiters));
+                }
+            }
+            self.complete_reads();
+            self.publish_status();
+            if now >= next_housekeeping {
+                self.housekeeping(now);
+                next_housekeeping = now + Duration::from_millis(250);
+            }
+        }
+        self.stop();
+    }
+
+    fn stop(self) {
+        tracing::info!(target: "store::raft", "raft loop stopped");
+        // Waiters are dropped: their clients see "server stopped".
+    }
+
+    fn handle(&mut self, input: Input) {
+        match input {
+            Input::Propose { seq, data, tx } => {
+                if let Some(tx) = tx {
+                    self.waiters.insert(seq, tx);
+                }
+                self.no_leader.push_back((seq, data));
+            }
+            Input::Read { tx } => self.reads_waiting.push(tx),
+            Input::Step(m) => {
+                if let Err(e) = self.raft.step(m) {
+                    tracing::debug!(target: "store::raft", error = %e, "message not stepped");
+                }
+            }
+            Input::Unreachable(id) => self.raft.report_unreachable(id),
+            Input::SnapshotStatus(id, ok) => self.raft.report_snapshot(id, ok),
+            Input::Shutdown => {}
+        }
+    }
+
+    /// Proposes what is queued, once a leader is known, and starts ReadIndex for waiting reads.
+    fn flush_pending(&mut self) {
+        if self.raft.leader() != 0 {
+            while let Some((seq, data)) = self.no_leader.pop_front() {
+                if let Err(e) = self.raft.propose(data.clone()) {
+                    tracing::debug!(target: "store::raft", seq, error = %e, "proposal dropped; waiting for a leader");
+                    self.no_leader.push_front((seq, data));
+                    break;
+                }
+            }
+        }
+        if !self.reads_waiting.is_empty() {
+            self.read_ctx += 1;
+            self.raft.read_index(self.read_ctx.to_be_bytes().to_vec());
+            self.reads_inflight.insert(self.read_ctx, (Instant::now(), std::mem::take(&mut self.reads_waiting)));
+        }
+    }
+
+    fn complete_reads(&mut self) {
+        let applied = self.raft.applied_index();
+        self.reads_ready.retain_mut(|(index, waiters)| {
+            if *index > applied {
+                return true;
+            }
+            for tx in waiters.drain(..) {
+                let _ = tx.send(Ok(()));
+            }
+            false
+        });
+    }
+
+    fn publish_status(&self) {
+        let s = &self.node.0.status;
+        s.leader.store(self.raft.leader(), Ordering::Relaxed);
+        s.term.store(self.raft.term(), Ordering::Relaxed);
+        s.last_index.store(self.raft.last_index(), Ordering::Relaxed);
+        s.applied_index.store(self.raft.applied_index(), Ordering::Relaxed);
+        s.is_leader.store(u64::from(self.raft.role() == StateRole::Leader), Ordering::Relaxed);
+    }
+
+    fn housekeeping(&mut self, now: Instant) {
+        // Forget waiters whose clients gave up.
+        self.waiters.retain(|_, tx| !tx.is_closed());
+        self.node.0.metrics.proposals_pending.set(self.waiters.len() as i64);
+        // ReadIndex requests lost with a leader change are asked again.
+        let stale: Vec<u64> = self
+            .reads_inflight
+            .iter()
+            .filter(|(_, (at, _))| now.duration_since(*at) > self.election_timeout)
+            .map(|(ctx, _)| *ctx)
+            .collect();
+        for ctx in stale {
+            if let Some((_, waiters)) = self.reads_inflight.get_mut(&ctx) {
+                waiters.retain(|tx| !tx.is_closed());
+            }
+            self.reads_inflight.get_mut(&ctx).expect("present").0 = now;
+            self.raft.read_index(ctx.to_be_bytes().to_vec());
+        }
+        self.reads_inflight.retain(|_, (_, w)| !w.is_empty());
+        // The leader revokes expired leases through the log.
+        if self.raft.role() == StateRole::Leader {
+            let expired = self.raft.state_machine().read().expect("state machine lock").lessor.expired(now);
+            for id in expired {
+                let due = self.revoking.get(&id).is_none_or(|at| now.duration_since(*at) > Duration::from_secs(3));
+                if due {
+                    self.revoking.insert(id, now);
+                    let data = InternalRaftRequest {
+                        origin: 0,
+                        seq: 0,
+                        request: Some(Request::LeaseRevoke(PbLeaseRevokeRequest { id })),
+                    }
+                    .encode_to_vec();
+                    self.no_leader.push_back((0, data));
+                }
+            }
+            self.revoking.retain(|id, _| self.raft.state_machine().read().expect("state machine lock").lessor.exists(*id));
+        }
+        // Publish this member's name and client URLs once (etcd's `publish`).
+        let cfg = self.node.config();
+        let attrs = MemberAttributes { id: self.node.id(), name: cfg.name.clone(), client_urls: cfg.advertise_client_urls.clone() };
+        let published = self.raft.state_machine().read().expect("state machine lock").members.get(&attrs.id) == Some(&attrs);
+        if !published
+            && self.raft.leader() != 0
+            && self.attrs_proposed.is_none_or(|at| now.duration_since(at) > Duration::from_secs(2))
+        {
+            self.attrs_proposed = Some(now);
+            let data = InternalRaftRequest { origin: 0, seq: 0, request: Some(Request::MemberAttributes(attrs)) }.encode_to_vec();
+            self.no_leader.push_back((0, data));
+        }
+    }
+}
+
+/// The peer ids a member accepts messages from.
+pub fn member_ids(cfg: &Config) -> HashSet<u64> {
+    cfg.initial_cluster.iter().map(|p| p.id).collect()
+}

@@ -1,0 +1,225 @@
+//! Mirrors etcd's `rafthttp` (and TiKV's `transport`): carries raft messages between members.
+//!
+//! Sending: one task per peer owns a bounded queue and one long-lived client stream to that
+//! peer. It drains whatever is queued into one batch per write, so a busy leader sends few large
+//! frames. When the peer is gone it reconnects with backoff; raft itself re-sends what was lost,
+//! and is told the peer is unreachable so it stops pipelining to it. A snapshot goes in a call of
+//! its own, and its outcome is reported back to raft.
+//!
+//! Receiving: the `RaftPeer` service checks every batch (our cluster, addressed to us, from a
+//! member, every message decodable) before any message of it reaches the raft loop.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use protobuf::Message as _;
+use proto::raftpb::raft_peer_client::RaftPeerClient;
+use proto::raftpb::raft_peer_server::RaftPeer;
+use proto::raftpb::{Ack, MessageBatch};
+use raft::eraftpb::{Message, MessageType};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::config::Peer;
+use crate::metrics::Metrics;
+use crate::server::Input;
+
+/// Queued messages per peer before new ones are dropped (raft re-sends).
+const PEER_QUEUE: usize = 4096;
+/// Most messages in one batch.
+const MAX_BATCH: usize = 512;
+/// Largest frame a peer accepts: snapshots carry the whole key space.
+pub const MAX_PEER_MESSAGE: usize = 1 << 30;
+
+pub struct Transport {
+    peers: HashMap<u64, mpsc::Sender<Message>>,
+    inputs: std_mpsc::Sender<Input>,
+}
+
+impl Transport {
+    pub fn start(
+        peers: Vec<Peer>,
+        cluster_id: u64,
+        my_id: u64,
+        inputs: std_mpsc::Sender<Input>,
+        rt: &tokio::runtime::Handle,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let mut queues = HashMap::new();
+        for peer in peers {
+            let (tx, rx) = mpsc::channel(PEER_QUEUE);
+            queues.insert(peer.id, tx);
+            rt.spawn(peer_sender(peer, cluster_id, my_id, rx, inputs.clone(), metrics.clone()));
+        }
+        Self { peers: queues, inputs }
+    }
+
+    /// Queues messages for their peers; never blocks (called from the raft thread).
+    pub fn send(&self, msgs: Vec<Message>) {
+        for m in msgs {
+            let to = m.to;
+            match self.peers.get(&to) {
+                Some(q) => {
+                    if q.try_send(m).is_err() {
+                        let _ = self.inputs.send(Input::Unreachable(to));
+                    }
+                }
+                None => tracing::warn!(target: "store::transport", to = %format!("{to:x}"), "message to an unknown member dropped"),
+            }
+        }
+    }
+}
+
+async fn peer_sender(
+    peer: Peer,
+    cluster_id: u64,
+    my_id: u64,
+    mut rx: mpsc::Receiver<Message>,
+    inputs: std_mpsc::Sender<Input>,
+    metrics: Arc<Metrics>,
+) {
+    let mut backoff = Duration::from_millis(50);
+    let url = peer.peer_urls[0].clone();
+    loop {
+        let endpoint = match tonic::transport::Endpoint::from_shared(url.clone()) {
+            Ok(e) => e.connect_timeout(Duration::from_secs(1)).tcp_nodelay(true),
+            Err(e) => {
+                tracing::error!(target: "store::transport", peer = %peer.name, url = %url, error = %e, "bad peer URL; not sending to it");
+                return;
+            }
+        };
+        let channel = match endpoint.connect().await {
+            Ok(c) => c,
+            Err(_) => {
+                // Drop what is queued: it is stale by the time the peer is back.
+                while rx.try_recv().is_ok() {}
+                let _ = inputs.send(Input::Unreachable(peer.id));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        tracing::debug!(target: "store::transport", peer = %peer.name, "connected");
+        backoff = Duration::from_millis(50);
+        let client = RaftPeerClient::new(channel)
+            .max_decoding_message_size(MAX_PEER_MESSAGE)
+            .max_encoding_message_size(MAX_PEER_MESSAGE);
+        let (stx, srx) = mpsc::channel::<MessageBatch>(64);
+        let mut call = tokio::spawn({
+            let mut client = client.clone();
+            async move { client.stream(ReceiverStream::new(srx)).await }
+        });
+        let batch = |messages| MessageBatch { cluster_id, from: my_id, to: peer.id, messages };
+        loop {
+            tokio::select! {
+                m = rx.recv() => {
+                    let Some(m) = m else { return };
+                    let mut items = Vec::new();
+                    let mut next = Some(m);
+                    while let Some(m) = next.take() {
+                        if m.get_msg_type() == MessageType::MsgSnapshot {
+                            send_snapshot(client.clone(), batch(vec![encode(&m)]), peer.id, inputs.clone(), metrics.clone());
+                        } else {
+                            items.push(encode(&m));
+                        }
+                        if items.len() < MAX_BATCH {
+                            next = rx.try_recv().ok();
+                        }
+                    }
+                    if !items.is_empty() && stx.send(batch(items)).await.is_err() {
+                        break;
+                    }
+                }
+                _ = &mut call => break,
+            }
+        }
+        call.abort();
+        let _ = inputs.send(Input::Unreachable(peer.id));
+        tracing::debug!(target: "store::transport", peer = %peer.name, "stream to peer ended; reconnecting");
+    }
+}
+
+fn encode(m: &Message) -> Vec<u8> {
+    m.write_to_bytes().expect("encoding a raft message cannot fail")
+}
+
+fn send_snapshot(
+    mut client: RaftPeerClient<tonic::transport::Channel>,
+    batch: MessageBatch,
+    to: u64,
+    inputs: std_mpsc::Sender<Input>,
+    metrics: Arc<Metrics>,
+) {
+    tokio::spawn(async move {
+        let ok = client.snapshot(batch).await.is_ok();
+        if ok {
+            metrics.snapshots_sent.inc();
+        }
+        tracing::info!(target: "store::transport", to = %format!("{to:x}"), ok, "snapshot sent");
+        let _ = inputs.send(Input::SnapshotStatus(to, ok));
+    });
+}
+
+/// The receiving side: the `RaftPeer` gRPC service.
+pub struct PeerService {
+    pub cluster_id: u64,
+    pub my_id: u64,
+    pub members: HashSet<u64>,
+    pub inputs: std_mpsc::Sender<Input>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl PeerService {
+    /// Checks a whole batch, then hands its messages to the raft loop; a bad batch delivers none.
+    fn deliver(&self, b: MessageBatch) -> Result<(), Status> {
+        let reject = |s: Status| {
+            self.metrics.peer_messages_rejected.inc();
+            tracing::warn!(target: "store::transport", from = %format!("{:x}", b.from), error = %s.message(), "peer batch rejected");
+            s
+        };
+        if b.cluster_id != self.cluster_id {
+            return Err(reject(Status::failed_precondition(format!(
+                "cluster ID mismatch: this member is in cluster {:x}, the sender in {:x}",
+                self.cluster_id, b.cluster_id
+            ))));
+        }
+        if b.to != self.my_id || !self.members.contains(&b.from) {
+            return Err(reject(Status::permission_denied(format!(
+                "batch from {:x} to {:x} is not for member {:x} of this cluster",
+                b.from, b.to, self.my_id
+            ))));
+        }
+        let mut msgs = Vec::with_capacity(b.messages.len());
+        for raw in &b.messages {
+            let m = Message::parse_from_bytes(raw)
+                .map_err(|e| reject(Status::invalid_argument(format!("malformed raft message: {e}"))))?;
+            if m.from != b.from || m.to != self.my_id {
+                return Err(reject(Status::invalid_argument("raft message addressed differently from its batch")));
+            }
+            msgs.push(m);
+        }
+        for m in msgs {
+            self.inputs.send(Input::Step(m)).map_err(|_| Status::unavailable("member is stopping"))?;
+        }
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl RaftPeer for PeerService {
+    async fn stream(&self, req: Request<Streaming<MessageBatch>>) -> Result<Response<Ack>, Status> {
+        let mut s = req.into_inner();
+        while let Some(b) = s.message().await? {
+            self.deliver(b)?;
+        }
+        Ok(Response::new(Ack {}))
+    }
+
+    async fn snapshot(&self, req: Request<MessageBatch>) -> Result<Response<Ack>, Status> {
+        self.deliver(req.into_inner())?;
+        Ok(Response::new(Ack {}))
+    }
+}

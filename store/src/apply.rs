@@ -587,3 +587,184 @@ pub fn txn_is_read_only(t: &PbTxnRequest) -> bool {
         _ => false,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SledEngine;
+
+    fn sm() -> StateMachine {
+        StateMachine::load(Arc::new(SledEngine::temporary().unwrap()), 1, 16).unwrap()
+    }
+
+    fn apply(sm: &mut StateMachine, r: Request) -> Result<Applied> {
+        sm.apply_request(r, Instant::now(), &mut WriteBatch::default())
+    }
+
+    fn put(key: &str, value: &str) -> PbPutRequest {
+        PbPutRequest { key: key.into(), value: value.into(), ..Default::default() }
+    }
+
+    fn op_put(key: &str, value: &str) -> PbTxnRequestOp {
+        PbTxnRequestOp { request: Some(PbTxnOpRequest::RequestPut(put(key, value))) }
+    }
+
+    fn op_get(key: &str) -> PbTxnRequestOp {
+        PbTxnRequestOp { request: Some(PbTxnOpRequest::RequestRange(PbRangeRequest { key: key.into(), ..Default::default() })) }
+    }
+
+    fn cmp_mod(key: &str, rev: i64) -> PbCompare {
+        PbCompare {
+            key: key.into(),
+            target: compare_target::MOD,
+            result: compare_result::EQUAL,
+            target_union: Some(PbTargetUnion::ModRevision(rev)),
+            ..Default::default()
+        }
+    }
+
+    fn value(sm: &StateMachine, key: &str) -> Option<String> {
+        let r = sm.range(&PbRangeRequest { key: key.into(), ..Default::default() }).unwrap();
+        r.kvs.first().map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+    }
+
+    #[test]
+    fn a_create_txn_wins_once_as_the_api_server_uses_it() {
+        let mut s = sm();
+        // Kubernetes' create: mod_revision(key) == 0, then put; else get.
+        let create = |v: &str| PbTxnRequest {
+            compare: vec![cmp_mod("/registry/pods/default/p", 0)],
+            success: vec![op_put("/registry/pods/default/p", v)],
+            failure: vec![op_get("/registry/pods/default/p")],
+        };
+        let Applied::Txn(first) = apply(&mut s, Request::Txn(create("a"))).unwrap() else { panic!() };
+        assert!(first.succeeded);
+        assert_eq!(first.header.unwrap().revision, 1);
+        let Applied::Txn(second) = apply(&mut s, Request::Txn(create("b"))).unwrap() else { panic!() };
+        assert!(!second.succeeded);
+        let Some(PbTxnOpResponse::ResponseRange(r)) = &second.responses[0].response else { panic!() };
+        assert_eq!(r.kvs[0].value, b"a", "the failure branch returns the current object");
+        assert_eq!(s.kv.current_revision(), 1, "a failed txn with only reads writes nothing");
+    }
+
+    #[test]
+    fn reads_in_a_txn_see_its_earlier_writes_and_all_share_one_revision() {
+        let mut s = sm();
+        let t = PbTxnRequest { compare: vec![], success: vec![op_put("a", "1"), op_get("a"), op_put("b", "2")], failure: vec![] };
+        let Applied::Txn(r) = apply(&mut s, Request::Txn(t)).unwrap() else { panic!() };
+        let Some(PbTxnOpResponse::ResponseRange(got)) = &r.responses[1].response else { panic!() };
+        assert_eq!(got.kvs[0].value, b"1");
+        assert_eq!(s.kv.current_revision(), 1);
+        assert_eq!(s.kv.get_at(b"b", 1).unwrap().mod_revision, 1);
+    }
+
+    #[test]
+    fn nested_txns_choose_on_the_state_before_any_write() {
+        let mut s = sm();
+        apply(&mut s, Request::Put(put("x", "0"))).unwrap();
+        let inner = PbTxnRequest { compare: vec![cmp_mod("x", 1)], success: vec![op_put("y", "inner-ok")], failure: vec![op_put("y", "inner-failed")] };
+        let outer = PbTxnRequest {
+            compare: vec![cmp_mod("x", 1)],
+            success: vec![op_put("x", "1"), PbTxnRequestOp { request: Some(PbTxnOpRequest::RequestTxn(inner)) }],
+            failure: vec![],
+        };
+        apply(&mut s, Request::Txn(outer)).unwrap();
+        assert_eq!(value(&s, "y").as_deref(), Some("inner-ok"));
+    }
+
+    #[test]
+    fn a_txn_that_fails_a_check_changes_nothing() {
+        let mut s = sm();
+        let t = PbTxnRequest {
+            compare: vec![],
+            success: vec![op_put("a", "1"), PbTxnRequestOp { request: Some(PbTxnOpRequest::RequestPut(PbPutRequest { key: b"b".to_vec(), lease: 42, ..Default::default() })) }],
+            failure: vec![],
+        };
+        assert!(matches!(apply(&mut s, Request::Txn(t)), Err(Error::LeaseNotFound)));
+        assert_eq!(s.kv.current_revision(), 0);
+        assert_eq!(value(&s, "a"), None);
+    }
+
+    #[test]
+    fn txn_checks_are_etcds() {
+        let dup = PbTxnRequest { compare: vec![], success: vec![op_put("a", "1"), op_put("a", "2")], failure: vec![] };
+        assert!(matches!(check_txn(&dup), Err(Error::DuplicateKey)));
+        let put_and_delete = PbTxnRequest {
+            compare: vec![],
+            success: vec![
+                op_put("a/1", "1"),
+                PbTxnRequestOp { request: Some(PbTxnOpRequest::RequestDeleteRange(PbDeleteRequest { key: b"a/".to_vec(), range_end: b"a0".to_vec(), ..Default::default() })) },
+            ],
+            failure: vec![],
+        };
+        assert!(matches!(check_txn(&put_and_delete), Err(Error::DuplicateKey)));
+        let many = PbTxnRequest { compare: vec![], success: (0..129).map(|i| op_put(&format!("k{i}"), "v")).collect(), failure: vec![] };
+        assert!(matches!(check_txn(&many), Err(Error::TooManyOps)));
+        assert!(txn_is_read_only(&PbTxnRequest { compare: vec![], success: vec![op_get("a")], failure: vec![] }));
+    }
+
+    #[test]
+    fn compares_on_missing_keys_and_values() {
+        let mut s = sm();
+        apply(&mut s, Request::Put(put("k", "b"))).unwrap();
+        let rev = s.kv.current_revision();
+        let c = |target, result, key: &str, u| PbCompare { key: key.into(), target, result, target_union: Some(u), ..Default::default() };
+        assert!(s.compare(&c(compare_target::VERSION, compare_result::EQUAL, "missing", PbTargetUnion::Version(0)), rev));
+        assert!(!s.compare(&c(compare_target::VALUE, compare_result::NOT_EQUAL, "missing", PbTargetUnion::Value(b"x".to_vec())), rev));
+        assert!(s.compare(&c(compare_target::VALUE, compare_result::GREATER, "k", PbTargetUnion::Value(b"a".to_vec())), rev));
+        assert!(s.compare(&c(compare_target::CREATE, compare_result::LESS, "k", PbTargetUnion::CreateRevision(2)), rev));
+    }
+
+    #[test]
+    fn revoking_a_lease_deletes_its_keys_in_one_revision() {
+        let mut s = sm();
+        apply(&mut s, Request::LeaseGrant(PbLeaseGrantRequest { id: 9, ttl: 10 })).unwrap();
+        for k in ["e1", "e2"] {
+            apply(&mut s, Request::Put(PbPutRequest { key: k.into(), value: b"v".to_vec(), lease: 9, ..Default::default() })).unwrap();
+        }
+        // Re-putting without the lease detaches the key.
+        apply(&mut s, Request::Put(put("e2", "kept"))).unwrap();
+        let before = s.kv.current_revision();
+        apply(&mut s, Request::LeaseRevoke(PbLeaseRevokeRequest { id: 9 })).unwrap();
+        assert_eq!(s.kv.current_revision(), before + 1);
+        assert_eq!(value(&s, "e1"), None);
+        assert_eq!(value(&s, "e2").as_deref(), Some("kept"));
+        assert!(matches!(apply(&mut s, Request::LeaseRenew(PbLeaseKeepAliveRequest { id: 9 })), Err(Error::LeaseNotFound)));
+    }
+
+    #[test]
+    fn range_limit_count_sort_and_filters() {
+        let mut s = sm();
+        for (k, v) in [("p/a", "3"), ("p/b", "1"), ("p/c", "2")] {
+            apply(&mut s, Request::Put(put(k, v))).unwrap();
+        }
+        let base = PbRangeRequest { key: b"p/".to_vec(), range_end: b"p0".to_vec(), ..Default::default() };
+        let r = s.range(&PbRangeRequest { limit: 2, ..base.clone() }).unwrap();
+        assert_eq!((r.kvs.len(), r.count, r.more), (2, 3, true));
+        let r = s.range(&PbRangeRequest { sort_target: sort_target::VALUE, sort_order: sort_order::DESCEND, limit: 1, ..base.clone() }).unwrap();
+        assert_eq!(r.kvs[0].key, b"p/a");
+        let r = s.range(&PbRangeRequest { count_only: true, ..base.clone() }).unwrap();
+        assert_eq!((r.kvs.len(), r.count), (0, 3));
+        let r = s.range(&PbRangeRequest { keys_only: true, min_mod_revision: 2, ..base.clone() }).unwrap();
+        assert_eq!(r.kvs.iter().map(|kv| (kv.key.clone(), kv.value.len())).collect::<Vec<_>>(), vec![(b"p/b".to_vec(), 0), (b"p/c".to_vec(), 0)]);
+        assert!(matches!(s.range(&PbRangeRequest { revision: 9, ..base }), Err(Error::FutureRevision)));
+    }
+
+    #[test]
+    fn a_snapshot_restores_an_identical_state_machine() {
+        let mut a = sm();
+        apply(&mut a, Request::LeaseGrant(PbLeaseGrantRequest { id: 5, ttl: 30 })).unwrap();
+        apply(&mut a, Request::Put(PbPutRequest { key: b"l".to_vec(), value: b"v".to_vec(), lease: 5, ..Default::default() })).unwrap();
+        apply(&mut a, Request::Put(put("k", "1"))).unwrap();
+        apply(&mut a, Request::Put(put("k", "2"))).unwrap();
+        apply(&mut a, Request::MemberAttributes(MemberAttributes { id: 1, name: "a".into(), client_urls: vec!["http://x".into()] })).unwrap();
+        let data = a.snapshot_data();
+        let mut b = sm();
+        apply(&mut b, Request::Put(put("stale", "x"))).unwrap();
+        b.restore(&data, 77, &mut WriteBatch::default()).unwrap();
+        assert_eq!(b.snapshot_data(), data);
+        assert_eq!(b.applied_index, 77);
+        assert_eq!(b.lessor.get(5).unwrap().keys.len(), 1, "lease attachments are rebuilt");
+        assert_eq!(value(&b, "stale"), None);
+    }
+}

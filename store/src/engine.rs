@@ -82,10 +82,26 @@ pub struct SledEngine {
 }
 
 impl SledEngine {
+    /// Opens (or creates) the engine in `dir`. A directory still locked by a member that is
+    /// shutting down is waited for briefly; one held by a running process is an error that says so.
     pub fn open(dir: &std::path::Path) -> Result<Self> {
-        // sled's own background flush stays on as a safety net; durability comes from our flush.
-        let db = sled::Config::new().path(dir).cache_capacity(256 << 20).open()?;
-        Ok(Self { db })
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            // sled's own background flush stays on as a safety net; durability comes from our flush.
+            match sled::Config::new().path(dir).cache_capacity(256 << 20).open() {
+                Ok(db) => return Ok(Self { db }),
+                Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(crate::error::Error::Config(format!(
+                            "{} is in use by another process (is another store running on this --data-dir?)",
+                            dir.display()
+                        )));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// A throwaway engine in a temporary directory, for tests.

@@ -157,12 +157,19 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     // Run until asked to stop, or until a server fails.
     let failed = tokio::select! {
         _ = shutdown => None,
-        r = futures::future::select_all(tasks.iter_mut()) => Some(r.0),
+        (r, i, _) = futures::future::select_all(tasks.iter_mut()) => Some((r, i)),
     };
+    if let Some((_, i)) = failed {
+        tasks.remove(i); // finished: its handle must not be polled again
+    }
+    let failed = failed.map(|(r, _)| r);
     node.shutdown();
     let _ = stop_tx.send(true);
-    for t in tasks {
-        t.abort();
+    // Servers drain gracefully, but long-lived watch streams never end by themselves.
+    for mut t in tasks {
+        if tokio::time::timeout(Duration::from_secs(2), &mut t).await.is_err() {
+            t.abort();
+        }
     }
     let _ = tokio::task::spawn_blocking(move || raft_thread.join()).await;
     match failed {

@@ -190,7 +190,7 @@ mod tests {
         let mut b = WriteBatch::default();
         assert_eq!(l.grant(7, 1, t0, &mut b).unwrap().ttl, 2, "raised to the minimum TTL");
         l.grant(8, 10, t0, &mut b).unwrap();
-        let later = t0 + Duration::from_secs(3);
+        let later = t0 + Duration::from_millis(2500);
         assert!(l.expired(later).is_empty(), "a follower never decides expiry");
         l.promote(t0 + Duration::from_secs(1));
         assert!(l.expired(later).is_empty(), "promotion gave lease 7 a fresh TTL");

@@ -1,0 +1,377 @@
+//! Deterministic three-member clusters: real `RaftNode`s over sled in temporary directories,
+//! connected by `FakeNetwork`, an in-process network under the test's control that drops, delays
+//! and partitions messages. Time is logical (ticks); randomness comes from a fixed seed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use prost::Message as _;
+use proto::etcd::{PbPutRequest, PbRangeRequest};
+use raft::StateRole;
+use raft::eraftpb::Message;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use store::apply::{Applied, InternalRaftRequest, Request, StateMachine};
+use store::engine::{Engine, SledEngine};
+use store::metrics::Metrics;
+use store::raft_node::{RaftNode, RaftOptions, logger};
+
+/// A fake network: messages wait a random number of ticks, may be dropped, and never cross a
+/// partition. Clearly a test double; the real transport is `store::transport`.
+struct FakeNetwork {
+    rng: StdRng,
+    in_flight: Vec<(u64, Message)>,
+    /// Members cut off from everyone else.
+    isolated: HashSet<u64>,
+    drop_rate: f64,
+    max_delay: u64,
+}
+
+impl FakeNetwork {
+    fn send(&mut self, now: u64, m: Message) {
+        if self.isolated.contains(&m.from) || self.isolated.contains(&m.to) {
+            return;
+        }
+        if self.drop_rate > 0.0 && self.rng.random_bool(self.drop_rate) {
+            return;
+        }
+        let delay = if self.max_delay > 0 { self.rng.random_range(0..=self.max_delay) } else { 0 };
+        self.in_flight.push((now + delay, m));
+    }
+
+    fn due(&mut self, now: u64) -> Vec<Message> {
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight).into_iter().partition(|(at, _)| *at <= now);
+        self.in_flight = later;
+        due.into_iter()
+            .filter(|(_, m)| !self.isolated.contains(&m.from) && !self.isolated.contains(&m.to))
+            .map(|(_, m)| m)
+            .collect()
+    }
+}
+
+struct Member {
+    raft: RaftNode,
+    sm: Arc<RwLock<StateMachine>>,
+}
+
+struct Cluster {
+    ids: Vec<u64>,
+    dirs: BTreeMap<u64, PathBuf>,
+    members: BTreeMap<u64, Option<Member>>,
+    net: FakeNetwork,
+    opts: RaftOptions,
+    tick: u64,
+    seq: u64,
+    /// Results of proposals, by sequence number.
+    results: BTreeMap<u64, Applied>,
+    _tmp: tempfile::TempDir,
+}
+
+fn open_member(id: u64, voters: Vec<u64>, dir: &PathBuf, opts: &RaftOptions) -> Member {
+    let engine: Arc<dyn Engine> = Arc::new(SledEngine::open(dir).expect("open engine"));
+    let sm = Arc::new(RwLock::new(StateMachine::load(engine.clone(), 2, 1024).expect("load state machine")));
+    let raft = RaftNode::open(id, voters, engine, sm.clone(), opts.clone(), Metrics::new(), &logger()).expect("open raft node");
+    Member { raft, sm }
+}
+
+impl Cluster {
+    fn new(seed: u64, opts: RaftOptions) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ids = vec![1, 2, 3];
+        let mut dirs = BTreeMap::new();
+        let mut members = BTreeMap::new();
+        for id in &ids {
+            let dir = tmp.path().join(format!("m{id}"));
+            members.insert(*id, Some(open_member(*id, ids.clone(), &dir, &opts)));
+            dirs.insert(*id, dir);
+        }
+        let net = FakeNetwork {
+            rng: StdRng::seed_from_u64(seed),
+            in_flight: Vec::new(),
+            isolated: HashSet::new(),
+            drop_rate: 0.0,
+            max_delay: 0,
+        };
+        Self { ids, dirs, members, net, opts, tick: 0, seq: 1, results: BTreeMap::new(), _tmp: tmp }
+    }
+
+    /// One logical tick: every live member ticks, receives what is due, and runs its Ready loop.
+    fn step(&mut self) {
+        self.tick += 1;
+        for m in self.net.due(self.tick) {
+            if let Some(Some(member)) = self.members.get_mut(&m.to) {
+                let _ = member.raft.step(m);
+            }
+        }
+        for id in self.ids.clone() {
+            let Some(Some(member)) = self.members.get_mut(&id) else { continue };
+            member.raft.tick();
+            // Several passes: a Ready may enable another (e.g. a LightReady's commit).
+            for _ in 0..3 {
+                let out = member.raft.on_ready(Instant::now()).expect("ready");
+                for (seq, r) in out.applied {
+                    self.results.insert(seq, r.expect("apply"));
+                }
+                for m in out.messages {
+                    self.net.send(self.tick, m);
+                }
+            }
+        }
+    }
+
+    fn run(&mut self, ticks: u64) {
+        for _ in 0..ticks {
+            self.step();
+        }
+    }
+
+    fn member(&self, id: u64) -> &Member {
+        self.members[&id].as_ref().expect("member is running")
+    }
+
+    /// The leader all live members agree on, if any.
+    fn leader(&self) -> Option<u64> {
+        let leaders: Vec<u64> = self
+            .members
+            .iter()
+            .filter_map(|(id, m)| m.as_ref().filter(|m| m.raft.role() == StateRole::Leader).map(|_| *id))
+            .filter(|id| !self.net.isolated.contains(id))
+            .collect();
+        match leaders.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+
+    /// Waits until one leader exists and every live, connected member knows it.
+    fn wait_leader(&mut self, max_ticks: u64) -> u64 {
+        for _ in 0..max_ticks {
+            self.step();
+            if let Some(l) = self.leader() {
+                let known = self
+                    .members
+                    .iter()
+                    .filter(|(id, _)| !self.net.isolated.contains(id))
+                    .filter_map(|(_, m)| m.as_ref())
+                    .all(|m| m.raft.leader() == l);
+                if known {
+                    return l;
+                }
+            }
+        }
+        panic!("no single leader after {max_ticks} ticks");
+    }
+
+    fn propose_put(&mut self, on: u64, key: &str, value: &str) -> u64 {
+        let seq = self.seq;
+        self.seq += 1;
+        let req = InternalRaftRequest {
+            origin: on,
+            seq,
+            request: Some(Request::Put(PbPutRequest { key: key.into(), value: value.into(), ..Default::default() })),
+        };
+        let member = self.members.get_mut(&on).and_then(|m| m.as_mut()).expect("member is running");
+        let _ = member.raft.propose(req.encode_to_vec());
+        seq
+    }
+
+    fn wait_applied(&mut self, seq: u64, max_ticks: u64) {
+        for _ in 0..max_ticks {
+            if self.results.contains_key(&seq) {
+                return;
+            }
+            self.step();
+        }
+        panic!("proposal {seq} not applied after {max_ticks} ticks");
+    }
+
+    fn crash(&mut self, id: u64) {
+        self.members.insert(id, None);
+    }
+
+    fn restart(&mut self, id: u64) {
+        let m = open_member(id, self.ids.clone(), &self.dirs[&id], &self.opts);
+        self.members.insert(id, Some(m));
+    }
+
+    fn get(&self, id: u64, key: &str) -> Option<String> {
+        let sm = self.member(id).sm.read().unwrap();
+        let r = sm.range(&PbRangeRequest { key: key.into(), ..Default::default() }).unwrap();
+        r.kvs.first().map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+    }
+
+    fn state(&self, id: u64) -> Vec<u8> {
+        self.member(id).sm.read().unwrap().snapshot_data()
+    }
+
+    fn assert_converged(&mut self, max_ticks: u64) {
+        for _ in 0..max_ticks {
+            self.step();
+            let live: Vec<u64> = self.members.iter().filter(|(_, m)| m.is_some()).map(|(id, _)| *id).collect();
+            let states: Vec<Vec<u8>> = live.iter().map(|id| self.state(*id)).collect();
+            if states.windows(2).all(|w| w[0] == w[1]) {
+                return;
+            }
+        }
+        panic!("members did not converge after {max_ticks} ticks");
+    }
+}
+
+fn small_log() -> RaftOptions {
+    RaftOptions { snapshot_count: 20, catchup_entries: 5, ..Default::default() }
+}
+
+#[test]
+fn three_members_elect_one_leader_and_replicate() {
+    let mut c = Cluster::new(1, RaftOptions::default());
+    let leader = c.wait_leader(100);
+    let follower = c.ids.iter().copied().find(|id| *id != leader).unwrap();
+    // A proposal on a follower is forwarded to the leader and answered on the follower.
+    let seq = c.propose_put(follower, "k", "v");
+    c.run(10);
+    assert!(matches!(c.results.get(&seq), Some(Applied::Put(_))), "the follower's proposal was answered");
+    c.assert_converged(20);
+    for id in c.ids.clone() {
+        assert_eq!(c.get(id, "k").as_deref(), Some("v"));
+    }
+}
+
+#[test]
+fn losing_the_leader_elects_another_and_nothing_committed_is_lost() {
+    let mut c = Cluster::new(2, RaftOptions::default());
+    let old = c.wait_leader(100);
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        let seq = c.propose_put(old, &format!("k{i}"), "before");
+        acked.push((seq, format!("k{i}")));
+    }
+    c.run(5);
+    assert!(acked.iter().all(|(s, _)| c.results.contains_key(s)));
+    c.crash(old);
+    let new = c.wait_leader(100);
+    assert_ne!(new, old);
+    let mut last = 0;
+    for i in 10..20 {
+        last = c.propose_put(new, &format!("k{i}"), "after");
+    }
+    c.wait_applied(last, 20);
+    c.restart(old);
+    c.assert_converged(100);
+    for i in 0..20 {
+        assert!(c.get(old, &format!("k{i}")).is_some(), "k{i} reached the restarted member");
+    }
+}
+
+#[test]
+fn a_partitioned_minority_commits_nothing_and_catches_up_after_healing() {
+    let mut c = Cluster::new(3, RaftOptions::default());
+    let leader = c.wait_leader(100);
+    let minority = c.ids.iter().copied().find(|id| *id != leader).unwrap();
+    c.net.isolated.insert(minority);
+    let lost = c.propose_put(minority, "minority", "x");
+    let ok = c.propose_put(leader, "majority", "y");
+    c.run(50);
+    assert!(!c.results.contains_key(&lost), "a write through the minority must not commit");
+    assert!(c.results.contains_key(&ok), "the majority keeps committing");
+    assert_eq!(c.get(minority, "majority"), None);
+    // The isolated member campaigns in vain (pre-vote keeps it from disrupting the others).
+    assert_ne!(c.member(minority).raft.role(), StateRole::Leader);
+    c.net.isolated.clear();
+    c.assert_converged(100);
+    assert_eq!(c.get(minority, "majority").as_deref(), Some("y"));
+    assert_eq!(c.leader(), Some(leader), "healing did not disturb the leader");
+}
+
+#[test]
+fn a_member_behind_the_compacted_log_catches_up_by_snapshot() {
+    let mut c = Cluster::new(4, small_log());
+    let leader = c.wait_leader(100);
+    let behind = c.ids.iter().copied().find(|id| *id != leader).unwrap();
+    c.crash(behind);
+    for i in 0..200 {
+        c.propose_put(leader, &format!("key{i:03}"), &format!("v{i}"));
+        if i % 10 == 0 {
+            c.step();
+        }
+    }
+    c.run(10);
+    assert!(c.member(leader).raft.first_index() > 100, "the leader compacted its log");
+    c.restart(behind);
+    for _ in 0..200 {
+        c.step();
+        if c.get(behind, "key199").is_some() {
+            break;
+        }
+    }
+    c.assert_converged(200);
+    assert!(c.member(behind).raft.first_index() > 100, "the member was restored from a snapshot");
+    assert_eq!(c.get(behind, "key199").as_deref(), Some("v199"));
+    // And it keeps following afterwards.
+    let seq = c.propose_put(leader, "after", "snapshot");
+    c.wait_applied(seq, 20);
+    c.assert_converged(20);
+    assert_eq!(c.get(behind, "after").as_deref(), Some("snapshot"));
+}
+
+#[test]
+fn progress_despite_dropped_and_delayed_messages() {
+    let mut c = Cluster::new(5, RaftOptions::default());
+    c.net.drop_rate = 0.2;
+    c.net.max_delay = 3;
+    let mut pending: Vec<(u64, String)> = Vec::new();
+    let mut done = Vec::new();
+    for round in 0..300 {
+        if round % 3 == 0
+            && let Some(l) = c.leader()
+        {
+            let key = format!("k{round}");
+            let seq = c.propose_put(l, &key, "v");
+            pending.push((seq, key));
+        }
+        c.step();
+        pending.retain(|(s, k)| {
+            if c.results.contains_key(s) {
+                done.push(k.clone());
+                false
+            } else {
+                true
+            }
+        });
+    }
+    assert!(done.len() > 20, "only {} of the proposals committed under loss", done.len());
+    c.net.drop_rate = 0.0;
+    c.assert_converged(300);
+    for id in c.ids.clone() {
+        for k in &done {
+            assert!(c.get(id, k).is_some(), "acknowledged {k} missing on member {id}");
+        }
+    }
+}
+
+#[test]
+fn restarting_every_member_keeps_what_was_committed() {
+    let mut c = Cluster::new(6, small_log());
+    let leader = c.wait_leader(100);
+    let mut last = 0;
+    for i in 0..50 {
+        last = c.propose_put(leader, &format!("k{i}"), "v");
+    }
+    c.wait_applied(last, 20);
+    let before = c.state(leader);
+    for id in c.ids.clone() {
+        c.crash(id);
+    }
+    for id in c.ids.clone() {
+        c.restart(id);
+    }
+    c.wait_leader(200);
+    c.assert_converged(50);
+    for id in c.ids.clone() {
+        let sm = c.member(id).sm.read().unwrap();
+        assert_eq!(sm.kv.current_revision(), 50);
+        drop(sm);
+        assert_eq!(c.state(id), before);
+    }
+}

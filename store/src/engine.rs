@@ -5,6 +5,8 @@
 //! The engine is a small trait so that sled, effectively unmaintained, can be swapped for another
 //! ordered store (redb, an append-only file) without touching the raft or MVCC code.
 
+use std::collections::BTreeMap;
+
 use crate::error::Result;
 
 /// Key prefixes of the single tree. Index-like parts of keys are big-endian so that keys sort in
@@ -41,18 +43,19 @@ pub mod keys {
     }
 }
 
-/// A set of writes applied atomically.
+/// A set of writes applied atomically. A key written twice keeps its last write only: one Ready
+/// rewrites the applied index and the revision once per entry, and the engine need not.
 #[derive(Default, Debug)]
 pub struct WriteBatch {
-    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    pub(crate) ops: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl WriteBatch {
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push((key, Some(value)));
+        self.ops.insert(key, Some(value));
     }
     pub fn delete(&mut self, key: Vec<u8>) {
-        self.ops.push((key, None));
+        self.ops.insert(key, None);
     }
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()

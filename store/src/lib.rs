@@ -65,6 +65,18 @@ async fn listen(url: &str, what: &str) -> Result<TcpListener> {
     })
 }
 
+/// Accepted connections with Nagle's algorithm off: with it, a response larger than a segment
+/// waits for the client's delayed ACK (40 ms). tonic's own `tcp_nodelay` only applies to
+/// listeners it binds itself.
+fn incoming(l: TcpListener) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use futures::StreamExt;
+    TcpListenerStream::new(l).map(|s| {
+        let s = s?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    })
+}
+
 /// Answers any gRPC method we do not serve with UNIMPLEMENTED naming the method.
 async fn unimplemented_method(uri: axum::http::Uri) -> axum::http::Response<axum::body::Body> {
     tonic::Status::unimplemented(format!("kubelab store does not implement {}", uri.path())).into_http()
@@ -105,9 +117,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         let mut stop = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             tonic::transport::Server::builder()
-                .tcp_nodelay(true)
                 .add_service(svc)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(l), async move {
+                .serve_with_incoming_shutdown(incoming(l), async move {
                     let _ = stop.wait_for(|s| *s).await;
                 })
                 .await
@@ -127,10 +138,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         let mut stop = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             tonic::transport::Server::builder()
-                .tcp_nodelay(true)
                 .http2_keepalive_interval(Some(Duration::from_secs(30)))
                 .add_routes(tonic::service::Routes::from(routes))
-                .serve_with_incoming_shutdown(TcpListenerStream::new(l), async move {
+                .serve_with_incoming_shutdown(incoming(l), async move {
                     let _ = stop.wait_for(|s| *s).await;
                 })
                 .await

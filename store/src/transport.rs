@@ -223,3 +223,39 @@ impl RaftPeer for PeerService {
         Ok(Response::new(Ack {}))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service() -> (PeerService, std_mpsc::Receiver<Input>) {
+        let (tx, rx) = std_mpsc::channel();
+        let svc = PeerService { cluster_id: 7, my_id: 1, members: [1, 2, 3].into(), inputs: tx, metrics: Metrics::new() };
+        (svc, rx)
+    }
+
+    fn msg(from: u64, to: u64) -> Vec<u8> {
+        let mut m = Message::default();
+        m.from = from;
+        m.to = to;
+        m.set_msg_type(MessageType::MsgHeartbeat);
+        encode(&m)
+    }
+
+    #[test]
+    fn a_bad_batch_is_rejected_whole_and_nothing_reaches_raft() {
+        let (svc, rx) = service();
+        let garbage = vec![0xff, 0xff, 0xff, 0x01];
+        let batch = |cluster_id, from, messages| MessageBatch { cluster_id, from, to: 1, messages };
+        let err = svc.deliver(batch(7, 2, vec![msg(2, 1), garbage])).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.message().contains("malformed raft message"));
+        assert_eq!(svc.deliver(batch(8, 2, vec![msg(2, 1)])).unwrap_err().code(), tonic::Code::FailedPrecondition);
+        assert_eq!(svc.deliver(batch(7, 9, vec![msg(9, 1)])).unwrap_err().code(), tonic::Code::PermissionDenied);
+        assert_eq!(svc.deliver(batch(7, 2, vec![msg(3, 1)])).unwrap_err().code(), tonic::Code::InvalidArgument);
+        assert!(rx.try_recv().is_err(), "nothing of a rejected batch was delivered");
+        assert_eq!(svc.metrics.peer_messages_rejected.get(), 4);
+        svc.deliver(batch(7, 2, vec![msg(2, 1), msg(2, 1)])).unwrap();
+        assert_eq!(rx.try_iter().count(), 2);
+    }
+}

@@ -18,6 +18,44 @@ struct Cli {
 enum Command {
     /// The store: kubelab's etcd (raft-replicated, etcd v3 API).
     Store(StoreArgs),
+    /// The API server: kubectl-compatible REST API over the store (or a real etcd).
+    Apiserver(ApiserverArgs),
+    /// The controller manager: the namespace controller (more control loops come later).
+    ControllerManager(ControllerManagerArgs),
+}
+
+/// Flags as kube-apiserver names them.
+#[derive(Args)]
+struct ApiserverArgs {
+    /// The store (or etcd) servers to connect to, comma-separated.
+    #[arg(long, default_value = "http://127.0.0.1:2379")]
+    etcd_servers: String,
+    /// The prefix of every key in the store.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// The address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: String,
+    /// The port to serve plain HTTP on (anonymous; for local use and the lab).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// The largest request body accepted (413 beyond).
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
+    max_request_bytes: usize,
+    /// How long events are kept (e.g. 1h, 30m).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    event_ttl: Duration,
+}
+
+/// Flags as kube-controller-manager names them.
+#[derive(Args)]
+struct ControllerManagerArgs {
+    /// Path to a kubeconfig file for reaching the API server.
+    #[arg(long, conflicts_with = "master")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides any kubeconfig).
+    #[arg(long)]
+    master: Option<String>,
 }
 
 /// Flags as etcd names them.
@@ -133,6 +171,28 @@ fn main() -> anyhow::Result<()> {
         Command::Store(args) => {
             let cfg = args.into_config()?;
             rt.block_on(store::run(cfg, shutdown_signal())).context("kubelab store")?;
+        }
+        Command::Apiserver(args) => {
+            drop(rt);
+            let opts = apiserver::Options {
+                etcd_servers: store::config::split_urls(&args.etcd_servers),
+                etcd_prefix: args.etcd_prefix,
+                bind_address: args.bind_address,
+                port: args.port,
+                max_request_bytes: args.max_request_bytes,
+                event_ttl: args.event_ttl,
+                ..Default::default()
+            };
+            // actix-web runs on its own system of single-threaded runtimes.
+            actix_web::rt::System::new().block_on(apiserver::run(opts, shutdown_signal())).context("kubelab apiserver")?;
+        }
+        Command::ControllerManager(args) => {
+            let conn = match (args.master, args.kubeconfig) {
+                (Some(url), _) => controllers::Connection::Master(url),
+                (None, Some(path)) => controllers::Connection::Kubeconfig(path),
+                (None, None) => anyhow::bail!("kubelab controller-manager needs --kubeconfig or --master"),
+            };
+            rt.block_on(controllers::run(conn, shutdown_signal())).context("kubelab controller-manager")?;
         }
     }
     Ok(())

@@ -117,6 +117,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         let mut stop = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(Duration::from_secs(1)))
+                .http2_keepalive_timeout(Some(Duration::from_secs(2)))
                 .add_service(svc)
                 .serve_with_incoming_shutdown(incoming(l), async move {
                     let _ = stop.wait_for(|s| *s).await;

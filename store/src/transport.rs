@@ -31,6 +31,8 @@ use crate::server::Input;
 const PEER_QUEUE: usize = 4096;
 /// Most messages in one batch.
 const MAX_BATCH: usize = 512;
+/// How long a snapshot may take to reach a follower before raft is told it failed.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest frame a peer accepts: snapshots carry the whole key space.
 pub const MAX_PEER_MESSAGE: usize = 1 << 30;
 
@@ -81,65 +83,109 @@ async fn peer_sender(
     inputs: std_mpsc::Sender<Input>,
     metrics: Arc<Metrics>,
 ) {
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = MIN_BACKOFF;
     let url = peer.peer_urls[0].clone();
     loop {
         let endpoint = match tonic::transport::Endpoint::from_shared(url.clone()) {
-            Ok(e) => e.connect_timeout(Duration::from_secs(1)).tcp_nodelay(true),
+            // HTTP/2 keepalive finds a connection whose other end vanished (a killed member, a
+            // cut network): the call then fails and the sender reconnects, instead of writing
+            // into a connection nobody reads.
+            Ok(e) => e
+                .connect_timeout(Duration::from_secs(1))
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(Duration::from_secs(1))
+                .keep_alive_timeout(Duration::from_secs(2))
+                .keep_alive_while_idle(true),
             Err(e) => {
                 tracing::error!(target: "store::transport", peer = %peer.name, url = %url, error = %e, "bad peer URL; not sending to it");
                 return;
             }
         };
-        let channel = match endpoint.connect().await {
-            Ok(c) => c,
-            Err(_) => {
-                // Drop what is queued: it is stale by the time the peer is back.
-                while rx.try_recv().is_ok() {}
-                let _ = inputs.send(Input::Unreachable(peer.id));
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-                continue;
-            }
-        };
-        tracing::debug!(target: "store::transport", peer = %peer.name, "connected");
-        backoff = Duration::from_millis(50);
-        let client = RaftPeerClient::new(channel)
-            .max_decoding_message_size(MAX_PEER_MESSAGE)
-            .max_encoding_message_size(MAX_PEER_MESSAGE);
-        let (stx, srx) = mpsc::channel::<MessageBatch>(64);
-        let mut call = tokio::spawn({
-            let mut client = client.clone();
-            async move { client.stream(ReceiverStream::new(srx)).await }
-        });
-        let batch = |messages| MessageBatch { cluster_id, from: my_id, to: peer.id, messages };
-        loop {
-            tokio::select! {
-                m = rx.recv() => {
-                    let Some(m) = m else { return };
-                    let mut items = Vec::new();
-                    let mut next = Some(m);
-                    while let Some(m) = next.take() {
-                        if m.get_msg_type() == MessageType::MsgSnapshot {
-                            send_snapshot(client.clone(), batch(vec![encode(&m)]), peer.id, inputs.clone(), metrics.clone());
-                        } else {
-                            items.push(encode(&m));
-                        }
-                        if items.len() < MAX_BATCH {
-                            next = rx.try_recv().ok();
-                        }
-                    }
-                    if !items.is_empty() && stx.send(batch(items)).await.is_err() {
-                        break;
-                    }
-                }
-                _ = &mut call => break,
+        let started = tokio::time::Instant::now();
+        if let Ok(channel) = endpoint.connect().await {
+            tracing::debug!(target: "store::transport", peer = %peer.name, "connected");
+            let client = RaftPeerClient::new(channel)
+                .max_decoding_message_size(MAX_PEER_MESSAGE)
+                .max_encoding_message_size(MAX_PEER_MESSAGE);
+            if stream_to(&peer, cluster_id, my_id, client, &mut rx, &inputs, &metrics).await.is_err() {
+                return; // the raft loop is gone
             }
         }
-        call.abort();
+        // Drop what is queued: it is stale by the time the peer is back, and raft resends.
+        while rx.try_recv().is_ok() {}
         let _ = inputs.send(Input::Unreachable(peer.id));
-        tracing::debug!(target: "store::transport", peer = %peer.name, "stream to peer ended; reconnecting");
+        // A connection that ends at once (a peer that accepts and closes) is retried with backoff
+        // like one that cannot be made at all.
+        if started.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        } else {
+            backoff = MIN_BACKOFF;
+        }
+        tracing::debug!(target: "store::transport", peer = %peer.name, "reconnecting");
     }
+}
+
+const MIN_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// A stream that accepts nothing for this long is given up and reconnected.
+const STALL_LIMIT: Duration = Duration::from_secs(3);
+
+/// Feeds one stream until it ends or stalls. Never blocks on the stream: a full stream drops the
+/// batch (raft resends) and reports the peer unreachable. Err when the raft loop has gone away.
+async fn stream_to(
+    peer: &Peer,
+    cluster_id: u64,
+    my_id: u64,
+    client: RaftPeerClient<tonic::transport::Channel>,
+    rx: &mut mpsc::Receiver<Message>,
+    inputs: &std_mpsc::Sender<Input>,
+    metrics: &Arc<Metrics>,
+) -> Result<(), ()> {
+    let (stx, srx) = mpsc::channel::<MessageBatch>(64);
+    let mut call = tokio::spawn({
+        let mut client = client.clone();
+        async move { client.stream(ReceiverStream::new(srx)).await }
+    });
+    let batch = |messages| MessageBatch { cluster_id, from: my_id, to: peer.id, messages };
+    let mut stalled_since: Option<tokio::time::Instant> = None;
+    let result = loop {
+        tokio::select! {
+            m = rx.recv() => {
+                let Some(m) = m else { break Err(()) };
+                let mut items = Vec::new();
+                let mut next = Some(m);
+                while let Some(m) = next.take() {
+                    if m.get_msg_type() == MessageType::MsgSnapshot {
+                        send_snapshot(client.clone(), batch(vec![encode(&m)]), peer.id, inputs.clone(), metrics.clone());
+                    } else {
+                        items.push(encode(&m));
+                    }
+                    if items.len() < MAX_BATCH {
+                        next = rx.try_recv().ok();
+                    }
+                }
+                if items.is_empty() {
+                    continue;
+                }
+                match stx.try_send(batch(items)) {
+                    Ok(()) => stalled_since = None,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        let _ = inputs.send(Input::Unreachable(peer.id));
+                        let since = *stalled_since.get_or_insert_with(tokio::time::Instant::now);
+                        if since.elapsed() > STALL_LIMIT {
+                            tracing::debug!(target: "store::transport", peer = %peer.name, "stream stalled; reconnecting");
+                            break Ok(());
+                        }
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => break Ok(()),
+                }
+            }
+            _ = &mut call => break Ok(()),
+        }
+    };
+    call.abort();
+    result
 }
 
 fn encode(m: &Message) -> Vec<u8> {
@@ -154,7 +200,7 @@ fn send_snapshot(
     metrics: Arc<Metrics>,
 ) {
     tokio::spawn(async move {
-        let ok = client.snapshot(batch).await.is_ok();
+        let ok = matches!(tokio::time::timeout(SNAPSHOT_TIMEOUT, client.snapshot(batch)).await, Ok(Ok(_)));
         if ok {
             metrics.snapshots_sent.inc();
         }

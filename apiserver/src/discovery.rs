@@ -1,0 +1,142 @@
+//! Mirrors k8s.io/apiserver/pkg/endpoints/discovery: what groups, versions and resources exist,
+//! in both forms kubectl reads. The aggregated form (apidiscovery.k8s.io/v2) is recognised by
+//! kubectl only through its Content-Type; the legacy form is the fallback and what `drain` reads.
+
+use actix_web::{HttpRequest, HttpResponse, http::header};
+use serde_json::{Value, json};
+
+use crate::Api;
+use crate::registry::ResourceInfo;
+
+pub const AGGREGATED_CONTENT_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+fn wants_aggregated(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .and_then(|a| a.split(',').next().map(str::to_string))
+        .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2"))
+}
+
+fn scope(info: &ResourceInfo) -> &'static str {
+    if info.namespaced { "Namespaced" } else { "Cluster" }
+}
+
+/// One resource of an `APIResourceList` (legacy discovery), and its subresources.
+fn legacy_entries(info: &ResourceInfo) -> Vec<Value> {
+    let mut out = vec![json!({
+        "name": info.plural,
+        "singularName": info.singular,
+        "namespaced": info.namespaced,
+        "kind": info.kind,
+        "verbs": info.verbs(),
+        "shortNames": info.short_names,
+        "categories": info.categories,
+        "storageVersionHash": "",
+    })];
+    for s in info.subresources {
+        let mut e = json!({
+            "name": format!("{}/{}", info.plural, s.name),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": s.kind,
+            "verbs": s.verbs,
+        });
+        if s.group != info.group || s.version != info.version {
+            e["group"] = json!(s.group);
+            e["version"] = json!(s.version);
+        }
+        out.push(e);
+    }
+    out
+}
+
+fn aggregated_resource(info: &ResourceInfo) -> Value {
+    json!({
+        "resource": info.plural,
+        "responseKind": {"group": info.group, "version": info.version, "kind": info.kind},
+        "scope": scope(info),
+        "singularResource": info.singular,
+        "shortNames": info.short_names,
+        "categories": info.categories,
+        "verbs": info.verbs(),
+        "subresources": info.subresources.iter().map(|s| json!({
+            "subresource": s.name,
+            "responseKind": {"group": s.group, "version": s.version, "kind": s.kind},
+            "verbs": s.verbs,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The API groups besides core, with their versions. policy/v1 serves only pods/eviction.
+fn groups(api: &Api) -> Vec<(&'static str, &'static str)> {
+    let mut gs: Vec<(&'static str, &'static str)> = api.registries().map(|r| (r.info().group, r.info().version)).filter(|(g, _)| !g.is_empty()).collect();
+    gs.push(("policy", "v1"));
+    gs.sort();
+    gs.dedup();
+    gs
+}
+
+fn aggregated_group(api: &Api, group: &str, version: &str) -> Value {
+    let resources: Vec<Value> = api.registries().filter(|r| r.info().group == group && r.info().version == version).map(|r| aggregated_resource(r.info())).collect();
+    json!({"metadata": {"name": group}, "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
+}
+
+fn aggregated(items: Vec<Value>) -> HttpResponse {
+    let v = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items});
+    HttpResponse::Ok().content_type(AGGREGATED_CONTENT_TYPE).json(v)
+}
+
+/// `GET /api`
+pub fn core(req: &HttpRequest, api: &Api) -> HttpResponse {
+    if wants_aggregated(req) {
+        return aggregated(vec![aggregated_group(api, "", "v1")]);
+    }
+    HttpResponse::Ok().json(json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": req.connection_info().host()}],
+    }))
+}
+
+/// `GET /apis`
+pub fn apis(req: &HttpRequest, api: &Api) -> HttpResponse {
+    let gs = groups(api);
+    if wants_aggregated(req) {
+        return aggregated(gs.iter().map(|(g, v)| aggregated_group(api, g, v)).collect());
+    }
+    let groups: Vec<Value> = gs
+        .iter()
+        .map(|(g, v)| {
+            let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
+            json!({"name": g, "versions": [gv.clone()], "preferredVersion": gv})
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+/// `GET /api/v1` or `/apis/<group>/<version>`: an APIResourceList, or None if unknown.
+pub fn resources(api: &Api, group: &str, version: &str) -> Option<HttpResponse> {
+    let known = (group.is_empty() && version == "v1") || groups(api).iter().any(|(g, v)| *g == group && *v == version);
+    if !known {
+        return None;
+    }
+    let list: Vec<Value> = api.registries().filter(|r| r.info().group == group && r.info().version == version).flat_map(|r| legacy_entries(r.info())).collect();
+    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    Some(HttpResponse::Ok().json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list})))
+}
+
+/// `GET /version`: the Kubernetes version kubelab speaks.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0-kubelab",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.23.0 (kubelab is Rust)",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "amd64" } else { std::env::consts::ARCH }),
+    })
+}

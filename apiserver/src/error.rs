@@ -1,0 +1,180 @@
+//! The API server's errors, and their one wire form: a `metav1.Status` (mirrors
+//! k8s.io/apimachinery/pkg/api/errors/errors.go). Handlers return `Error`; the HTTP edge turns it
+//! into a Status with the HTTP code, reason and details kubectl expects.
+
+use serde_json::{Value, json};
+
+/// One cause of a 422 Invalid (a field and what is wrong with it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    pub field: String,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{kind} \"{name}\" not found")]
+    NotFound { kind: String, name: String },
+    #[error("{kind} \"{name}\" already exists")]
+    AlreadyExists { kind: String, name: String },
+    #[error("Operation cannot be fulfilled on {kind} \"{name}\": {message}")]
+    Conflict { kind: String, name: String, message: String },
+    #[error("{kind_singular} \"{name}\" is invalid: {}", summarize(.causes))]
+    Invalid { kind: String, kind_singular: String, name: String, causes: Vec<Cause> },
+    #[error("{0}")]
+    BadRequest(String),
+    /// A well-formed request that cannot be carried out (a JSON patch whose test fails).
+    #[error("{0}")]
+    Unprocessable(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
+    UnsupportedMediaType(String),
+    #[error("the server could not find the requested resource")]
+    NoRoute,
+    #[error("Request entity too large: limit is {0}")]
+    TooLarge(usize),
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired { requested: i64, oldest: i64 },
+    #[error("{0}")]
+    Gone(String),
+    #[error("{0}")]
+    TooManyRequests(String),
+    /// The store did not answer or failed: 503, and the server recovers when it returns.
+    #[error("storage is unavailable: {0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn summarize(causes: &[Cause]) -> String {
+    let parts: Vec<String> = causes.iter().map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) }).collect();
+    if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn not_found(kind: &str, name: &str) -> Self {
+        Error::NotFound { kind: kind.into(), name: name.into() }
+    }
+
+    pub fn code(&self) -> u16 {
+        match self {
+            Error::NotFound { .. } | Error::NoRoute => 404,
+            Error::AlreadyExists { .. } | Error::Conflict { .. } => 409,
+            Error::Invalid { .. } | Error::Unprocessable(_) => 422,
+            Error::BadRequest(_) => 400,
+            Error::Forbidden(_) => 403,
+            Error::MethodNotAllowed(_) => 405,
+            Error::UnsupportedMediaType(_) => 415,
+            Error::TooLarge(_) => 413,
+            Error::Expired { .. } | Error::Gone(_) => 410,
+            Error::TooManyRequests(_) => 429,
+            Error::Unavailable(_) => 503,
+            Error::Internal(_) => 500,
+        }
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::NotFound { .. } | Error::NoRoute => "NotFound",
+            Error::AlreadyExists { .. } => "AlreadyExists",
+            Error::Conflict { .. } => "Conflict",
+            Error::Invalid { .. } | Error::Unprocessable(_) => "Invalid",
+            Error::BadRequest(_) => "BadRequest",
+            Error::Forbidden(_) => "Forbidden",
+            Error::MethodNotAllowed(_) => "MethodNotAllowed",
+            Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            Error::TooLarge(_) => "RequestEntityTooLarge",
+            Error::Expired { .. } => "Expired",
+            Error::Gone(_) => "Gone",
+            Error::TooManyRequests(_) => "TooManyRequests",
+            Error::Unavailable(_) => "ServiceUnavailable",
+            Error::Internal(_) => "InternalError",
+        }
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable(_) | Error::Conflict { .. })
+    }
+
+    /// The `metav1.Status` for this error.
+    pub fn to_status(&self) -> Value {
+        let mut details = serde_json::Map::new();
+        match self {
+            Error::NotFound { kind, name } | Error::AlreadyExists { kind, name } | Error::Conflict { kind, name, .. } => {
+                details.insert("name".into(), json!(name));
+                details.insert("kind".into(), json!(kind));
+            }
+            Error::Invalid { kind, name, causes, .. } => {
+                details.insert("name".into(), json!(name));
+                details.insert("kind".into(), json!(kind));
+                details.insert(
+                    "causes".into(),
+                    causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect(),
+                );
+            }
+            _ => {}
+        }
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        if !details.is_empty() {
+            status["details"] = Value::Object(details);
+        }
+        status
+    }
+}
+
+impl From<etcd_client::Error> for Error {
+    fn from(e: etcd_client::Error) -> Self {
+        Error::Unavailable(e.to_string())
+    }
+}
+
+impl From<apimachinery::Error> for Error {
+    fn from(e: apimachinery::Error) -> Self {
+        Error::BadRequest(e.to_string())
+    }
+}
+
+impl actix_web::ResponseError for Error {
+    fn status_code(&self) -> actix_web::http::StatusCode {
+        actix_web::http::StatusCode::from_u16(self.code()).unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> actix_web::HttpResponse {
+        actix_web::HttpResponse::build(self.status_code()).content_type("application/json").json(self.to_status())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_read_as_kubernetes_writes_them() {
+        let s = Error::not_found("pods", "x").to_status();
+        assert_eq!(s["message"], "pods \"x\" not found");
+        assert_eq!((s["code"].as_u64(), s["reason"].as_str()), (Some(404), Some("NotFound")));
+        assert_eq!(s["details"]["kind"], "pods");
+        let inv = Error::Invalid {
+            kind: "Pod".into(),
+            kind_singular: "Pod".into(),
+            name: "x".into(),
+            causes: vec![Cause { field: "metadata.name".into(), reason: "FieldValueInvalid".into(), message: "Invalid value: \"X\"".into() }],
+        };
+        assert_eq!(inv.to_string(), "Pod \"x\" is invalid: metadata.name: Invalid value: \"X\"");
+        assert_eq!(inv.to_status()["details"]["causes"][0]["field"], "metadata.name");
+    }
+}

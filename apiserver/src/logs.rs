@@ -1,0 +1,87 @@
+//! Mirrors pkg/registry/core/pod/rest/log.go: `pods/log` is proxied to the node agent that runs
+//! the pod, at the kubelet's path `/containerLogs/<ns>/<pod>/<container>`, and streamed back.
+
+use actix_web::{HttpRequest, HttpResponse};
+use futures::TryStreamExt;
+use serde_json::Value;
+
+use crate::Api;
+use crate::error::{Error, Result};
+
+/// The query parameters the node agent understands, passed through as they came.
+const PASSED: &[&str] = &["follow", "tailLines", "timestamps", "sinceSeconds", "sinceTime", "limitBytes", "previous"];
+
+fn containers(pod: &Value) -> Vec<String> {
+    ["/spec/containers", "/spec/initContainers", "/spec/ephemeralContainers"]
+        .iter()
+        .flat_map(|p| pod.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
+        .collect()
+}
+
+/// The node agent's address: the node's InternalIP (else its first address) and its daemon port.
+pub fn node_agent_url(node: &Value) -> Option<String> {
+    let addrs = node.pointer("/status/addresses").and_then(Value::as_array)?;
+    let ip = addrs
+        .iter()
+        .find(|a| a["type"] == "InternalIP")
+        .or_else(|| addrs.first())
+        .and_then(|a| a.get("address"))
+        .and_then(Value::as_str)?;
+    let port = node.pointer("/status/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64).unwrap_or(10250);
+    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
+    Some(format!("http://{host}:{port}"))
+}
+
+pub async fn serve(req: &HttpRequest, api: &Api, namespace: &str, name: &str) -> Result<HttpResponse> {
+    let pod = api.pods().get(Some(namespace), name).await?;
+    let q: Vec<(String, String)> = url_query(req.query_string());
+    let all = containers(&pod);
+    let container = match q.iter().find(|(k, _)| k == "container").map(|(_, v)| v.clone()) {
+        Some(c) => c,
+        None if all.len() == 1 => all[0].clone(),
+        None => {
+            return Err(Error::BadRequest(format!("a container name must be specified for pod {name}, choose one of: [{}]", all.join(" "))));
+        }
+    };
+    if !all.contains(&container) {
+        return Err(Error::BadRequest(format!("container {container} is not valid for pod {name}")));
+    }
+    let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+    if node_name.is_empty() {
+        return Err(Error::BadRequest(format!("pod {name} does not have a host assigned")));
+    }
+    let node = api.nodes().get(None, node_name).await?;
+    let base = node_agent_url(&node).ok_or_else(|| Error::Unavailable(format!("node {node_name} has no address yet: its node agent has not reported")))?;
+    let mut url = format!("{base}/containerLogs/{namespace}/{name}/{container}");
+    let passed: Vec<String> = q.iter().filter(|(k, _)| PASSED.contains(&k.as_str())).map(|(k, v)| format!("{k}={v}")).collect();
+    if !passed.is_empty() {
+        url.push('?');
+        url.push_str(&passed.join("&"));
+    }
+    let resp = api.http.get(&url).send().await.map_err(|e| {
+        Error::Unavailable(format!("the node agent of node {node_name} at {base} is not answering: {e}"))
+    })?;
+    let code = resp.status().as_u16();
+    if !(200..300).contains(&code) {
+        let text = resp.text().await.unwrap_or_default();
+        // A Status from the node agent passes through; anything else becomes one.
+        if let Ok(status) = serde_json::from_str::<Value>(&text)
+            && status["kind"] == "Status"
+        {
+            let msg = status["message"].as_str().unwrap_or(&text).to_string();
+            return Err(match code {
+                400 => Error::BadRequest(msg),
+                404 => Error::not_found("pods", name),
+                _ => Error::Internal(msg),
+            });
+        }
+        return Err(if code == 400 { Error::BadRequest(text) } else { Error::Internal(format!("node agent answered {code}: {text}")) });
+    }
+    let body = resp.bytes_stream().map_err(std::io::Error::other);
+    Ok(HttpResponse::Ok().content_type("text/plain").streaming(body))
+}
+
+fn url_query(q: &str) -> Vec<(String, String)> {
+    actix_web::web::Query::<Vec<(String, String)>>::from_query(q).map(|v| v.into_inner()).unwrap_or_default()
+}

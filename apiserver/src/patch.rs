@@ -1,0 +1,119 @@
+//! Mirrors k8s.io/apiserver/pkg/endpoints/handlers/patch.go: the four patch types kubectl sends.
+//!
+//! - `application/json-patch+json` (RFC 6902), `application/merge-patch+json` (RFC 7386, what
+//!   `kubectl label`/`annotate` send), `application/strategic-merge-patch+json` (client-side
+//!   `apply`, `edit`, `cordon`: lists merged by their keys) are applied to the current object
+//!   and the result is an update, retried on conflicts unless the patch pins a resourceVersion.
+//! - `application/apply-patch+yaml` is server-side apply: the applied configuration is merged
+//!   with field ownership (metadata.managedFields); it creates the object when absent.
+
+use std::collections::HashMap;
+
+use actix_web::{HttpRequest, HttpResponse, http::header};
+use apimachinery::patch::PatchMeta;
+use serde_json::Value;
+
+use crate::Api;
+use crate::error::{Error, Result};
+use crate::handlers::{check_target, decode_for, parse_body, respond};
+use crate::registry::{Registry, now_rfc3339};
+
+fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
+    match code {
+        422 => Error::Unprocessable(e.to_string()),
+        _ => Error::BadRequest(e.to_string()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn serve(
+    req: &HttpRequest,
+    body: &[u8],
+    api: &Api,
+    reg: &std::sync::Arc<Registry>,
+    ns: Option<&str>,
+    name: &str,
+    sub: Option<&str>,
+    q: &HashMap<String, String>,
+) -> Result<HttpResponse> {
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("");
+    let media = ct.split(';').next().unwrap_or("").trim().to_string();
+    let kind = reg.info().kind;
+    let meta = PatchMeta::for_kind(kind);
+    let mut warnings = Vec::new();
+    if media == "application/apply-patch+yaml" {
+        let manager = q.get("fieldManager").filter(|m| !m.is_empty()).ok_or_else(|| {
+            Error::BadRequest("PATCH, application/apply-patch+yaml: fieldManager is required for apply requests".into())
+        })?;
+        let force = q.get("force").is_some_and(|f| f == "true");
+        let applied = parse_body(req, body)?;
+        let (applied_checked, w) = decode_for(reg, applied.clone(), q)?;
+        check_target(name, ns, reg, &applied_checked)?;
+        warnings = w;
+        let now = now_rfc3339();
+        return match reg.get(ns, name).await {
+            Err(Error::NotFound { .. }) => {
+                let merged = apimachinery::managedfields::apply(None, &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
+                let (obj, _) = decode_for(reg, merged, q)?;
+                if reg.info().namespaced {
+                    api.check_namespace_open(ns.unwrap_or("default")).await?;
+                }
+                let created = reg.create(ns, obj).await?;
+                api.after_create(reg, &created).await;
+                Ok(respond(201, &created, &warnings))
+            }
+            Err(e) => Err(e),
+            Ok(_) => {
+                let updated = reg
+                    .guaranteed_update(ns, name, sub, |current| {
+                        let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
+                        Ok(decode_for(reg, merged, q)?.0)
+                    })
+                    .await?;
+                Ok(respond(200, &updated, &warnings))
+            }
+        };
+    }
+    let apply_patch: Box<dyn Fn(&Value) -> Result<Value>> = match media.as_str() {
+        "application/json-patch+json" => {
+            let raw = body.to_vec();
+            Box::new(move |cur| apimachinery::patch::json_patch(cur, &raw).map_err(|e| { let c = e.http_code(); patch_error(e, c) }))
+        }
+        "application/merge-patch+json" => {
+            let p = parse_body(req, body)?;
+            Box::new(move |cur| Ok(apimachinery::patch::merge_patch(cur, &p)))
+        }
+        "application/strategic-merge-patch+json" => {
+            let p = parse_body(req, body)?;
+            let meta = meta.clone();
+            Box::new(move |cur| apimachinery::patch::strategic_merge_patch(cur, &p, &meta).map_err(|e| { let c = e.http_code(); patch_error(e, c) }))
+        }
+        other => {
+            return Err(Error::UnsupportedMediaType(format!(
+                "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (not {other})"
+            )));
+        }
+    };
+    let manager = q.get("fieldManager").cloned();
+    let updated = reg
+        .guaranteed_update(ns, name, sub, |current| {
+            let patched = apply_patch(current)?;
+            let (obj, w) = decode_for(reg, patched, q)?;
+            warnings = w;
+            check_target(name, ns, reg, &obj)?;
+            let mut obj = obj;
+            if let Some(m) = &manager {
+                apimachinery::managedfields::update_managed_fields(Some(current), &mut obj, m, "Update", &now_rfc3339());
+            }
+            Ok(obj)
+        })
+        .await?;
+    Ok(respond(200, &updated, &warnings))
+}
+
+fn apply_error(e: apimachinery::error::ApplyError, kind: &str, name: &str) -> Error {
+    match e.http_code() {
+        409 => Error::Conflict { kind: kind.to_lowercase(), name: name.into(), message: e.to_string() },
+        _ => Error::BadRequest(e.to_string()),
+    }
+}

@@ -1,0 +1,40 @@
+//! Mirrors pkg/registry/core/pod/storage/storage.go's BindingREST: the scheduler's binding of a
+//! pod to a node, which sets spec.nodeName once and marks the pod PodScheduled.
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::registry::{Registry, now_rfc3339};
+
+pub async fn bind(pods: &Registry, namespace: &str, name: &str, binding: &Value) -> Result<()> {
+    let node = binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::BadRequest("binding target.name is required".into()))?
+        .to_string();
+    if let Some(kind) = binding.pointer("/target/kind").and_then(Value::as_str)
+        && !kind.is_empty()
+        && kind != "Node"
+    {
+        return Err(Error::BadRequest(format!("binding target kind must be Node, not {kind}")));
+    }
+    pods.raw_update(Some(namespace), name, |pod| {
+        if pod.pointer("/metadata/deletionTimestamp").is_some() {
+            return Err(Error::Conflict { kind: "pods/binding".into(), name: name.into(), message: format!("pod {name} is being deleted, cannot be assigned to a host") });
+        }
+        if let Some(current) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            return Err(Error::Conflict { kind: "pods/binding".into(), name: name.into(), message: format!("pod {name} is already assigned to node \"{current}\"") });
+        }
+        let mut pod = pod.clone();
+        pod["spec"]["nodeName"] = json!(node);
+        let condition = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()});
+        let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let mut conditions: Vec<Value> = conditions.into_iter().filter(|c| c["type"] != "PodScheduled").collect();
+        conditions.push(condition);
+        pod["status"]["conditions"] = json!(conditions);
+        Ok(pod)
+    })
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,255 @@
+//! Mirrors k8s.io/apiserver/pkg/storage/etcd3/store.go: objects kept as JSON in the store (our
+//! `kubelab store` or a real etcd) under `<prefix>/<resource>/<namespace>/<name>`.
+//!
+//! An object's `resourceVersion` is the store's `mod_revision` of its key; it is never stored in
+//! the value, only set on the way out. Writes are Txns conditioned on the key's mod_revision, so
+//! a create of an existing name and an update from a stale version both fail instead of
+//! overwriting (optimistic concurrency).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use crate::error::{Error, Result};
+
+/// An object as read from the store, with the revision it was last written at.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub key: String,
+    pub value: Value,
+    pub mod_revision: i64,
+}
+
+pub struct ListResult {
+    pub items: Vec<Stored>,
+    /// The store revision the list is consistent at.
+    pub revision: i64,
+    /// The key after which the next page starts, when there is one.
+    pub next_key: Option<String>,
+    pub remaining: i64,
+}
+
+/// What a conditional write found instead of what it expected.
+pub enum WriteOutcome {
+    Written(i64),
+    /// The key exists (create) or has another revision (update): the current object, if any.
+    Mismatch(Option<Stored>),
+}
+
+#[derive(Clone)]
+pub struct Storage {
+    client: Client,
+    prefix: String,
+    leases: Arc<LeaseManager>,
+}
+
+/// Sets `metadata.resourceVersion` on an object read from the store.
+pub fn with_resource_version(mut value: Value, rev: i64) -> Value {
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rev.to_string()));
+    }
+    value
+}
+
+fn decode(key: &[u8], value: &[u8], mod_revision: i64) -> Result<Stored> {
+    let key = String::from_utf8_lossy(key).into_owned();
+    let value: Value = serde_json::from_slice(value)
+        .map_err(|e| Error::Internal(format!("object at {key} is not JSON: {e}")))?;
+    Ok(Stored { value: with_resource_version(value, mod_revision), key, mod_revision })
+}
+
+fn encode(value: &Value) -> Result<Vec<u8>> {
+    let mut v = value.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    serde_json::to_vec(&v).map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// The end of a prefix range: the prefix with its last byte incremented.
+pub fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+impl Storage {
+    pub async fn connect(endpoints: &[String], prefix: &str) -> Result<Self> {
+        let opts = etcd_client::ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_timeout(Duration::from_secs(10))
+            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        let client = Client::connect(endpoints, Some(opts)).await?;
+        Ok(Self { client, prefix: prefix.trim_end_matches('/').to_string(), leases: Arc::new(LeaseManager::default()) })
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// `<prefix>/<resource>/[<namespace>/]<name>`; with an empty name, the prefix of a list.
+    pub fn key(&self, resource: &str, namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) if !ns.is_empty() => format!("{}/{}/{}/{}", self.prefix, resource, ns, name),
+            _ => format!("{}/{}/{}", self.prefix, resource, name),
+        }
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Stored>> {
+        let resp = self.client.kv_client().get(key, None).await?;
+        resp.kvs().first().map(|kv| decode(kv.key(), kv.value(), kv.mod_revision())).transpose()
+    }
+
+    /// The store's current revision (a quorum read).
+    pub async fn current_revision(&self) -> Result<i64> {
+        let resp = self.client.kv_client().get(format!("{}/", self.prefix), Some(GetOptions::new().with_count_only())).await?;
+        Ok(resp.header().map_or(0, |h| h.revision()))
+    }
+
+    /// Lists a prefix at `revision` (0 = now), starting at `start` (a key, inclusive).
+    pub async fn list(&self, prefix: &str, revision: i64, limit: i64, start: Option<&str>) -> Result<ListResult> {
+        let from = start.unwrap_or(prefix).to_string();
+        let mut opts = GetOptions::new().with_range(prefix_end(prefix));
+        if revision > 0 {
+            opts = opts.with_revision(revision);
+        }
+        if limit > 0 {
+            opts = opts.with_limit(limit);
+        }
+        let resp = self.client.kv_client().get(from, Some(opts)).await.map_err(map_compacted)?;
+        let revision = resp.header().map_or(0, |h| h.revision());
+        let mut items = Vec::with_capacity(resp.kvs().len());
+        for kv in resp.kvs() {
+            items.push(decode(kv.key(), kv.value(), kv.mod_revision())?);
+        }
+        let remaining = resp.count() - items.len() as i64;
+        let next_key = if resp.more() { items.last().map(|s| format!("{}\u{0}", s.key)) } else { None };
+        Ok(ListResult { items, revision, next_key, remaining })
+    }
+
+    /// Creates `key` unless it exists. `ttl` attaches a lease (events).
+    pub async fn create(&self, key: &str, value: &Value, ttl: Option<i64>) -> Result<WriteOutcome> {
+        let mut put = None;
+        if let Some(ttl) = ttl {
+            put = Some(PutOptions::new().with_lease(self.leases.lease_for(&self.client, ttl).await?));
+        }
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key, encode(value)?, put)])
+            .or_else([TxnOp::get(key, None)]);
+        self.write(txn, key).await
+    }
+
+    /// Replaces `key` if it is still at `expected` (its mod_revision).
+    pub async fn update(&self, key: &str, value: &Value, expected: i64) -> Result<WriteOutcome> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::put(key, encode(value)?, None)])
+            .or_else([TxnOp::get(key, None)]);
+        self.write(txn, key).await
+    }
+
+    /// Deletes `key` if it is still at `expected`.
+    pub async fn delete(&self, key: &str, expected: i64) -> Result<WriteOutcome> {
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
+            .and_then([TxnOp::delete(key, None)])
+            .or_else([TxnOp::get(key, None)]);
+        self.write(txn, key).await
+    }
+
+    async fn write(&self, txn: Txn, key: &str) -> Result<WriteOutcome> {
+        let resp = self.client.kv_client().txn(txn).await?;
+        let rev = resp.header().map_or(0, |h| h.revision());
+        if resp.succeeded() {
+            return Ok(WriteOutcome::Written(rev));
+        }
+        let current = resp.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(g) => g.kvs().first().map(|kv| decode(kv.key(), kv.value(), kv.mod_revision())),
+            _ => None,
+        });
+        let _ = key;
+        Ok(WriteOutcome::Mismatch(current.transpose()?))
+    }
+
+    /// A watch of every key under `prefix` from `from_revision` on, with previous values.
+    pub async fn watch(&self, prefix: &str, from_revision: i64) -> Result<etcd_client::WatchStream> {
+        let opts = WatchOptions::new()
+            .with_range(prefix_end(prefix))
+            .with_start_revision(from_revision)
+            .with_prev_key()
+            .with_progress_notify();
+        Ok(self.client.watch_client().watch(prefix, Some(opts)).await?)
+    }
+
+    /// Compacts history before `revision` (the API server does this every few minutes).
+    pub async fn compact(&self, revision: i64) -> Result<()> {
+        self.client.kv_client().compact(revision, None).await?;
+        Ok(())
+    }
+}
+
+fn map_compacted(e: etcd_client::Error) -> Error {
+    let msg = e.to_string();
+    if msg.contains("required revision has been compacted") {
+        Error::Gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into())
+    } else if msg.contains("required revision is a future revision") {
+        Error::Gone(format!("Too large resource version: {msg}"))
+    } else {
+        Error::Unavailable(msg)
+    }
+}
+
+/// Mirrors etcd3/lease_manager.go: objects with the same TTL written within a minute share one
+/// store lease, so a busy event stream does not create a lease per event.
+#[derive(Default)]
+pub struct LeaseManager {
+    leases: Mutex<HashMap<i64, (i64, Instant)>>,
+}
+
+/// How long a lease is reused for new objects.
+const LEASE_REUSE: Duration = Duration::from_secs(60);
+
+impl LeaseManager {
+    async fn lease_for(&self, client: &Client, ttl: i64) -> Result<i64> {
+        let mut leases = self.leases.lock().await;
+        if let Some((id, granted)) = leases.get(&ttl)
+            && granted.elapsed() < LEASE_REUSE
+        {
+            return Ok(*id);
+        }
+        // The lease outlives its reuse window so the last object still gets its full TTL.
+        let resp = client.lease_client().grant(ttl + LEASE_REUSE.as_secs() as i64, None).await?;
+        leases.insert(ttl, (resp.id(), Instant::now()));
+        Ok(resp.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_increments_the_last_byte() {
+        assert_eq!(prefix_end("/registry/pods/"), b"/registry/pods0".to_vec());
+        assert_eq!(prefix_end("a\u{7f}"), b"a\x80".to_vec());
+    }
+
+    #[test]
+    fn resource_version_is_never_stored() {
+        let v = serde_json::json!({"metadata": {"name": "x", "resourceVersion": "5"}});
+        let bytes = encode(&v).unwrap();
+        assert!(!String::from_utf8(bytes.clone()).unwrap().contains("resourceVersion"));
+        let back = decode(b"k", &bytes, 9).unwrap();
+        assert_eq!(back.value["metadata"]["resourceVersion"], "9");
+    }
+}

@@ -1,0 +1,126 @@
+//! Mirrors k8s.io/apiserver/pkg/endpoints/handlers/watch.go: a watch is a chunked response of
+//! newline-delimited events `{"type": ..., "object": ...}`, fed from the watch cache.
+
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::error::{Error, Result};
+use crate::handlers::wants_table;
+use crate::printers;
+use crate::registry::{ListOptions, Registry};
+use crate::watch_cache::{EventType, event_for};
+
+/// How often an idle watch that allows bookmarks gets one.
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
+
+fn line(kind: &str, object: Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &ListOptions) -> Result<HttpResponse> {
+    let info = reg.info();
+    let table = wants_table(req);
+    let shape = move |obj: &Value| -> Value {
+        if table {
+            let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+            printers::table(info.kind, std::slice::from_ref(obj), &rv, None, chrono::Utc::now())
+        } else {
+            obj.clone()
+        }
+    };
+    let (tx, rx) = mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(64);
+    let subscription = match reg.watch(namespace, opts) {
+        Ok(s) => s,
+        // Too old a resourceVersion is an ERROR event in a 200 stream: reflectors relist on it.
+        Err(e @ Error::Expired { .. }) => {
+            let _ = tx.try_send(Ok(line("ERROR", e.to_status())));
+            drop(tx);
+            return Ok(stream_response(rx));
+        }
+        Err(e) => return Err(e),
+    };
+    let (mut sub, filter) = subscription;
+    let cache = reg.cache.clone();
+    let bookmarks = opts.allow_watch_bookmarks;
+    let initial_end = opts.send_initial_events;
+    let timeout = opts.timeout_seconds.map(Duration::from_secs);
+    let bookmark = move |rv: i64, initial_end: bool| {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        line("BOOKMARK", json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": meta}))
+    };
+    actix_web::rt::spawn(async move {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut last_rev = 0;
+        for e in sub.initial.drain(..) {
+            let kind = if e.kind == EventType::Added { Some(EventType::Added) } else { event_for(&e, &*filter) };
+            if let Some(kind) = kind {
+                last_rev = last_rev.max(e.revision);
+                if tx.send(Ok(line(kind.as_str(), shape(&e.object)))).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if initial_end && tx.send(Ok(bookmark(sub.revision.max(last_rev), true))).await.is_err() {
+            return;
+        }
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        loop {
+            let until_deadline = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                e = sub.events.recv() => {
+                    // None: the cache cut this watcher off; the client re-watches from its last version.
+                    let Some(e) = e else { return };
+                    if let Some(kind) = event_for(&e, &*filter) {
+                        last_rev = e.revision;
+                        if tx.send(Ok(line(kind.as_str(), shape(&e.object)))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                _ = ticker.tick(), if bookmarks => {
+                    // Everything up to the cache's revision is already queued for this watcher.
+                    let rev = cache.revision();
+                    while let Ok(e) = sub.events.try_recv() {
+                        if let Some(kind) = event_for(&e, &*filter) {
+                            last_rev = e.revision;
+                            if tx.send(Ok(line(kind.as_str(), shape(&e.object)))).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    if rev > last_rev {
+                        last_rev = rev;
+                        if tx.send(Ok(bookmark(rev, false))).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                _ = until_deadline => return,
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    Ok(stream_response(rx))
+}
+
+fn stream_response(rx: mpsc::Receiver<std::result::Result<Bytes, std::io::Error>>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header(("Transfer-Encoding", "chunked"))
+        .streaming(ReceiverStream::new(rx))
+}

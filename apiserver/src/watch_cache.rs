@@ -1,0 +1,403 @@
+//! Mirrors k8s.io/apiserver/pkg/storage/cacher: one store watch per resource type, fanned out to
+//! every HTTP watcher.
+//!
+//! The cache lists its prefix once, then follows a single store watch, keeping the current
+//! objects and a window of recent events. A thousand watchers of pods cost the store one watch.
+//! A watcher starting at resourceVersion N gets the events after N from the window (or 410 Gone
+//! when N is older than the window), then live events. Each watcher has a bounded queue: one that
+//! does not keep up is cut off (its stream ends; the client re-watches from its last version),
+//! so it can neither block the others nor grow memory.
+//!
+//! When the store watch breaks (store restart, compaction), the cache lists again and turns the
+//! differences into events, so watchers stay consistent across the gap.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use etcd_client::EventType as StoreEvent;
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+
+use crate::error::{Error, Result};
+use crate::storage::{Storage, with_resource_version};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct WatchEvent {
+    pub kind: EventType,
+    pub object: Arc<Value>,
+    /// The object before this change, for selectors that stop or start matching.
+    pub prev: Option<Arc<Value>>,
+    pub revision: i64,
+}
+
+/// Which objects a watcher wants; evaluated on the object and its previous state.
+pub type Filter = Arc<dyn Fn(&Value) -> bool + Send + Sync>;
+
+struct Watcher {
+    tx: mpsc::Sender<Arc<WatchEvent>>,
+    filter: Filter,
+}
+
+struct State {
+    objects: BTreeMap<String, (Arc<Value>, i64)>,
+    events: VecDeque<Arc<WatchEvent>>,
+    /// Every change up to this store revision is reflected in `objects`.
+    revision: i64,
+    /// `events` holds every change after this revision: a watcher may resume from here on.
+    window_start: i64,
+    ready: bool,
+    watchers: Vec<Watcher>,
+}
+
+pub struct WatchCache {
+    pub resource: &'static str,
+    prefix: String,
+    capacity: usize,
+    queue: usize,
+    state: RwLock<State>,
+    updated: Notify,
+}
+
+/// What a new watcher receives first, and where live events arrive.
+pub struct Subscription {
+    pub initial: Vec<Arc<WatchEvent>>,
+    pub revision: i64,
+    pub events: mpsc::Receiver<Arc<WatchEvent>>,
+}
+
+impl WatchCache {
+    /// `capacity`: events kept for watchers that resume; `queue`: events a watcher may lag.
+    pub fn new(resource: &'static str, prefix: String, capacity: usize, queue: usize) -> Arc<Self> {
+        Arc::new(Self {
+            resource,
+            prefix,
+            capacity,
+            queue,
+            state: RwLock::new(State {
+                objects: BTreeMap::new(),
+                events: VecDeque::new(),
+                revision: 0,
+                window_start: 0,
+                ready: false,
+                watchers: Vec::new(),
+            }),
+            updated: Notify::new(),
+        })
+    }
+
+    /// Follows the store forever: list, watch, and list again whenever the watch breaks.
+    pub async fn run(self: Arc<Self>, storage: Storage) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match self.sync(&storage).await {
+                Ok(()) => backoff = Duration::from_millis(100),
+                Err(e) => {
+                    tracing::warn!(target: "apiserver::watch_cache", resource = self.resource, error = %e, "store watch lost; relisting");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    async fn sync(&self, storage: &Storage) -> Result<()> {
+        let list = storage.list(&self.prefix, 0, 0, None).await?;
+        self.replace(list.items.into_iter().map(|s| (s.key, s.value, s.mod_revision)).collect(), list.revision);
+        let mut stream = storage.watch(&self.prefix, list.revision + 1).await?;
+        let mut progress = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                msg = stream.message() => {
+                    let Some(resp) = msg? else { return Err(Error::Unavailable("store watch ended".into())) };
+                    if resp.canceled() {
+                        return Err(Error::Unavailable(format!("store watch cancelled: {}", resp.cancel_reason())));
+                    }
+                    let rev = resp.header().map_or(0, |h| h.revision());
+                    if resp.events().is_empty() {
+                        self.advance(rev); // a progress notification
+                        continue;
+                    }
+                    for e in resp.events() {
+                        let Some(kv) = e.kv() else { continue };
+                        let key = String::from_utf8_lossy(kv.key()).into_owned();
+                        let rev = kv.mod_revision();
+                        match e.event_type() {
+                            StoreEvent::Put => match serde_json::from_slice::<Value>(kv.value()) {
+                                Ok(v) => self.apply(key, Some(with_resource_version(v, rev)), rev),
+                                Err(err) => tracing::error!(target: "apiserver::watch_cache", key, error = %err, "undecodable object skipped"),
+                            },
+                            StoreEvent::Delete => self.apply(key, None, rev),
+                        }
+                    }
+                }
+                _ = progress.tick() => {
+                    // Ask for the store's revision so bookmarks and "not older than" lists advance
+                    // even when this resource does not change.
+                    let _ = stream.request_progress().await;
+                }
+            }
+        }
+    }
+
+    /// Replaces the whole state after a (re)list, turning differences into events.
+    fn replace(&self, items: Vec<(String, Value, i64)>, revision: i64) {
+        let mut st = self.state.write().expect("watch cache lock");
+        let mut fresh: BTreeMap<String, (Arc<Value>, i64)> = BTreeMap::new();
+        for (k, v, r) in items {
+            fresh.insert(k, (Arc::new(v), r));
+        }
+        let mut events = Vec::new();
+        if st.ready {
+            for (k, (old, _)) in &st.objects {
+                if !fresh.contains_key(k) {
+                    let gone = with_resource_version((**old).clone(), revision);
+                    events.push(WatchEvent { kind: EventType::Deleted, object: Arc::new(gone), prev: Some(old.clone()), revision });
+                }
+            }
+            for (k, (new, r)) in &fresh {
+                match st.objects.get(k) {
+                    None => events.push(WatchEvent { kind: EventType::Added, object: new.clone(), prev: None, revision: *r }),
+                    Some((old, or)) if or != r => {
+                        events.push(WatchEvent { kind: EventType::Modified, object: new.clone(), prev: Some(old.clone()), revision: *r })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !st.ready {
+            st.window_start = revision;
+        }
+        st.objects = fresh;
+        st.revision = revision;
+        st.ready = true;
+        // The differences cover everything since the previous revision, in revision order.
+        events.sort_by_key(|e| e.revision);
+        for e in events {
+            Self::publish(&mut st, Arc::new(e), self.capacity);
+        }
+        drop(st);
+        self.updated.notify_waiters();
+    }
+
+    fn apply(&self, key: String, object: Option<Value>, revision: i64) {
+        let mut st = self.state.write().expect("watch cache lock");
+        let prev = st.objects.get(&key).map(|(v, _)| v.clone());
+        let event = match object {
+            Some(v) => {
+                let v = Arc::new(v);
+                st.objects.insert(key, (v.clone(), revision));
+                let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+                WatchEvent { kind, object: v, prev, revision }
+            }
+            None => {
+                st.objects.remove(&key);
+                let Some(prev) = prev else { return };
+                // A deleted object carries the revision of its deletion.
+                let gone = with_resource_version((*prev).clone(), revision);
+                WatchEvent { kind: EventType::Deleted, object: Arc::new(gone), prev: Some(prev), revision }
+            }
+        };
+        st.revision = st.revision.max(revision);
+        Self::publish(&mut st, Arc::new(event), self.capacity);
+        drop(st);
+        self.updated.notify_waiters();
+    }
+
+    fn advance(&self, revision: i64) {
+        let mut st = self.state.write().expect("watch cache lock");
+        if revision > st.revision {
+            st.revision = revision;
+        }
+        drop(st);
+        self.updated.notify_waiters();
+    }
+
+    fn publish(st: &mut State, e: Arc<WatchEvent>, capacity: usize) {
+        st.watchers.retain(|w| {
+            if !(w.filter)(&e.object) && !e.prev.as_ref().is_some_and(|p| (w.filter)(p)) {
+                return !w.tx.is_closed();
+            }
+            // A full queue means the watcher cannot keep up: cut it off.
+            w.tx.try_send(e.clone()).is_ok()
+        });
+        st.events.push_back(e);
+        while st.events.len() > capacity {
+            if let Some(gone) = st.events.pop_front() {
+                st.window_start = st.window_start.max(gone.revision);
+            }
+        }
+    }
+
+    /// Waits until the cache is at least at `revision` (bounded).
+    pub async fn wait_until(&self, revision: i64) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let notified = self.updated.notified();
+            {
+                let st = self.state.read().expect("watch cache lock");
+                if st.ready && st.revision >= revision {
+                    return Ok(());
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(Error::TooManyRequests(format!(
+                    "Too large resource version: {revision}, current: {}",
+                    self.revision()
+                )));
+            }
+        }
+    }
+
+    pub fn revision(&self) -> i64 {
+        self.state.read().expect("watch cache lock").revision
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.state.read().expect("watch cache lock").ready
+    }
+
+    /// The objects matching `filter`, with the cache's revision.
+    pub fn list(&self, filter: &dyn Fn(&Value) -> bool) -> (Vec<Arc<Value>>, i64) {
+        let st = self.state.read().expect("watch cache lock");
+        (st.objects.values().filter(|(v, _)| filter(v)).map(|(v, _)| v.clone()).collect(), st.revision)
+    }
+
+    /// Starts a watcher after `revision` (None: the current state as ADDED events first).
+    pub fn subscribe(&self, revision: Option<i64>, filter: Filter) -> Result<Subscription> {
+        let mut st = self.state.write().expect("watch cache lock");
+        if !st.ready {
+            return Err(Error::Unavailable(format!("the {} cache is not ready yet", self.resource)));
+        }
+        let (tx, rx) = mpsc::channel(self.queue);
+        let initial: Vec<Arc<WatchEvent>> = match revision {
+            None => st
+                .objects
+                .values()
+                .filter(|(v, _)| filter(v))
+                .map(|(v, r)| Arc::new(WatchEvent { kind: EventType::Added, object: v.clone(), prev: None, revision: *r }))
+                .collect(),
+            Some(rv) => {
+                // Events after `rv` must all still be in the window.
+                if rv < st.window_start {
+                    return Err(Error::Expired { requested: rv, oldest: st.window_start });
+                }
+                st.events
+                    .iter()
+                    .filter(|e| e.revision > rv)
+                    .filter(|e| filter(&e.object) || e.prev.as_ref().is_some_and(|p| filter(p)))
+                    .cloned()
+                    .collect()
+            }
+        };
+        let revision = st.revision;
+        st.watchers.push(Watcher { tx, filter });
+        Ok(Subscription { initial, revision, events: rx })
+    }
+
+    pub fn watcher_count(&self) -> usize {
+        self.state.read().expect("watch cache lock").watchers.len()
+    }
+}
+
+/// What a watcher should be told about an event, given its filter: objects that start matching
+/// are ADDED, objects that stop matching are DELETED (as the cacher does).
+pub fn event_for(e: &WatchEvent, filter: &dyn Fn(&Value) -> bool) -> Option<EventType> {
+    let now = filter(&e.object);
+    let before = e.prev.as_ref().is_some_and(|p| filter(p));
+    match (e.kind, before, now) {
+        (EventType::Deleted, true, _) => Some(EventType::Deleted),
+        (EventType::Deleted, false, _) => None,
+        (_, false, true) => Some(EventType::Added),
+        (_, true, true) => Some(e.kind),
+        (_, true, false) => Some(EventType::Deleted),
+        (_, false, false) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, app: &str) -> Value {
+        json!({"metadata": {"name": name, "labels": {"app": app}}})
+    }
+
+    fn app_is(app: &'static str) -> Filter {
+        Arc::new(move |v: &Value| v["metadata"]["labels"]["app"] == app)
+    }
+
+    #[tokio::test]
+    async fn watchers_resume_from_the_window_or_get_410() {
+        let c = WatchCache::new("pods", "/p/".into(), 3, 10);
+        c.replace(vec![], 10);
+        for (i, n) in ["a", "b", "c", "d"].iter().enumerate() {
+            c.apply(format!("/p/{n}"), Some(pod(n, "web")), 11 + i as i64);
+        }
+        // The window holds revisions 12..=14.
+        let s = c.subscribe(Some(11), app_is("web")).unwrap();
+        assert_eq!(s.initial.iter().map(|e| e.revision).collect::<Vec<_>>(), vec![12, 13, 14]);
+        assert!(matches!(c.subscribe(Some(10), app_is("web")), Err(Error::Expired { .. })));
+        let s = c.subscribe(None, app_is("web")).unwrap();
+        assert_eq!(s.initial.len(), 4);
+        assert!(s.initial.iter().all(|e| e.kind == EventType::Added));
+    }
+
+    #[tokio::test]
+    async fn a_watcher_that_does_not_keep_up_is_cut_off_and_others_continue() {
+        let c = WatchCache::new("pods", "/p/".into(), 100, 2);
+        c.replace(vec![], 1);
+        let mut fast = c.subscribe(Some(1), app_is("web")).unwrap();
+        let slow = c.subscribe(Some(1), app_is("web")).unwrap();
+        for i in 0..5 {
+            c.apply(format!("/p/{i}"), Some(pod(&i.to_string(), "web")), 2 + i);
+            assert!(fast.events.recv().await.is_some());
+        }
+        assert_eq!(c.watcher_count(), 1, "the slow watcher was dropped");
+        drop(slow);
+    }
+
+    #[test]
+    fn selector_transitions_become_added_and_deleted() {
+        let web = app_is("web");
+        let e = |kind, prev: Option<Value>, now: Value| WatchEvent { kind, object: Arc::new(now), prev: prev.map(Arc::new), revision: 1 };
+        assert_eq!(event_for(&e(EventType::Modified, Some(pod("x", "db")), pod("x", "web")), &*web), Some(EventType::Added));
+        assert_eq!(event_for(&e(EventType::Modified, Some(pod("x", "web")), pod("x", "db")), &*web), Some(EventType::Deleted));
+        assert_eq!(event_for(&e(EventType::Modified, Some(pod("x", "db")), pod("x", "db")), &*web), None);
+        assert_eq!(event_for(&e(EventType::Deleted, Some(pod("x", "web")), pod("x", "web")), &*web), Some(EventType::Deleted));
+    }
+
+    #[test]
+    fn a_relist_turns_differences_into_events() {
+        let c = WatchCache::new("pods", "/p/".into(), 100, 10);
+        c.replace(vec![("/p/a".into(), pod("a", "web"), 2), ("/p/b".into(), pod("b", "web"), 3)], 3);
+        let s = c.subscribe(Some(3), app_is("web")).unwrap();
+        drop(s);
+        c.replace(vec![("/p/b".into(), pod("b", "web"), 5), ("/p/c".into(), pod("c", "web"), 6)], 7);
+        let s = c.subscribe(Some(3), app_is("web")).unwrap();
+        let mut kinds: Vec<_> = s.initial.iter().map(|e| (e.kind, e.object["metadata"]["name"].as_str().unwrap().to_string())).collect();
+        kinds.sort_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(
+            kinds,
+            vec![(EventType::Deleted, "a".into()), (EventType::Modified, "b".into()), (EventType::Added, "c".into())]
+        );
+    }
+}

@@ -1,0 +1,390 @@
+//! store-bench: the same etcd v3 client workload against kubelab's store and real etcd 3.4.
+//!
+//! Both run as three members on loopback with the same durability: each fsyncs its log
+//! per write batch (etcd is *not* given `--unsafe-no-fsync`). One cluster runs at a time,
+//! so the two never compete for the CPU. The absolute numbers depend on the machine; the
+//! kubelab/etcd ratio is the figure that counts.
+//!
+//! Workloads, each bounded by a count and by `--max-seconds`:
+//! 1. sequential puts from one client;
+//! 2. puts from `--clients` concurrent clients (one connection each);
+//! 3. linearizable range reads of a `--range-keys`-key prefix;
+//! 4. watch latency: a put on one connection until a watcher on another receives it.
+//!
+//! `cargo run --release -p e2e --bin store-bench -- --help`
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use e2e::{Flavor, StoreCluster, StoreOptions};
+use etcd_client::{Client, GetOptions, WatchOptions};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Benchmark kubelab store against real etcd 3.4 with one client workload")]
+struct Args {
+    /// Which stores to run: both, kubelab or etcd.
+    #[arg(long, env = "BENCH_ONLY", default_value = "both")]
+    only: String,
+    /// Puts in the sequential (one client) workload.
+    #[arg(long, env = "BENCH_SEQ_PUTS", default_value_t = 2000)]
+    seq_puts: u64,
+    /// Concurrent clients in the concurrent-put workload.
+    #[arg(long, env = "BENCH_CLIENTS", default_value_t = 64)]
+    clients: usize,
+    /// Total puts in the concurrent workload.
+    #[arg(long, env = "BENCH_CONCURRENT_PUTS", default_value_t = 20000)]
+    concurrent_puts: u64,
+    /// Keys under the prefix the range workload reads.
+    #[arg(long, env = "BENCH_RANGE_KEYS", default_value_t = 1000)]
+    range_keys: u64,
+    /// Range reads to perform.
+    #[arg(long, env = "BENCH_RANGE_READS", default_value_t = 1000)]
+    range_reads: u64,
+    /// Concurrent clients doing range reads.
+    #[arg(long, env = "BENCH_RANGE_CLIENTS", default_value_t = 4)]
+    range_clients: usize,
+    /// Watch events to time.
+    #[arg(long, env = "BENCH_WATCH_EVENTS", default_value_t = 1000)]
+    watch_events: u64,
+    /// Value size in bytes.
+    #[arg(long, env = "BENCH_VALUE_SIZE", default_value_t = 256)]
+    value_size: usize,
+    /// Time cap per workload per store, in seconds.
+    #[arg(long, env = "BENCH_MAX_SECONDS", default_value_t = 15)]
+    max_seconds: u64,
+}
+
+/// One measured workload on one store.
+#[derive(Clone, Debug)]
+struct Row {
+    ops: u64,
+    elapsed: Duration,
+    /// Sorted latencies.
+    lat: Vec<Duration>,
+    errors: u64,
+}
+
+impl Row {
+    fn new(mut lat: Vec<Duration>, elapsed: Duration, errors: u64) -> Self {
+        lat.sort();
+        Self {
+            ops: lat.len() as u64,
+            elapsed,
+            lat,
+            errors,
+        }
+    }
+    fn throughput(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    fn pct(&self, p: f64) -> Duration {
+        if self.lat.is_empty() {
+            return Duration::ZERO;
+        }
+        let idx = ((self.lat.len() as f64 * p).ceil() as usize).clamp(1, self.lat.len()) - 1;
+        self.lat[idx]
+    }
+}
+
+const WORKLOADS: [&str; 4] = [
+    "1 client, sequential puts",
+    "concurrent puts",
+    "range reads",
+    "watch event latency",
+];
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let flavors: Vec<Flavor> = match args.only.as_str() {
+        "both" => vec![Flavor::Kubelab, Flavor::Etcd],
+        "kubelab" => vec![Flavor::Kubelab],
+        "etcd" => vec![Flavor::Etcd],
+        other => bail!("--only must be both, kubelab or etcd, not {other:?}"),
+    };
+    let started = Instant::now();
+    let mut results: Vec<(Flavor, Vec<Row>)> = Vec::new();
+    for flavor in flavors {
+        eprintln!("[bench] starting a three-member {flavor} cluster");
+        // No proxy: peers talk directly, as in production, so neither store pays a hop.
+        let opts = StoreOptions {
+            proxy: false,
+            ..StoreOptions::for_flavor(flavor)
+        };
+        let mut cluster = StoreCluster::start(3, opts)
+            .await
+            .with_context(|| format!("starting {flavor}"))?;
+        let rows = run_workloads(&cluster, &args)
+            .await
+            .with_context(|| format!("benchmarking {flavor}"));
+        if let Err(e) = cluster.check_alive() {
+            eprintln!("{}", cluster.log_tails(30));
+            bail!("{flavor} member died during the benchmark: {e:#}");
+        }
+        cluster.stop_all();
+        results.push((flavor, rows?));
+    }
+    print_table(&args, &results);
+    eprintln!("[bench] total {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+async fn connect_all(c: &StoreCluster) -> anyhow::Result<Client> {
+    e2e::connect(&c.client_endpoints(), Duration::from_secs(10)).await
+}
+
+async fn run_workloads(c: &StoreCluster, a: &Args) -> anyhow::Result<Vec<Row>> {
+    let cap = Duration::from_secs(a.max_seconds);
+    let value = "v".repeat(a.value_size);
+    let mut rows = Vec::new();
+
+    // 1. One client, sequential puts.
+    eprintln!("[bench]   {}", WORKLOADS[0]);
+    {
+        let mut client = connect_all(c).await?;
+        let mut lat = Vec::new();
+        let start = Instant::now();
+        for i in 0..a.seq_puts {
+            if start.elapsed() > cap {
+                break;
+            }
+            let t = Instant::now();
+            client
+                .put(format!("/bench/seq/{i:08}"), value.clone(), None)
+                .await?;
+            lat.push(t.elapsed());
+        }
+        rows.push(Row::new(lat, start.elapsed(), 0));
+    }
+
+    // 2. N concurrent clients, one connection each.
+    eprintln!("[bench]   {} ({} clients)", WORKLOADS[1], a.clients);
+    {
+        let mut clients = Vec::new();
+        for _ in 0..a.clients {
+            clients.push(connect_all(c).await?);
+        }
+        let next = Arc::new(AtomicU64::new(0));
+        let errors = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for mut client in clients {
+            let (next, errors, value, total) = (
+                next.clone(),
+                errors.clone(),
+                value.clone(),
+                a.concurrent_puts,
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total || start.elapsed() > cap {
+                        break;
+                    }
+                    let t = Instant::now();
+                    match client
+                        .put(format!("/bench/conc/{i:08}"), value.clone(), None)
+                        .await
+                    {
+                        Ok(_) => lat.push(t.elapsed()),
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                lat
+            }));
+        }
+        let mut lat = Vec::new();
+        for t in tasks {
+            lat.extend(t.await?);
+        }
+        rows.push(Row::new(
+            lat,
+            start.elapsed(),
+            errors.load(Ordering::Relaxed),
+        ));
+    }
+
+    // 3. Range reads of a prefix holding `range_keys` keys (loaded first, not timed).
+    eprintln!(
+        "[bench]   {} ({} keys, {} clients)",
+        WORKLOADS[2], a.range_keys, a.range_clients
+    );
+    {
+        let loader = connect_all(c).await?;
+        let mut loads = Vec::new();
+        for part in 0..16u64 {
+            let (mut client, value, n) = (loader.clone(), value.clone(), a.range_keys);
+            loads.push(tokio::spawn(async move {
+                let mut i = part;
+                while i < n {
+                    client
+                        .put(format!("/bench/range/{i:08}"), value.clone(), None)
+                        .await?;
+                    i += 16;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for l in loads {
+            l.await??;
+        }
+        let next = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..a.range_clients {
+            let mut client = connect_all(c).await?;
+            let (next, total, keys) = (next.clone(), a.range_reads, a.range_keys);
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= total || start.elapsed() > cap {
+                        break;
+                    }
+                    let t = Instant::now();
+                    let r = client
+                        .get("/bench/range/", Some(GetOptions::new().with_prefix()))
+                        .await?;
+                    lat.push(t.elapsed());
+                    anyhow::ensure!(
+                        r.kvs().len() as u64 == keys,
+                        "range returned {} keys, expected {keys}",
+                        r.kvs().len()
+                    );
+                }
+                anyhow::Ok(lat)
+            }));
+        }
+        let mut lat = Vec::new();
+        for t in tasks {
+            lat.extend(t.await??);
+        }
+        rows.push(Row::new(lat, start.elapsed(), 0));
+    }
+
+    // 4. Watch latency: put on one connection, until a watcher on another receives it.
+    eprintln!("[bench]   {}", WORKLOADS[3]);
+    {
+        let mut watcher = connect_all(c).await?;
+        let mut writer = connect_all(c).await?;
+        let mut stream = watcher
+            .watch("/bench/watch/", Some(WatchOptions::new().with_prefix()))
+            .await?;
+        // The first message confirms the watch is registered.
+        let created = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .context("watch not created within 10 s")??;
+        anyhow::ensure!(
+            created.is_some_and(|r| r.created()),
+            "first watch response is not `created`"
+        );
+        let mut lat = Vec::new();
+        let start = Instant::now();
+        for i in 0..a.watch_events {
+            if start.elapsed() > cap {
+                break;
+            }
+            let key = format!("/bench/watch/{i:08}");
+            let t = Instant::now();
+            writer.put(key.clone(), value.clone(), None).await?;
+            'wait: loop {
+                let msg = tokio::time::timeout(Duration::from_secs(10), stream.message())
+                    .await
+                    .with_context(|| format!("no watch event for {key} within 10 s"))??
+                    .context("watch stream ended")?;
+                for ev in msg.events() {
+                    if ev.kv().is_some_and(|kv| kv.key() == key.as_bytes()) {
+                        break 'wait;
+                    }
+                }
+            }
+            lat.push(t.elapsed());
+        }
+        rows.push(Row::new(lat, start.elapsed(), 0));
+    }
+    Ok(rows)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn print_table(a: &Args, results: &[(Flavor, Vec<Row>)]) {
+    let names: Vec<String> = vec![
+        format!("{} ({} puts max)", WORKLOADS[0], a.seq_puts),
+        format!(
+            "{} clients, concurrent puts ({} max)",
+            a.clients, a.concurrent_puts
+        ),
+        format!(
+            "range reads, {}-key prefix, {} clients ({} reads max)",
+            a.range_keys, a.range_clients, a.range_reads
+        ),
+        format!(
+            "{} (put → watcher on another connection, {} events max)",
+            WORKLOADS[3], a.watch_events
+        ),
+    ];
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    println!();
+    println!(
+        "Three members each on 127.0.0.1, {cpus} CPUs, value size {} B, both fsync per write batch, same etcd-client code; cap {} s per workload.",
+        a.value_size, a.max_seconds
+    );
+    println!();
+    let header: Vec<String> = results
+        .iter()
+        .map(|(f, _)| format!("{f} ops/s | {f} p50 | {f} p99"))
+        .collect();
+    let both = results.len() == 2;
+    println!(
+        "| workload | {}{} |",
+        header.join(" | "),
+        if both {
+            " | kubelab/etcd throughput"
+        } else {
+            ""
+        }
+    );
+    let cols = results.len() * 3 + usize::from(both);
+    println!("| --- |{}", " ---: |".repeat(cols));
+    for (w, name) in names.iter().enumerate() {
+        let mut cells = Vec::new();
+        for (_, rows) in results {
+            let r = &rows[w];
+            let err = if r.errors > 0 {
+                format!(" ({} errors)", r.errors)
+            } else {
+                String::new()
+            };
+            cells.push(format!(
+                "{:.0}{err} | {} | {}",
+                r.throughput(),
+                ms(r.pct(0.50)),
+                ms(r.pct(0.99))
+            ));
+        }
+        if both {
+            let k = results[0].1[w].throughput();
+            let e = results[1].1[w].throughput();
+            cells.push(format!("{:.2}", k / e.max(1e-9)));
+        }
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+    println!();
+    for (f, rows) in results {
+        let ops: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{} ops in {:.1}s", r.ops, r.elapsed.as_secs_f64()))
+            .collect();
+        println!("<!-- {f}: {} -->", ops.join("; "));
+    }
+}

@@ -1,0 +1,529 @@
+//! A cluster of store members — `kubelab store` or real etcd 3.4 — on loopback.
+//!
+//! Both take the same flags (kubelab copies etcd's names), so one type starts either.
+//! Layout on disk: `<tmp>/member-<i>/{data/,stdout.log,stderr.log}`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use etcd_client::StatusResponse;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::ports::{self, Port};
+use crate::process::{Process, log_tail};
+use crate::proxy::ProxyMesh;
+use crate::{HEALTHY_TIMEOUT, RPC_TIMEOUT};
+
+/// Which server binary the members run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// `kubelab store` ([`crate::kubelab_bin`]).
+    Kubelab,
+    /// Debian's etcd-server 3.4 ([`crate::etcd_bin`]).
+    Etcd,
+}
+
+impl std::fmt::Display for Flavor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Flavor::Kubelab => "kubelab",
+            Flavor::Etcd => "etcd",
+        })
+    }
+}
+
+/// How to start a [`StoreCluster`]. `Default` is a kubelab cluster behind the proxy mesh.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub flavor: Flavor,
+    /// Route peer traffic through per-pair proxies so members can be partitioned.
+    /// Kubelab only (see the crate's implementation caveats).
+    pub proxy: bool,
+    /// `--snapshot-count`; None leaves the server's default.
+    pub snapshot_count: Option<u64>,
+    /// `--heartbeat-interval` in ms.
+    pub heartbeat_interval_ms: u64,
+    /// `--election-timeout` in ms.
+    pub election_timeout_ms: u64,
+    /// `--initial-cluster-token`.
+    pub token: String,
+    /// Wait for [`StoreCluster::wait_healthy`] at the end of [`StoreCluster::start`].
+    pub wait_healthy: bool,
+    /// Appended to every member's command line.
+    pub extra_args: Vec<String>,
+    /// Extra environment for every member.
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            flavor: Flavor::Kubelab,
+            proxy: true,
+            snapshot_count: None,
+            heartbeat_interval_ms: 100,
+            election_timeout_ms: 1000,
+            token: "kubelab-e2e".into(),
+            wait_healthy: true,
+            extra_args: Vec::new(),
+            // Logs go to files: no ANSI colour codes in them (tracing-subscriber honours NO_COLOR).
+            env: vec![("NO_COLOR".into(), "1".into())],
+        }
+    }
+}
+
+impl StoreOptions {
+    /// Defaults for `flavor`: the proxy is on for kubelab (unless `E2E_PROXY=0`) and off for etcd.
+    pub fn for_flavor(flavor: Flavor) -> Self {
+        let proxy = flavor == Flavor::Kubelab && std::env::var("E2E_PROXY").as_deref() != Ok("0");
+        Self {
+            flavor,
+            proxy,
+            ..Self::default()
+        }
+    }
+
+    /// A real etcd 3.4 cluster, no proxy.
+    pub fn etcd() -> Self {
+        Self::for_flavor(Flavor::Etcd)
+    }
+}
+
+/// One member: its ports, directory, command line, and (while running) its process.
+pub struct Member {
+    pub name: String,
+    pub client_port: u16,
+    pub peer_port: u16,
+    pub metrics_port: u16,
+    /// `<root>/<name>`: holds `data/` and the logs.
+    pub dir: PathBuf,
+    args: Vec<String>,
+    process: Option<Process>,
+    _ports: Vec<Port>,
+}
+
+impl Member {
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
+    }
+}
+
+/// N store members on loopback. Dropping it kills every member (and prints their log
+/// tails if the thread is panicking, i.e. a test failed).
+pub struct StoreCluster {
+    pub opts: StoreOptions,
+    bin: PathBuf,
+    members: Vec<Member>,
+    proxy: Option<ProxyMesh>,
+    root: Option<tempfile::TempDir>,
+}
+
+impl StoreCluster {
+    /// Starts `n` members (and waits until healthy unless `opts.wait_healthy` is false).
+    pub async fn start(n: usize, opts: StoreOptions) -> anyhow::Result<Self> {
+        let mut c = Self::spawn(n, opts)?;
+        if c.opts.wait_healthy {
+            c.wait_healthy().await?;
+        }
+        Ok(c)
+    }
+
+    /// Starts the processes without waiting for them.
+    pub fn spawn(n: usize, opts: StoreOptions) -> anyhow::Result<Self> {
+        anyhow::ensure!(n > 0, "a cluster needs at least one member");
+        if opts.proxy && opts.flavor == Flavor::Etcd {
+            bail!(
+                "etcd derives member IDs from peer URLs, so its members cannot each get their own proxied --initial-cluster; start etcd with proxy: false"
+            );
+        }
+        let bin = match opts.flavor {
+            Flavor::Kubelab => crate::kubelab_bin()?,
+            Flavor::Etcd => crate::etcd_bin()?,
+        };
+        let root = tempfile::Builder::new()
+            .prefix(&format!("kubelab-e2e-{}-", opts.flavor))
+            .tempdir()?;
+        let mut ports_of = Vec::new();
+        for _ in 0..n {
+            ports_of.push(ports::reserve_n(3)?);
+        }
+        let peer_ports: Vec<u16> = ports_of.iter().map(|p| p[1].port).collect();
+        let proxy = if opts.proxy {
+            Some(ProxyMesh::start(&peer_ports)?)
+        } else {
+            None
+        };
+        let names: Vec<String> = (0..n).map(|i| format!("member-{i}")).collect();
+
+        let mut members = Vec::new();
+        for (i, ps) in ports_of.into_iter().enumerate() {
+            let (client_port, peer_port, metrics_port) = (ps[0].port, ps[1].port, ps[2].port);
+            let initial_cluster = (0..n)
+                .map(|j| {
+                    let port = match &proxy {
+                        Some(p) if j != i => p.port(i, j),
+                        _ => peer_ports[j],
+                    };
+                    format!("{}=http://127.0.0.1:{port}", names[j])
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            let dir = root.path().join(&names[i]);
+            std::fs::create_dir_all(&dir)?;
+            let client = format!("http://127.0.0.1:{client_port}");
+            let peer = format!("http://127.0.0.1:{peer_port}");
+            let mut args = Vec::new();
+            if opts.flavor == Flavor::Kubelab {
+                args.push("store".to_string());
+            }
+            let mut flag = |k: &str, v: String| {
+                args.push(format!("--{k}"));
+                args.push(v);
+            };
+            flag("name", names[i].clone());
+            flag("data-dir", dir.join("data").display().to_string());
+            flag("listen-client-urls", client.clone());
+            flag("advertise-client-urls", client);
+            flag("listen-peer-urls", peer.clone());
+            flag("initial-advertise-peer-urls", peer);
+            flag("initial-cluster", initial_cluster);
+            flag("initial-cluster-state", "new".into());
+            flag("initial-cluster-token", opts.token.clone());
+            flag(
+                "listen-metrics-urls",
+                format!("http://127.0.0.1:{metrics_port}"),
+            );
+            flag("heartbeat-interval", opts.heartbeat_interval_ms.to_string());
+            flag("election-timeout", opts.election_timeout_ms.to_string());
+            if let Some(s) = opts.snapshot_count {
+                flag("snapshot-count", s.to_string());
+            }
+            if opts.flavor == Flavor::Etcd {
+                // etcd 3.4's default capnslog logger is deprecated and noisy about it.
+                flag("logger", "zap".into());
+                flag("log-outputs", "stderr".into());
+            }
+            args.extend(opts.extra_args.iter().cloned());
+            members.push(Member {
+                name: names[i].clone(),
+                client_port,
+                peer_port,
+                metrics_port,
+                dir,
+                args,
+                process: None,
+                _ports: ps,
+            });
+        }
+        let mut c = Self {
+            opts,
+            bin,
+            members,
+            proxy,
+            root: Some(root),
+        };
+        for i in 0..n {
+            c.restart(i)?;
+        }
+        Ok(c)
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn member(&self, i: usize) -> &Member {
+        &self.members[i]
+    }
+
+    pub fn root(&self) -> &Path {
+        self.root
+            .as_ref()
+            .map(|r| r.path())
+            .unwrap_or(Path::new("/"))
+    }
+
+    /// The command line member `i` is (re)started with.
+    pub fn command_line(&self, i: usize) -> String {
+        format!("{} {}", self.bin.display(), self.members[i].args.join(" "))
+    }
+
+    /// Every member's client URL, in member order.
+    pub fn client_endpoints(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.endpoint()).collect()
+    }
+
+    /// Client URLs of the members that are running.
+    pub fn running_endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| m.is_running())
+            .map(|m| m.endpoint())
+            .collect()
+    }
+
+    pub fn endpoint(&self, i: usize) -> String {
+        self.members[i].endpoint()
+    }
+
+    /// (Re)starts member `i` with its original command line: same data dir, same ports.
+    pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        let m = &mut self.members[i];
+        anyhow::ensure!(m.process.is_none(), "{} is still running", m.name);
+        let p = Process::spawn(&m.name, &self.bin, &m.args, &m.dir, &self.opts.env)?;
+        eprintln!(
+            "[e2e] started {} pid {} client {}",
+            m.name,
+            p.pid(),
+            m.endpoint()
+        );
+        m.process = Some(p);
+        Ok(())
+    }
+
+    /// SIGKILL member `i`: a crash.
+    pub fn kill9(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        if let Some(mut p) = m.process.take() {
+            eprintln!("[e2e] kill -9 {} pid {}", m.name, p.pid());
+            p.kill9();
+        }
+    }
+
+    /// SIGTERM member `i` and wait for it (SIGKILL after the grace period). Returns
+    /// whether it exited by itself.
+    pub fn stop(&mut self, i: usize) -> bool {
+        let m = &mut self.members[i];
+        match m.process.take() {
+            Some(mut p) => {
+                eprintln!("[e2e] stopping {} pid {}", m.name, p.pid());
+                p.terminate().is_some()
+            }
+            None => true,
+        }
+    }
+
+    /// Cleanly stops every member.
+    pub fn stop_all(&mut self) {
+        for i in 0..self.members.len() {
+            self.stop(i);
+        }
+    }
+
+    /// Cuts member `i` off from every other member (needs the proxy).
+    pub fn partition(&self, i: usize) -> anyhow::Result<()> {
+        let p = self
+            .proxy
+            .as_ref()
+            .context("partition needs StoreOptions::proxy")?;
+        eprintln!("[e2e] partition {}", self.members[i].name);
+        p.partition(i);
+        Ok(())
+    }
+
+    /// Reconnects member `i`.
+    pub fn heal(&self, i: usize) -> anyhow::Result<()> {
+        let p = self
+            .proxy
+            .as_ref()
+            .context("heal needs StoreOptions::proxy")?;
+        eprintln!("[e2e] heal {}", self.members[i].name);
+        p.heal(i);
+        Ok(())
+    }
+
+    /// Checks that no member died on its own; returns a description of those that did.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        let mut dead = Vec::new();
+        for m in &mut self.members {
+            if let Some(st) = m.process.as_mut().and_then(|p| p.exited()) {
+                dead.push(format!("{} exited unexpectedly: {st}", m.name));
+            }
+        }
+        anyhow::ensure!(dead.is_empty(), "{}", dead.join("; "));
+        Ok(())
+    }
+
+    /// A client connected to member `i` only.
+    pub async fn client(&self, i: usize) -> anyhow::Result<etcd_client::Client> {
+        crate::connect(&[self.endpoint(i)], RPC_TIMEOUT).await
+    }
+
+    /// Maintenance.Status of member `i`, asked of member `i` alone.
+    pub async fn status(&self, i: usize) -> anyhow::Result<StatusResponse> {
+        let mut c = self.client(i).await?;
+        match tokio::time::timeout(RPC_TIMEOUT, c.status()).await {
+            Ok(r) => r.with_context(|| format!("status of {}", self.members[i].name)),
+            Err(_) => bail!("status of {} timed out", self.members[i].name),
+        }
+    }
+
+    /// The index of the current leader: a running member whose own Status names itself
+    /// leader (`status.leader() == header.member_id`); the highest raft term wins if a
+    /// stale leader still believes it leads.
+    pub async fn leader(&self) -> anyhow::Result<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        let mut seen = Vec::new();
+        for i in 0..self.members.len() {
+            if !self.members[i].is_running() {
+                continue;
+            }
+            match self.status(i).await {
+                Ok(s) => {
+                    let id = s.header().map(|h| h.member_id()).unwrap_or(0);
+                    seen.push(format!(
+                        "{}: id {id:x} leader {:x} term {}",
+                        self.members[i].name,
+                        s.leader(),
+                        s.raft_term()
+                    ));
+                    if id != 0 && s.leader() == id && best.is_none_or(|(t, _)| s.raft_term() > t) {
+                        best = Some((s.raft_term(), i));
+                    }
+                }
+                Err(e) => seen.push(format!("{}: {e:#}", self.members[i].name)),
+            }
+        }
+        best.map(|(_, i)| i)
+            .with_context(|| format!("no member claims leadership ({})", seen.join("; ")))
+    }
+
+    /// Waits until a leader other than `old` is in place (after killing or cutting off `old`).
+    pub async fn wait_new_leader(&self, old: usize, deadline: Duration) -> anyhow::Result<usize> {
+        crate::poll_until(
+            "a new leader",
+            deadline,
+            Duration::from_millis(100),
+            || async {
+                let l = self.leader().await?;
+                Ok((l != old).then_some(l))
+            },
+        )
+        .await
+    }
+
+    /// Waits until every running member answers Status and all of them name the same
+    /// leader, which is one of them.
+    pub async fn wait_healthy(&mut self) -> anyhow::Result<()> {
+        let deadline = HEALTHY_TIMEOUT;
+        let r = crate::poll_until("a healthy cluster", deadline, Duration::from_millis(100), || async {
+            let mut leaders = BTreeMap::new();
+            let mut ids = Vec::new();
+            for i in 0..self.members.len() {
+                if !self.members[i].is_running() {
+                    continue;
+                }
+                let s = self.status(i).await?;
+                ids.push(s.header().map(|h| h.member_id()).unwrap_or(0));
+                leaders.insert(s.leader(), i);
+            }
+            if leaders.len() == 1 && leaders.keys().all(|l| *l != 0 && ids.contains(l)) {
+                return Ok(Some(()));
+            }
+            bail!("members disagree on the leader or have none: leaders {:x?}, member ids {ids:x?}", leaders.keys().collect::<Vec<_>>())
+        })
+        .await;
+        if r.is_err() {
+            // A member that crashed at startup explains itself better than a timeout.
+            self.check_alive()?;
+        }
+        r
+    }
+
+    /// GET `path` on member `i`'s metrics listener: (status code, body).
+    pub async fn metrics_get(&self, i: usize, path: &str) -> anyhow::Result<(u16, String)> {
+        http_get(self.members[i].metrics_port, path).await
+    }
+
+    /// The tails of every member's logs.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut s = String::new();
+        for m in &self.members {
+            let state = match &m.process {
+                Some(p) => format!("running, pid {}", p.pid()),
+                None => "not running".into(),
+            };
+            s.push_str(&format!(
+                "===== {} ({state}) {} =====\n",
+                m.name,
+                m.endpoint()
+            ));
+            s.push_str(&log_tail(
+                &m.name,
+                &m.dir.join("stdout.log"),
+                &m.dir.join("stderr.log"),
+                lines,
+            ));
+        }
+        s
+    }
+}
+
+impl Drop for StoreCluster {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut p) = m.process.take() {
+                p.kill9();
+            }
+        }
+        self.proxy = None;
+        let keep = std::env::var_os("E2E_KEEP_DIRS").is_some();
+        if std::thread::panicking() {
+            eprintln!(
+                "\n[e2e] test failed; {} cluster in {}:",
+                self.opts.flavor,
+                self.root().display()
+            );
+            for (i, m) in self.members.iter().enumerate() {
+                eprintln!(
+                    "[e2e]   {}",
+                    format_args!("{}: {}", m.name, self.command_line(i))
+                );
+            }
+            eprintln!("{}", self.log_tails(40));
+        }
+        if let Some(r) = self.root.take().filter(|_| keep) {
+            eprintln!("[e2e] keeping {}", r.keep().display());
+        }
+    }
+}
+
+/// A bare HTTP/1.0 GET on 127.0.0.1:`port` (no client library needed for /health).
+pub async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        s.write_all(
+            format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let code = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse::<u16>().ok())
+            .with_context(|| format!("not an HTTP response: {text:.200}"))?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        anyhow::Ok((code, body))
+    };
+    tokio::time::timeout(RPC_TIMEOUT, fut)
+        .await
+        .with_context(|| format!("GET {path} on port {port} timed out"))?
+}

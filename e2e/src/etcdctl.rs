@@ -1,0 +1,246 @@
+//! Debian's `etcdctl` (package etcd-client, API v3) as a test client.
+//!
+//! Every invocation is bounded: etcdctl's own `--dial-timeout`/`--command-timeout`, and a
+//! hard deadline after which the harness kills it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// Hard limit for one etcdctl run.
+pub const RUN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// `$ETCDCTL_BIN`, else `/usr/bin/etcdctl`; a clear error pointing at `make deps` if absent.
+pub fn etcdctl_bin() -> anyhow::Result<PathBuf> {
+    let bin = std::env::var_os("ETCDCTL_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/etcdctl"));
+    anyhow::ensure!(
+        bin.exists(),
+        "etcdctl not found at {} — run `make deps` (installs Debian's etcd-client) or set ETCDCTL_BIN",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// The result of one etcdctl run.
+#[derive(Debug)]
+pub struct Output {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub command: String,
+}
+
+impl Output {
+    /// stdout if the command succeeded, else an error carrying everything we know.
+    pub fn ok(self) -> anyhow::Result<String> {
+        if self.success {
+            Ok(self.stdout)
+        } else {
+            bail!(
+                "`{}` failed ({:?})\nstdout: {}\nstderr: {}",
+                self.command,
+                self.code,
+                self.stdout,
+                self.stderr
+            )
+        }
+    }
+}
+
+/// etcdctl bound to a set of endpoints.
+#[derive(Clone, Debug)]
+pub struct Etcdctl {
+    bin: PathBuf,
+    endpoints: String,
+}
+
+impl Etcdctl {
+    pub fn new(endpoints: &[String]) -> anyhow::Result<Self> {
+        Ok(Self {
+            bin: etcdctl_bin()?,
+            endpoints: endpoints.join(","),
+        })
+    }
+
+    /// The same etcdctl pointed at other endpoints.
+    pub fn with_endpoints(&self, endpoints: &[String]) -> Self {
+        Self {
+            bin: self.bin.clone(),
+            endpoints: endpoints.join(","),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> (Command, String) {
+        let mut cmd = Command::new(&self.bin);
+        cmd.env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.endpoints))
+            .arg("--dial-timeout=5s")
+            .arg("--command-timeout=10s")
+            .args(args);
+        let shown = format!(
+            "ETCDCTL_API=3 etcdctl --endpoints={} {}",
+            self.endpoints,
+            args.join(" ")
+        );
+        (cmd, shown)
+    }
+
+    /// Runs `etcdctl args…` to completion.
+    pub fn run(&self, args: &[&str]) -> anyhow::Result<Output> {
+        self.run_stdin(args, None)
+    }
+
+    /// Runs `etcdctl args…` with `stdin` fed to it (for `txn`).
+    pub fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Output> {
+        let (mut cmd, shown) = self.command(args);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().with_context(|| format!("spawning {shown}"))?;
+        if let Some(input) = stdin {
+            let mut w = child.stdin.take().context("no stdin pipe")?;
+            w.write_all(input.as_bytes())?;
+            // Dropping `w` closes stdin: etcdctl txn reads until EOF.
+        }
+        let out = read_all(child.stdout.take().context("no stdout pipe")?);
+        let err = read_all(child.stderr.take().context("no stderr pipe")?);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait()? {
+                break st;
+            }
+            if start.elapsed() > RUN_DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("`{shown}` did not finish within {RUN_DEADLINE:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stdout = out.join().unwrap_or_default();
+        let stderr = err.join().unwrap_or_default();
+        eprintln!("[etcdctl] {shown} -> {status}");
+        Ok(Output {
+            success: status.success(),
+            code: status.code(),
+            stdout,
+            stderr,
+            command: shown,
+        })
+    }
+
+    /// Starts `etcdctl args…` in the background (for `watch`); its stdout arrives line by line.
+    pub fn spawn(&self, args: &[&str]) -> anyhow::Result<Background> {
+        let (mut cmd, shown) = self.command(args);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().with_context(|| format!("spawning {shown}"))?;
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().context("no stdout pipe")?;
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = read_all(child.stderr.take().context("no stderr pipe")?);
+        eprintln!("[etcdctl] started in background: {shown}");
+        Ok(Background {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr: Some(stderr),
+            command: shown,
+        })
+    }
+}
+
+fn read_all(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+/// A background etcdctl (e.g. `watch`). Killed on drop.
+pub struct Background {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    /// Every stdout line received so far.
+    pub seen: Vec<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    pub command: String,
+}
+
+impl Background {
+    /// Waits until the stdout lines received so far contain `expected` as consecutive lines.
+    pub fn expect_lines(&mut self, expected: &[&str], deadline: Duration) -> anyhow::Result<()> {
+        let start = Instant::now();
+        loop {
+            if self
+                .seen
+                .windows(expected.len())
+                .any(|w| w.iter().zip(expected).all(|(a, b)| a == b))
+            {
+                return Ok(());
+            }
+            let left = deadline.saturating_sub(start.elapsed());
+            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => bail!(
+                    "`{}` did not print {expected:?} within {deadline:?}; it printed {:?}",
+                    self.command,
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Waits for the process to exit by itself; returns (exit success, stdout lines, stderr).
+    pub fn wait_exit(mut self, deadline: Duration) -> anyhow::Result<(bool, Vec<String>, String)> {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(st) = self.child.try_wait()? {
+                break st;
+            }
+            if start.elapsed() > deadline {
+                bail!(
+                    "`{}` still running after {deadline:?}; stdout so far {:?}",
+                    self.command,
+                    self.seen
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(l);
+        }
+        let stderr = self
+            .stderr
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        Ok((status.success(), std::mem::take(&mut self.seen), stderr))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

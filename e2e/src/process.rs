@@ -1,0 +1,141 @@
+//! One child process, logs in files, stopped by PID.
+//!
+//! Why files and not pipes: a pipe nobody reads fills up and blocks the child, and a
+//! test that fails wants the *tail* of the log, which a file keeps for free.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::STOP_GRACE;
+
+/// A running child process. Killed (SIGKILL) and reaped on drop.
+#[derive(Debug)]
+pub struct Process {
+    name: String,
+    child: Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Process {
+    /// Starts `program args…` with stdout/stderr appended to `<log_dir>/stdout.log` and
+    /// `<log_dir>/stderr.log` (appended, so a restarted member keeps its history).
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log_dir: &Path,
+        env: &[(String, String)],
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(log_dir)?;
+        let stdout = log_dir.join("stdout.log");
+        let stderr = log_dir.join("stderr.log");
+        let open = |p: &Path| File::options().create(true).append(true).open(p);
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(open(&stdout)?)
+            .stderr(open(&stderr)?);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        // If the test process is killed (a nextest timeout sends SIGKILL), take the child
+        // with it instead of leaving a store listening on a reserved port. Note the signal
+        // fires when the *spawning thread* exits: spawn from long-lived threads.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("spawning {}: {e}", program.display()))?;
+        Ok(Self {
+            name: name.to_string(),
+            child,
+            stdout,
+            stderr,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Has the process exited (without reaping more than once)?
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGKILL and reap: a crash, as far as the process can tell.
+    pub fn kill9(&mut self) {
+        if self.exited().is_none() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, wait up to [`STOP_GRACE`] for a clean exit, then SIGKILL. Returns the exit
+    /// status (None if it had to be killed).
+    pub fn terminate(&mut self) -> Option<ExitStatus> {
+        if let Some(st) = self.exited() {
+            return Some(st);
+        }
+        // The PID is ours and not yet reaped, so it cannot have been recycled.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let start = Instant::now();
+        while start.elapsed() < STOP_GRACE {
+            if let Some(st) = self.exited() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "[e2e] {} (pid {}) ignored SIGTERM for {STOP_GRACE:?}; killing",
+            self.name,
+            self.pid()
+        );
+        self.kill9();
+        None
+    }
+
+    /// The last `lines` lines of stderr and stdout, labelled.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.name, &self.stdout, &self.stderr, lines)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// The last `lines` lines of a process's log files.
+pub fn log_tail(name: &str, stdout: &Path, stderr: &Path, lines: usize) -> String {
+    let mut out = String::new();
+    for (what, p) in [("stderr", stderr), ("stdout", stdout)] {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        if all.is_empty() {
+            continue;
+        }
+        let from = all.len().saturating_sub(lines);
+        out.push_str(&format!(
+            "----- {name} {what} ({}), last {} lines -----\n",
+            p.display(),
+            all.len() - from
+        ));
+        for l in &all[from..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}

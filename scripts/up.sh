@@ -26,7 +26,7 @@ pids=()
 stop() {
     trap - INT TERM
     echo
-    echo "stopping kubelab store members (pids ${pids[*]})"
+    echo "stopping kubelab (pids ${pids[*]})"
     for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     echo "stopped; data kept in $data"
@@ -58,20 +58,36 @@ for i in 0 1 2; do
     echo "started $n (pid $!): client http://127.0.0.1:${client_ports[$i]}, peer http://127.0.0.1:${peer_ports[$i]}, logs $data/$n/stderr.log"
 done
 
-echo
-echo "endpoints: $endpoints"
-echo "try:"
-echo "  ETCDCTL_API=3 etcdctl --endpoints=$endpoints put foo bar"
-echo "  ETCDCTL_API=3 etcdctl --endpoints=$endpoints get foo"
-echo "  ETCDCTL_API=3 etcdctl --endpoints=$endpoints endpoint status -w table"
-echo "Ctrl-C stops all three."
+# The API server on all three members, and the controller manager.
+bare="${endpoints//http:\/\//}"
+mkdir -p "$data/apiserver" "$data/controller-manager"
+"$bin" apiserver --etcd-servers "$endpoints" --bind-address 127.0.0.1 --port 8080 \
+    >>"$data/apiserver/stdout.log" 2>>"$data/apiserver/stderr.log" </dev/null &
+pids+=("$!")
+names+=(apiserver)
+echo "started apiserver (pid $!): http://127.0.0.1:8080, logs $data/apiserver/stderr.log"
+"$bin" controller-manager --master http://127.0.0.1:8080 \
+    >>"$data/controller-manager/stdout.log" 2>>"$data/controller-manager/stderr.log" </dev/null &
+pids+=("$!")
+names+=(controller-manager)
+echo "started controller-manager (pid $!), logs $data/controller-manager/stderr.log"
 
-# Stay in the foreground; if a member dies on its own, say so and stop the others.
+echo
+echo "store endpoints: $endpoints"
+echo "try:"
+echo "  ETCDCTL_API=3 etcdctl --endpoints=$bare put foo bar"
+echo "  ETCDCTL_API=3 etcdctl --endpoints=$bare endpoint status -w table"
+echo "  kubectl -s http://127.0.0.1:8080 get namespaces"
+echo "  kubectl -s http://127.0.0.1:8080 create configmap hello --from-literal=greeting=hi"
+echo "Ctrl-C stops everything."
+
+# Stay in the foreground; if a process dies on its own, say so and stop the others.
 while true; do
-    for i in 0 1 2; do
+    for i in "${!pids[@]}"; do
         if ! kill -0 "${pids[$i]}" 2>/dev/null; then
+            log="$data/${names[$i]}/stderr.log"
             echo "${names[$i]} exited; last log lines:" >&2
-            tail -n 20 "$data/${names[$i]}/stderr.log" >&2 || true
+            tail -n 20 "$log" >&2 || true
             stop
         fi
     done

@@ -1,0 +1,2 @@
+//! apiserver-bench: placeholder being written; see the API server benchmark in BENCHMARKS.md.
+fn main() {}

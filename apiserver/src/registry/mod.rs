@@ -546,7 +546,7 @@ impl Registry {
         use apimachinery::fields::FieldSelector;
         use apimachinery::labels::Selector;
         let labels = match opts.label_selector.as_deref().filter(|s| !s.trim().is_empty()) {
-            Some(s) => Selector::parse(s).map_err(|e| Error::BadRequest(format!("unable to parse requirement: {e}")))?,
+            Some(s) => Selector::parse(s).map_err(|e| Error::BadRequest(e.to_string()))?,
             None => Selector::everything(),
         };
         let fields = match opts.field_selector.as_deref().filter(|s| !s.trim().is_empty()) {

@@ -121,10 +121,13 @@ impl Api {
 
     /// Objects can only be created in a namespace that exists and is not terminating.
     pub async fn check_namespace_open(&self, ns: &str) -> Result<()> {
-        let namespace = self.namespaces().get(None, ns).await.map_err(|e| match e {
-            Error::NotFound { .. } => Error::not_found("namespaces", ns),
-            other => other,
-        })?;
+        let namespaces = self.namespaces();
+        // The watch cache answers without a store round trip (as Kubernetes' namespace lister
+        // does); a namespace it does not know yet may just have been created: ask the store.
+        let namespace = match namespaces.cache.get(&namespaces.key(None, ns)) {
+            Some(v) => (*v).clone(),
+            None => namespaces.get(None, ns).await?,
+        };
         if namespace.pointer("/metadata/deletionTimestamp").is_some() || namespace.pointer("/status/phase") == Some(&json!("Terminating")) {
             return Err(Error::Forbidden(format!("unable to create new content in namespace {ns} because it is being terminated")));
         }

@@ -274,6 +274,15 @@ impl WatchCache {
         self.state.read().expect("watch cache lock").ready
     }
 
+    /// One object by its store key, if the cache has it.
+    pub fn get(&self, key: &str) -> Option<Arc<Value>> {
+        let st = self.state.read().expect("watch cache lock");
+        if !st.ready {
+            return None;
+        }
+        st.objects.get(key).map(|(v, _)| v.clone())
+    }
+
     /// The objects matching `filter`, with the cache's revision.
     pub fn list(&self, filter: &dyn Fn(&Value) -> bool) -> (Vec<Arc<Value>>, i64) {
         let st = self.state.read().expect("watch cache lock");

@@ -166,7 +166,7 @@ fn decode(reg: &Registry, mut obj: Value, q: &HashMap<String, String>) -> Result
     Ok((canonical, warnings))
 }
 
-fn dry_run(q: &HashMap<String, String>) -> bool {
+pub fn dry_run(q: &HashMap<String, String>) -> bool {
     q.get("dryRun").is_some_and(|v| v == "All")
 }
 
@@ -275,11 +275,10 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             if info.namespaced {
                 api.check_namespace_open(ns.unwrap_or("default")).await?;
             }
-            if dry_run(&q) {
-                return Ok(json_response(201, &obj, &warnings));
+            let created = reg.create_with(ns, api.record_managed_fields(obj, None, &q, "Update"), dry_run(&q)).await?;
+            if !dry_run(&q) {
+                api.after_create(&reg, &created).await;
             }
-            let created = reg.create(ns, api.record_managed_fields(obj, None, &q, "Update")).await?;
-            api.after_create(&reg, &created).await;
             Ok(json_response(201, &created, &warnings))
         }
         ("POST", Some(name), Some("binding")) => {
@@ -299,10 +298,7 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             check_name_and_namespace(&t, &obj)?;
             let old = reg.get(ns, name).await?;
             let obj = api.record_managed_fields(obj, Some(&old), &q, "Update");
-            if dry_run(&q) {
-                return Ok(json_response(200, &obj, &warnings));
-            }
-            let updated = reg.update(ns, name, obj, sub).await?;
+            let updated = reg.update_with(ns, name, obj, sub, dry_run(&q)).await?;
             Ok(json_response(200, &updated, &warnings))
         }
         ("PATCH", Some(name), sub @ (None | Some("status"))) => crate::patch::serve(req, &body, api, &reg, ns, name, sub, &q).await,

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::Api;
 use crate::error::{Error, Result};
-use crate::handlers::{check_target, decode_for, parse_body, respond};
+use crate::handlers::{check_target, decode_for, dry_run, parse_body, respond};
 use crate::registry::{Registry, now_rfc3339};
 
 fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
@@ -58,14 +58,16 @@ pub async fn serve(
                 if reg.info().namespaced {
                     api.check_namespace_open(ns.unwrap_or("default")).await?;
                 }
-                let created = reg.create(ns, obj).await?;
-                api.after_create(reg, &created).await;
+                let created = reg.create_with(ns, obj, dry_run(q)).await?;
+                if !dry_run(q) {
+                    api.after_create(reg, &created).await;
+                }
                 Ok(respond(201, &created, &warnings))
             }
             Err(e) => Err(e),
             Ok(_) => {
                 let updated = reg
-                    .guaranteed_update(ns, name, sub, |current| {
+                    .guaranteed_update_with(ns, name, sub, dry_run(q), |current| {
                         let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
                         Ok(decode_for(reg, merged, q)?.0)
                     })
@@ -96,7 +98,7 @@ pub async fn serve(
     };
     let manager = q.get("fieldManager").cloned();
     let updated = reg
-        .guaranteed_update(ns, name, sub, |current| {
+        .guaranteed_update_with(ns, name, sub, dry_run(q), |current| {
             let patched = apply_patch(current)?;
             let (obj, w) = decode_for(reg, patched, q)?;
             warnings = w;

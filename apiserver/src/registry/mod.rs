@@ -309,7 +309,12 @@ impl Registry {
     }
 
     /// `BeforeCreate` and the store write.
-    pub async fn create(&self, namespace: Option<&str>, mut obj: Value) -> Result<Value> {
+    pub async fn create(&self, namespace: Option<&str>, obj: Value) -> Result<Value> {
+        self.create_with(namespace, obj, false).await
+    }
+
+    /// A create; with `dry_run`, everything but the write (defaults, validation, name clash).
+    pub async fn create_with(&self, namespace: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Value> {
         let info = self.info();
         {
             let meta = obj
@@ -341,6 +346,12 @@ impl Registry {
             return Err(self.invalid(&name, causes));
         }
         let key = self.key(namespace, &name);
+        if dry_run {
+            return match self.storage.get(&key).await? {
+                Some(_) => Err(Error::AlreadyExists { kind: info.plural.into(), name }),
+                None => Ok(obj),
+            };
+        }
         match self.storage.create(&key, &obj, self.strategy.ttl()).await? {
             WriteOutcome::Written(rev) => Ok(crate::storage::with_resource_version(obj, rev)),
             WriteOutcome::Mismatch(_) => Err(Error::AlreadyExists { kind: info.plural.into(), name }),
@@ -351,6 +362,11 @@ impl Registry {
     /// `obj.metadata.resourceVersion` set it must match (409 otherwise); without, it applies to
     /// whatever is current.
     pub async fn update(&self, namespace: Option<&str>, name: &str, obj: Value, subresource: Option<&str>) -> Result<Value> {
+        self.update_with(namespace, name, obj, subresource, false).await
+    }
+
+    /// An update; with `dry_run`, everything but the write.
+    pub async fn update_with(&self, namespace: Option<&str>, name: &str, obj: Value, subresource: Option<&str>, dry_run: bool) -> Result<Value> {
         let requested_rv = resource_version_of(&obj);
         let current = self.get_stored(namespace, name).await?;
         if let Some(rv) = requested_rv
@@ -359,6 +375,9 @@ impl Registry {
             return Err(self.conflict(name));
         }
         let new = self.prepare_update(&current.value, obj, subresource)?;
+        if dry_run {
+            return Ok(new);
+        }
         self.write_update(namespace, name, &current, new).await
     }
 
@@ -442,7 +461,15 @@ impl Registry {
 
     /// Read-modify-write with retries on conflicts (patches without a resourceVersion, and the
     /// server's own updates).
-    pub async fn guaranteed_update<F>(&self, namespace: Option<&str>, name: &str, subresource: Option<&str>, mut f: F) -> Result<Value>
+    pub async fn guaranteed_update<F>(&self, namespace: Option<&str>, name: &str, subresource: Option<&str>, f: F) -> Result<Value>
+    where
+        F: FnMut(&Value) -> Result<Value>,
+    {
+        self.guaranteed_update_with(namespace, name, subresource, false, f).await
+    }
+
+    /// `guaranteed_update`; with `dry_run`, everything but the write.
+    pub async fn guaranteed_update_with<F>(&self, namespace: Option<&str>, name: &str, subresource: Option<&str>, dry_run: bool, mut f: F) -> Result<Value>
     where
         F: FnMut(&Value) -> Result<Value>,
     {
@@ -454,6 +481,9 @@ impl Registry {
                 return Err(self.conflict(name));
             }
             let new = self.prepare_update(&current.value, new, subresource)?;
+            if dry_run {
+                return Ok(new);
+            }
             match self.write_update(namespace, name, &current, new).await {
                 Err(Error::Conflict { .. }) => continue,
                 other => return other,

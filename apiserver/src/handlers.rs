@@ -84,7 +84,8 @@ fn json_response(code: u16, v: &Value, warnings: &[String]) -> HttpResponse {
     let mut b = HttpResponse::build(actix_web::http::StatusCode::from_u16(code).unwrap_or(actix_web::http::StatusCode::OK));
     b.content_type("application/json");
     for w in warnings {
-        b.append_header(("Warning", format!("299 - \"{}\"", w.replace('"', "'"))));
+        // A quoted-string (RFC 7234 warn-text): inner quotes are escaped, as kube-apiserver does.
+        b.append_header(("Warning", format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))));
     }
     b.body(serde_json::to_vec(v).unwrap_or_default())
 }
@@ -256,8 +257,19 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             if let Some(r) = list.remaining {
                 meta["remainingItemCount"] = json!(r);
             }
-            let v = json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": meta, "items": list.items});
-            Ok(json_response(200, &v, &[]))
+            // The items are written straight from the (shared) objects, without a copy.
+            let mut body = serde_json::to_vec(&json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": meta}))
+                .unwrap_or_default();
+            body.pop(); // the closing brace: the items follow
+            body.extend_from_slice(b",\"items\":[");
+            for (i, item) in list.items.iter().enumerate() {
+                if i > 0 {
+                    body.push(b',');
+                }
+                serde_json::to_writer(&mut body, &**item).map_err(|e| Error::Internal(e.to_string()))?;
+            }
+            body.extend_from_slice(b"]}");
+            Ok(HttpResponse::Ok().content_type("application/json").body(body))
         }
         ("GET", Some(name), None | Some("status")) => {
             let obj = reg.get(ns, name).await?;
@@ -307,6 +319,7 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
                 opts.grace_period_seconds = Some(g);
             }
+            admit_delete(&reg, name)?;
             if dry_run(&q) {
                 return Ok(json_response(200, &reg.get(ns, name).await?, &[]));
             }
@@ -318,6 +331,9 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             let list = reg.list(ns, &list_options(&q)).await?;
             let mut deleted = Vec::new();
             for item in list.items {
+                if admit_delete(&reg, name_of(&item)).is_err() {
+                    continue;
+                }
                 let item_ns = item.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
                 match reg.delete(item_ns.as_deref(), name_of(&item), &opts).await {
                     Ok((obj, _)) => deleted.push(obj),
@@ -330,6 +346,15 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
         }
         (m, _, _) => Err(Error::MethodNotAllowed(format!("the server does not allow this method on the requested resource ({m})"))),
     }
+}
+
+/// Mirrors the NamespaceLifecycle admission plugin: the namespaces the system lives in may not be
+/// deleted.
+fn admit_delete(reg: &Registry, name: &str) -> Result<()> {
+    if reg.info().kind == "Namespace" && crate::UNDELETABLE_NAMESPACES.contains(&name) {
+        return Err(Error::Forbidden(format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")));
+    }
+    Ok(())
 }
 
 pub fn respond(code: u16, v: &Value, warnings: &[String]) -> HttpResponse {

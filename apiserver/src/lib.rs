@@ -85,6 +85,9 @@ impl Default for Options {
 /// Namespaces that exist from the first start.
 pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// Namespaces that may not be deleted (kube-node-lease may, as in Kubernetes).
+pub const UNDELETABLE_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
 /// The server's state shared by every request.
 pub struct Api {
     registries: Vec<Arc<Registry>>,

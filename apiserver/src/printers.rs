@@ -302,7 +302,7 @@ pub fn row(kind: &str, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
 /// reads labels (`--show-labels`, `-L`) and the namespace (`-A`) from it.
 pub fn table(
     kind: &str,
-    objects: &[Value],
+    objects: &[impl std::borrow::Borrow<Value>],
     resource_version: &str,
     continue_token: Option<&str>,
     now: DateTime<Utc>,
@@ -329,6 +329,7 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {
+            let obj: &Value = obj.borrow();
             let mut r = json!({
                 "cells": row(kind, obj, now),
                 "object": {
@@ -1776,10 +1777,10 @@ mod tests {
         assert_eq!(t["rows"][1]["conditions"][0]["type"], "Completed");
         assert_eq!(t["rows"][1]["conditions"][0]["reason"], "Succeeded");
 
-        let empty = table("Node", &[], "", None, now());
+        let empty = table("Node", &[] as &[Value], "", None, now());
         assert_eq!(empty["metadata"], json!({}));
         assert_eq!(empty["rows"], json!([]));
-        let no_continue = table("Node", &[], "7", Some(""), now());
+        let no_continue = table("Node", &[] as &[Value], "7", Some(""), now());
         assert_eq!(no_continue["metadata"], json!({"resourceVersion": "7"}));
         let no_meta = table("Widget", &[json!({})], "1", None, now());
         assert_eq!(no_meta["rows"][0]["object"]["metadata"], json!({}));

@@ -16,6 +16,9 @@ use tokio::sync::Mutex;
 
 use crate::error::{Error, Result};
 
+/// The largest store response accepted (a list of every object of a resource).
+const MAX_RESPONSE_BYTES: usize = 2 << 30;
+
 /// An object as read from the store, with the revision it was last written at.
 #[derive(Debug, Clone)]
 pub struct Stored {
@@ -92,6 +95,12 @@ impl Storage {
         Ok(Self { client, prefix: prefix.trim_end_matches('/').to_string(), leases: Arc::new(LeaseManager::default()) })
     }
 
+    /// A KV client that accepts responses as large as a big list (gRPC's default is 4 MiB; the
+    /// kube-apiserver lifts the limit the same way).
+    fn kv(&self) -> etcd_client::KvClient {
+        self.client.kv_client().max_decoding_message_size(MAX_RESPONSE_BYTES)
+    }
+
     pub fn client(&self) -> Client {
         self.client.clone()
     }
@@ -105,13 +114,13 @@ impl Storage {
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Stored>> {
-        let resp = self.client.kv_client().get(key, None).await?;
+        let resp = self.kv().get(key, None).await?;
         resp.kvs().first().map(|kv| decode(kv.key(), kv.value(), kv.mod_revision())).transpose()
     }
 
     /// The store's current revision (a quorum read).
     pub async fn current_revision(&self) -> Result<i64> {
-        let resp = self.client.kv_client().get(format!("{}/", self.prefix), Some(GetOptions::new().with_count_only())).await?;
+        let resp = self.kv().get(format!("{}/", self.prefix), Some(GetOptions::new().with_count_only())).await?;
         Ok(resp.header().map_or(0, |h| h.revision()))
     }
 
@@ -125,7 +134,7 @@ impl Storage {
         if limit > 0 {
             opts = opts.with_limit(limit);
         }
-        let resp = self.client.kv_client().get(from, Some(opts)).await.map_err(map_compacted)?;
+        let resp = self.kv().get(from, Some(opts)).await.map_err(map_compacted)?;
         let revision = resp.header().map_or(0, |h| h.revision());
         let mut items = Vec::with_capacity(resp.kvs().len());
         for kv in resp.kvs() {
@@ -168,7 +177,7 @@ impl Storage {
     }
 
     async fn write(&self, txn: Txn, key: &str) -> Result<WriteOutcome> {
-        let resp = self.client.kv_client().txn(txn).await?;
+        let resp = self.kv().txn(txn).await?;
         let rev = resp.header().map_or(0, |h| h.revision());
         if resp.succeeded() {
             return Ok(WriteOutcome::Written(rev));
@@ -188,12 +197,12 @@ impl Storage {
             .with_start_revision(from_revision)
             .with_prev_key()
             .with_progress_notify();
-        Ok(self.client.watch_client().watch(prefix, Some(opts)).await?)
+        Ok(self.client.watch_client().max_decoding_message_size(MAX_RESPONSE_BYTES).watch(prefix, Some(opts)).await?)
     }
 
     /// Compacts history before `revision` (the API server does this every few minutes).
     pub async fn compact(&self, revision: i64) -> Result<()> {
-        self.client.kv_client().compact(revision, None).await?;
+        self.kv().compact(revision, None).await?;
         Ok(())
     }
 }

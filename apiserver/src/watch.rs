@@ -13,10 +13,19 @@ use crate::error::{Error, Result};
 use crate::handlers::wants_table;
 use crate::printers;
 use crate::registry::{ListOptions, Registry};
-use crate::watch_cache::{EventType, event_for};
+use crate::watch_cache::{EventType, WatchEvent, event_for};
 
 /// How often an idle watch that allows bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The watch line for `e` as `kind`: the event's shared encoding when the watcher sees the event
+/// as it is, a fresh one otherwise (a Table, or a selector transition).
+fn event_line(e: &WatchEvent, kind: EventType, table: bool, shape: &dyn Fn(&Value) -> Value) -> Bytes {
+    if !table && kind == e.kind {
+        return e.json_line();
+    }
+    line(kind.as_str(), shape(&object_for(e, kind)))
+}
 
 fn line(kind: &str, object: Value) -> Bytes {
     let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
@@ -65,7 +74,7 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
             let kind = if e.kind == EventType::Added { Some(EventType::Added) } else { event_for(&e, &*filter) };
             if let Some(kind) = kind {
                 last_rev = last_rev.max(e.revision);
-                if tx.send(Ok(line(kind.as_str(), shape(&e.object)))).await.is_err() {
+                if tx.send(Ok(event_line(&e, kind, table, &shape))).await.is_err() {
                     return;
                 }
             }
@@ -87,7 +96,7 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
                     let Some(e) = e else { return };
                     if let Some(kind) = event_for(&e, &*filter) {
                         last_rev = e.revision;
-                        if tx.send(Ok(line(kind.as_str(), shape(&e.object)))).await.is_err() {
+                        if tx.send(Ok(event_line(&e, kind, table, &shape))).await.is_err() {
                             return;
                         }
                     }
@@ -98,7 +107,7 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
                     while let Ok(e) = sub.events.try_recv() {
                         if let Some(kind) = event_for(&e, &*filter) {
                             last_rev = e.revision;
-                            if tx.send(Ok(line(kind.as_str(), shape(&e.object)))).await.is_err() {
+                            if tx.send(Ok(event_line(&e, kind, table, &shape))).await.is_err() {
                                 return;
                             }
                         }
@@ -116,6 +125,16 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
         }
     });
     Ok(stream_response(rx))
+}
+
+/// The object a watcher is shown: an object that stopped matching the watcher's selector is
+/// reported DELETED as it was before the change, at the change's resourceVersion (the cacher does
+/// the same).
+fn object_for(e: &WatchEvent, kind: EventType) -> Value {
+    match (&e.prev, kind, e.kind) {
+        (Some(prev), EventType::Deleted, EventType::Modified) => crate::storage::with_resource_version((**prev).clone(), e.revision),
+        _ => (*e.object).clone(),
+    }
 }
 
 fn stream_response(rx: mpsc::Receiver<std::result::Result<Bytes, std::io::Error>>) -> HttpResponse {

@@ -46,6 +46,27 @@ pub struct WatchEvent {
     /// The object before this change, for selectors that stop or start matching.
     pub prev: Option<Arc<Value>>,
     pub revision: i64,
+    /// The event as a JSON watch line, encoded once however many watchers receive it (the
+    /// cacher's `cachingObject` does the same).
+    pub line: std::sync::OnceLock<bytes::Bytes>,
+}
+
+impl WatchEvent {
+    pub fn new(kind: EventType, object: Arc<Value>, prev: Option<Arc<Value>>, revision: i64) -> Self {
+        Self { kind, object, prev, revision, line: std::sync::OnceLock::new() }
+    }
+
+    /// `{"type": ..., "object": ...}` and a newline, encoded on first use.
+    pub fn json_line(&self) -> bytes::Bytes {
+        self.line
+            .get_or_init(|| {
+                let mut v = format!("{{\"type\":\"{}\",\"object\":", self.kind.as_str()).into_bytes();
+                let _ = serde_json::to_writer(&mut v, &*self.object);
+                v.extend_from_slice(b"}\n");
+                bytes::Bytes::from(v)
+            })
+            .clone()
+    }
 }
 
 /// Which objects a watcher wants; evaluated on the object and its previous state.
@@ -169,14 +190,14 @@ impl WatchCache {
             for (k, (old, _)) in &st.objects {
                 if !fresh.contains_key(k) {
                     let gone = with_resource_version((**old).clone(), revision);
-                    events.push(WatchEvent { kind: EventType::Deleted, object: Arc::new(gone), prev: Some(old.clone()), revision });
+                    events.push(WatchEvent::new(EventType::Deleted, Arc::new(gone), Some(old.clone()), revision));
                 }
             }
             for (k, (new, r)) in &fresh {
                 match st.objects.get(k) {
-                    None => events.push(WatchEvent { kind: EventType::Added, object: new.clone(), prev: None, revision: *r }),
+                    None => events.push(WatchEvent::new(EventType::Added, new.clone(), None, *r)),
                     Some((old, or)) if or != r => {
-                        events.push(WatchEvent { kind: EventType::Modified, object: new.clone(), prev: Some(old.clone()), revision: *r })
+                        events.push(WatchEvent::new(EventType::Modified, new.clone(), Some(old.clone()), *r))
                     }
                     _ => {}
                 }
@@ -205,14 +226,14 @@ impl WatchCache {
                 let v = Arc::new(v);
                 st.objects.insert(key, (v.clone(), revision));
                 let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-                WatchEvent { kind, object: v, prev, revision }
+                WatchEvent::new(kind, v, prev, revision)
             }
             None => {
                 st.objects.remove(&key);
                 let Some(prev) = prev else { return };
                 // A deleted object carries the revision of its deletion.
                 let gone = with_resource_version((*prev).clone(), revision);
-                WatchEvent { kind: EventType::Deleted, object: Arc::new(gone), prev: Some(prev), revision }
+                WatchEvent::new(EventType::Deleted, Arc::new(gone), Some(prev), revision)
             }
         };
         st.revision = st.revision.max(revision);
@@ -301,7 +322,7 @@ impl WatchCache {
                 .objects
                 .values()
                 .filter(|(v, _)| filter(v))
-                .map(|(v, r)| Arc::new(WatchEvent { kind: EventType::Added, object: v.clone(), prev: None, revision: *r }))
+                .map(|(v, r)| Arc::new(WatchEvent::new(EventType::Added, v.clone(), None, *r)))
                 .collect(),
             Some(rv) => {
                 // Events after `rv` must all still be in the window.
@@ -387,7 +408,7 @@ mod tests {
     #[test]
     fn selector_transitions_become_added_and_deleted() {
         let web = app_is("web");
-        let e = |kind, prev: Option<Value>, now: Value| WatchEvent { kind, object: Arc::new(now), prev: prev.map(Arc::new), revision: 1 };
+        let e = |kind, prev: Option<Value>, now: Value| WatchEvent::new(kind, Arc::new(now), prev.map(Arc::new), 1);
         assert_eq!(event_for(&e(EventType::Modified, Some(pod("x", "db")), pod("x", "web")), &*web), Some(EventType::Added));
         assert_eq!(event_for(&e(EventType::Modified, Some(pod("x", "web")), pod("x", "db")), &*web), Some(EventType::Deleted));
         assert_eq!(event_for(&e(EventType::Modified, Some(pod("x", "db")), pod("x", "db")), &*web), None);

@@ -20,7 +20,10 @@
 //!    `wait_healthy`. When a test panics, dropping the cluster prints the tail of every
 //!    member's log.
 //! 5. [`etcdctl`] runs Debian's `etcdctl` (API v3) against a cluster.
-//! 6. [`writers`] are concurrent clients that record exactly which puts were acknowledged,
+//! 6. [`apiserver`] is [`apiserver::ApiCluster`]: a store (one kubelab member, or three real
+//!    etcd 3.4 members) + `kubelab apiserver` (+ optionally `kubelab controller-manager`),
+//!    with the pinned kubectl 1.32 (temporary `$HOME`), a kube-rs client and `restart_store`.
+//! 7. [`writers`] are concurrent clients that record exactly which puts were acknowledged,
 //!    and check that every member serves them (serializable reads, member by member).
 //!
 //! # Environment
@@ -42,6 +45,7 @@
 //!   may still take a port between reservation and bind (unlikely below 32768).
 //! - Processes are plain children: no cgroups, no network namespaces.
 
+pub mod apiserver;
 pub mod cluster;
 pub mod etcdctl;
 pub mod ports;

@@ -241,7 +241,8 @@ impl DeleteOptions {
 }
 
 pub struct ListResult {
-    pub items: Vec<Value>,
+    /// Shared with the watch cache when served from it: never deep-copied on the way out.
+    pub items: Vec<Arc<Value>>,
     pub resource_version: String,
     pub continue_token: Option<String>,
     pub remaining: Option<i64>,
@@ -618,7 +619,7 @@ impl Registry {
             "" => self.list_from_store(&prefix, 0, None, opts.limit, &*filter).await,
             "0" if !exact => {
                 let (items, rev) = self.cache.list(&*filter);
-                Ok(ListResult { items: items.iter().map(|v| (**v).clone()).collect(), resource_version: rev.to_string(), continue_token: None, remaining: None })
+                Ok(ListResult { items, resource_version: rev.to_string(), continue_token: None, remaining: None })
             }
             n => {
                 let n: i64 = n.parse().map_err(|_| Error::BadRequest(format!("invalid resource version: {n}")))?;
@@ -627,7 +628,7 @@ impl Registry {
                 }
                 self.cache.wait_until(n).await?;
                 let (items, rev) = self.cache.list(&*filter);
-                Ok(ListResult { items: items.iter().map(|v| (**v).clone()).collect(), resource_version: rev.to_string(), continue_token: None, remaining: None })
+                Ok(ListResult { items, resource_version: rev.to_string(), continue_token: None, remaining: None })
             }
         }
     }
@@ -641,7 +642,7 @@ impl Registry {
             let want = if limit > 0 { limit - items.len() as i64 } else { 0 };
             let page = self.storage.list(prefix, rev, want, start.as_deref()).await?;
             rev = page.revision;
-            items.extend(page.items.into_iter().map(|s| s.value).filter(|v| filter(v)));
+            items.extend(page.items.into_iter().map(|s| s.value).filter(|v| filter(v)).map(Arc::new));
             match page.next_key {
                 Some(next) if limit > 0 && (items.len() as i64) < limit => start = Some(next),
                 Some(next) => {

@@ -1,0 +1,687 @@
+//! An API server on a store: `kubelab apiserver` (and optionally `kubelab controller-manager`)
+//! over a one-member kubelab store or a three-member real etcd 3.4, driven by real kubectl.
+//!
+//! Layout on disk: `<tmp>/{apiserver,controller-manager}/{stdout,stderr}.log`, `<tmp>/home/`
+//! (kubectl's `$HOME`: its discovery cache lives there) and `<tmp>/work/` (manifests, editor
+//! scripts). The store keeps its own temporary directory ([`StoreCluster`]).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::cluster::{Flavor, StoreCluster, StoreOptions};
+use crate::ports::{self, Port};
+use crate::process::Process;
+
+/// The kubectl the tests speak to: pinned, never the version dispatcher in `/usr/bin`.
+pub const DEFAULT_KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32";
+/// Hard limit for one kubectl run (kubectl's own `--request-timeout` is shorter).
+pub const KUBECTL_DEADLINE: Duration = Duration::from_secs(60);
+/// How long a freshly started API server gets to answer `/readyz` with 200.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `$KUBECTL_BIN`, else [`DEFAULT_KUBECTL`]; an error (not a skip) if absent.
+pub fn kubectl_bin() -> anyhow::Result<PathBuf> {
+    let bin = std::env::var_os("KUBECTL_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_KUBECTL));
+    anyhow::ensure!(
+        bin.exists(),
+        "kubectl not found at {} (the google-cloud-sdk kubectl 1.32; or set KUBECTL_BIN)",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// How to start an [`ApiCluster`].
+#[derive(Clone, Debug)]
+pub struct ApiOptions {
+    /// Kubelab: one `kubelab store` member. Etcd: three real etcd 3.4 members.
+    pub flavor: Flavor,
+    /// Also run `kubelab controller-manager --master <url>`.
+    pub controller_manager: bool,
+    /// `--max-request-bytes`; None leaves the server's default.
+    pub max_request_bytes: Option<usize>,
+    /// Appended to the API server's command line.
+    pub extra_args: Vec<String>,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        Self {
+            flavor: Flavor::Kubelab,
+            controller_manager: false,
+            max_request_bytes: None,
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl ApiOptions {
+    pub fn for_flavor(flavor: Flavor) -> Self {
+        Self {
+            flavor,
+            ..Self::default()
+        }
+    }
+}
+
+/// The result of one kubectl run.
+#[derive(Debug)]
+pub struct Output {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub command: String,
+}
+
+impl Output {
+    /// Everything known about the run, for a failure message.
+    pub fn describe(&self) -> String {
+        format!(
+            "`{}` exited {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A store, an API server on it, and optionally a controller manager.
+/// Dropping it kills them all (printing their log tails if a test failed).
+pub struct ApiCluster {
+    pub opts: ApiOptions,
+    pub store: StoreCluster,
+    bin: PathBuf,
+    kubectl: PathBuf,
+    port: Port,
+    apiserver_args: Vec<String>,
+    apiserver: Option<Process>,
+    controller_manager: Option<Process>,
+    root: Option<tempfile::TempDir>,
+    http: reqwest::Client,
+}
+
+impl ApiCluster {
+    /// Starts the store, the API server (and the controller manager if asked), and waits
+    /// until the API server is ready and has created the `default` namespace.
+    pub async fn start(opts: ApiOptions) -> anyhow::Result<Self> {
+        let kubectl = kubectl_bin()?;
+        let bin = crate::kubelab_bin()?;
+        let members = match opts.flavor {
+            Flavor::Kubelab => 1,
+            Flavor::Etcd => 3,
+        };
+        let store_opts = StoreOptions {
+            proxy: false,
+            ..StoreOptions::for_flavor(opts.flavor)
+        };
+        let store = StoreCluster::start(members, store_opts).await?;
+        let root = tempfile::Builder::new()
+            .prefix(&format!("kubelab-e2e-api-{}-", opts.flavor))
+            .tempdir()?;
+        std::fs::create_dir_all(root.path().join("home"))?;
+        std::fs::create_dir_all(root.path().join("work"))?;
+        let port = ports::reserve()?;
+        let mut args: Vec<String> = vec![
+            "apiserver".into(),
+            "--etcd-servers".into(),
+            store.client_endpoints().join(","),
+            "--etcd-prefix".into(),
+            "/registry".into(),
+            "--bind-address".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.port.to_string(),
+        ];
+        if let Some(n) = opts.max_request_bytes {
+            args.push("--max-request-bytes".into());
+            args.push(n.to_string());
+        }
+        args.extend(opts.extra_args.iter().cloned());
+        let http = reqwest::Client::builder()
+            .timeout(crate::RPC_TIMEOUT)
+            .build()?;
+        let mut c = Self {
+            opts,
+            store,
+            bin,
+            kubectl,
+            port,
+            apiserver_args: args,
+            apiserver: None,
+            controller_manager: None,
+            root: Some(root),
+            http,
+        };
+        c.spawn_apiserver()?;
+        c.wait_ready().await?;
+        if c.opts.controller_manager {
+            let args = vec!["controller-manager".to_string(), "--master".into(), c.url()];
+            let dir = c.root().join("controller-manager");
+            let p = Process::spawn("controller-manager", &c.bin, &args, &dir, &env())?;
+            eprintln!("[e2e] started controller-manager pid {}", p.pid());
+            c.controller_manager = Some(p);
+        }
+        Ok(c)
+    }
+
+    /// Starts the cluster for the flavor `E2E_STORE` names.
+    pub async fn start_from_env() -> anyhow::Result<Self> {
+        Self::start(ApiOptions::for_flavor(crate::flavor_from_env())).await
+    }
+
+    pub fn root(&self) -> &Path {
+        self.root
+            .as_ref()
+            .map(|r| r.path())
+            .unwrap_or(Path::new("/"))
+    }
+
+    /// A scratch directory for manifests and scripts.
+    pub fn work_dir(&self) -> PathBuf {
+        self.root().join("work")
+    }
+
+    /// Writes `text` to `<work>/<name>` and returns its path.
+    pub fn write_file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.work_dir().join(name);
+        std::fs::write(&p, text).unwrap_or_else(|e| panic!("writing {}: {e}", p.display()));
+        p
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port.port
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port.port)
+    }
+
+    fn spawn_apiserver(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.apiserver.is_none(), "the API server is still running");
+        let dir = self.root().join("apiserver");
+        let p = Process::spawn("apiserver", &self.bin, &self.apiserver_args, &dir, &env())?;
+        eprintln!(
+            "[e2e] started apiserver pid {} on {} ({})",
+            p.pid(),
+            self.url(),
+            self.apiserver_args.join(" ")
+        );
+        self.apiserver = Some(p);
+        Ok(())
+    }
+
+    /// Stops the API server (SIGTERM, then SIGKILL after the grace period).
+    pub fn stop_apiserver(&mut self) {
+        if let Some(mut p) = self.apiserver.take() {
+            eprintln!("[e2e] stopping apiserver pid {}", p.pid());
+            p.terminate();
+        }
+    }
+
+    /// Starts the stopped API server again with the same command line; waits until ready.
+    pub async fn start_apiserver(&mut self) -> anyhow::Result<()> {
+        self.spawn_apiserver()?;
+        self.wait_ready().await
+    }
+
+    /// Stops the API server cleanly and starts it again on the same port; waits until ready.
+    pub async fn restart_apiserver(&mut self) -> anyhow::Result<()> {
+        self.stop_apiserver();
+        self.start_apiserver().await
+    }
+
+    /// Stops every store member (SIGTERM, then SIGKILL after the grace period).
+    pub fn stop_store(&mut self) {
+        self.store.stop_all();
+    }
+
+    /// Starts every stopped store member again (same data dirs and ports) and waits until healthy.
+    pub async fn start_store(&mut self) -> anyhow::Result<()> {
+        for i in 0..self.store.len() {
+            if !self.store.member(i).is_running() {
+                self.store.restart(i)?;
+            }
+        }
+        self.store.wait_healthy().await
+    }
+
+    /// Stops the store and starts it again on the same data directories and ports.
+    pub async fn restart_store(&mut self) -> anyhow::Result<()> {
+        self.stop_store();
+        self.start_store().await
+    }
+
+    /// Polls `/readyz` until 200 and `GET namespaces/default` until 200 (the API server
+    /// creates the system namespaces in the background). Fails early if the process died.
+    pub async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let start = Instant::now();
+        let mut last;
+        loop {
+            if let Some(st) = self.apiserver.as_mut().and_then(|p| p.exited()) {
+                bail!("the API server exited: {st}\n{}", self.log_tails(40));
+            }
+            match self.get("/readyz").await {
+                Ok((200, _)) => match self.get("/api/v1/namespaces/default").await {
+                    Ok((200, _)) => return Ok(()),
+                    Ok((code, body)) => last = format!("namespaces/default: {code} {body}"),
+                    Err(e) => last = format!("namespaces/default: {e:#}"),
+                },
+                Ok((code, body)) => last = format!("/readyz: {code} {body}"),
+                Err(e) => last = format!("/readyz: {e:#}"),
+            }
+            if start.elapsed() > READY_TIMEOUT {
+                bail!(
+                    "the API server at {} was not ready within {READY_TIMEOUT:?}: {last}\n{}",
+                    self.url(),
+                    self.log_tails(40)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// A reqwest client with the harness's timeout (not for watches: see [`Self::http_streaming`]).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// A reqwest client without an overall timeout, for watch streams.
+    pub fn http_streaming(&self) -> reqwest::Client {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .expect("reqwest client")
+    }
+
+    /// GET `path`: (status, body).
+    pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        self.request(reqwest::Method::GET, path, None, None).await
+    }
+
+    /// Any request with an optional body of `content_type` (default `application/json`).
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: Option<&str>,
+    ) -> anyhow::Result<(u16, String)> {
+        let url = format!("{}{path}", self.url());
+        let mut req = self.http.request(method.clone(), &url);
+        if let Some(b) = body {
+            req = req
+                .header("Content-Type", content_type.unwrap_or("application/json"))
+                .body(b);
+        }
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("{method} {url}"))?;
+        let code = resp.status().as_u16();
+        let text = resp
+            .text()
+            .await
+            .with_context(|| format!("reading the body of {method} {url}"))?;
+        Ok((code, text))
+    }
+
+    /// A kube-rs client for [`Self::url`].
+    pub fn kube_client(&self) -> anyhow::Result<kube::Client> {
+        let config = kube::Config::new(self.url().parse()?);
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    fn kubectl_command(&self, args: &[&str], env: &[(&str, &str)]) -> (Command, String) {
+        let mut cmd = Command::new(&self.kubectl);
+        let home = self.root().join("home");
+        cmd.env_clear()
+            .env("HOME", &home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("KUBECONFIG", home.join("no-kubeconfig"))
+            .current_dir(self.work_dir())
+            .arg("-s")
+            .arg(self.url())
+            .arg("--request-timeout=20s")
+            .args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let shown = format!(
+            "{}kubectl -s {} {}",
+            env.iter()
+                .map(|(k, v)| format!("{k}={v} "))
+                .collect::<String>(),
+            self.url(),
+            args.join(" ")
+        );
+        (cmd, shown)
+    }
+
+    /// Runs the pinned kubectl with `args` (after `-s <url>`) to completion.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with(args, &[], None)
+    }
+
+    /// Runs kubectl with extra environment and optional stdin (for `-f -`).
+    pub fn kubectl_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
+        let (mut cmd, shown) = self.kubectl_command(args, env);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {shown}: {e}"));
+        if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
+            let _ = w.write_all(input.as_bytes());
+        }
+        let out = read_all(child.stdout.take().expect("stdout pipe"));
+        let err = read_all(child.stderr.take().expect("stderr pipe"));
+        let start = Instant::now();
+        let status = loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                break Some(st);
+            }
+            if start.elapsed() > KUBECTL_DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stdout = out.join().unwrap_or_default();
+        let mut stderr = err.join().unwrap_or_default();
+        if status.is_none() {
+            stderr.push_str(&format!(
+                "\n[e2e] killed: did not finish within {KUBECTL_DEADLINE:?}"
+            ));
+        }
+        eprintln!("[kubectl] {shown} -> {status:?}");
+        Output {
+            success: status.is_some_and(|s| s.success()),
+            code: status.and_then(|s| s.code()),
+            stdout,
+            stderr,
+            command: shown,
+        }
+    }
+
+    /// kubectl `args` must succeed: its stdout, else a panic with its output and the server's log.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let o = self.kubectl(args);
+        if !o.success {
+            self.fail(&format!("kubectl failed:\n{}", o.describe()));
+        }
+        o.stdout
+    }
+
+    /// kubectl `args` must fail with stderr containing `needle`: its stderr.
+    pub fn kubectl_err(&self, args: &[&str], needle: &str) -> String {
+        let o = self.kubectl(args);
+        if o.success || !o.stderr.contains(needle) {
+            self.fail(&format!(
+                "expected kubectl to fail with {needle:?} in stderr:\n{}",
+                o.describe()
+            ));
+        }
+        o.stderr
+    }
+
+    /// Starts kubectl `args` in the background (e.g. `get -w`); killed on drop.
+    pub fn kubectl_spawn(&self, args: &[&str]) -> Background {
+        let (mut cmd, shown) = self.kubectl_command(args, &[]);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {shown}: {e}"));
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().expect("stdout pipe");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (err_tx, err_lines) = mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr pipe");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if err_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        eprintln!("[kubectl] started in background: {shown}");
+        Background {
+            child,
+            lines,
+            seen: Vec::new(),
+            err_lines,
+            seen_err: Vec::new(),
+            command: shown,
+        }
+    }
+
+    /// Panics with `msg` and the tails of the API server's (and controller manager's) logs.
+    pub fn fail(&self, msg: &str) -> ! {
+        panic!("{msg}\n{}", self.log_tails(60))
+    }
+
+    /// Whether the API server process is still running.
+    pub fn apiserver_alive(&mut self) -> bool {
+        self.apiserver
+            .as_mut()
+            .is_some_and(|p| p.exited().is_none())
+    }
+
+    /// The tails of the API server's and the controller manager's logs.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut s = String::new();
+        for name in ["apiserver", "controller-manager"] {
+            let dir = self.root().join(name);
+            if dir.exists() {
+                s.push_str(&crate::process::log_tail(
+                    name,
+                    &dir.join("stdout.log"),
+                    &dir.join("stderr.log"),
+                    lines,
+                ));
+            }
+        }
+        s
+    }
+}
+
+impl Drop for ApiCluster {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.controller_manager.take() {
+            p.kill9();
+        }
+        if let Some(mut p) = self.apiserver.take() {
+            p.kill9();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "\n[e2e] test failed; API server {} in {}: kubelab {}",
+                self.url(),
+                self.root().display(),
+                self.apiserver_args.join(" ")
+            );
+            eprintln!("{}", self.log_tails(60));
+        }
+        if let Some(r) = self
+            .root
+            .take()
+            .filter(|_| std::env::var_os("E2E_KEEP_DIRS").is_some())
+        {
+            eprintln!("[e2e] keeping {}", r.keep().display());
+        }
+        // `store` drops after this and prints its own log tails.
+    }
+}
+
+fn env() -> Vec<(String, String)> {
+    vec![
+        ("NO_COLOR".into(), "1".into()),
+        (
+            "RUST_LOG".into(),
+            std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
+        ),
+    ]
+}
+
+/// A background kubectl (e.g. `get -w`): its stdout arrives line by line. Killed on drop.
+pub struct Background {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    /// Every stdout line received so far.
+    pub seen: Vec<String>,
+    err_lines: mpsc::Receiver<String>,
+    /// Every stderr line received so far.
+    pub seen_err: Vec<String>,
+    pub command: String,
+}
+
+impl Background {
+    /// Waits until some stdout line satisfies `pred`; returns that line.
+    pub fn expect_line(
+        &mut self,
+        what: &str,
+        deadline: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let start = Instant::now();
+        let mut checked = 0;
+        loop {
+            if let Some(l) = self.seen[checked..].iter().find(|l| pred(l)) {
+                return Ok(l.clone());
+            }
+            checked = self.seen.len();
+            let left = deadline.saturating_sub(start.elapsed());
+            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => bail!(
+                    "`{}` did not print {what} within {deadline:?}; it printed {:#?}",
+                    self.command,
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Waits until `n` stdout lines (counted over everything seen so far) satisfy `pred`.
+    pub fn expect_count(
+        &mut self,
+        what: &str,
+        n: usize,
+        deadline: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<()> {
+        let start = Instant::now();
+        loop {
+            if self.seen.iter().filter(|l| pred(l)).count() >= n {
+                return Ok(());
+            }
+            let left = deadline.saturating_sub(start.elapsed());
+            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
+                Ok(l) => self.seen.push(l),
+                Err(_) => bail!(
+                    "`{}` did not print {n} lines of {what} within {deadline:?}; it printed {:#?}",
+                    self.command,
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Waits for the process to exit by itself: (success, stdout lines, stderr).
+    pub fn wait_exit(mut self, deadline: Duration) -> anyhow::Result<(bool, Vec<String>, String)> {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(st) = self.child.try_wait()? {
+                break st;
+            }
+            if start.elapsed() > deadline {
+                bail!(
+                    "`{}` still running after {deadline:?}; stdout so far {:?}",
+                    self.command,
+                    self.seen
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let (lines, stderr) = self.stop();
+        Ok((status.success(), lines, stderr))
+    }
+
+    /// Kills the process (SIGKILL: it is ours) and returns (stdout lines, stderr).
+    pub fn stop(mut self) -> (Vec<String>, String) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(l);
+        }
+        while let Ok(l) = self.err_lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen_err.push(l);
+        }
+        (std::mem::take(&mut self.seen), self.seen_err.join("\n"))
+    }
+
+    /// Waits until some stderr line satisfies `pred` (e.g. kubectl's `-v=6` request log).
+    pub fn expect_stderr_line(
+        &mut self,
+        what: &str,
+        deadline: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let start = Instant::now();
+        let mut checked = 0;
+        loop {
+            if let Some(l) = self.seen_err[checked..].iter().find(|l| pred(l)) {
+                return Ok(l.clone());
+            }
+            checked = self.seen_err.len();
+            let left = deadline.saturating_sub(start.elapsed());
+            match self
+                .err_lines
+                .recv_timeout(left.max(Duration::from_millis(1)))
+            {
+                Ok(l) => self.seen_err.push(l),
+                Err(_) => bail!(
+                    "`{}` did not print {what} on stderr within {deadline:?}; it printed {:#?}",
+                    self.command,
+                    self.seen_err
+                ),
+            }
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read_all(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}

@@ -1,0 +1,1475 @@
+//! Real kubectl 1.32 against `kubelab apiserver`: everything in docs/kubectl-wire.md that needs no
+//! node agent.
+//!
+//! Each scenario is an `async fn(Flavor)` run twice, by `<name>_kubelab` (a one-member kubelab
+//! store) and `<name>_etcd` (three real etcd 3.4 members): the API server must not care which
+//! store it runs on, and the etcd run checks the test itself. Each test starts its own cluster.
+//! A failure prints the kubectl command, its stdout and stderr, and the API server's log tail.
+
+use std::time::{Duration, Instant};
+
+use e2e::Flavor;
+use e2e::apiserver::{ApiCluster, ApiOptions};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// Runs each scenario against both stores, as `apiserver::<scenario>::{kubelab,etcd}` (so that
+/// `cargo nextest run -p e2e -E 'test(/apiserver/)'` selects them).
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod apiserver { $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn kubelab() { super::super::$name(e2e::Flavor::Kubelab).await }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn etcd() { super::super::$name(e2e::Flavor::Etcd).await }
+            }
+        )* }
+    };
+}
+
+both_stores!(
+    version_and_api_resources,
+    get_outputs_and_selectors,
+    get_watch_prints_changes,
+    describe_pod_and_node,
+    create_and_generators,
+    apply_client_side_and_server_side,
+    label_annotate_replace_edit,
+    patch_types,
+    delete_pods_and_wait,
+    namespace_deletion_removes_contents,
+    system_namespaces_cannot_be_deleted,
+    unknown_fields,
+    cordon_and_uncordon,
+    drain_evicts_pods,
+    wait_for_condition,
+    binding_through_http,
+    request_errors,
+    logs_without_node_agent,
+    survives_store_outage,
+);
+
+async fn start(flavor: Flavor) -> ApiCluster {
+    start_with(ApiOptions::for_flavor(flavor)).await
+}
+
+async fn start_with(opts: ApiOptions) -> ApiCluster {
+    ApiCluster::start(opts)
+        .await
+        .unwrap_or_else(|e| panic!("starting the API server cluster: {e:#}"))
+}
+
+fn pod_yaml(name: &str, labels: &[(&str, &str)]) -> String {
+    let mut l = String::new();
+    for (k, v) in labels {
+        l.push_str(&format!("    {k}: \"{v}\"\n"));
+    }
+    let labels = if l.is_empty() {
+        String::new()
+    } else {
+        format!("  labels:\n{l}")
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n{labels}spec:\n  containers:\n  - name: main\n    image: busybox:1.36\n    command: [\"sleep\", \"3600\"]\n"
+    )
+}
+
+const NODE_YAML: &str = "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-a\n  labels:\n    kubernetes.io/hostname: node-a\nspec: {}\n";
+
+/// `kubectl create -f` of `yaml` (written to a file named `file`).
+fn create(c: &ApiCluster, file: &str, yaml: &str) -> String {
+    let p = c.write_file(file, yaml);
+    c.kubectl_ok(&["create", "-f", p.to_str().expect("utf-8 path")])
+}
+
+fn parse_json(c: &ApiCluster, what: &str, text: &str) -> Value {
+    serde_json::from_str(text)
+        .unwrap_or_else(|e| c.fail(&format!("{what} is not JSON ({e}):\n{text}")))
+}
+
+fn get_json(c: &ApiCluster, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    let out = c.kubectl_ok(&a);
+    parse_json(c, &format!("kubectl {}", a.join(" ")), &out)
+}
+
+/// The NAME column of `kubectl get … --no-headers` (or of `-o name`), sorted.
+fn names(c: &ApiCluster, args: &[&str]) -> Vec<String> {
+    let mut a = args.to_vec();
+    a.extend(["-o", "name"]);
+    let mut v: Vec<String> = c
+        .kubectl_ok(&a)
+        .lines()
+        .map(|l| l.rsplit('/').next().unwrap_or(l).to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    v.sort();
+    v
+}
+
+fn assert_contains(c: &ApiCluster, what: &str, haystack: &str, needle: &str) {
+    if !haystack.contains(needle) {
+        c.fail(&format!("{what}: expected {needle:?} in:\n{haystack}"));
+    }
+}
+
+/// Polls `f` every 100 ms until it returns Some, for at most `deadline`.
+async fn eventually<T>(
+    c: &ApiCluster,
+    what: &str,
+    deadline: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if start.elapsed() > deadline {
+            c.fail(&format!("timed out after {deadline:?} waiting for {what}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// POST pods/NAME/binding to `node`: (status, body).
+async fn bind(c: &ApiCluster, ns: &str, pod: &str, node: &str) -> (u16, String) {
+    let body = json!({"apiVersion":"v1","kind":"Binding","metadata":{"name":pod},"target":{"apiVersion":"v1","kind":"Node","name":node}});
+    c.request(
+        Method::POST,
+        &format!("/api/v1/namespaces/{ns}/pods/{pod}/binding"),
+        Some(body.to_string().into_bytes()),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| c.fail(&format!("binding {pod}: {e:#}")))
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async fn version_and_api_resources(flavor: Flavor) {
+    let c = start(flavor).await;
+    let out = c.kubectl_ok(&["version"]);
+    assert_contains(&c, "kubectl version", &out, "Client Version: v1.32");
+    assert_contains(&c, "kubectl version", &out, "Server Version: v1.32");
+    let v = parse_json(
+        &c,
+        "version -o json",
+        &c.kubectl_ok(&["version", "-o", "json"]),
+    );
+    assert_eq!(v["serverVersion"]["major"], "1", "{v}");
+    assert_eq!(v["serverVersion"]["minor"], "32", "{v}");
+
+    let out = c.kubectl_ok(&["api-resources"]);
+    // NAME SHORTNAMES APIVERSION NAMESPACED KIND
+    for (name, short, version, namespaced, kind) in [
+        ("pods", "po", "v1", "true", "Pod"),
+        ("nodes", "no", "v1", "false", "Node"),
+        ("namespaces", "ns", "v1", "false", "Namespace"),
+        ("configmaps", "cm", "v1", "true", "ConfigMap"),
+        ("secrets", "", "v1", "true", "Secret"),
+        ("serviceaccounts", "sa", "v1", "true", "ServiceAccount"),
+        ("events", "ev", "v1", "true", "Event"),
+        ("leases", "", "coordination.k8s.io/v1", "true", "Lease"),
+    ] {
+        let want: Vec<&str> = [name, short, version, namespaced, kind]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect();
+        let found = out.lines().any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols == want
+        });
+        if !found {
+            c.fail(&format!("api-resources lacks the row {want:?}:\n{out}"));
+        }
+    }
+    // `drain` needs the eviction subresource under policy/v1.
+    let (code, body) = c.get("/apis").await.expect("GET /apis");
+    assert_eq!(code, 200, "{body}");
+    assert_contains(&c, "GET /apis", &body, "policy");
+}
+
+async fn get_outputs_and_selectors(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(
+        &c,
+        "web.yaml",
+        &pod_yaml("web", &[("app", "web"), ("tier", "front")]),
+    );
+    create(&c, "db.yaml", &pod_yaml("db", &[("app", "db")]));
+    create(&c, "bare.yaml", &pod_yaml("bare", &[]));
+    c.kubectl_ok(&["create", "namespace", "other"]);
+    let p = c.write_file("other.yaml", &pod_yaml("elsewhere", &[("app", "web")]));
+    c.kubectl_ok(&["create", "-n", "other", "-f", p.to_str().expect("utf-8")]);
+
+    // Table: the header and pod columns, wide adds IP and NODE.
+    let out = c.kubectl_ok(&["get", "pods"]);
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
+    let web = out
+        .lines()
+        .find(|l| l.starts_with("web "))
+        .unwrap_or_else(|| c.fail(&format!("no web row:\n{out}")));
+    let cols: Vec<&str> = web.split_whitespace().collect();
+    assert_eq!(&cols[1..4], ["0/1", "Pending", "0"], "{out}");
+    let out = c.kubectl_ok(&["get", "pods", "-o", "wide"]);
+    for col in ["IP", "NODE", "NOMINATED NODE", "READINESS GATES"] {
+        assert_contains(
+            &c,
+            "get pods -o wide header",
+            out.lines().next().unwrap_or(""),
+            col,
+        );
+    }
+
+    // yaml and json round-trip the object.
+    let y = c.kubectl_ok(&["get", "pod", "web", "-o", "yaml"]);
+    let v: Value = serde_norway::from_str(&y)
+        .unwrap_or_else(|e| c.fail(&format!("-o yaml is not YAML ({e}):\n{y}")));
+    assert_eq!(v["kind"], "Pod", "{y}");
+    assert_eq!(v["apiVersion"], "v1", "{y}");
+    assert_eq!(v["metadata"]["labels"]["tier"], "front", "{y}");
+    assert!(
+        v["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()),
+        "{y}"
+    );
+    let j = get_json(&c, &["get", "pods"]);
+    assert_eq!(j["kind"], "List", "{j}");
+    assert_eq!(j["items"].as_array().map(|a| a.len()), Some(3), "{j}");
+
+    // -A shows the NAMESPACE column and every namespace.
+    let out = c.kubectl_ok(&["get", "pods", "-A"]);
+    assert!(out.starts_with("NAMESPACE"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("other ") && l.contains("elsewhere")),
+        "get -A:\n{out}"
+    );
+    assert_eq!(
+        names(&c, &["get", "pods", "-A"]),
+        ["bare", "db", "elsewhere", "web"]
+    );
+
+    // Label selectors.
+    for (sel, want) in [
+        ("app=web", vec!["web"]),
+        ("app!=web", vec!["bare", "db"]),
+        ("app in (web,db)", vec!["db", "web"]),
+        ("app notin (web)", vec!["bare", "db"]),
+        ("tier", vec!["web"]),
+        ("!tier", vec!["bare", "db"]),
+        ("app,!tier", vec!["db"]),
+    ] {
+        let got = names(&c, &["get", "pods", "-l", sel]);
+        if got != want {
+            c.fail(&format!("get pods -l {sel:?}: got {got:?}, want {want:?}"));
+        }
+    }
+    assert_eq!(
+        names(&c, &["get", "pods", "-A", "-l", "app=web"]),
+        ["elsewhere", "web"]
+    );
+    let out = c.kubectl_ok(&["get", "pods", "--show-labels", "-l", "app=db"]);
+    assert_contains(&c, "--show-labels", &out, "app=db");
+
+    // Field selectors.
+    for (sel, want) in [
+        ("metadata.name=db", vec!["db"]),
+        ("metadata.name!=db", vec!["bare", "web"]),
+        ("status.phase=Pending", vec!["bare", "db", "web"]),
+        ("status.phase!=Pending", vec![]),
+        ("spec.nodeName=", vec!["bare", "db", "web"]),
+    ] {
+        let got = names(&c, &["get", "pods", "--field-selector", sel]);
+        if got != want {
+            c.fail(&format!(
+                "get pods --field-selector {sel:?}: got {got:?}, want {want:?}"
+            ));
+        }
+    }
+    assert_eq!(
+        names(
+            &c,
+            &[
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                "metadata.namespace=other"
+            ]
+        ),
+        ["elsewhere"]
+    );
+    let err = c.kubectl_err(
+        &["get", "pods", "--field-selector", "spec.bogus=x"],
+        "field label not supported",
+    );
+    assert_contains(&c, "unsupported field selector", &err, "spec.bogus");
+
+    // Chunked lists honour `continue`.
+    assert_eq!(
+        names(&c, &["get", "pods", "--chunk-size", "1"]),
+        ["bare", "db", "web"]
+    );
+}
+
+async fn get_watch_prints_changes(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "first.yaml", &pod_yaml("first", &[]));
+    let mut w = c.kubectl_spawn(&["get", "pods", "-w"]);
+    let deadline = Duration::from_secs(20);
+    w.expect_line("the first pod", deadline, |l| l.starts_with("first "))
+        .unwrap_or_else(|e| c.fail(&format!("{e:#}")));
+    create(&c, "second.yaml", &pod_yaml("second", &[]));
+    w.expect_line(
+        "the second pod, created after the watch started",
+        deadline,
+        |l| l.starts_with("second "),
+    )
+    .unwrap_or_else(|e| c.fail(&format!("{e:#}")));
+    c.kubectl_ok(&["label", "pod", "first", "seen=yes"]);
+    // The modification arrives as another `first` row.
+    w.expect_count("`first` rows (ADDED, then MODIFIED)", 2, deadline, |l| {
+        l.starts_with("first ")
+    })
+    .unwrap_or_else(|e| c.fail(&format!("{e:#}")));
+    // A deletion (immediate: the pod is unscheduled) arrives as a last `second` row.
+    c.kubectl_ok(&["delete", "pod", "second"]);
+    w.expect_count("`second` rows (ADDED, then DELETED)", 2, deadline, |l| {
+        l.starts_with("second ")
+    })
+    .unwrap_or_else(|e| c.fail(&format!("{e:#}")));
+    // Nothing else should arrive: give a duplicate a moment to show up.
+    let _ = w.expect_count(
+        "nothing more",
+        usize::MAX,
+        Duration::from_millis(500),
+        |_| true,
+    );
+    let (lines, stderr) = w.stop();
+    // A Table without metadata.resourceVersion makes kubectl print each row twice.
+    let firsts = lines.iter().filter(|l| l.starts_with("first ")).count();
+    let seconds = lines.iter().filter(|l| l.starts_with("second ")).count();
+    assert!(
+        firsts == 2 && seconds == 2,
+        "get -w printed rows twice or missed one (first {firsts}, second {seconds}): {lines:#?}\nstderr: {stderr}"
+    );
+    let headers = lines.iter().filter(|l| l.starts_with("NAME")).count();
+    assert_eq!(headers, 1, "one header expected: {lines:#?}");
+}
+
+async fn describe_pod_and_node(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "web.yaml", &pod_yaml("web", &[("app", "web")]));
+    create(&c, "node.yaml", NODE_YAML);
+    let out = c.kubectl_ok(&["describe", "pod", "web"]);
+    for needle in [
+        "Name:",
+        "web",
+        "Namespace:",
+        "default",
+        "Labels:",
+        "app=web",
+        "Status:",
+        "Pending",
+        "Containers:",
+        "main:",
+        "busybox:1.36",
+        "Events:",
+    ] {
+        assert_contains(&c, "describe pod web", &out, needle);
+    }
+    // describe finds events by involvedObject.{name,namespace,uid}.
+    let uid = get_json(&c, &["get", "pod", "web"])["metadata"]["uid"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let ev = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "web.e2e1", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "web", "namespace": "default", "uid": uid},
+        "reason": "Testing", "message": "hello from the e2e test", "type": "Normal",
+        "source": {"component": "e2e"}, "count": 1,
+        "firstTimestamp": "2026-01-02T03:04:05Z", "lastTimestamp": "2026-01-02T03:04:05Z"
+    });
+    let (code, body) = c
+        .request(
+            Method::POST,
+            "/api/v1/namespaces/default/events",
+            Some(ev.to_string().into_bytes()),
+            None,
+        )
+        .await
+        .expect("POST event");
+    assert_eq!(code, 201, "creating an event: {body}");
+    let out = c.kubectl_ok(&["describe", "pod", "web"]);
+    assert_contains(
+        &c,
+        "describe pod web with an event",
+        &out,
+        "hello from the e2e test",
+    );
+    assert_contains(&c, "describe pod web with an event", &out, "Testing");
+    let out = c.kubectl_ok(&["get", "events"]);
+    assert_contains(&c, "get events", &out, "hello from the e2e test");
+    let (code, body) = bind(&c, "default", "web", "node-a").await;
+    assert_eq!(code, 201, "binding: {body}");
+    let out = c.kubectl_ok(&["describe", "node", "node-a"]);
+    for needle in [
+        "Name:",
+        "node-a",
+        "Labels:",
+        "kubernetes.io/hostname=node-a",
+        "Non-terminated Pods:",
+        "web",
+        "Events:",
+    ] {
+        assert_contains(&c, "describe node node-a", &out, needle);
+    }
+    let out = c.kubectl_ok(&["get", "nodes"]);
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{out}"
+    );
+}
+
+async fn create_and_generators(flavor: Flavor) {
+    let c = start(flavor).await;
+    let out = create(&c, "web.yaml", &pod_yaml("web", &[]));
+    assert_contains(&c, "create -f", &out, "pod/web created");
+    let p = c.work_dir().join("web.yaml");
+    let err = c.kubectl_err(
+        &["create", "-f", p.to_str().expect("utf-8")],
+        "AlreadyExists",
+    );
+    assert_contains(&c, "second create", &err, "pods \"web\" already exists");
+
+    // The generators send protobuf bodies.
+    assert_contains(
+        &c,
+        "create namespace",
+        &c.kubectl_ok(&["create", "namespace", "team-a"]),
+        "namespace/team-a created",
+    );
+    let out = c.kubectl_ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "team-a",
+        "--from-literal=color=blue",
+        "--from-literal=size=10",
+    ]);
+    assert_contains(&c, "create configmap", &out, "configmap/settings created");
+    let out = c.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "-n",
+        "team-a",
+        "--from-literal=password=hunter2",
+    ]);
+    assert_contains(&c, "create secret", &out, "secret/creds created");
+    let out = c.kubectl_ok(&["create", "serviceaccount", "robot", "-n", "team-a"]);
+    assert_contains(
+        &c,
+        "create serviceaccount",
+        &out,
+        "serviceaccount/robot created",
+    );
+
+    let ns = get_json(&c, &["get", "namespace", "team-a"]);
+    assert_eq!(ns["status"]["phase"], "Active", "{ns}");
+    let cm = get_json(&c, &["get", "configmap", "settings", "-n", "team-a"]);
+    assert_eq!(cm["data"], json!({"color":"blue","size":"10"}), "{cm}");
+    let s = get_json(&c, &["get", "secret", "creds", "-n", "team-a"]);
+    assert_eq!(s["data"]["password"], "aHVudGVyMg==", "{s}");
+    assert_eq!(s["type"], "Opaque", "{s}");
+    let sa = get_json(&c, &["get", "serviceaccount", "robot", "-n", "team-a"]);
+    assert_eq!(sa["metadata"]["name"], "robot", "{sa}");
+    // A namespace being deleted (no controller manager here to finish it) takes no new content.
+    c.kubectl_ok(&["create", "namespace", "closing"]);
+    c.kubectl_ok(&["delete", "namespace", "closing", "--wait=false"]);
+    let out = c.kubectl_ok(&["get", "namespace", "closing"]);
+    assert_contains(&c, "a namespace being deleted", &out, "Terminating");
+    c.kubectl_err(
+        &["create", "configmap", "late", "-n", "closing"],
+        "unable to create new content in namespace closing because it is being terminated",
+    );
+
+    // The generators print the server's message themselves (no "(AlreadyExists)").
+    c.kubectl_err(
+        &["create", "configmap", "settings", "-n", "team-a"],
+        "configmaps \"settings\" already exists",
+    );
+    let (code, body) = c
+        .request(
+            Method::POST,
+            "/api/v1/namespaces/team-a/configmaps",
+            Some(
+                json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings"}})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            None,
+        )
+        .await
+        .expect("POST configmap");
+    let s: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert!(
+        code == 409 && s["reason"] == "AlreadyExists",
+        "duplicate POST: {code} {body}"
+    );
+}
+
+async fn apply_client_side_and_server_side(flavor: Flavor) {
+    let c = start(flavor).await;
+    let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels:\n    stage: one\ndata:\n  color: blue\n  keep: \"yes\"\n";
+    let p = c.write_file("app.yaml", v1);
+    let f = p.to_str().expect("utf-8").to_string();
+    assert_contains(
+        &c,
+        "first apply",
+        &c.kubectl_ok(&["apply", "-f", &f]),
+        "configmap/app created",
+    );
+    let cm = get_json(&c, &["get", "cm", "app"]);
+    let last = cm["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .unwrap_or_else(|| c.fail(&format!("no last-applied annotation after apply: {cm}")))
+        .to_string();
+    assert_contains(&c, "last-applied", &last, "\"color\":\"blue\"");
+
+    // Change a value, drop a key and a label: the three-way merge removes what was applied before.
+    let v2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels:\n    stage: two\ndata:\n  color: green\n";
+    c.write_file("app.yaml", v2);
+    assert_contains(
+        &c,
+        "second apply",
+        &c.kubectl_ok(&["apply", "-f", &f]),
+        "configmap/app configured",
+    );
+    let cm = get_json(&c, &["get", "cm", "app"]);
+    assert_eq!(cm["data"], json!({"color":"green"}), "{cm}");
+    assert_eq!(cm["metadata"]["labels"]["stage"], "two", "{cm}");
+    let last = cm["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert_contains(
+        &c,
+        "last-applied after the change",
+        &last,
+        "\"color\":\"green\"",
+    );
+    assert!(
+        !last.contains("keep"),
+        "last-applied still holds the removed key: {last}"
+    );
+    assert_contains(
+        &c,
+        "apply unchanged",
+        &c.kubectl_ok(&["apply", "-f", &f]),
+        "configmap/app unchanged",
+    );
+
+    // A pod through client-side apply too (strategic merge on containers by name).
+    let pod = c.write_file("pod.yaml", &pod_yaml("applied", &[("v", "1")]));
+    c.kubectl_ok(&["apply", "-f", pod.to_str().expect("utf-8")]);
+    c.write_file("pod.yaml", &pod_yaml("applied", &[("v", "2")]));
+    c.kubectl_ok(&["apply", "-f", pod.to_str().expect("utf-8")]);
+    let p = get_json(&c, &["get", "pod", "applied"]);
+    assert_eq!(p["metadata"]["labels"]["v"], "2", "{p}");
+    assert_eq!(
+        p["spec"]["containers"].as_array().map(|a| a.len()),
+        Some(1),
+        "{p}"
+    );
+
+    // Server-side apply creates when absent and records the manager `kubectl`.
+    let ssa = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"1\"\n";
+    let p = c.write_file("ssa.yaml", ssa);
+    let out = c.kubectl_ok(&["apply", "--server-side", "-f", p.to_str().expect("utf-8")]);
+    assert_contains(
+        &c,
+        "apply --server-side",
+        &out,
+        "configmap/ssa serverside-applied",
+    );
+    let cm = get_json(&c, &["get", "cm", "ssa", "--show-managed-fields"]);
+    assert_eq!(cm["data"], json!({"a":"1"}), "{cm}");
+    let mf = cm["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let applied = mf
+        .iter()
+        .find(|m| m["manager"] == "kubectl" && m["operation"] == "Apply");
+    if applied.is_none() {
+        c.fail(&format!(
+            "no managedFields entry {{manager: kubectl, operation: Apply}}: {cm}"
+        ));
+    }
+    c.write_file(
+        "ssa.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"2\"\n  b: \"3\"\n",
+    );
+    c.kubectl_ok(&["apply", "--server-side", "-f", p.to_str().expect("utf-8")]);
+    let cm = get_json(&c, &["get", "cm", "ssa"]);
+    assert_eq!(cm["data"], json!({"a":"2","b":"3"}), "{cm}");
+
+    // Another manager changing a field kubectl owns: a conflict, unless forced.
+    c.write_file(
+        "ssa.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  a: \"9\"\n",
+    );
+    let err = c.kubectl_err(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "-f",
+            p.to_str().expect("utf-8"),
+        ],
+        "conflict",
+    );
+    assert_contains(&c, "server-side apply conflict", &err, "kubectl");
+    c.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--force-conflicts",
+        "-f",
+        p.to_str().expect("utf-8"),
+    ]);
+    let cm = get_json(&c, &["get", "cm", "ssa"]);
+    assert_eq!(cm["data"]["a"], "9", "{cm}");
+}
+
+async fn label_annotate_replace_edit(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "web.yaml", &pod_yaml("web", &[("app", "web")]));
+    assert_contains(
+        &c,
+        "label",
+        &c.kubectl_ok(&["label", "pod", "web", "env=prod"]),
+        "pod/web labeled",
+    );
+    assert_contains(
+        &c,
+        "annotate",
+        &c.kubectl_ok(&["annotate", "pod", "web", "note=hello"]),
+        "pod/web annotated",
+    );
+    let p = get_json(&c, &["get", "pod", "web"]);
+    assert_eq!(
+        p["metadata"]["labels"],
+        json!({"app":"web","env":"prod"}),
+        "{p}"
+    );
+    assert_eq!(p["metadata"]["annotations"]["note"], "hello", "{p}");
+    // Without --overwrite an existing label is refused (client-side), with it replaced.
+    c.kubectl_err(&["label", "pod", "web", "env=dev"], "already has a value");
+    c.kubectl_ok(&["label", "pod", "web", "env=dev", "--overwrite"]);
+    c.kubectl_ok(&["label", "pod", "web", "env-"]);
+    c.kubectl_ok(&["annotate", "pod", "web", "note-"]);
+    let p = get_json(&c, &["get", "pod", "web"]);
+    assert_eq!(p["metadata"]["labels"], json!({"app":"web"}), "{p}");
+    assert!(p["metadata"]["annotations"].get("note").is_none(), "{p}");
+    // --resource-version puts metadata.resourceVersion in the merge patch: a stale one is a conflict.
+    let err = c.kubectl_err(
+        &["label", "pod", "web", "x=y", "--resource-version", "1"],
+        "the object has been modified",
+    );
+    assert_contains(&c, "label with a stale resourceVersion", &err, "Conflict");
+
+    // replace with a stale resourceVersion.
+    let y = c.kubectl_ok(&["get", "pod", "web", "-o", "yaml"]);
+    let stale = c.write_file("stale.yaml", &y);
+    c.kubectl_ok(&["label", "pod", "web", "bump=1"]);
+    let err = c.kubectl_err(
+        &["replace", "-f", stale.to_str().expect("utf-8")],
+        "the object has been modified",
+    );
+    assert_contains(&c, "replace with a stale resourceVersion", &err, "Conflict");
+    // A fresh replace works.
+    let fresh = c
+        .kubectl_ok(&["get", "pod", "web", "-o", "yaml"])
+        .replace("app: web", "app: replaced");
+    let fresh = c.write_file("fresh.yaml", &fresh);
+    assert_contains(
+        &c,
+        "replace",
+        &c.kubectl_ok(&["replace", "-f", fresh.to_str().expect("utf-8")]),
+        "pod/web replaced",
+    );
+    let p = get_json(&c, &["get", "pod", "web"]);
+    assert_eq!(p["metadata"]["labels"]["app"], "replaced", "{p}");
+
+    // edit: the "editor" is a script that rewrites a label in the file kubectl hands it.
+    let script = c.write_file(
+        "editor.sh",
+        "#!/bin/sh\nsed -i 's/app: replaced/app: edited/' \"$1\"\n",
+    );
+    set_executable(&script);
+    let ed = script.to_str().expect("utf-8");
+    let o = c.kubectl_with(
+        &["edit", "pod", "web"],
+        &[("KUBE_EDITOR", ed), ("EDITOR", ed)],
+        None,
+    );
+    if !o.success || !o.stdout.contains("pod/web edited") {
+        c.fail(&format!("kubectl edit:\n{}", o.describe()));
+    }
+    let p = get_json(&c, &["get", "pod", "web"]);
+    assert_eq!(p["metadata"]["labels"]["app"], "edited", "{p}");
+    // An edit that changes nothing: "Edit cancelled, no changes made."
+    let noop = c.write_file("noop.sh", "#!/bin/sh\ntrue\n");
+    set_executable(&noop);
+    let o = c.kubectl_with(
+        &["edit", "pod", "web"],
+        &[("KUBE_EDITOR", noop.to_str().expect("utf-8"))],
+        None,
+    );
+    if !o.success || !o.stderr.contains("Edit cancelled") {
+        c.fail(&format!("kubectl edit without changes:\n{}", o.describe()));
+    }
+}
+
+async fn patch_types(flavor: Flavor) {
+    let c = start(flavor).await;
+    let two = pod_yaml("web", &[("app", "web")]).replace(
+        "    command: [\"sleep\", \"3600\"]\n",
+        "    command: [\"sleep\", \"3600\"]\n    env:\n    - name: A\n      value: \"1\"\n  - name: side\n    image: busybox:1.36\n",
+    );
+    create(&c, "web.yaml", &two);
+    // Strategic merge: containers merge by name; the other container and the other fields stay.
+    c.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web",
+        "-p",
+        r#"{"spec":{"containers":[{"name":"side","image":"busybox:1.37"}]}}"#,
+    ]);
+    let p = get_json(&c, &["get", "pod", "web"]);
+    let containers = p["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&str> = containers
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["main", "side"], "{p}");
+    assert_eq!(containers[0]["image"], "busybox:1.36", "{p}");
+    assert_eq!(containers[0]["command"], json!(["sleep", "3600"]), "{p}");
+    assert_eq!(
+        containers[0]["env"],
+        json!([{"name":"A","value":"1"}]),
+        "{p}"
+    );
+    assert_eq!(containers[1]["image"], "busybox:1.37", "{p}");
+    // Pod specs are immutable but for images (and a few more): changing env is Forbidden.
+    let err = c.kubectl_err(
+        &[
+            "patch",
+            "pod",
+            "web",
+            "-p",
+            r#"{"spec":{"containers":[{"name":"main","env":[{"name":"B","value":"2"}]}]}}"#,
+        ],
+        "is invalid",
+    );
+    assert_contains(
+        &c,
+        "patching a pod's env",
+        &err,
+        "Forbidden: pod updates may not change fields",
+    );
+    // JSON merge patch replaces lists whole; JSON patch edits by path.
+    c.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"labels":{"merged":"yes"}}}"#,
+    ]);
+    c.kubectl_ok(&["patch", "pod", "web", "--type=json", "-p", r#"[{"op":"add","path":"/metadata/labels/json","value":"yes"},{"op":"remove","path":"/metadata/labels/app"}]"#]);
+    let p = get_json(&c, &["get", "pod", "web"]);
+    assert_eq!(
+        p["metadata"]["labels"],
+        json!({"merged":"yes","json":"yes"}),
+        "{p}"
+    );
+    // A JSON patch whose test fails is rejected and changes nothing.
+    let o = c.kubectl(&["patch", "pod", "web", "--type=json", "-p", r#"[{"op":"test","path":"/metadata/labels/json","value":"no"},{"op":"add","path":"/metadata/labels/x","value":"1"}]"#]);
+    if o.success {
+        c.fail(&format!(
+            "a JSON patch with a failing test op succeeded:\n{}",
+            o.describe()
+        ));
+    }
+    let p = get_json(&c, &["get", "pod", "web"]);
+    assert!(p["metadata"]["labels"].get("x").is_none(), "{p}");
+}
+
+fn set_executable(p: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+async fn delete_pods_and_wait(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "node.yaml", NODE_YAML);
+    create(&c, "bound.yaml", &pod_yaml("bound", &[]));
+    create(&c, "loose.yaml", &pod_yaml("loose", &[]));
+    let (code, body) = bind(&c, "default", "bound", "node-a").await;
+    assert_eq!(code, 201, "binding: {body}");
+
+    // Unscheduled: grace is forced to 0, so the pod is gone at once.
+    let out = c.kubectl_ok(&["delete", "pod", "loose", "--timeout=20s"]);
+    assert_contains(&c, "delete unbound pod", &out, "pod \"loose\" deleted");
+    c.kubectl_err(&["get", "pod", "loose"], "NotFound");
+
+    // Bound: graceful; with no node agent to finish it, it stays Terminating.
+    let out = c.kubectl_ok(&["delete", "pod", "bound", "--wait=false"]);
+    assert_contains(&c, "delete bound pod", &out, "pod \"bound\" deleted");
+    let p = get_json(&c, &["get", "pod", "bound"]);
+    assert!(p["metadata"]["deletionTimestamp"].is_string(), "{p}");
+    assert_eq!(p["metadata"]["deletionGracePeriodSeconds"], 30, "{p}");
+    let out = c.kubectl_ok(&["get", "pod", "bound"]);
+    assert_contains(&c, "get a pod being deleted", &out, "Terminating");
+
+    // wait --for=delete times out while it is still there…
+    let o = c.kubectl(&["wait", "--for=delete", "pod/bound", "--timeout=2s"]);
+    if o.success || !o.stderr.contains("timed out waiting") {
+        c.fail(&format!(
+            "wait --for=delete of a Terminating pod should time out:\n{}",
+            o.describe()
+        ));
+    }
+    // …and returns once a forced delete removes it. `-v=6` logs its requests: delete only once
+    // its watch is open, or it may find the pod already gone and print nothing.
+    let mut w = c.kubectl_spawn(&["wait", "--for=delete", "pod/bound", "--timeout=30s", "-v=6"]);
+    w.expect_stderr_line("its watch request", Duration::from_secs(20), |l| {
+        l.contains("watch=true")
+    })
+    .unwrap_or_else(|e| c.fail(&format!("{e:#}")));
+    let o = c.kubectl(&["delete", "pod", "bound", "--grace-period=0", "--force"]);
+    if !o.success || !o.stderr.contains("Immediate deletion does not wait") {
+        c.fail(&format!("forced delete:\n{}", o.describe()));
+    }
+    let (ok, lines, stderr) = w
+        .wait_exit(Duration::from_secs(35))
+        .unwrap_or_else(|e| c.fail(&format!("{e:#}")));
+    if !ok || !lines.iter().any(|l| l.contains("pod/bound condition met")) {
+        c.fail(&format!(
+            "wait --for=delete: ok {ok}, stdout {lines:?}, stderr {stderr}"
+        ));
+    }
+    c.kubectl_err(&["get", "pod", "bound"], "NotFound");
+    // wait on something already gone succeeds at once.
+    c.kubectl_ok(&["wait", "--for=delete", "pod/bound", "--timeout=5s"]);
+}
+
+async fn namespace_deletion_removes_contents(flavor: Flavor) {
+    let c = start_with(ApiOptions {
+        controller_manager: true,
+        ..ApiOptions::for_flavor(flavor)
+    })
+    .await;
+    c.kubectl_ok(&["create", "namespace", "doomed"]);
+    for i in 0..3 {
+        c.kubectl_ok(&[
+            "create",
+            "configmap",
+            &format!("cm-{i}"),
+            "-n",
+            "doomed",
+            "--from-literal=k=v",
+        ]);
+    }
+    let p = c.write_file("pod.yaml", &pod_yaml("inside", &[]));
+    c.kubectl_ok(&["create", "-n", "doomed", "-f", p.to_str().expect("utf-8")]);
+    let out = c.kubectl_ok(&["delete", "namespace", "doomed", "--timeout=30s"]);
+    assert_contains(&c, "delete namespace", &out, "namespace \"doomed\" deleted");
+    eventually(
+        &c,
+        "namespace doomed to disappear",
+        Duration::from_secs(30),
+        || {
+            let o = c.kubectl(&["get", "namespace", "doomed"]);
+            (!o.success && o.stderr.contains("NotFound")).then_some(())
+        },
+    )
+    .await;
+    let (code, body) = c
+        .get("/api/v1/namespaces/doomed/configmaps")
+        .await
+        .expect("list configmaps");
+    let items = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["items"].as_array().map(|a| a.len()));
+    if code != 200 || items != Some(0) {
+        c.fail(&format!(
+            "configmaps of the deleted namespace: {code} {body}"
+        ));
+    }
+    let (code, body) = c
+        .get("/api/v1/namespaces/doomed/pods")
+        .await
+        .expect("list pods");
+    let items = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["items"].as_array().map(|a| a.len()));
+    if code != 200 || items != Some(0) {
+        c.fail(&format!("pods of the deleted namespace: {code} {body}"));
+    }
+    // The name can be used again.
+    c.kubectl_ok(&["create", "namespace", "doomed"]);
+}
+
+async fn system_namespaces_cannot_be_deleted(flavor: Flavor) {
+    let c = start(flavor).await;
+    // The system namespaces are immortal (kube-apiserver's NamespaceLifecycle admission).
+    for ns in ["default", "kube-system", "kube-public"] {
+        let err = c.kubectl_err(&["delete", "namespace", ns, "--wait=false"], "Forbidden");
+        assert_contains(
+            &c,
+            &format!("delete namespace {ns}"),
+            &err,
+            &format!("namespaces \"{ns}\" is forbidden: this namespace may not be deleted"),
+        );
+    }
+}
+
+async fn cordon_and_uncordon(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "node.yaml", NODE_YAML);
+    assert_contains(
+        &c,
+        "cordon",
+        &c.kubectl_ok(&["cordon", "node-a"]),
+        "node/node-a cordoned",
+    );
+    let n = get_json(&c, &["get", "node", "node-a"]);
+    assert_eq!(n["spec"]["unschedulable"], true, "{n}");
+    let out = c.kubectl_ok(&["get", "nodes"]);
+    assert_contains(&c, "get nodes after cordon", &out, "SchedulingDisabled");
+    assert_contains(
+        &c,
+        "uncordon",
+        &c.kubectl_ok(&["uncordon", "node-a"]),
+        "node/node-a uncordoned",
+    );
+    let n = get_json(&c, &["get", "node", "node-a"]);
+    assert!(
+        n["spec"]["unschedulable"].is_null() || n["spec"]["unschedulable"] == false,
+        "{n}"
+    );
+    let out = c.kubectl_ok(&["get", "nodes"]);
+    assert!(
+        !out.contains("SchedulingDisabled"),
+        "still cordoned:\n{out}"
+    );
+}
+
+async fn drain_evicts_pods(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "node.yaml", NODE_YAML);
+    for name in ["a", "b"] {
+        create(&c, &format!("{name}.yaml"), &pod_yaml(name, &[]));
+        let (code, body) = bind(&c, "default", name, "node-a").await;
+        assert_eq!(code, 201, "binding {name}: {body}");
+    }
+    create(&c, "elsewhere.yaml", &pod_yaml("elsewhere", &[]));
+    // Bare pods need --force; grace 0 so that no node agent is needed to finish the deletion.
+    let out = c.kubectl_ok(&[
+        "drain",
+        "node-a",
+        "--force",
+        "--grace-period=0",
+        "--timeout=40s",
+    ]);
+    for needle in [
+        "node/node-a cordoned",
+        "evicting pod default/a",
+        "evicting pod default/b",
+        "pod/a evicted",
+        "pod/b evicted",
+        "node/node-a drained",
+    ] {
+        assert_contains(&c, "kubectl drain", &out, needle);
+    }
+    assert_eq!(names(&c, &["get", "pods"]), ["elsewhere"]);
+    let n = get_json(&c, &["get", "node", "node-a"]);
+    assert_eq!(n["spec"]["unschedulable"], true, "{n}");
+    // The eviction subresource answers 201 with a Status.
+    create(&c, "c.yaml", &pod_yaml("c", &[]));
+    let ev = json!({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"c","namespace":"default"},"deleteOptions":{"gracePeriodSeconds":0}});
+    let (code, body) = c
+        .request(
+            Method::POST,
+            "/api/v1/namespaces/default/pods/c/eviction",
+            Some(ev.to_string().into_bytes()),
+            None,
+        )
+        .await
+        .expect("POST eviction");
+    assert_eq!(code, 201, "eviction: {body}");
+    c.kubectl_err(&["get", "pod", "c"], "NotFound");
+}
+
+async fn wait_for_condition(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "web.yaml", &pod_yaml("web", &[]));
+    let o = c.kubectl(&["wait", "--for=condition=Ready", "pod/web", "--timeout=2s"]);
+    if o.success || !o.stderr.contains("timed out waiting") {
+        c.fail(&format!(
+            "wait for Ready on a pending pod should time out:\n{}",
+            o.describe()
+        ));
+    }
+    let w = c.kubectl_spawn(&["wait", "--for=condition=Ready", "pod/web", "--timeout=30s"]);
+    // What a node agent would write: the Ready condition, through the status subresource.
+    let status = json!({"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-02T03:04:05Z"}
+    ]}});
+    let (code, body) = c
+        .request(
+            Method::PATCH,
+            "/api/v1/namespaces/default/pods/web/status",
+            Some(status.to_string().into_bytes()),
+            Some("application/merge-patch+json"),
+        )
+        .await
+        .expect("PATCH pods/web/status");
+    assert_eq!(code, 200, "status patch: {body}");
+    let (ok, lines, stderr) = w
+        .wait_exit(Duration::from_secs(35))
+        .unwrap_or_else(|e| c.fail(&format!("{e:#}")));
+    if !ok || !lines.iter().any(|l| l.contains("pod/web condition met")) {
+        c.fail(&format!(
+            "wait --for=condition=Ready: ok {ok}, stdout {lines:?}, stderr {stderr}"
+        ));
+    }
+    let out = c.kubectl_ok(&["get", "pod", "web"]);
+    assert_contains(&c, "get a running pod", &out, "Running");
+    c.kubectl_ok(&[
+        "wait",
+        "--for=jsonpath={.status.phase}=Running",
+        "pod/web",
+        "--timeout=10s",
+    ]);
+}
+
+async fn binding_through_http(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "web.yaml", &pod_yaml("web", &[]));
+    let (code, body) = bind(&c, "default", "web", "node-a").await;
+    assert_eq!(code, 201, "first binding: {body}");
+    let p = get_json(&c, &["get", "pod", "web"]);
+    assert_eq!(p["spec"]["nodeName"], "node-a", "{p}");
+    let conds = p["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c["type"] == "PodScheduled" && c["status"] == "True"),
+        "no PodScheduled=True condition: {p}"
+    );
+    let out = c.kubectl_ok(&["get", "pod", "web", "-o", "wide"]);
+    assert_contains(&c, "get -o wide after binding", &out, "node-a");
+    assert_eq!(
+        names(
+            &c,
+            &["get", "pods", "--field-selector", "spec.nodeName=node-a"]
+        ),
+        ["web"]
+    );
+    let (code, body) = bind(&c, "default", "web", "node-b").await;
+    assert_eq!(code, 409, "second binding: {body}");
+    let s: Value = serde_json::from_str(&body)
+        .unwrap_or_else(|e| c.fail(&format!("409 body is not JSON ({e}): {body}")));
+    assert_eq!(s["kind"], "Status", "{s}");
+    assert_eq!(s["code"], 409, "{s}");
+    let (code, body) = bind(&c, "default", "ghost", "node-a").await;
+    assert_eq!(code, 404, "binding a missing pod: {body}");
+}
+
+/// A request whose answer must be a Status with `code`; returns the Status.
+async fn expect_status(
+    c: &ApiCluster,
+    method: Method,
+    path: &str,
+    body: Vec<u8>,
+    code: u16,
+) -> Value {
+    let (got, text) = c
+        .request(
+            method.clone(),
+            path,
+            (!body.is_empty()).then_some(body),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("{method} {path}: {e:#}")));
+    let s: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if got != code || s["kind"] != "Status" || s["code"] != code {
+        c.fail(&format!(
+            "{method} {path}: expected a Status with code {code}, got {got}: {text}"
+        ));
+    }
+    s
+}
+
+async fn request_errors(flavor: Flavor) {
+    let c = start_with(ApiOptions {
+        max_request_bytes: Some(64 * 1024),
+        ..ApiOptions::for_flavor(flavor)
+    })
+    .await;
+    let pods = "/api/v1/namespaces/default/pods";
+
+    // 422 with field causes: an invalid name, a pod without containers.
+    let bad = pod_yaml("Bad_Name", &[]);
+    let p = c.write_file("bad.yaml", &bad);
+    let err = c.kubectl_err(&["create", "-f", p.to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "invalid name", &err, "The Pod \"Bad_Name\" is invalid");
+    assert_contains(&c, "invalid name", &err, "metadata.name");
+    let s = expect_status(&c, Method::POST, pods, json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c","image":"x"}]}}).to_string().into_bytes(), 422).await;
+    assert_eq!(s["reason"], "Invalid", "{s}");
+    let causes = s["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        causes.iter().any(|c| c["field"] == "metadata.name"),
+        "no metadata.name cause: {s}"
+    );
+    let empty = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: empty\nspec:\n  containers: []\n";
+    let p = c.write_file("empty.yaml", empty);
+    let err = c.kubectl_err(&["create", "-f", p.to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "no containers", &err, "spec.containers");
+    let s = expect_status(&c, Method::POST, pods, json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"empty"},"spec":{"containers":[]}}).to_string().into_bytes(), 422).await;
+    let causes = s["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        causes.iter().any(|c| c["field"] == "spec.containers"),
+        "no spec.containers cause: {s}"
+    );
+
+    // Malformed JSON → 400; a body whose kind does not match the URL → 400.
+    let s = expect_status(
+        &c,
+        Method::POST,
+        pods,
+        b"{\"apiVersion\":\"v1\",\"kind\":".to_vec(),
+        400,
+    )
+    .await;
+    assert_eq!(s["reason"], "BadRequest", "{s}");
+    expect_status(
+        &c,
+        Method::POST,
+        pods,
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}})
+            .to_string()
+            .into_bytes(),
+        400,
+    )
+    .await;
+
+    // The name or namespace in the body must match the URL; the body must be JSON (or YAML/protobuf).
+    let s = expect_status(&c, Method::PUT, &format!("{pods}/other"), json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web"},"spec":{"containers":[{"name":"c","image":"x"}]}}).to_string().into_bytes(), 400).await;
+    assert_contains(
+        &c,
+        "name mismatch",
+        s["message"].as_str().unwrap_or(""),
+        "does not match the name on the URL",
+    );
+    let s = expect_status(&c, Method::POST, pods, json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"kube-system"},"spec":{"containers":[{"name":"c","image":"x"}]}}).to_string().into_bytes(), 400).await;
+    assert_contains(
+        &c,
+        "namespace mismatch",
+        s["message"].as_str().unwrap_or(""),
+        "does not match the namespace",
+    );
+    let (code, text) = c
+        .request(
+            Method::POST,
+            pods,
+            Some(b"hello".to_vec()),
+            Some("text/plain"),
+        )
+        .await
+        .expect("POST text/plain");
+    if code != 415 {
+        c.fail(&format!(
+            "POST with Content-Type text/plain: expected 415, got {code}: {text}"
+        ));
+    }
+    // An unknown resource: a 404 Status, and kubectl says it has no such type.
+    expect_status(
+        &c,
+        Method::GET,
+        "/api/v1/namespaces/default/widgets",
+        Vec::new(),
+        404,
+    )
+    .await;
+    c.kubectl_err(
+        &["get", "widgets"],
+        "the server doesn't have a resource type \"widgets\"",
+    );
+
+    // A body over --max-request-bytes → 413.
+    let big = "x".repeat(100 * 1024);
+    let cm =
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"blob":big}});
+    let s = expect_status(
+        &c,
+        Method::POST,
+        "/api/v1/namespaces/default/configmaps",
+        cm.to_string().into_bytes(),
+        413,
+    )
+    .await;
+    assert_eq!(s["reason"], "RequestEntityTooLarge", "{s}");
+    let p = c.write_file("big.json", &cm.to_string());
+    let err = c.kubectl_err(&["create", "-f", p.to_str().expect("utf-8")], "large");
+    assert!(
+        err.to_lowercase().contains("request entity too large"),
+        "{err}"
+    );
+
+    // Creating in a namespace that does not exist → 404.
+    c.kubectl_err(
+        &["create", "configmap", "x", "-n", "nowhere"],
+        "namespaces \"nowhere\" not found",
+    );
+    let p = c.write_file("lost.yaml", &pod_yaml("lost", &[]));
+    c.kubectl_err(
+        &["create", "-n", "nowhere", "-f", p.to_str().expect("utf-8")],
+        "NotFound",
+    );
+    let s = expect_status(
+        &c,
+        Method::POST,
+        "/api/v1/namespaces/nowhere/configmaps",
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}})
+            .to_string()
+            .into_bytes(),
+        404,
+    )
+    .await;
+    assert_eq!(s["reason"], "NotFound", "{s}");
+
+    // Reading something absent: a 404 Status kubectl prints as NotFound.
+    let err = c.kubectl_err(&["get", "pod", "nope"], "NotFound");
+    assert_contains(&c, "get missing", &err, "pods \"nope\" not found");
+}
+
+async fn unknown_fields(flavor: Flavor) {
+    let c = start(flavor).await;
+    let pods = "/api/v1/namespaces/default/pods";
+    // Unknown fields: a warning with --validate=warn (created), an error with --validate=strict.
+    let unknown = pod_yaml("odd", &[]).replace("spec:\n", "spec:\n  bogusField: 1\n");
+    let p = c.write_file("odd.yaml", &unknown);
+    let o = c.kubectl(&[
+        "create",
+        "--validate=warn",
+        "-f",
+        p.to_str().expect("utf-8"),
+    ]);
+    if !o.success
+        || !o.stderr.contains("Warning: unknown field")
+        || !o.stderr.contains("spec.bogusField")
+    {
+        c.fail(&format!(
+            "create with an unknown field and --validate=warn: expected a warning and success\n{}",
+            o.describe()
+        ));
+    }
+    let warning = o.stderr.clone();
+    c.kubectl_ok(&["delete", "pod", "odd", "--grace-period=0", "--force"]);
+    let err = c.kubectl_err(
+        &[
+            "create",
+            "--validate=strict",
+            "-f",
+            p.to_str().expect("utf-8"),
+        ],
+        "unknown field",
+    );
+    assert_contains(&c, "strict validation", &err, "spec.bogusField");
+    let (code, text) = c
+        .request(
+            Method::POST,
+            &format!("{pods}?fieldValidation=Strict"),
+            Some(
+                serde_json::to_vec(&serde_norway::from_str::<Value>(&unknown).expect("yaml"))
+                    .expect("json"),
+            ),
+            None,
+        )
+        .await
+        .expect("POST strict");
+    if code != 400 || !text.contains("unknown field") {
+        c.fail(&format!(
+            "fieldValidation=Strict with an unknown field: expected 400, got {code}: {text}"
+        ));
+    }
+
+    // kube-apiserver's exact wording of the warning (checked last, being cosmetic).
+    assert_contains(
+        &c,
+        "the unknown-field warning",
+        &warning,
+        "Warning: unknown field \"spec.bogusField\"",
+    );
+}
+
+async fn logs_without_node_agent(flavor: Flavor) {
+    let c = start(flavor).await;
+    create(&c, "node.yaml", NODE_YAML);
+    create(&c, "web.yaml", &pod_yaml("web", &[]));
+    let (code, body) = bind(&c, "default", "web", "node-a").await;
+    assert_eq!(code, 201, "binding: {body}");
+    let start = Instant::now();
+    let o = c.kubectl(&["logs", "web"]);
+    let took = start.elapsed();
+    if o.success || took > Duration::from_secs(25) || o.stderr.trim().is_empty() {
+        c.fail(&format!("logs of a pod whose node has no agent must fail clearly and quickly (took {took:?}):\n{}", o.describe()));
+    }
+    assert!(
+        o.stderr.starts_with("Error from server"),
+        "not a server Status: {}",
+        o.describe()
+    );
+    // A wrong container name: kubectl checks it itself; the server answers 400 before any node is asked.
+    c.kubectl_err(
+        &["logs", "web", "-c", "nope"],
+        "container nope is not valid for pod web",
+    );
+    let s = expect_status(
+        &c,
+        Method::GET,
+        "/api/v1/namespaces/default/pods/web/log?container=nope",
+        Vec::new(),
+        400,
+    )
+    .await;
+    assert_contains(
+        &c,
+        "log of a wrong container",
+        s["message"].as_str().unwrap_or(""),
+        "container nope is not valid for pod web",
+    );
+    // An unscheduled pod has nowhere to get logs from.
+    create(&c, "loose.yaml", &pod_yaml("loose", &[]));
+    let start = Instant::now();
+    let o = c.kubectl(&["logs", "loose"]);
+    if o.success || start.elapsed() > Duration::from_secs(25) {
+        c.fail(&format!(
+            "logs of an unscheduled pod must fail quickly:\n{}",
+            o.describe()
+        ));
+    }
+}
+
+async fn survives_store_outage(flavor: Flavor) {
+    let mut c = start(flavor).await;
+    c.kubectl_ok(&["create", "configmap", "before", "--from-literal=k=v"]);
+    c.stop_store();
+
+    // A read that needs the store: a 503 Status, promptly.
+    let started = Instant::now();
+    let (code, body) = c
+        .get("/api/v1/namespaces/default/configmaps")
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("list while the store is down: {e:#}")));
+    let s: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    if code != 503 || s["kind"] != "Status" || s["code"] != 503 {
+        c.fail(&format!(
+            "list while the store is down: expected a 503 Status, got {code} after {:?}: {body}",
+            started.elapsed()
+        ));
+    }
+    let (code, body) = c
+        .request(
+            Method::POST,
+            "/api/v1/namespaces/default/configmaps",
+            Some(
+                json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"during"}})
+                    .to_string()
+                    .into_bytes(),
+            ),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("create while the store is down: {e:#}")));
+    if code != 503 {
+        c.fail(&format!(
+            "create while the store is down: expected 503, got {code}: {body}"
+        ));
+    }
+    let o = c.kubectl(&["create", "configmap", "during", "--from-literal=k=v"]);
+    if o.success || o.stderr.trim().is_empty() {
+        c.fail(&format!(
+            "kubectl create while the store is down must fail clearly:\n{}",
+            o.describe()
+        ));
+    }
+    let (code, _) = c
+        .get("/readyz")
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("/readyz: {e:#}")));
+    assert_ne!(code, 200, "/readyz is 200 with the store down");
+    assert!(
+        c.apiserver_alive(),
+        "the API server exited when the store went away"
+    );
+
+    c.start_store()
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("restarting the store: {e:#}")));
+    eventually(
+        &c,
+        "kubectl get to work again after the store came back",
+        Duration::from_secs(10),
+        || {
+            let o = c.kubectl(&["get", "configmap", "before", "-o", "name"]);
+            (o.success && o.stdout.trim() == "configmap/before").then_some(())
+        },
+    )
+    .await;
+    c.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
+    let (code, body) = c.get("/readyz").await.expect("/readyz");
+    assert_eq!(code, 200, "{body}");
+}

@@ -5,16 +5,16 @@
 //! (kubectl's `$HOME`: its discovery cache lives there) and `<tmp>/work/` (manifests, editor
 //! scripts). The store keeps its own temporary directory ([`StoreCluster`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 use crate::cluster::{Flavor, StoreCluster, StoreOptions};
 use crate::ports::{self, Port};
+use crate::background::{Background, read_all};
 use crate::process::Process;
 
 /// The kubectl the tests speak to: pinned, never the version dispatcher in `/usr/bin`.
@@ -438,42 +438,10 @@ impl ApiCluster {
 
     /// Starts kubectl `args` in the background (e.g. `get -w`); killed on drop.
     pub fn kubectl_spawn(&self, args: &[&str]) -> Background {
-        let (mut cmd, shown) = self.kubectl_command(args, &[]);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {shown}: {e}"));
-        let (tx, lines) = mpsc::channel();
-        let stdout = child.stdout.take().expect("stdout pipe");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let (err_tx, err_lines) = mpsc::channel();
-        let stderr = child.stderr.take().expect("stderr pipe");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if err_tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (cmd, shown) = self.kubectl_command(args, &[]);
+        let bg = Background::spawn(cmd, shown.clone()).unwrap_or_else(|e| panic!("spawning {shown}: {e:#}"));
         eprintln!("[kubectl] started in background: {shown}");
-        Background {
-            child,
-            lines,
-            seen: Vec::new(),
-            err_lines,
-            seen_err: Vec::new(),
-            command: shown,
-        }
+        bg
     }
 
     /// Panics with `msg` and the tails of the API server's (and controller manager's) logs.
@@ -544,144 +512,4 @@ fn env() -> Vec<(String, String)> {
     ]
 }
 
-/// A background kubectl (e.g. `get -w`): its stdout arrives line by line. Killed on drop.
-pub struct Background {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    /// Every stdout line received so far.
-    pub seen: Vec<String>,
-    err_lines: mpsc::Receiver<String>,
-    /// Every stderr line received so far.
-    pub seen_err: Vec<String>,
-    pub command: String,
-}
 
-impl Background {
-    /// Waits until some stdout line satisfies `pred`; returns that line.
-    pub fn expect_line(
-        &mut self,
-        what: &str,
-        deadline: Duration,
-        pred: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<String> {
-        let start = Instant::now();
-        let mut checked = 0;
-        loop {
-            if let Some(l) = self.seen[checked..].iter().find(|l| pred(l)) {
-                return Ok(l.clone());
-            }
-            checked = self.seen.len();
-            let left = deadline.saturating_sub(start.elapsed());
-            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
-                Ok(l) => self.seen.push(l),
-                Err(_) => bail!(
-                    "`{}` did not print {what} within {deadline:?}; it printed {:#?}",
-                    self.command,
-                    self.seen
-                ),
-            }
-        }
-    }
-
-    /// Waits until `n` stdout lines (counted over everything seen so far) satisfy `pred`.
-    pub fn expect_count(
-        &mut self,
-        what: &str,
-        n: usize,
-        deadline: Duration,
-        pred: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<()> {
-        let start = Instant::now();
-        loop {
-            if self.seen.iter().filter(|l| pred(l)).count() >= n {
-                return Ok(());
-            }
-            let left = deadline.saturating_sub(start.elapsed());
-            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
-                Ok(l) => self.seen.push(l),
-                Err(_) => bail!(
-                    "`{}` did not print {n} lines of {what} within {deadline:?}; it printed {:#?}",
-                    self.command,
-                    self.seen
-                ),
-            }
-        }
-    }
-
-    /// Waits for the process to exit by itself: (success, stdout lines, stderr).
-    pub fn wait_exit(mut self, deadline: Duration) -> anyhow::Result<(bool, Vec<String>, String)> {
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = self.child.try_wait()? {
-                break st;
-            }
-            if start.elapsed() > deadline {
-                bail!(
-                    "`{}` still running after {deadline:?}; stdout so far {:?}",
-                    self.command,
-                    self.seen
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let (lines, stderr) = self.stop();
-        Ok((status.success(), lines, stderr))
-    }
-
-    /// Kills the process (SIGKILL: it is ours) and returns (stdout lines, stderr).
-    pub fn stop(mut self) -> (Vec<String>, String) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
-            self.seen.push(l);
-        }
-        while let Ok(l) = self.err_lines.recv_timeout(Duration::from_millis(200)) {
-            self.seen_err.push(l);
-        }
-        (std::mem::take(&mut self.seen), self.seen_err.join("\n"))
-    }
-
-    /// Waits until some stderr line satisfies `pred` (e.g. kubectl's `-v=6` request log).
-    pub fn expect_stderr_line(
-        &mut self,
-        what: &str,
-        deadline: Duration,
-        pred: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<String> {
-        let start = Instant::now();
-        let mut checked = 0;
-        loop {
-            if let Some(l) = self.seen_err[checked..].iter().find(|l| pred(l)) {
-                return Ok(l.clone());
-            }
-            checked = self.seen_err.len();
-            let left = deadline.saturating_sub(start.elapsed());
-            match self
-                .err_lines
-                .recv_timeout(left.max(Duration::from_millis(1)))
-            {
-                Ok(l) => self.seen_err.push(l),
-                Err(_) => bail!(
-                    "`{}` did not print {what} on stderr within {deadline:?}; it printed {:#?}",
-                    self.command,
-                    self.seen_err
-                ),
-            }
-        }
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn read_all(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        s
-    })
-}

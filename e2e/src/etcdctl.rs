@@ -3,13 +3,15 @@
 //! Every invocation is bounded: etcdctl's own `--dial-timeout`/`--command-timeout`, and a
 //! hard deadline after which the harness kills it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+
+pub use crate::background::Background;
+use crate::background::read_all;
 
 /// Hard limit for one etcdctl run.
 pub const RUN_DEADLINE: Duration = Duration::from_secs(30);
@@ -141,106 +143,10 @@ impl Etcdctl {
 
     /// Starts `etcdctl args…` in the background (for `watch`); its stdout arrives line by line.
     pub fn spawn(&self, args: &[&str]) -> anyhow::Result<Background> {
-        let (mut cmd, shown) = self.command(args);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().with_context(|| format!("spawning {shown}"))?;
-        let (tx, lines) = mpsc::channel();
-        let stdout = child.stdout.take().context("no stdout pipe")?;
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = read_all(child.stderr.take().context("no stderr pipe")?);
+        let (cmd, shown) = self.command(args);
+        let bg = Background::spawn(cmd, shown.clone())?;
         eprintln!("[etcdctl] started in background: {shown}");
-        Ok(Background {
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr: Some(stderr),
-            command: shown,
-        })
+        Ok(bg)
     }
 }
 
-fn read_all(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        s
-    })
-}
-
-/// A background etcdctl (e.g. `watch`). Killed on drop.
-pub struct Background {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    /// Every stdout line received so far.
-    pub seen: Vec<String>,
-    stderr: Option<std::thread::JoinHandle<String>>,
-    pub command: String,
-}
-
-impl Background {
-    /// Waits until the stdout lines received so far contain `expected` as consecutive lines.
-    pub fn expect_lines(&mut self, expected: &[&str], deadline: Duration) -> anyhow::Result<()> {
-        let start = Instant::now();
-        loop {
-            if self
-                .seen
-                .windows(expected.len())
-                .any(|w| w.iter().zip(expected).all(|(a, b)| a == b))
-            {
-                return Ok(());
-            }
-            let left = deadline.saturating_sub(start.elapsed());
-            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
-                Ok(l) => self.seen.push(l),
-                Err(_) => bail!(
-                    "`{}` did not print {expected:?} within {deadline:?}; it printed {:?}",
-                    self.command,
-                    self.seen
-                ),
-            }
-        }
-    }
-
-    /// Waits for the process to exit by itself; returns (exit success, stdout lines, stderr).
-    pub fn wait_exit(mut self, deadline: Duration) -> anyhow::Result<(bool, Vec<String>, String)> {
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = self.child.try_wait()? {
-                break st;
-            }
-            if start.elapsed() > deadline {
-                bail!(
-                    "`{}` still running after {deadline:?}; stdout so far {:?}",
-                    self.command,
-                    self.seen
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
-            self.seen.push(l);
-        }
-        let stderr = self
-            .stderr
-            .take()
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default();
-        Ok((status.success(), std::mem::take(&mut self.seen), stderr))
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}

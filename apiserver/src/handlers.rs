@@ -247,8 +247,8 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             }
             let list = reg.list(ns, &opts).await?;
             if wants_table(req) {
-                let table = printers::table(info.kind, &list.items, &list.resource_version, list.continue_token.as_deref(), chrono::Utc::now());
-                return Ok(json_response(200, &table, &[]));
+                let table = printers::table_json(info.kind, &list.items, &list.resource_version, list.continue_token.as_deref(), chrono::Utc::now());
+                return Ok(HttpResponse::Ok().content_type("application/json").body(table));
             }
             let mut meta = json!({"resourceVersion": list.resource_version});
             if let Some(c) = &list.continue_token {

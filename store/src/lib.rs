@@ -108,8 +108,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         let svc = proto::raftpb::raft_peer_server::RaftPeerServer::new(transport::PeerService {
             cluster_id: node.cluster_id(),
             my_id: node.id(),
-            members: server::member_ids(&cfg),
-            inputs: node_inputs(&node),
+            members: cfg.voters().into_iter().collect(),
+            inputs: node.inputs(),
             metrics: node.metrics().clone(),
         })
         .max_decoding_message_size(transport::MAX_PEER_MESSAGE)
@@ -189,8 +189,4 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         Some(Err(e)) => Err(Error::Config(format!("server task failed: {e}"))),
         _ => Ok(()),
     }
-}
-
-fn node_inputs(node: &Node) -> std::sync::mpsc::Sender<server::Input> {
-    node.inputs()
 }

@@ -6,7 +6,7 @@
 //! expiry decisions. Others talk to it through one channel of [`Input`]s. It is a plain thread,
 //! not a task, because every Ready ends in an fsync that must not block an async executor.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, RwLock};
@@ -449,9 +449,4 @@ impl RaftLoop {
             self.no_leader.push_back((0, data));
         }
     }
-}
-
-/// The peer ids a member accepts messages from.
-pub fn member_ids(cfg: &Config) -> HashSet<u64> {
-    cfg.initial_cluster.iter().map(|p| p.id).collect()
 }

@@ -95,6 +95,8 @@ pub struct WatchCache {
     queue: usize,
     state: RwLock<State>,
     updated: Notify,
+    /// Asks the sync loop for a progress notification now (a reader waits for a revision).
+    progress_wanted: Notify,
 }
 
 /// What a new watcher receives first, and where live events arrive.
@@ -121,6 +123,7 @@ impl WatchCache {
                 watchers: Vec::new(),
             }),
             updated: Notify::new(),
+            progress_wanted: Notify::new(),
         })
     }
 
@@ -152,6 +155,11 @@ impl WatchCache {
                         return Err(Error::Unavailable(format!("store watch cancelled: {}", resp.cancel_reason())));
                     }
                     let rev = resp.header().map_or(0, |h| h.revision());
+                    if resp.created() {
+                        // Its revision is the store's at creation: the events up to it are still
+                        // to come, so it says nothing yet about this cache's progress.
+                        continue;
+                    }
                     if resp.events().is_empty() {
                         self.advance(rev); // a progress notification
                         continue;
@@ -168,6 +176,9 @@ impl WatchCache {
                             StoreEvent::Delete => self.apply(key, None, rev),
                         }
                     }
+                }
+                _ = self.progress_wanted.notified() => {
+                    let _ = stream.request_progress().await;
                 }
                 _ = progress.tick() => {
                     // Ask for the store's revision so bookmarks and "not older than" lists advance
@@ -278,12 +289,17 @@ impl WatchCache {
                     return Ok(());
                 }
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            // The store's revision may have moved through other resources' writes: ask the store
+            // where this watch stands rather than wait for the next periodic progress.
+            self.progress_wanted.notify_one();
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 return Err(Error::TooManyRequests(format!(
                     "Too large resource version: {revision}, current: {}",
                     self.revision()
                 )));
             }
+            let _ = tokio::time::timeout_at(deadline.min(now + Duration::from_millis(50)), notified).await;
         }
     }
 

@@ -616,6 +616,19 @@ impl Registry {
         let rv = opts.resource_version.as_deref().unwrap_or("");
         let exact = opts.resource_version_match.as_deref() == Some("Exact");
         match rv {
+            // A consistent list without paging is served from the watch cache once it has caught
+            // up with the store's current revision (Kubernetes' ConsistentListFromCache): the same
+            // answer as a quorum read of the store, without decoding every object again.
+            "" if opts.limit <= 0 => {
+                let current = self.storage.current_revision().await?;
+                match self.cache.wait_until(current).await {
+                    Ok(()) => {
+                        let (items, rev) = self.cache.list(&*filter);
+                        Ok(ListResult { items, resource_version: rev.to_string(), continue_token: None, remaining: None })
+                    }
+                    Err(_) => self.list_from_store(&prefix, 0, None, opts.limit, &*filter).await,
+                }
+            }
             "" => self.list_from_store(&prefix, 0, None, opts.limit, &*filter).await,
             "0" if !exact => {
                 let (items, rev) = self.cache.list(&*filter);

@@ -327,7 +327,7 @@ async fn etcdctl_lease_lifecycle() {
     ok(&ctl, &["put", "/lease/keep", "3"]);
     let got = json(&ctl, &["get", "/lease/a"]);
     assert_eq!(
-        format!("{:x}", int(&got, &["kvs", "0", "lease"])),
+        format!("{:016x}", int(&got, &["kvs", "0", "lease"])),
         id,
         "key must carry the lease: {got}"
     );

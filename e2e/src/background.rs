@@ -45,29 +45,8 @@ pub struct Background {
 
 impl Background {
     /// Waits until some stdout line satisfies `pred`; returns that line.
-    pub fn expect_line(
-        &mut self,
-        what: &str,
-        deadline: Duration,
-        pred: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<String> {
-        let start = Instant::now();
-        let mut checked = 0;
-        loop {
-            if let Some(l) = self.seen[checked..].iter().find(|l| pred(l)) {
-                return Ok(l.clone());
-            }
-            checked = self.seen.len();
-            let left = deadline.saturating_sub(start.elapsed());
-            match self.lines.recv_timeout(left.max(Duration::from_millis(1))) {
-                Ok(l) => self.seen.push(l),
-                Err(_) => bail!(
-                    "`{}` did not print {what} within {deadline:?}; it printed {:#?}",
-                    self.command,
-                    self.seen
-                ),
-            }
-        }
+    pub fn expect_line(&mut self, what: &str, deadline: Duration, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+        first_match(&self.lines, &mut self.seen, &self.command, what, "", deadline, pred)
     }
 
     /// Waits until `n` stdout lines (counted over everything seen so far) satisfy `pred`.
@@ -129,31 +108,32 @@ impl Background {
     }
 
     /// Waits until some stderr line satisfies `pred` (e.g. kubectl's `-v=6` request log).
-    pub fn expect_stderr_line(
-        &mut self,
-        what: &str,
-        deadline: Duration,
-        pred: impl Fn(&str) -> bool,
-    ) -> anyhow::Result<String> {
-        let start = Instant::now();
-        let mut checked = 0;
-        loop {
-            if let Some(l) = self.seen_err[checked..].iter().find(|l| pred(l)) {
-                return Ok(l.clone());
-            }
-            checked = self.seen_err.len();
-            let left = deadline.saturating_sub(start.elapsed());
-            match self
-                .err_lines
-                .recv_timeout(left.max(Duration::from_millis(1)))
-            {
-                Ok(l) => self.seen_err.push(l),
-                Err(_) => bail!(
-                    "`{}` did not print {what} on stderr within {deadline:?}; it printed {:#?}",
-                    self.command,
-                    self.seen_err
-                ),
-            }
+    pub fn expect_stderr_line(&mut self, what: &str, deadline: Duration, pred: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+        first_match(&self.err_lines, &mut self.seen_err, &self.command, what, " on stderr", deadline, pred)
+    }
+}
+
+/// Waits until a line of `lines` (those already in `seen` first) satisfies `pred`.
+fn first_match(
+    lines: &mpsc::Receiver<String>,
+    seen: &mut Vec<String>,
+    command: &str,
+    what: &str,
+    stream: &str,
+    deadline: Duration,
+    pred: impl Fn(&str) -> bool,
+) -> anyhow::Result<String> {
+    let start = Instant::now();
+    let mut checked = 0;
+    loop {
+        if let Some(l) = seen[checked..].iter().find(|l| pred(l)) {
+            return Ok(l.clone());
+        }
+        checked = seen.len();
+        let left = deadline.saturating_sub(start.elapsed());
+        match lines.recv_timeout(left.max(Duration::from_millis(1))) {
+            Ok(l) => seen.push(l),
+            Err(_) => bail!("`{command}` did not print {what}{stream} within {deadline:?}; it printed {seen:#?}"),
         }
     }
 }

@@ -306,8 +306,8 @@ impl StateMachine {
         let mut txn = self.kv.begin(batch);
         let mut resp = self.exec_txn(&mut txn, t, &path, &mut 0)?;
         let events = self.kv.commit(txn);
-        let rev = self.publish(events);
-        set_headers(&mut resp, rev);
+        // The gRPC edge gives every nested response the member's full header at this revision.
+        resp.header = header(self.publish(events));
         Ok(resp)
     }
 
@@ -467,19 +467,6 @@ impl StateMachine {
         self.applied_index = index;
         batch.put(keys::APPLIED.to_vec(), index.to_be_bytes().to_vec());
         Ok(())
-    }
-}
-
-fn set_headers(t: &mut PbTxnResponse, rev: i64) {
-    t.header = header(rev);
-    for r in &mut t.responses {
-        match &mut r.response {
-            Some(PbTxnOpResponse::ResponseRange(x)) => x.header = header(rev),
-            Some(PbTxnOpResponse::ResponsePut(x)) => x.header = header(rev),
-            Some(PbTxnOpResponse::ResponseDeleteRange(x)) => x.header = header(rev),
-            Some(PbTxnOpResponse::ResponseTxn(x)) => set_headers(x, rev),
-            None => {}
-        }
     }
 }
 

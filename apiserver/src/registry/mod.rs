@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::{Cause, Error, Result};
 use crate::storage::{Storage, Stored, WriteOutcome};
@@ -164,7 +164,6 @@ fn unknown_fields(input: &Value, known: &Value, path: &str, out: &mut Vec<String
                     Some(kv) => unknown_fields(iv, kv, &p, out),
                     // Nulls and empty values are dropped by the typed form without being unknown.
                     None if iv.is_null() || is_empty(iv) => {}
-                    None if is_map_field(k, key) => {}
                     None => out.push(p),
                 }
             }
@@ -187,10 +186,6 @@ fn is_empty(v: &Value) -> bool {
         Value::Number(n) => n.as_f64() == Some(0.0),
         Value::Null => true,
     }
-}
-
-fn is_map_field(_known: &Map<String, Value>, _key: &str) -> bool {
-    false
 }
 
 /// A strategy for a k8s-openapi type with no behaviour of its own beyond decoding.

@@ -22,6 +22,40 @@ enum Command {
     Apiserver(ApiserverArgs),
     /// The controller manager: the namespace controller (more control loops come later).
     ControllerManager(ControllerManagerArgs),
+    /// The scheduler: binds each pending pod to a node (filter and score plugins).
+    Scheduler(SchedulerArgs),
+}
+
+/// Flags as kube-scheduler names them.
+#[derive(Args)]
+struct SchedulerArgs {
+    /// Path to a kubeconfig file for reaching the API server.
+    #[arg(long, conflicts_with = "master")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides any kubeconfig).
+    #[arg(long)]
+    master: Option<String>,
+    /// A KubeSchedulerConfiguration file (plugins, weights, scoring strategy).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Schedule only pods whose spec.schedulerName is this (default: the profile's, default-scheduler).
+    #[arg(long)]
+    scheduler_name: Option<String>,
+    /// Run several replicas with one active, elected through a Lease.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, default_value = "kube-system")]
+    leader_elect_resource_namespace: String,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = "kube-scheduler")]
+    leader_elect_resource_name: String,
+    /// Address to serve /healthz and /metrics on.
+    #[arg(long, default_value = "0.0.0.0")]
+    bind_address: String,
+    /// Port to serve /healthz and /metrics on (plain HTTP).
+    #[arg(long, default_value_t = 10251)]
+    port: u16,
 }
 
 /// Flags as kube-apiserver names them.
@@ -187,12 +221,22 @@ fn main() -> anyhow::Result<()> {
             actix_web::rt::System::new().block_on(apiserver::run(opts, shutdown_signal())).context("kubelab apiserver")?;
         }
         Command::ControllerManager(args) => {
-            let conn = match (args.master, args.kubeconfig) {
-                (Some(url), _) => controllers::Connection::Master(url),
-                (None, Some(path)) => controllers::Connection::Kubeconfig(path),
-                (None, None) => anyhow::bail!("kubelab controller-manager needs --kubeconfig or --master"),
-            };
+            let conn = client::Connection::from_flags(args.master, args.kubeconfig).context("kubelab controller-manager")?;
             rt.block_on(controllers::run(conn, shutdown_signal())).context("kubelab controller-manager")?;
+        }
+        Command::Scheduler(args) => {
+            let opts = scheduler::Options {
+                connection: client::Connection::from_flags(args.master, args.kubeconfig).context("kubelab scheduler")?,
+                config: args.config,
+                scheduler_name: args.scheduler_name,
+                leader_elect: args.leader_elect,
+                lease_namespace: args.leader_elect_resource_namespace,
+                lease_name: args.leader_elect_resource_name,
+                listen: format!("{}:{}", args.bind_address, args.port)
+                    .parse()
+                    .with_context(|| format!("--bind-address {} --port {}", args.bind_address, args.port))?,
+            };
+            rt.block_on(scheduler::run(opts, shutdown_signal())).context("kubelab scheduler")?;
         }
     }
     Ok(())

@@ -48,6 +48,7 @@ pub mod fields;
 pub mod labels;
 pub mod managedfields;
 pub mod patch;
+pub mod resource;
 pub mod validation;
 
 pub use error::{ApplyError, Error, PatchError, Result};

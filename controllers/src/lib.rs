@@ -14,32 +14,11 @@ pub mod namespace;
 
 pub use error::{Error, Result};
 
-use std::path::PathBuf;
-
-/// How to reach the API server: a kubeconfig file, or a plain URL (`--master`).
-#[derive(Clone, Debug)]
-pub enum Connection {
-    Kubeconfig(PathBuf),
-    Master(String),
-}
-
-/// A kube client for `conn`.
-pub async fn client(conn: &Connection) -> Result<kube::Client> {
-    let config = match conn {
-        Connection::Master(url) => kube::Config::new(url.parse().map_err(|e| Error::Config(format!("--master {url:?}: {e}")))?),
-        Connection::Kubeconfig(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?
-        }
-    };
-    kube::Client::try_from(config).map_err(Error::Kube)
-}
+pub use client::Connection;
 
 /// Runs every controller until `shutdown` completes.
 pub async fn run(conn: Connection, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
-    let client = client(&conn).await?;
+    let client = client::client(&conn).await.map_err(|e| Error::Config(e.to_string()))?;
     tokio::select! {
         r = namespace::NamespaceController::new(client).run() => r,
         _ = shutdown => Ok(()),

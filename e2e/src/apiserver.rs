@@ -101,6 +101,8 @@ pub struct ApiCluster {
     apiserver_args: Vec<String>,
     apiserver: Option<Process>,
     controller_manager: Option<Process>,
+    /// `kubelab scheduler` processes, by the index `start_scheduler` returned (None once killed).
+    schedulers: Vec<Option<Process>>,
     root: Option<tempfile::TempDir>,
     http: reqwest::Client,
 }
@@ -154,6 +156,7 @@ impl ApiCluster {
             apiserver_args: args,
             apiserver: None,
             controller_manager: None,
+            schedulers: Vec::new(),
             root: Some(root),
             http,
         };
@@ -457,9 +460,39 @@ impl ApiCluster {
     }
 
     /// The tails of the API server's and the controller manager's logs.
+    /// Starts a `kubelab scheduler --master <url>` with `extra` flags; returns its index. Its logs
+    /// go to `<root>/scheduler-<index>/`.
+    pub fn start_scheduler(&mut self, extra: &[&str]) -> anyhow::Result<usize> {
+        let i = self.schedulers.len();
+        let port = ports::reserve()?;
+        let mut args = vec!["scheduler".to_string(), "--master".into(), self.url(), "--bind-address".into(), "127.0.0.1".into()];
+        args.extend(["--port".to_string(), port.port.to_string()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let dir = self.root().join(format!("scheduler-{i}"));
+        drop(port); // released just before the scheduler binds it
+        let p = Process::spawn(&format!("scheduler-{i}"), &self.bin, &args, &dir, &env())?;
+        eprintln!("[e2e] started scheduler-{i} pid {}", p.pid());
+        self.schedulers.push(Some(p));
+        Ok(i)
+    }
+
+    /// kill -9 of scheduler `i`.
+    pub fn kill_scheduler(&mut self, i: usize) {
+        if let Some(mut p) = self.schedulers.get_mut(i).and_then(Option::take) {
+            eprintln!("[e2e] kill -9 scheduler-{i} pid {}", p.pid());
+            p.kill9();
+        }
+    }
+
+    /// The stderr log of scheduler `i` so far.
+    pub fn scheduler_log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.root().join(format!("scheduler-{i}")).join("stderr.log")).unwrap_or_default()
+    }
+
     pub fn log_tails(&self, lines: usize) -> String {
         let mut s = String::new();
-        for name in ["apiserver", "controller-manager"] {
+        let schedulers: Vec<String> = (0..self.schedulers.len()).map(|i| format!("scheduler-{i}")).collect();
+        for name in ["apiserver", "controller-manager"].into_iter().chain(schedulers.iter().map(String::as_str)) {
             let dir = self.root().join(name);
             if dir.exists() {
                 s.push_str(&crate::process::log_tail(
@@ -476,6 +509,9 @@ impl ApiCluster {
 
 impl Drop for ApiCluster {
     fn drop(&mut self) {
+        for mut p in self.schedulers.drain(..).flatten() {
+            p.kill9();
+        }
         if let Some(mut p) = self.controller_manager.take() {
             p.kill9();
         }

@@ -46,6 +46,7 @@
 //! - Processes are plain children: no cgroups, no network namespaces.
 
 pub mod apiserver;
+pub mod bench;
 pub mod background;
 pub mod cluster;
 pub mod etcdctl;

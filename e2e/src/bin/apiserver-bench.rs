@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
+use e2e::bench::{machine, ms};
 use e2e::process::Process;
 use e2e::{StoreCluster, StoreOptions};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
@@ -102,11 +103,7 @@ impl Row {
         self.ops() as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
     fn pct(&self, p: f64) -> Duration {
-        if self.lat.is_empty() {
-            return Duration::ZERO;
-        }
-        let idx = ((self.lat.len() as f64 * p).ceil() as usize).clamp(1, self.lat.len()) - 1;
-        self.lat[idx]
+        e2e::bench::percentile(&self.lat, p)
     }
 }
 
@@ -746,42 +743,9 @@ async fn watch_fanout(api: &Api, a: &Args, rep: &mut Report) -> anyhow::Result<(
     Ok(())
 }
 
-fn ms(d: Duration) -> String {
-    let m = d.as_secs_f64() * 1000.0;
-    if m < 10.0 {
-        format!("{m:.2} ms")
-    } else {
-        format!("{m:.1} ms")
-    }
-}
-
 fn mib(b: Option<u64>) -> String {
     b.map(|b| format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)))
         .unwrap_or_else(|| "n/a".into())
-}
-
-/// "CPU model, N CPUs, X GiB RAM, kernel" from /proc.
-fn machine() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, m)| m.trim().to_string())
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let mem_kb: u64 = std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0);
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!(
-        "{model}, {cpus} CPUs, {:.0} GiB RAM, Linux {}",
-        mem_kb as f64 / (1024.0 * 1024.0),
-        kernel.trim()
-    )
 }
 
 fn verdict(met: bool) -> &'static str {

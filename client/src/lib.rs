@@ -1,0 +1,68 @@
+//! # client — kubelab's client-go
+//!
+//! What every component that talks to the API server shares, as client-go provides it to
+//! Kubernetes' components:
+//! - [`Connection`] and [`client`]: a kubeconfig file or a plain `--master` URL.
+//! - [`leaderelection`]: several replicas, one active, on a coordination.k8s.io Lease
+//!   (client-go's `tools/leaderelection`).
+//! - [`record`]: an event recorder that never blocks its caller and folds repeats into a count
+//!   (client-go's `tools/record`).
+
+pub mod leaderelection;
+pub mod record;
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Config(String),
+    #[error("API server: {0}")]
+    Kube(#[source] kube::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How to reach the API server: a kubeconfig file, or a plain URL (`--master`).
+#[derive(Clone, Debug)]
+pub enum Connection {
+    Kubeconfig(PathBuf),
+    Master(String),
+}
+
+impl Connection {
+    /// From the `--master` and `--kubeconfig` flags every component takes; `--master` wins.
+    pub fn from_flags(master: Option<String>, kubeconfig: Option<PathBuf>) -> Result<Connection> {
+        match (master, kubeconfig) {
+            (Some(url), _) => Ok(Connection::Master(url)),
+            (None, Some(path)) => Ok(Connection::Kubeconfig(path)),
+            (None, None) => Err(Error::Config("one of --kubeconfig or --master is required".into())),
+        }
+    }
+}
+
+/// A kube client for `conn`.
+pub async fn client(conn: &Connection) -> Result<kube::Client> {
+    let config = match conn {
+        Connection::Master(url) => {
+            kube::Config::new(url.parse().map_err(|e| Error::Config(format!("--master {url:?}: {e}")))?)
+        }
+        Connection::Kubeconfig(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?
+        }
+    };
+    kube::Client::try_from(config).map_err(Error::Kube)
+}
+
+/// This host's name, for leader identities and event sources.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}

@@ -1,0 +1,173 @@
+//! Mirrors kube-scheduler's framework/runtime/framework.go: builds a profile's plugins and runs
+//! each extension point over them in order.
+//!
+//! Filters run per node and stop at the first rejection (that plugin's reasons are what the user
+//! sees for that node). Scores are normalized per plugin to 0–100, multiplied by the plugin's
+//! weight and summed.
+
+use std::sync::Arc;
+
+use crate::config::Profile;
+use crate::framework::{
+    BindPlugin, ClusterEvent, Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PreFilterPlugin,
+    PreScorePlugin, ReservePlugin, ScorePlugin, Status,
+};
+use crate::plugins;
+
+pub struct Framework {
+    pub scheduler_name: String,
+    pub percentage_of_nodes_to_score: u32,
+    plugins: Vec<Arc<dyn Plugin>>,
+    pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
+    filter: Vec<Arc<dyn FilterPlugin>>,
+    pre_score: Vec<Arc<dyn PreScorePlugin>>,
+    score: Vec<(Arc<dyn ScorePlugin>, i64)>,
+    reserve: Vec<Arc<dyn ReservePlugin>>,
+    bind: Vec<Arc<dyn BindPlugin>>,
+}
+
+impl Framework {
+    /// Builds the plugins the profile enables. Without a client there is no Bind point (tests).
+    pub fn new(profile: &Profile, client: Option<kube::Client>) -> Result<Framework, String> {
+        let mut f = Framework {
+            scheduler_name: profile.scheduler_name.clone(),
+            percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
+            plugins: Vec::new(),
+            pre_filter: Vec::new(),
+            filter: Vec::new(),
+            pre_score: Vec::new(),
+            score: Vec::new(),
+            reserve: Vec::new(),
+            bind: Vec::new(),
+        };
+        for name in &profile.plugins {
+            let set = plugins::build(name, &profile.args, client.clone()).ok_or_else(|| format!("unknown plugin {name:?}"))?;
+            f.plugins.extend(set.plugin);
+            f.pre_filter.extend(set.pre_filter);
+            f.filter.extend(set.filter);
+            f.reserve.extend(set.reserve);
+            f.bind.extend(set.bind);
+            if !profile.score_disabled.contains(name) {
+                f.pre_score.extend(set.pre_score);
+                if let Some(s) = set.score {
+                    f.score.push((s, profile.weights.get(name).copied().unwrap_or(1)));
+                }
+            }
+        }
+        if client.is_some() && f.bind.is_empty() {
+            return Err("no Bind plugin is enabled (enable DefaultBinder)".into());
+        }
+        Ok(f)
+    }
+
+    /// The names of the plugins that registered `event` (see `Plugin::events_to_register`).
+    pub fn plugins_interested_in(&self, event: ClusterEvent) -> Vec<&'static str> {
+        self.plugins.iter().filter(|p| p.events_to_register().contains(&event)).map(|p| p.name()).collect()
+    }
+
+    pub fn has_score_plugins(&self) -> bool {
+        !self.score.is_empty()
+    }
+
+    /// PreFilter: every plugin once. Skip answers are remembered in `state`; the first rejection
+    /// or error ends the cycle for the pod.
+    pub fn run_pre_filter(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
+        for p in &self.pre_filter {
+            let s = p.pre_filter(state, pod, nodes);
+            match s.code {
+                Code::Success => {}
+                Code::Skip => {
+                    state.skip_filter_plugins.insert(p.name());
+                }
+                _ => return s.with_plugin(p.name()),
+            }
+        }
+        Status::success()
+    }
+
+    /// Filter: the plugins in order on one node; the first that does not answer Success decides.
+    pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        for p in &self.filter {
+            if state.skip_filter_plugins.contains(p.name()) {
+                continue;
+            }
+            let s = p.filter(state, pod, node);
+            if !s.is_success() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    pub fn run_pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
+        for p in &self.pre_score {
+            let s = p.pre_score(state, pod, nodes);
+            match s.code {
+                Code::Success => {}
+                Code::Skip => {
+                    state.skip_score_plugins.insert(p.name());
+                }
+                _ => return s.with_plugin(p.name()),
+            }
+        }
+        Status::success()
+    }
+
+    /// Score: each plugin over every node, normalized, weighted; the totals per node, in the
+    /// order of `nodes`. Plugins are scored over nodes in parallel.
+    pub fn run_score(&self, state: &CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Result<Vec<NodeScore>, Status> {
+        use rayon::prelude::*;
+        let mut totals: Vec<NodeScore> = nodes.iter().map(|n| NodeScore { name: n.name().to_string(), score: 0 }).collect();
+        for (p, weight) in &self.score {
+            if state.skip_score_plugins.contains(p.name()) {
+                continue;
+            }
+            let raw: Result<Vec<i64>, Status> = nodes.par_iter().map(|n| p.score(state, pod, n)).collect();
+            let raw = raw.map_err(|s| s.with_plugin(p.name()))?;
+            let mut scores: Vec<NodeScore> =
+                nodes.iter().zip(raw).map(|(n, score)| NodeScore { name: n.name().to_string(), score }).collect();
+            let s = p.normalize_score(state, pod, &mut scores);
+            if !s.is_success() {
+                return Err(s.with_plugin(p.name()));
+            }
+            for (t, s) in totals.iter_mut().zip(&scores) {
+                if !(crate::framework::MIN_NODE_SCORE..=crate::framework::MAX_NODE_SCORE).contains(&s.score) {
+                    return Err(Status::error(format!("plugin {} returned score {} for node {}, outside 0–100", p.name(), s.score, s.name)));
+                }
+                t.score += s.score * weight;
+            }
+        }
+        Ok(totals)
+    }
+
+    /// Reserve on every plugin; on a failure, Unreserve what was reserved (in reverse order).
+    pub fn run_reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        for (i, p) in self.reserve.iter().enumerate() {
+            let s = p.reserve(state, pod, node);
+            if !s.is_success() {
+                for q in self.reserve[..i].iter().rev() {
+                    q.unreserve(state, pod, node);
+                }
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    pub fn run_unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        for p in self.reserve.iter().rev() {
+            p.unreserve(state, pod, node);
+        }
+    }
+
+    /// Bind: the first Bind plugin that does not Skip decides.
+    pub async fn run_bind(&self, pod: &PodInfo, node: &str) -> Status {
+        for p in &self.bind {
+            let s = p.bind(pod, node).await;
+            if !s.is_skip() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::error("no bind plugin bound the pod")
+    }
+}

@@ -12,7 +12,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps build test up bench-store
+.PHONY: help deps build test up bench-store bench-apiserver bench-scheduler
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -22,6 +22,8 @@ help:
 	@echo "make test         deps + build + every test (nextest if installed)"
 	@echo "make up           a three-member kubelab store on 127.0.0.1:2379/22379/32379 (Ctrl-C stops it)"
 	@echo "make bench-store  kubelab store vs real etcd 3.4, same client workload (release build)"
+	@echo "make bench-apiserver  API server creates/GET/LIST/watch fan-out, overhead over the raw store"
+	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first).
 deps:
@@ -56,3 +58,11 @@ up: deps build
 bench-store: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin store-bench
 	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/store-bench"
+
+bench-apiserver: deps
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin apiserver-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/apiserver-bench"
+
+bench-scheduler: deps
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin scheduler-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/scheduler-bench"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Starts a three-member `kubelab store` on loopback and stays in the foreground;
-# Ctrl-C (or SIGTERM) stops all three cleanly.
+# Starts a three-member `kubelab store`, the API server, the controller manager and the scheduler
+# on loopback and stays in the foreground; Ctrl-C (or SIGTERM) stops them all cleanly.
 #
 #   KUBELAB_BIN   the kubelab binary (default: $CARGO_TARGET_DIR or ./target, debug)
 #   KUBELAB_DATA  data and logs (default /tmp/kubelab-up); kept between runs
@@ -60,7 +60,7 @@ done
 
 # The API server on all three members, and the controller manager.
 bare="${endpoints//http:\/\//}"
-mkdir -p "$data/apiserver" "$data/controller-manager"
+mkdir -p "$data/apiserver" "$data/controller-manager" "$data/scheduler"
 "$bin" apiserver --etcd-servers "$endpoints" --bind-address 127.0.0.1 --port 8080 \
     >>"$data/apiserver/stdout.log" 2>>"$data/apiserver/stderr.log" </dev/null &
 pids+=("$!")
@@ -71,6 +71,11 @@ echo "started apiserver (pid $!): http://127.0.0.1:8080, logs $data/apiserver/st
 pids+=("$!")
 names+=(controller-manager)
 echo "started controller-manager (pid $!), logs $data/controller-manager/stderr.log"
+"$bin" scheduler --master http://127.0.0.1:8080 --leader-elect --bind-address 127.0.0.1 --port 10251 \
+    >>"$data/scheduler/stdout.log" 2>>"$data/scheduler/stderr.log" </dev/null &
+pids+=("$!")
+names+=(scheduler)
+echo "started scheduler (pid $!): /metrics on http://127.0.0.1:10251, logs $data/scheduler/stderr.log"
 
 echo
 echo "store endpoints: $endpoints"
@@ -79,6 +84,7 @@ echo "  ETCDCTL_API=3 etcdctl --endpoints=$bare put foo bar"
 echo "  ETCDCTL_API=3 etcdctl --endpoints=$bare endpoint status -w table"
 echo "  kubectl -s http://127.0.0.1:8080 get namespaces"
 echo "  kubectl -s http://127.0.0.1:8080 create configmap hello --from-literal=greeting=hi"
+echo "  kubectl -s http://127.0.0.1:8080 run web --image=busybox   # Pending: no node agent yet; describe it to see why"
 echo "Ctrl-C stops everything."
 
 # Stay in the foreground; if a process dies on its own, say so and stop the others.

@@ -103,6 +103,8 @@ pub struct ApiCluster {
     controller_manager: Option<Process>,
     /// `kubelab scheduler` processes, by the index `start_scheduler` returned (None once killed).
     schedulers: Vec<Option<Process>>,
+    /// The /metrics port of each scheduler.
+    scheduler_ports: Vec<u16>,
     root: Option<tempfile::TempDir>,
     http: reqwest::Client,
 }
@@ -157,6 +159,7 @@ impl ApiCluster {
             apiserver: None,
             controller_manager: None,
             schedulers: Vec::new(),
+            scheduler_ports: Vec::new(),
             root: Some(root),
             http,
         };
@@ -469,11 +472,40 @@ impl ApiCluster {
         args.extend(["--port".to_string(), port.port.to_string()]);
         args.extend(extra.iter().map(|s| s.to_string()));
         let dir = self.root().join(format!("scheduler-{i}"));
+        let port_number = port.port;
         drop(port); // released just before the scheduler binds it
         let p = Process::spawn(&format!("scheduler-{i}"), &self.bin, &args, &dir, &env())?;
         eprintln!("[e2e] started scheduler-{i} pid {}", p.pid());
         self.schedulers.push(Some(p));
+        self.scheduler_ports.push(port_number);
         Ok(i)
+    }
+
+    /// The port scheduler `i` serves /healthz and /metrics on.
+    pub fn scheduler_port(&self, i: usize) -> u16 {
+        self.scheduler_ports[i]
+    }
+
+    /// The processes running now, by name, with their PIDs (for CPU and memory accounting).
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        let mut v = Vec::new();
+        for i in 0..self.store.len() {
+            if let Some(pid) = self.store.member(i).pid() {
+                v.push((format!("store-{i}"), pid));
+            }
+        }
+        if let Some(p) = &self.apiserver {
+            v.push(("apiserver".into(), p.pid()));
+        }
+        if let Some(p) = &self.controller_manager {
+            v.push(("controller-manager".into(), p.pid()));
+        }
+        for (i, p) in self.schedulers.iter().enumerate() {
+            if let Some(p) = p {
+                v.push((format!("scheduler-{i}"), p.pid()));
+            }
+        }
+        v
     }
 
     /// kill -9 of scheduler `i`.

@@ -111,6 +111,11 @@ impl Member {
     pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")
     }
+    /// The PID of the running process, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(|p| p.pid())
+    }
+
     pub fn is_running(&self) -> bool {
         self.process.is_some()
     }

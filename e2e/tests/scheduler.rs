@@ -63,6 +63,10 @@ async fn wait_bound(c: &ApiCluster, client: &kube::Client, pod: &str, timeout: D
     }
 }
 
+async fn reqwest_get(url: &str) -> String {
+    reqwest::get(url).await.expect("GET").text().await.expect("body")
+}
+
 async fn events_for(client: &kube::Client, pod: &str) -> Vec<Event> {
     let lp = ListParams::default().fields(&format!("involvedObject.name={pod}"));
     Api::<Event>::namespaced(client.clone(), "default").list(&lp).await.map(|l| l.items).unwrap_or_default()
@@ -176,8 +180,17 @@ async fn scheduler_places_reports_and_retries() {
     create_pod(&client, "after-malformed", json!({})).await;
     wait_bound(&c, &client, "after-malformed", BIND_TIMEOUT).await;
 
-    let metrics = c.scheduler_log(0);
-    assert!(!metrics.contains("panicked"), "{metrics}");
+    // Losing the API server pauses scheduling; it resumes when the API server returns.
+    c.restart_apiserver().await.expect("restart the API server");
+    create_pod(&client, "after-restart", json!({})).await;
+    wait_bound(&c, &client, "after-restart", Duration::from_secs(30)).await;
+
+    let metrics = reqwest_get(&format!("http://127.0.0.1:{}/metrics", c.scheduler_port(0))).await;
+    assert!(metrics.contains("scheduler_schedule_attempts_total{profile=\"default-scheduler\",result=\"scheduled\"}"), "{metrics}");
+    assert!(metrics.contains("scheduler_pending_pods{queue=\"unschedulable\"}"), "{metrics}");
+    assert!(metrics.contains("scheduler_e2e_scheduling_duration_seconds_bucket"), "{metrics}");
+    let log = c.scheduler_log(0);
+    assert!(!log.contains("panicked"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

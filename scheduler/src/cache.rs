@@ -41,12 +41,18 @@ pub struct Cache {
     nodes: BTreeMap<String, CachedNode>,
     pods: HashMap<String, PodState>,
     generation: u64,
+    /// Nodes changed since the snapshot was last updated (kube-scheduler walks a generation-ordered
+    /// list for the same purpose), and whether the set of nodes itself changed.
+    changed: Vec<String>,
+    membership_changed: bool,
 }
 
 /// The nodes as one scheduling cycle sees them.
 #[derive(Default, Clone)]
 pub struct Snapshot {
     pub nodes: Vec<Arc<NodeInfo>>,
+    /// Node name → position in `nodes`.
+    index: HashMap<Arc<str>, usize>,
     generation: u64,
 }
 
@@ -94,6 +100,13 @@ impl Cache {
     fn node_mut(&mut self, name: &str) -> &mut NodeInfo {
         self.generation += 1;
         let generation = self.generation;
+        if self.changed.len() > self.nodes.len() {
+            // The snapshot has not been updated for a while: rebuild it in full next time.
+            self.changed.clear();
+            self.membership_changed = true;
+        } else {
+            self.changed.push(name.to_string());
+        }
         let entry = self
             .nodes
             .entry(name.to_string())
@@ -109,6 +122,7 @@ impl Cache {
             && n.info.pods.is_empty()
         {
             self.nodes.remove(name);
+            self.membership_changed = true;
         }
     }
 
@@ -123,13 +137,18 @@ impl Cache {
             return events;
         }
         self.node_mut(&name).set_node(node);
-        self.nodes.get_mut(&name).expect("just inserted").present = true;
+        let entry = self.nodes.get_mut(&name).expect("just inserted");
+        if !entry.present {
+            entry.present = true;
+            self.membership_changed = true;
+        }
         events
     }
 
     pub fn remove_node(&mut self, name: &str) {
         if let Some(n) = self.nodes.get_mut(name) {
             n.present = false;
+            self.membership_changed = true;
         }
         self.generation += 1;
         self.drop_if_empty(name);
@@ -221,12 +240,25 @@ impl Cache {
         self.nodes.values().filter(|n| n.present).count()
     }
 
-    /// Brings `snap` up to date: a no-op when nothing changed since it was taken.
-    pub fn update_snapshot(&self, snap: &mut Snapshot) {
-        if snap.generation == self.generation && !snap.nodes.is_empty() {
+    /// Brings `snap` up to date: replaces only the nodes changed since its last update, and
+    /// rebuilds it when nodes came or went (or when it is some other snapshot than last time).
+    pub fn update_snapshot(&mut self, snap: &mut Snapshot) {
+        if snap.generation == self.generation && !self.membership_changed {
             return;
         }
-        snap.nodes = self.nodes.values().filter(|n| n.present).map(|n| n.info.clone()).collect();
+        let incremental = !self.membership_changed && snap.generation != 0 && self.changed.len() < self.nodes.len();
+        if incremental {
+            for name in self.changed.drain(..) {
+                if let (Some(&i), Some(n)) = (snap.index.get(name.as_str()), self.nodes.get(&name)) {
+                    snap.nodes[i] = n.info.clone();
+                }
+            }
+        } else {
+            snap.nodes = self.nodes.values().filter(|n| n.present).map(|n| n.info.clone()).collect();
+            snap.index = snap.nodes.iter().enumerate().map(|(i, n)| (n.node_name.clone(), i)).collect();
+            self.changed.clear();
+            self.membership_changed = false;
+        }
         snap.generation = self.generation;
     }
 }

@@ -94,13 +94,25 @@ impl Scheduler {
         let mut stream = watcher(api, watcher::Config::default()).default_backoff().boxed();
         let mut known: HashSet<String> = HashSet::new();
         let mut relisted: HashSet<String> = HashSet::new();
+        // What a delete needs of each pod the watch reported, for pods found gone by a relist.
         let mut by_uid: std::collections::HashMap<String, Pod> = std::collections::HashMap::new();
+        let skeleton = |p: &Pod| {
+            let mut s = Pod::default();
+            s.metadata.uid = p.metadata.uid.clone();
+            s.metadata.name = p.metadata.name.clone();
+            s.metadata.namespace = p.metadata.namespace.clone();
+            s.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+                ..Default::default()
+            });
+            s
+        };
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(watcher::Event::Init) => relisted.clear(),
                 Ok(watcher::Event::InitApply(p)) => {
                     relisted.insert(uid(&p));
-                    by_uid.insert(uid(&p), p.clone());
+                    by_uid.insert(uid(&p), skeleton(&p));
                     self.on_pod(p);
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -114,7 +126,7 @@ impl Scheduler {
                 }
                 Ok(watcher::Event::Apply(p)) => {
                     known.insert(uid(&p));
-                    by_uid.insert(uid(&p), p.clone());
+                    by_uid.insert(uid(&p), skeleton(&p));
                     self.on_pod(p);
                 }
                 Ok(watcher::Event::Delete(p)) => {

@@ -17,13 +17,13 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rand::Rng;
-use rayon::prelude::*;
 
 use crate::cache::Snapshot;
 use crate::framework::runtime::Framework;
+use crate::framework::parallelize;
 use crate::framework::{Code, CycleState, NodeInfo, NodeScore, PodInfo, Status};
 
 /// Clusters up to this size are always filtered in full.
@@ -108,7 +108,16 @@ pub fn schedule_pod(
     if nodes.is_empty() {
         return Err(ScheduleError::Fit(FitError::default()));
     }
-    let feasible = find_nodes_that_fit(fwk, state, pod, nodes, next_start)?;
+    let feasible = match find_nodes_that_fit(fwk, state, pod, nodes, next_start) {
+        Err(ScheduleError::Fit(fe)) => {
+            // PostFilter: where preemption would nominate a node. None is registered in kubelab.
+            if let Some(node) = fwk.run_post_filter(state, pod, &fe.node_to_status) {
+                tracing::debug!(target: "scheduler::schedule_one", pod = pod.key(), node, "nominated by PostFilter");
+            }
+            return Err(ScheduleError::Fit(fe));
+        }
+        r => r?,
+    };
     let evaluated = feasible.1;
     let feasible = feasible.0;
     if feasible.len() == 1 {
@@ -143,29 +152,30 @@ pub fn find_nodes_that_fit(
     let want = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, n);
     let start = *next_start % n;
     let found = AtomicUsize::new(0);
+    let enough = AtomicBool::new(false);
     let state = &*state;
-    // Each node's verdict, in rotation order; None = not evaluated (enough were found already).
-    let verdicts: Vec<Option<Status>> = (0..n)
-        .into_par_iter()
-        .with_min_len(32)
-        .map(|i| {
-            if found.load(Ordering::Relaxed) >= want {
-                return None;
+    let filters = fwk.active_filters(state);
+    // Each evaluated node's verdict, by its position in rotation order; nodes past the point where
+    // enough were found are left for the next pod.
+    let verdicts = parallelize::until(n, &enough, |i| {
+        let node = &nodes[(start + i) % n];
+        let s = Framework::run_filters(&filters, state, pod, node);
+        if s.is_success() {
+            let k = found.fetch_add(1, Ordering::Relaxed) + 1;
+            if k >= want {
+                enough.store(true, Ordering::Relaxed);
             }
-            let node = &nodes[(start + i) % n];
-            let s = fwk.run_filter(state, pod, node);
-            if s.is_success() && found.fetch_add(1, Ordering::Relaxed) >= want {
-                return None; // found by another worker first; leave it for the next pod
+            if k > want {
+                return None; // found by another worker first
             }
-            Some(s)
-        })
-        .collect();
+        }
+        Some(s)
+    });
     let mut feasible = Vec::new();
     let mut fe = FitError { num_all_nodes: n, ..Default::default() };
     let mut processed = 0;
     let mut first_error = None;
-    for (i, v) in verdicts.into_iter().enumerate() {
-        let Some(s) = v else { continue };
+    for (i, s) in verdicts {
         processed = i + 1;
         let node = &nodes[(start + i) % n];
         match s.code {
@@ -197,7 +207,7 @@ pub fn prioritize_nodes(
     feasible: &[Arc<NodeInfo>],
 ) -> Result<Vec<NodeScore>, ScheduleError> {
     if !fwk.has_score_plugins() {
-        return Ok(feasible.iter().map(|n| NodeScore { name: n.name().to_string(), score: 1 }).collect());
+        return Ok(feasible.iter().map(|n| NodeScore { name: n.node_name.clone(), score: 1 }).collect());
     }
     let s = fwk.run_pre_score(state, pod, feasible);
     if !s.is_success() {
@@ -223,7 +233,7 @@ pub fn select_host(scores: &[NodeScore]) -> String {
             }
         }
     }
-    best.name.clone()
+    best.name.to_string()
 }
 
 #[cfg(test)]

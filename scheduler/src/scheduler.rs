@@ -54,7 +54,8 @@ impl Scheduler {
     }
 
     /// The scheduling loop: one pod at a time, on a thread of its own (the cycle is CPU work;
-    /// Filter and Score fan out over rayon's pool). Returns when the queue is closed.
+    /// Filter and Score fan out over scoped threads, see `framework::parallelize`). Returns when
+    /// the queue is closed.
     pub fn run_loop(self: &Arc<Self>, rt: Handle) {
         let mut snapshot = Snapshot::default();
         let mut next_start = 0;

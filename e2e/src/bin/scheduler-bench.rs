@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use e2e::apiserver::{ApiCluster, ApiOptions};
-use e2e::bench::{machine, ms, percentile};
+use e2e::bench::{cpu_time, machine, ms, percentile};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -37,6 +37,30 @@ struct Args {
     /// How long every pod gets to be bound.
     #[arg(long, env = "BENCH_MAX_SECONDS", default_value_t = 180)]
     max_seconds: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct WatchLine {
+    object: WatchObject,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct WatchObject {
+    #[serde(default)]
+    metadata: WatchMeta,
+    #[serde(default)]
+    spec: WatchSpec,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct WatchMeta {
+    name: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WatchSpec {
+    node_name: Option<String>,
 }
 
 struct Row {
@@ -143,12 +167,12 @@ async fn run_one(a: &Args, nodes: usize) -> anyhow::Result<Row> {
                 while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = buf.drain(..=nl).collect();
                     let now = Instant::now();
-                    let ev: Value = serde_json::from_slice(&line)?;
-                    let obj = &ev["object"];
-                    let Some(i) = obj["metadata"]["name"].as_str().and_then(|n| n.strip_prefix("pod-")).and_then(|n| n.parse().ok()) else {
+                    // Only the name and the node: serde skips the rest of the pod without building it.
+                    let ev: WatchLine = serde_json::from_slice(&line)?;
+                    let Some(i) = ev.object.metadata.name.as_deref().and_then(|n| n.strip_prefix("pod-")).and_then(|n| n.parse().ok()) else {
                         continue;
                     };
-                    if obj["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()) {
+                    if ev.object.spec.node_name.is_some_and(|n| !n.is_empty()) {
                         let mut b = bound_at.lock().await;
                         b.entry(i).or_insert(now);
                         if b.len() >= total {
@@ -161,6 +185,10 @@ async fn run_one(a: &Args, nodes: usize) -> anyhow::Result<Row> {
         })
     };
 
+    let mut pids = c.pids();
+    pids.push(("bench client".into(), std::process::id()));
+    let cpu_before: Vec<(String, u32, Duration)> =
+        pids.into_iter().map(|(n, pid)| (n, pid, cpu_time(pid).unwrap_or_default())).collect();
     let sent_at: Arc<std::sync::Mutex<Vec<Option<Instant>>>> = Arc::new(std::sync::Mutex::new(vec![None; total]));
     let start = Instant::now();
     let s = sent_at.clone();
@@ -174,6 +202,11 @@ async fn run_one(a: &Args, nodes: usize) -> anyhow::Result<Row> {
         Ok(r) => r.context("watch task")??,
         Err(_) => eprintln!("[bench] not every pod was bound within {}s", a.max_seconds),
     }
+    let cpu: Vec<String> = cpu_before
+        .iter()
+        .map(|(n, pid, before)| format!("{n} {:.1}s", cpu_time(*pid).unwrap_or_default().saturating_sub(*before).as_secs_f64()))
+        .collect();
+    eprintln!("[bench] CPU used during the run: {}", cpu.join(", "));
     let bound = bound_at.lock().await;
     let sent = sent_at.lock().expect("lock");
     let last = bound.values().max().copied().unwrap_or(start);

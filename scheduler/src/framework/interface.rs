@@ -114,6 +114,20 @@ pub trait FilterPlugin: Plugin {
     fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
 }
 
+/// Runs only when no node fits the pod; may make one fit, as kube-scheduler's DefaultPreemption
+/// does by choosing lower-priority victims to evict. kubelab registers no PostFilter plugin
+/// (no preemption), so the runtime calls none; the point exists to show where it would go.
+pub trait PostFilterPlugin: Plugin {
+    /// `rejected` maps each node to the status that rejected the pod there. Success with a
+    /// nominated node name means the pod may fit there once victims are gone.
+    fn post_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        rejected: &std::collections::BTreeMap<String, Status>,
+    ) -> (Option<String>, Status);
+}
+
 pub trait PreScorePlugin: Plugin {
     /// Runs once per cycle over the feasible nodes before any Score.
     fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status;
@@ -122,7 +136,7 @@ pub trait PreScorePlugin: Plugin {
 /// A node's score from one plugin (after normalization: 0–100).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeScore {
-    pub name: String,
+    pub name: Arc<str>,
     pub score: i64,
 }
 
@@ -172,7 +186,7 @@ mod tests {
     use super::*;
 
     fn scores(v: &[i64]) -> Vec<NodeScore> {
-        v.iter().enumerate().map(|(i, s)| NodeScore { name: format!("n{i}"), score: *s }).collect()
+        v.iter().enumerate().map(|(i, s)| NodeScore { name: format!("n{i}").into(), score: *s }).collect()
     }
 
     #[test]

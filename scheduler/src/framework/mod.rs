@@ -4,12 +4,13 @@
 
 pub mod cycle_state;
 pub mod interface;
+pub mod parallelize;
 pub mod runtime;
 pub mod types;
 
 pub use cycle_state::CycleState;
 pub use interface::{
-    BindPlugin, ClusterEvent, Code, FilterPlugin, NodeScore, Plugin, PreFilterPlugin, PreScorePlugin, ReservePlugin,
+    BindPlugin, ClusterEvent, Code, FilterPlugin, NodeScore, Plugin, PostFilterPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin,
     ScorePlugin, Status, MAX_NODE_SCORE, MIN_NODE_SCORE,
 };
 pub use types::{NodeInfo, PodInfo, Resource};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::Profile;
 use crate::framework::{
-    BindPlugin, ClusterEvent, Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PreFilterPlugin,
+    BindPlugin, ClusterEvent, Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PostFilterPlugin, PreFilterPlugin,
     PreScorePlugin, ReservePlugin, ScorePlugin, Status,
 };
 use crate::plugins;
@@ -20,6 +20,8 @@ pub struct Framework {
     plugins: Vec<Arc<dyn Plugin>>,
     pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
     filter: Vec<Arc<dyn FilterPlugin>>,
+    /// Always empty in kubelab (no preemption); see `PostFilterPlugin`.
+    post_filter: Vec<Arc<dyn PostFilterPlugin>>,
     pre_score: Vec<Arc<dyn PreScorePlugin>>,
     score: Vec<(Arc<dyn ScorePlugin>, i64)>,
     reserve: Vec<Arc<dyn ReservePlugin>>,
@@ -35,6 +37,7 @@ impl Framework {
             plugins: Vec::new(),
             pre_filter: Vec::new(),
             filter: Vec::new(),
+            post_filter: Vec::new(),
             pre_score: Vec::new(),
             score: Vec::new(),
             reserve: Vec::new(),
@@ -85,18 +88,42 @@ impl Framework {
         Status::success()
     }
 
+    /// The Filter plugins this cycle runs (those whose PreFilter did not answer Skip).
+    pub fn active_filters(&self, state: &CycleState) -> Vec<&dyn FilterPlugin> {
+        self.filter.iter().filter(|p| !state.skip_filter_plugins.contains(p.name())).map(|p| p.as_ref()).collect()
+    }
+
     /// Filter: the plugins in order on one node; the first that does not answer Success decides.
     pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        for p in &self.filter {
-            if state.skip_filter_plugins.contains(p.name()) {
-                continue;
-            }
+        Self::run_filters(&self.active_filters(state), state, pod, node)
+    }
+
+    /// Filter with the active plugins computed once per cycle (`active_filters`).
+    pub fn run_filters(filters: &[&dyn FilterPlugin], state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        for p in filters {
             let s = p.filter(state, pod, node);
             if !s.is_success() {
                 return s.with_plugin(p.name());
             }
         }
         Status::success()
+    }
+
+    /// PostFilter, after every node rejected the pod: the first plugin that nominates a node wins.
+    /// With no PostFilter plugin (kubelab's case) the pod simply stays unschedulable.
+    pub fn run_post_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        rejected: &std::collections::BTreeMap<String, Status>,
+    ) -> Option<String> {
+        for p in &self.post_filter {
+            let (nominated, s) = p.post_filter(state, pod, rejected);
+            if s.is_success() {
+                return nominated;
+            }
+        }
+        None
     }
 
     pub fn run_pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
@@ -114,18 +141,19 @@ impl Framework {
     }
 
     /// Score: each plugin over every node, normalized, weighted; the totals per node, in the
-    /// order of `nodes`. Plugins are scored over nodes in parallel.
+    /// order of `nodes`. Scores are cheap next to filters (they run on feasible nodes only, after
+    /// the adaptive cut), so they run on the calling thread; kube-scheduler parallelizes them too.
     pub fn run_score(&self, state: &CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Result<Vec<NodeScore>, Status> {
-        use rayon::prelude::*;
-        let mut totals: Vec<NodeScore> = nodes.iter().map(|n| NodeScore { name: n.name().to_string(), score: 0 }).collect();
+        let mut totals: Vec<NodeScore> = nodes.iter().map(|n| NodeScore { name: n.node_name.clone(), score: 0 }).collect();
         for (p, weight) in &self.score {
             if state.skip_score_plugins.contains(p.name()) {
                 continue;
             }
-            let raw: Result<Vec<i64>, Status> = nodes.par_iter().map(|n| p.score(state, pod, n)).collect();
-            let raw = raw.map_err(|s| s.with_plugin(p.name()))?;
-            let mut scores: Vec<NodeScore> =
-                nodes.iter().zip(raw).map(|(n, score)| NodeScore { name: n.name().to_string(), score }).collect();
+            let mut scores = Vec::with_capacity(nodes.len());
+            for n in nodes {
+                let score = p.score(state, pod, n).map_err(|s| s.with_plugin(p.name()))?;
+                scores.push(NodeScore { name: n.node_name.clone(), score });
+            }
             let s = p.normalize_score(state, pod, &mut scores);
             if !s.is_success() {
                 return Err(s.with_plugin(p.name()));

@@ -206,6 +206,8 @@ impl PodInfo {
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
     pub node: Arc<Node>,
+    /// The node's name, shared with the scores computed for it.
+    pub node_name: Arc<str>,
     pub pods: Vec<Arc<PodInfo>>,
     /// Pods with any pod (anti-)affinity, for InterPodAffinity.
     pub pods_with_affinity: Vec<Arc<PodInfo>>,
@@ -223,6 +225,7 @@ impl NodeInfo {
     pub fn new(node: Arc<Node>) -> NodeInfo {
         let allocatable = Resource::from_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
         NodeInfo {
+            node_name: node.metadata.name.as_deref().unwrap_or("").into(),
             node,
             pods: Vec::new(),
             pods_with_affinity: Vec::new(),
@@ -236,7 +239,7 @@ impl NodeInfo {
     }
 
     pub fn name(&self) -> &str {
-        self.node.metadata.name.as_deref().unwrap_or("")
+        &self.node_name
     }
 
     pub fn labels(&self) -> &BTreeMap<String, String> {
@@ -247,6 +250,7 @@ impl NodeInfo {
     /// Replaces the Node object, keeping the pods.
     pub fn set_node(&mut self, node: Arc<Node>) {
         self.allocatable = Resource::from_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
+        self.node_name = node.metadata.name.as_deref().unwrap_or("").into();
         self.node = node;
     }
 

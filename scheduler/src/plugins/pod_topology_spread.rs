@@ -340,11 +340,11 @@ impl ScorePlugin for PodTopologySpread {
     /// matching pods gets 100 and the one with the most `100 × min / max`; ignored nodes get 0.
     fn normalize_score(&self, state: &CycleState, _pod: &PodInfo, scores: &mut [NodeScore]) -> Status {
         let Some(s) = state.read::<PreScoreState>(PRE_SCORE_STATE_KEY) else { return Status::success() };
-        let counted = || scores.iter().filter(|n| !s.ignored_nodes.contains(&n.name)).map(|n| n.score);
+        let counted = || scores.iter().filter(|n| !s.ignored_nodes.contains(&*n.name)).map(|n| n.score);
         let min = counted().min().unwrap_or(0);
         let max = counted().max().unwrap_or(0).max(0);
         for n in scores.iter_mut() {
-            n.score = if s.ignored_nodes.contains(&n.name) {
+            n.score = if s.ignored_nodes.contains(&*n.name) {
                 0
             } else if max == 0 {
                 MAX_NODE_SCORE

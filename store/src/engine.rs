@@ -1,9 +1,14 @@
-//! The storage engine under everything the store keeps: the raft log and the MVCC key space live
-//! in one ordered key-value tree, so that one Ready's log entries, HardState and applied writes go
-//! to disk in one atomic batch and one `flush()` (an fsync).
+//! The storage engine under the state machine: the MVCC key space, leases, member attributes and
+//! the applied index, in one ordered key-value tree. (The raft log is not here: it lives in the
+//! WAL, [`crate::wal`].)
+//!
+//! The engine is written in atomic batches (every 100 ms, as etcd commits its backend; see
+//! [`crate::raft_node`]) and is *not* synced then: after a crash it may be behind the WAL, which
+//! replays what it misses (see [`crate::raft_storage`]). [`Engine::flush`] makes it durable where
+//! that ordering needs it: before the WAL is compacted, and when a leader's snapshot is installed.
 //!
 //! The engine is a small trait so that sled, effectively unmaintained, can be swapped for another
-//! ordered store (redb, an append-only file) without touching the raft or MVCC code.
+//! ordered store (redb, bbolt's kind of B+tree) without touching the raft or MVCC code.
 
 use std::collections::BTreeMap;
 
@@ -12,14 +17,9 @@ use crate::error::Result;
 /// Key prefixes of the single tree. Index-like parts of keys are big-endian so that keys sort in
 /// numeric order and ranges iterate in order.
 pub mod keys {
-    /// `r\x01` + index (u64 BE) → an encoded raft `Entry`.
-    pub const RAFT_ENTRY: &[u8] = b"r\x01";
-    /// The raft HardState (term, vote, commit).
-    pub const RAFT_HARD_STATE: &[u8] = b"r\x02hs";
-    /// The raft ConfState (voters).
-    pub const RAFT_CONF_STATE: &[u8] = b"r\x02cs";
-    /// Index and term of the last entry discarded by log compaction.
-    pub const RAFT_TRUNCATED: &[u8] = b"r\x02tr";
+    /// Keys of the raft log as stores before the WAL kept it in the engine (`r\x01` entries,
+    /// `r\x02` state). A data directory that has them is refused rather than misread.
+    pub const LEGACY_RAFT: &[u8] = b"r";
     /// `k` + main revision (i64 BE) + sub revision (i64 BE) → flag byte + encoded KeyValue.
     pub const KV: &[u8] = b"k";
     /// `l` + lease id (i64 BE) → granted TTL (i64 BE).
@@ -30,6 +30,9 @@ pub mod keys {
     pub const REVISION: &[u8] = b"m\x00rev";
     /// The revision below which history is compacted away.
     pub const COMPACTED: &[u8] = b"m\x00compact";
+    /// The last snapshot installed from a leader: its encoded raft `SnapshotMetadata` (index,
+    /// term, ConfState), made durable before the WAL records it.
+    pub const SNAPSHOT: &[u8] = b"m\x00snapshot";
     /// Who this data belongs to: cluster id, member id and the members (see `config`).
     pub const IDENTITY: &[u8] = b"m\x00identity";
     /// `m\x01` + member id (u64 BE) → the member's published attributes (name, client URLs).
@@ -59,6 +62,10 @@ impl WriteBatch {
     }
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+    /// Distinct keys written.
+    pub fn len(&self) -> usize {
+        self.ops.len()
     }
 }
 
@@ -92,7 +99,8 @@ impl SledEngine {
     pub fn open(dir: &std::path::Path) -> Result<Self> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
-            // sled's own background flush stays on as a safety net; durability comes from our flush.
+            // sled's background flush (every 500 ms) bounds how much of the WAL a restart
+            // replays; durability, where it matters, comes from `Engine::flush`.
             match sled::Config::new().path(dir).cache_capacity(256 << 20).open() {
                 Ok(db) => {
                     let log = std::fs::File::open(dir.join("db"))?;
@@ -155,8 +163,8 @@ impl Engine for SledEngine {
         let n = self.db.flush()?;
         // sled writes its log with sync_file_range(2) on Linux, which persists neither the file's
         // size after an append nor the disk's write cache: not durable across a power loss.
-        // fdatasync on the same file (it acts on the inode, whichever descriptor) makes it so,
-        // at the cost etcd pays for its WAL.
+        // fdatasync on the same file (it acts on the inode, whichever descriptor) makes it so.
+        // Only compaction and snapshot installs need this; the write path syncs the WAL alone.
         if let Some(log) = &self.log {
             log.sync_data()?;
         }

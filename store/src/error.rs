@@ -38,6 +38,13 @@ pub enum Error {
     ForeignDataDir { dir: String, found: String, wanted: String },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The write-ahead log could not be read or written (a full disk, an I/O error).
+    #[error("WAL {path}: {source}")]
+    Wal {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("storage engine: {0}")]
     Engine(#[from] sled::Error),
     #[error("corrupt record {what}: {detail}")]

@@ -2,7 +2,8 @@
 //!
 //! Every object of the cluster lives here. The store is an MVCC key space (etcd's data model:
 //! revisions, versions, tombstones, history for watchers, compaction, leases), replicated by raft
-//! (the `raft` crate, the same raft TiKV runs), kept in sled, and served through the etcd v3 gRPC
+//! (the `raft` crate, the same raft TiKV runs) through a write-ahead log, kept in sled, and served
+//! through the etcd v3 gRPC
 //! API subset a Kubernetes API server uses, so that real `etcdctl` works against it and kubelab's
 //! API server works against a real etcd.
 //!
@@ -11,10 +12,12 @@
 //!    way etcd checks it, wrapped in an [`apply::InternalRaftRequest`] naming this member and a
 //!    sequence number, and handed to the raft thread ([`server`]); the client waits on a oneshot.
 //! 2. The raft thread proposes it. On a follower, raft forwards it to the leader.
-//! 3. The leader's Ready loop ([`raft_node`]) appends it, sends it to the followers ([`transport`])
-//!    and writes it with one fsync for everything in that Ready; followers do the same and answer.
+//! 3. The leader's Ready loop ([`raft_node`]) sends it to the followers ([`transport`]) and hands
+//!    it to the write-ahead log ([`wal`]), whose thread makes it durable with one `fdatasync` for
+//!    everything queued meanwhile; followers do the same and answer once their write is durable.
 //! 4. Once a majority has it, it is committed; every member applies it to its [`apply::StateMachine`]
-//!    ([`mvcc`]), in log order, and publishes the revision's events to watchers ([`v3rpc::watch`]).
+//!    ([`mvcc`], kept in sled through [`engine`], not synced: after a crash it is replayed from the
+//!    WAL), in log order, and publishes the revision's events to watchers ([`v3rpc::watch`]).
 //! 5. The member that proposed it finds its waiter by sequence number and answers the client.
 //!
 //! Reads are linearizable through raft's ReadIndex (the member learns the leader's commit index,
@@ -34,6 +37,11 @@
 //!   per keep-alive.
 //! - Maintenance: Status and Alarm (always empty) only; Defragment, Hash, HashKV, Snapshot,
 //!   MoveLeader and Downgrade answer UNIMPLEMENTED.
+//! - The WAL: no CRC chained across records and no per-segment metadata record (etcd has both);
+//!   a new segment is created on the write path when the tail fills up (etcd prepares the next
+//!   one in the background); the queue of jobs for the WAL writer thread is unbounded (a leader
+//!   on a disk slower than its followers' keeps accepting proposals). Data directories from
+//!   before the WAL, with the raft log in sled, are refused rather than converted.
 
 pub mod apply;
 pub mod config;
@@ -46,6 +54,7 @@ pub mod raft_storage;
 pub mod server;
 pub mod transport;
 pub mod v3rpc;
+pub mod wal;
 
 use std::future::Future;
 use std::time::Duration;

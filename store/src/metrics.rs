@@ -47,7 +47,7 @@ impl Metrics {
             proposals_pending: reg!(IntGauge::new("etcd_server_proposals_pending", "The current number of pending proposals to commit.")),
             proposals_failed: reg!(IntCounter::new("etcd_server_proposals_failed_total", "The total number of failed proposals seen.")),
             apply_duration: reg!(Histogram::with_opts(HistogramOpts::new("etcd_server_apply_duration_seconds", "The latency distributions of applying committed entries of one Ready.").buckets(buckets()))),
-            fsync_duration: reg!(Histogram::with_opts(HistogramOpts::new("etcd_disk_wal_fsync_duration_seconds", "The latency distributions of the fsync (engine flush) of one Ready.").buckets(buckets()))),
+            fsync_duration: reg!(Histogram::with_opts(HistogramOpts::new("etcd_disk_wal_fsync_duration_seconds", "The latency distributions of the WAL fdatasync (one per write, shared by the Readies queued for it).").buckets(buckets()))),
             peer_messages_rejected: reg!(IntCounter::new("kubelab_store_peer_messages_rejected_total", "Peer messages rejected as malformed or misaddressed.")),
             snapshots_sent: reg!(IntCounter::new("kubelab_store_snapshots_sent_total", "Snapshots sent to followers behind the compacted log.")),
             snapshots_applied: reg!(IntCounter::new("kubelab_store_snapshots_applied_total", "Snapshots received from the leader and applied.")),

@@ -4,7 +4,9 @@
 //! The raft thread owns the [`RaftNode`] and everything that changes with it: the waiters of
 //! proposals (by sequence number), the pending ReadIndex requests, and the leader's lease
 //! expiry decisions. Others talk to it through one channel of [`Input`]s. It is a plain thread,
-//! not a task, because every Ready ends in an fsync that must not block an async executor.
+//! not a task, because its work (applying, writing sled) must not block an async executor; the
+//! WAL's `fdatasync`s run on a thread of their own, the WAL writer, which reports to the raft
+//! thread through the same channel.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +25,8 @@ use crate::config::Config;
 use crate::engine::{Engine, SledEngine, WriteBatch, keys};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::raft_node::{RaftNode, RaftOptions};
+use crate::raft_node::{RaftNode, RaftOptions, ReadySink};
+use crate::raft_storage::PeerStorage;
 use crate::transport::Transport;
 
 /// What the raft thread is told.
@@ -33,6 +36,10 @@ pub enum Input {
     Step(Message),
     Unreachable(u64),
     SnapshotStatus(u64, bool),
+    /// The WAL writer wrote up to this Ready (see [`RaftNode::on_persisted`]).
+    Persisted { number: Option<u64>, fsync: Option<Duration> },
+    /// The WAL writer failed: the member cannot go on.
+    WalFailed(String),
     Shutdown,
 }
 
@@ -180,8 +187,9 @@ fn check_identity(engine: &dyn Engine, cfg: &Config) -> Result<bool> {
     }
 }
 
-/// Opens the data directory and starts the raft thread and the transport. The gRPC services are
-/// started by the caller (see `crate::run`) with the returned handle.
+/// Opens the data directory — `member/db` (sled: the state machine and the member's identity)
+/// and `member/wal` (the raft log) — and starts the raft thread and the transport. The gRPC
+/// services are started by the caller (see `crate::run`) with the returned handle.
 pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thread::JoinHandle<()>)> {
     cfg.validate()?;
     let dir = cfg.data_dir.join("member");
@@ -205,9 +213,30 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
     let voters = if fresh && !cfg.new_cluster { Vec::new() } else { cfg.voters() };
     let id = cfg.member_id();
     let cluster_id = cfg.cluster_id();
-    let raft = RaftNode::open(id, voters, engine.clone(), sm.clone(), opts.clone(), metrics.clone(), &crate::raft_node::logger())?;
+    let wal_dir = dir.join("wal");
+    if fresh && wal_dir.exists() {
+        // The database was lost or replaced but not the log: the two no longer belong together.
+        return Err(Error::Corrupt {
+            what: "data dir",
+            detail: format!("{} has a WAL but {} has no identity record", wal_dir.display(), dir.join("db").display()),
+        });
+    }
+    let storage = PeerStorage::open(&wal_dir, engine.clone(), sm.clone())?;
+    let mut raft = RaftNode::open(id, voters, storage, sm.clone(), opts.clone(), metrics.clone(), &crate::raft_node::logger())?;
     let (inputs, rx) = std_mpsc::channel();
     let transport = Transport::start(cfg.peers().cloned().collect(), cluster_id, id, inputs.clone(), rt, metrics.clone());
+    // The WAL writer sends what waited for a write itself (a follower's append responses leave
+    // without a detour through the raft thread) and reports to the raft thread.
+    let (wal_transport, wal_inputs) = (transport.clone(), inputs.clone());
+    raft.persist_in_background(move |written| match written {
+        Ok(w) => {
+            wal_transport.send(w.messages);
+            let _ = wal_inputs.send(Input::Persisted { number: w.number, fsync: w.fsync });
+        }
+        Err(e) => {
+            let _ = wal_inputs.send(Input::WalFailed(e.to_string()));
+        }
+    })?;
     let request_timeout = Duration::from_secs(5) + cfg.election_timeout * 2;
     let node = Node(Arc::new(NodeInner {
         id,
@@ -226,6 +255,24 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
         .name("raft".into())
         .spawn(move || RaftLoop::new(raft, transport, loop_node).run(rx))?;
     Ok((node, handle))
+}
+
+/// Where the Ready loop's messages and results go: the peers' queues, the waiting clients.
+struct Sink<'a> {
+    transport: &'a Transport,
+    waiters: &'a mut HashMap<u64, oneshot::Sender<Result<Applied>>>,
+}
+
+impl ReadySink for Sink<'_> {
+    fn send(&mut self, msgs: Vec<Message>) {
+        self.transport.send(msgs);
+    }
+
+    fn applied(&mut self, seq: u64, result: Result<Applied>) {
+        if let Some(tx) = self.waiters.remove(&seq) {
+            let _ = tx.send(result);
+        }
+    }
 }
 
 /// The raft thread's state.
@@ -273,7 +320,8 @@ impl RaftLoop {
         let mut next_tick = Instant::now() + self.tick;
         let mut next_housekeeping = Instant::now();
         loop {
-            let wait = next_tick.saturating_duration_since(Instant::now());
+            // A Ready left over (one pass can enable another) is handled without waiting.
+            let wait = if self.raft.has_ready() { Duration::ZERO } else { next_tick.saturating_duration_since(Instant::now()) };
             match rx.recv_timeout(wait) {
                 Ok(Input::Shutdown) => break,
                 Ok(input) => {
@@ -301,22 +349,19 @@ impl RaftLoop {
                 }
             }
             self.flush_pending();
-            let out = match self.raft.on_ready(now) {
+            let mut sink = Sink { transport: &self.transport, waiters: &mut self.waiters };
+            let out = match self.raft.on_ready(now, &mut sink) {
                 Ok(out) => out,
-                // An engine error here means the disk failed us; carrying on could make this
-                // member diverge from the others.
+                // A WAL or engine error here means the disk failed us (full, or an I/O error).
+                // A failed fsync cannot be retried (the kernel may have dropped the dirty pages),
+                // and carrying on could make this member forget what it acknowledged or diverge
+                // from the others.
                 Err(e) => panic!("store: the Ready loop cannot continue: {e}"),
             };
             if let Some((leader, role)) = out.leader_change
                 && (leader == 0 || role != StateRole::Leader)
             {
                 self.revoking.clear();
-            }
-            self.transport.send(out.messages);
-            for (seq, result) in out.applied {
-                if let Some(tx) = self.waiters.remove(&seq) {
-                    let _ = tx.send(result);
-                }
             }
             for rs in out.read_states {
                 let ctx = u64::from_be_bytes(rs.request_ctx.as_slice().try_into().unwrap_or([0; 8]));
@@ -334,7 +379,10 @@ impl RaftLoop {
         self.stop();
     }
 
-    fn stop(self) {
+    fn stop(mut self) {
+        if let Err(e) = self.raft.close() {
+            tracing::warn!(target: "store::raft", error = %e, "state machine not flushed; it is replayed from the WAL at the next start");
+        }
         tracing::info!(target: "store::raft", "raft loop stopped");
         // Waiters are dropped: their clients see "server stopped".
     }
@@ -355,6 +403,9 @@ impl RaftLoop {
             }
             Input::Unreachable(id) => self.raft.report_unreachable(id),
             Input::SnapshotStatus(id, ok) => self.raft.report_snapshot(id, ok),
+            Input::Persisted { number, fsync } => self.raft.on_persisted(number, fsync),
+            // As for an error of the Ready loop (see `run`).
+            Input::WalFailed(e) => panic!("store: the WAL writer failed, the Ready loop cannot continue: {e}"),
             Input::Shutdown => {}
         }
     }

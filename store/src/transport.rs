@@ -36,6 +36,8 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest frame a peer accepts: snapshots carry the whole key space.
 pub const MAX_PEER_MESSAGE: usize = 1 << 30;
 
+/// The raft thread's handle on the peers' queues; the WAL writer holds a clone.
+#[derive(Clone)]
 pub struct Transport {
     peers: HashMap<u64, mpsc::Sender<Message>>,
     inputs: std_mpsc::Sender<Input>,

@@ -1,11 +1,11 @@
-//! Deterministic three-member clusters: real `RaftNode`s over sled in temporary directories,
+//! Deterministic three-member clusters: real `RaftNode`s over a WAL and sled in temporary directories,
 //! connected by `FakeNetwork`, an in-process network under the test's control that drops, delays
 //! and partitions messages. Time is logical (ticks); randomness comes from a fixed seed.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::sync::{Arc, RwLock, mpsc};
+use std::time::{Duration, Instant};
 
 use prost::Message as _;
 use proto::etcd::{PbPutRequest, PbRangeRequest};
@@ -16,7 +16,9 @@ use rand::{Rng, SeedableRng};
 use store::apply::{Applied, InternalRaftRequest, Request, StateMachine};
 use store::engine::{Engine, SledEngine};
 use store::metrics::Metrics;
-use store::raft_node::{RaftNode, RaftOptions, logger};
+use store::raft_node::{RaftNode, RaftOptions, ReadySink, logger};
+use store::raft_storage::PeerStorage;
+use store::wal::Written;
 
 /// A fake network: messages wait a random number of ticks, may be dropped, and never cross a
 /// partition. Clearly a test double; the real transport is `store::transport`.
@@ -51,9 +53,52 @@ impl FakeNetwork {
     }
 }
 
+/// Takes a member's outgoing messages into the fake network and its results into the cluster's.
+struct Sink<'a> {
+    net: &'a mut FakeNetwork,
+    tick: u64,
+    results: &'a mut BTreeMap<u64, Applied>,
+}
+
+impl ReadySink for Sink<'_> {
+    fn send(&mut self, msgs: Vec<Message>) {
+        for m in msgs {
+            self.net.send(self.tick, m);
+        }
+    }
+
+    fn applied(&mut self, seq: u64, result: store::Result<Applied>) {
+        self.results.insert(seq, result.expect("apply"));
+    }
+}
+
 struct Member {
     raft: RaftNode,
     sm: Arc<RwLock<StateMachine>>,
+    /// With a WAL writer thread (as the server runs): its reports.
+    written: Option<mpsc::Receiver<store::Result<Written>>>,
+}
+
+impl Member {
+    /// Runs the Ready loop until the member has nothing left to do. With a WAL writer thread,
+    /// that includes waiting for it to report what it was given, so that a step ends in the same
+    /// state as with synchronous writes.
+    fn settle(&mut self, sink: &mut Sink) {
+        for _ in 0..100 {
+            if self.raft.has_ready() {
+                self.raft.on_ready(Instant::now(), sink).expect("ready");
+                continue;
+            }
+            if !self.raft.persisting() {
+                return;
+            }
+            let rx = self.written.as_ref().expect("only a writer thread leaves Readies unwritten");
+            let w = rx.recv_timeout(Duration::from_secs(10)).expect("the WAL writer reports").expect("WAL write");
+            sink.send(w.messages);
+            self.raft.on_persisted(w.number, w.fsync);
+        }
+        panic!("member {} did not settle", self.raft.id);
+    }
 }
 
 struct Cluster {
@@ -66,25 +111,40 @@ struct Cluster {
     seq: u64,
     /// Results of proposals, by sequence number.
     results: BTreeMap<u64, Applied>,
+    /// Whether members write their WAL on a thread of its own, as the server does.
+    background_wal: bool,
     _tmp: tempfile::TempDir,
 }
 
-fn open_member(id: u64, voters: Vec<u64>, dir: &PathBuf, opts: &RaftOptions) -> Member {
-    let engine: Arc<dyn Engine> = Arc::new(SledEngine::open(dir).expect("open engine"));
+fn open_member(id: u64, voters: Vec<u64>, dir: &PathBuf, opts: &RaftOptions, background_wal: bool) -> Member {
+    let engine: Arc<dyn Engine> = Arc::new(SledEngine::open(&dir.join("db")).expect("open engine"));
     let sm = Arc::new(RwLock::new(StateMachine::load(engine.clone(), 2, 1024).expect("load state machine")));
-    let raft = RaftNode::open(id, voters, engine, sm.clone(), opts.clone(), Metrics::new(), &logger()).expect("open raft node");
-    Member { raft, sm }
+    let storage = PeerStorage::open(&dir.join("wal"), engine, sm.clone()).expect("replay the WAL");
+    let mut raft = RaftNode::open(id, voters, storage, sm.clone(), opts.clone(), Metrics::new(), &logger()).expect("open raft node");
+    let written = background_wal.then(|| {
+        let (tx, rx) = mpsc::channel();
+        raft.persist_in_background(move |w| {
+            let _ = tx.send(w);
+        })
+        .expect("start the WAL writer");
+        rx
+    });
+    Member { raft, sm, written }
 }
 
 impl Cluster {
     fn new(seed: u64, opts: RaftOptions) -> Self {
+        Self::with_wal(seed, opts, false)
+    }
+
+    fn with_wal(seed: u64, opts: RaftOptions, background_wal: bool) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let ids = vec![1, 2, 3];
         let mut dirs = BTreeMap::new();
         let mut members = BTreeMap::new();
         for id in &ids {
             let dir = tmp.path().join(format!("m{id}"));
-            members.insert(*id, Some(open_member(*id, ids.clone(), &dir, &opts)));
+            members.insert(*id, Some(open_member(*id, ids.clone(), &dir, &opts, background_wal)));
             dirs.insert(*id, dir);
         }
         let net = FakeNetwork {
@@ -94,7 +154,7 @@ impl Cluster {
             drop_rate: 0.0,
             max_delay: 0,
         };
-        Self { ids, dirs, members, net, opts, tick: 0, seq: 1, results: BTreeMap::new(), _tmp: tmp }
+        Self { ids, dirs, members, net, opts, tick: 0, seq: 1, results: BTreeMap::new(), background_wal, _tmp: tmp }
     }
 
     /// One logical tick: every live member ticks, receives what is due, and runs its Ready loop.
@@ -108,16 +168,7 @@ impl Cluster {
         for id in self.ids.clone() {
             let Some(Some(member)) = self.members.get_mut(&id) else { continue };
             member.raft.tick();
-            // Several passes: a Ready may enable another (e.g. a LightReady's commit).
-            for _ in 0..3 {
-                let out = member.raft.on_ready(Instant::now()).expect("ready");
-                for (seq, r) in out.applied {
-                    self.results.insert(seq, r.expect("apply"));
-                }
-                for m in out.messages {
-                    self.net.send(self.tick, m);
-                }
-            }
+            member.settle(&mut Sink { net: &mut self.net, tick: self.tick, results: &mut self.results });
         }
     }
 
@@ -192,7 +243,7 @@ impl Cluster {
     }
 
     fn restart(&mut self, id: u64) {
-        let m = open_member(id, self.ids.clone(), &self.dirs[&id], &self.opts);
+        let m = open_member(id, self.ids.clone(), &self.dirs[&id], &self.opts, self.background_wal);
         self.members.insert(id, Some(m));
     }
 
@@ -240,7 +291,16 @@ fn three_members_elect_one_leader_and_replicate() {
 
 #[test]
 fn losing_the_leader_elects_another_and_nothing_committed_is_lost() {
-    let mut c = Cluster::new(2, RaftOptions::default());
+    lose_the_leader(false);
+}
+
+#[test]
+fn losing_the_leader_elects_another_and_nothing_committed_is_lost_with_wal_writer_threads() {
+    lose_the_leader(true);
+}
+
+fn lose_the_leader(background_wal: bool) {
+    let mut c = Cluster::with_wal(2, RaftOptions::default(), background_wal);
     let old = c.wait_leader(100);
     let mut acked = Vec::new();
     for i in 0..10 {
@@ -286,7 +346,16 @@ fn a_partitioned_minority_commits_nothing_and_catches_up_after_healing() {
 
 #[test]
 fn a_member_behind_the_compacted_log_catches_up_by_snapshot() {
-    let mut c = Cluster::new(4, small_log());
+    catch_up_by_snapshot(false);
+}
+
+#[test]
+fn a_member_behind_the_compacted_log_catches_up_by_snapshot_with_wal_writer_threads() {
+    catch_up_by_snapshot(true);
+}
+
+fn catch_up_by_snapshot(background_wal: bool) {
+    let mut c = Cluster::with_wal(4, small_log(), background_wal);
     let leader = c.wait_leader(100);
     let behind = c.ids.iter().copied().find(|id| *id != leader).unwrap();
     c.crash(behind);
@@ -352,7 +421,16 @@ fn progress_despite_dropped_and_delayed_messages() {
 
 #[test]
 fn restarting_every_member_keeps_what_was_committed() {
-    let mut c = Cluster::new(6, small_log());
+    restart_everyone(false);
+}
+
+#[test]
+fn restarting_every_member_keeps_what_was_committed_with_wal_writer_threads() {
+    restart_everyone(true);
+}
+
+fn restart_everyone(background_wal: bool) {
+    let mut c = Cluster::with_wal(6, small_log(), background_wal);
     let leader = c.wait_leader(100);
     let mut last = 0;
     for i in 0..50 {

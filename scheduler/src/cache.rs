@@ -53,7 +53,36 @@ pub struct Snapshot {
     pub nodes: Vec<Arc<NodeInfo>>,
     /// Node name → position in `nodes`.
     index: HashMap<Arc<str>, usize>,
+    /// Positions of the nodes with pods that have pod (anti-)affinity / required anti-affinity.
+    with_affinity: std::collections::BTreeSet<usize>,
+    with_required_anti_affinity: std::collections::BTreeSet<usize>,
     generation: u64,
+}
+
+impl Snapshot {
+    fn track(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        for (set, has) in [
+            (&mut self.with_affinity, !n.pods_with_affinity.is_empty()),
+            (&mut self.with_required_anti_affinity, !n.pods_with_required_anti_affinity.is_empty()),
+        ] {
+            if has {
+                set.insert(i);
+            } else {
+                set.remove(&i);
+            }
+        }
+    }
+
+    /// The nodes holding pods with pod (anti-)affinity.
+    pub fn nodes_with_affinity(&self) -> Vec<Arc<NodeInfo>> {
+        self.with_affinity.iter().map(|&i| self.nodes[i].clone()).collect()
+    }
+
+    /// The nodes holding pods with required pod anti-affinity.
+    pub fn nodes_with_required_anti_affinity(&self) -> Vec<Arc<NodeInfo>> {
+        self.with_required_anti_affinity.iter().map(|&i| self.nodes[i].clone()).collect()
+    }
 }
 
 fn node_name(pod: &Pod) -> Option<&str> {
@@ -251,11 +280,17 @@ impl Cache {
             for name in self.changed.drain(..) {
                 if let (Some(&i), Some(n)) = (snap.index.get(name.as_str()), self.nodes.get(&name)) {
                     snap.nodes[i] = n.info.clone();
+                    snap.track(i);
                 }
             }
         } else {
             snap.nodes = self.nodes.values().filter(|n| n.present).map(|n| n.info.clone()).collect();
             snap.index = snap.nodes.iter().enumerate().map(|(i, n)| (n.node_name.clone(), i)).collect();
+            snap.with_affinity.clear();
+            snap.with_required_anti_affinity.clear();
+            for i in 0..snap.nodes.len() {
+                snap.track(i);
+            }
             self.changed.clear();
             self.membership_changed = false;
         }
@@ -347,6 +382,28 @@ mod tests {
         assert!(!Arc::ptr_eq(&s1.nodes[0], &s2.nodes[0]), "n1 changed");
         assert!(Arc::ptr_eq(&s1.nodes[1], &s2.nodes[1]), "n2 is shared");
         assert_eq!(s1.nodes[0].requested.milli_cpu, 0, "the older snapshot is unchanged");
+    }
+
+    #[test]
+    fn snapshot_tracks_nodes_with_affinity_pods() {
+        let mut c = Cache::new();
+        for n in ["n1", "n2", "n3"] {
+            c.upsert_node(plain_node(n).node.clone());
+        }
+        let mut snap = Snapshot::default();
+        c.update_snapshot(&mut snap);
+        assert!(snap.nodes_with_affinity().is_empty());
+        let anti = json!({"nodeName": "n2", "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}]}}});
+        c.add_or_update_pod(pod("a", anti).pod.clone());
+        c.update_snapshot(&mut snap); // incremental
+        let names = |v: Vec<Arc<NodeInfo>>| v.iter().map(|n| n.name().to_string()).collect::<Vec<_>>();
+        assert_eq!(names(snap.nodes_with_affinity()), vec!["n2"]);
+        assert_eq!(names(snap.nodes_with_required_anti_affinity()), vec!["n2"]);
+        c.remove_pod("uid-a");
+        c.update_snapshot(&mut snap);
+        assert!(snap.nodes_with_affinity().is_empty());
+        assert!(snap.nodes_with_required_anti_affinity().is_empty());
     }
 
     #[test]

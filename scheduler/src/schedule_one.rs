@@ -108,6 +108,8 @@ pub fn schedule_pod(
     if nodes.is_empty() {
         return Err(ScheduleError::Fit(FitError::default()));
     }
+    state.nodes_with_affinity = Some(snapshot.nodes_with_affinity());
+    state.nodes_with_required_anti_affinity = Some(snapshot.nodes_with_required_anti_affinity());
     let feasible = match find_nodes_that_fit(fwk, state, pod, nodes, next_start) {
         Err(ScheduleError::Fit(fe)) => {
             // PostFilter: where preemption would nominate a node. None is registered in kubelab.

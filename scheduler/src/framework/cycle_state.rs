@@ -6,6 +6,9 @@
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::NodeInfo;
 
 #[derive(Default)]
 pub struct CycleState {
@@ -14,6 +17,12 @@ pub struct CycleState {
     pub skip_filter_plugins: HashSet<&'static str>,
     /// Plugins whose PreScore answered Skip: their Score is not called this cycle.
     pub skip_score_plugins: HashSet<&'static str>,
+    /// From the snapshot, when the cycle has one: the nodes holding pods with any pod
+    /// (anti-)affinity, and those holding pods with required anti-affinity (kube-scheduler's
+    /// havePodsWithAffinityNodeInfoList / havePodsWithRequiredAntiAffinityNodeInfoList), so that
+    /// InterPodAffinity need not visit every node to find the few that matter.
+    pub nodes_with_affinity: Option<Vec<Arc<NodeInfo>>>,
+    pub nodes_with_required_anti_affinity: Option<Vec<Arc<NodeInfo>>>,
 }
 
 impl CycleState {

@@ -208,6 +208,8 @@ pub struct NodeInfo {
     pub node: Arc<Node>,
     /// The node's name, shared with the scores computed for it.
     pub node_name: Arc<str>,
+    /// `spec.unschedulable`, kept beside the sums: every filter pass reads it for every node.
+    pub unschedulable: bool,
     pub pods: Vec<Arc<PodInfo>>,
     /// Pods with any pod (anti-)affinity, for InterPodAffinity.
     pub pods_with_affinity: Vec<Arc<PodInfo>>,
@@ -226,6 +228,7 @@ impl NodeInfo {
         let allocatable = Resource::from_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
         NodeInfo {
             node_name: node.metadata.name.as_deref().unwrap_or("").into(),
+            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             node,
             pods: Vec::new(),
             pods_with_affinity: Vec::new(),
@@ -251,6 +254,7 @@ impl NodeInfo {
     pub fn set_node(&mut self, node: Arc<Node>) {
         self.allocatable = Resource::from_list(node.status.as_ref().and_then(|s| s.allocatable.as_ref()));
         self.node_name = node.metadata.name.as_deref().unwrap_or("").into();
+        self.unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
         self.node = node;
     }
 

@@ -201,11 +201,13 @@ fn pre_filter_state(
     affinity: Vec<AffinityTerm>,
     anti_affinity: Vec<AffinityTerm>,
     nodes: &[Arc<NodeInfo>],
+    with_required_anti_affinity: Option<&[Arc<NodeInfo>]>,
 ) -> PreFilterState {
     // Step 1: existing pods' required anti-affinity toward this pod (only the few nodes holding
     // such pods have any).
     let mut existing_anti_affinity_counts = TopologyCounts::new();
-    for node in nodes.iter().filter(|n| !n.pods_with_required_anti_affinity.is_empty()) {
+    let holders = with_required_anti_affinity.unwrap_or(nodes);
+    for node in holders.iter().filter(|n| !n.pods_with_required_anti_affinity.is_empty()) {
         for existing in &node.pods_with_required_anti_affinity {
             for t in existing_terms(required_anti_affinity(existing), existing) {
                 if t.matches(pod) {
@@ -380,7 +382,10 @@ impl PreFilterPlugin for InterPodAffinity {
         let score_nodes: Vec<Arc<NodeInfo>> = if has_preferred {
             nodes.to_vec()
         } else {
-            nodes.iter().filter(|n| !n.pods_with_affinity.is_empty()).cloned().collect()
+            match &state.nodes_with_affinity {
+                Some(list) => list.clone(),
+                None => nodes.iter().filter(|n| !n.pods_with_affinity.is_empty()).cloned().collect(),
+            }
         };
         state.write(PRE_SCORE_NODES_KEY, score_nodes);
 
@@ -399,7 +404,7 @@ impl PreFilterPlugin for InterPodAffinity {
         if let Err(e) = parse_preferred(pod) {
             return Status::unresolvable(e).with_plugin(NAME);
         }
-        let s = pre_filter_state(pod, affinity, anti_affinity, nodes);
+        let s = pre_filter_state(pod, affinity, anti_affinity, nodes, state.nodes_with_required_anti_affinity.as_deref());
         if s.existing_anti_affinity_counts.is_empty()
             && s.required_affinity.is_empty()
             && s.required_anti_affinity.is_empty()

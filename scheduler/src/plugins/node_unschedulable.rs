@@ -24,7 +24,7 @@ impl Plugin for NodeUnschedulable {
 
 impl FilterPlugin for NodeUnschedulable {
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        if !node.node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) {
+        if !node.unschedulable {
             return Status::success();
         }
         let taint = Taint { key: TAINT_NODE_UNSCHEDULABLE.into(), effect: "NoSchedule".into(), ..Default::default() };

@@ -23,6 +23,13 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl Error {
+    /// Whether retrying later may succeed (the API server was away or busy).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Kube(_))
+    }
+}
+
 /// How to reach the API server: a kubeconfig file, or a plain URL (`--master`).
 #[derive(Clone, Debug)]
 pub enum Connection {

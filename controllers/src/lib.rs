@@ -18,7 +18,7 @@ pub use client::Connection;
 
 /// Runs every controller until `shutdown` completes.
 pub async fn run(conn: Connection, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
-    let client = client::client(&conn).await.map_err(|e| Error::Config(e.to_string()))?;
+    let client = client::client(&conn).await?;
     tokio::select! {
         r = namespace::NamespaceController::new(client).run() => r,
         _ = shutdown => Ok(()),

@@ -70,25 +70,7 @@ impl ApiOptions {
     }
 }
 
-/// The result of one kubectl run.
-#[derive(Debug)]
-pub struct Output {
-    pub success: bool,
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-    pub command: String,
-}
-
-impl Output {
-    /// Everything known about the run, for a failure message.
-    pub fn describe(&self) -> String {
-        format!(
-            "`{}` exited {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.command, self.code, self.stdout, self.stderr
-        )
-    }
-}
+pub use crate::process::Output;
 
 /// A store, an API server on it, and optionally a controller manager.
 /// Dropping it kills them all (printing their log tails if a test failed).

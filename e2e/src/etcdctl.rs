@@ -29,32 +29,7 @@ pub fn etcdctl_bin() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-/// The result of one etcdctl run.
-#[derive(Debug)]
-pub struct Output {
-    pub success: bool,
-    pub code: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-    pub command: String,
-}
-
-impl Output {
-    /// stdout if the command succeeded, else an error carrying everything we know.
-    pub fn ok(self) -> anyhow::Result<String> {
-        if self.success {
-            Ok(self.stdout)
-        } else {
-            bail!(
-                "`{}` failed ({:?})\nstdout: {}\nstderr: {}",
-                self.command,
-                self.code,
-                self.stdout,
-                self.stderr
-            )
-        }
-    }
-}
+pub use crate::process::Output;
 
 /// etcdctl bound to a set of endpoints.
 #[derive(Clone, Debug)]

@@ -139,3 +139,38 @@ pub fn log_tail(name: &str, stdout: &Path, stderr: &Path, lines: usize) -> Strin
     }
     out
 }
+
+/// The result of running a command-line client (etcdctl, kubectl) to completion.
+#[derive(Debug)]
+pub struct Output {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub command: String,
+}
+
+impl Output {
+    /// stdout if the command succeeded, else an error carrying everything we know.
+    pub fn ok(self) -> anyhow::Result<String> {
+        if self.success {
+            Ok(self.stdout)
+        } else {
+            anyhow::bail!(
+                "`{}` failed ({:?})\nstdout: {}\nstderr: {}",
+                self.command,
+                self.code,
+                self.stdout,
+                self.stderr
+            )
+        }
+    }
+
+    /// Everything known about the run, for a failure message.
+    pub fn describe(&self) -> String {
+        format!(
+            "`{}` exited {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.command, self.code, self.stdout, self.stderr
+        )
+    }
+}

@@ -369,10 +369,10 @@ async fn create_pods(
                 match r {
                     Ok(()) => lat.push(t.elapsed()),
                     Err(e) => {
-                        if errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                            if let Ok(mut f) = first_error.lock() {
-                                *f = Some(format!("{e:#}"));
-                            }
+                        if errors.fetch_add(1, Ordering::Relaxed) == 0
+                            && let Ok(mut f) = first_error.lock()
+                        {
+                            *f = Some(format!("{e:#}"));
                         }
                     }
                 }
@@ -449,7 +449,7 @@ async fn run_workloads(api: &Api, cluster: &StoreCluster, a: &Args) -> anyhow::R
     }
     // Remove the store-written pods again so the namespace holds exactly what we count.
     {
-        let mut c = e2e::connect(&[store_url.clone()], REQUEST_TIMEOUT).await?;
+        let mut c = e2e::connect(std::slice::from_ref(&store_url), REQUEST_TIMEOUT).await?;
         let opts = etcd_client::DeleteOptions::new().with_prefix();
         c.delete("/registry/pods/default/store", Some(opts)).await?;
     }

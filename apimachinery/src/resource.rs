@@ -65,18 +65,21 @@ pub fn parse_quantity_nanos(s: &str) -> Option<i128> {
     Some(if negative { -value } else { value })
 }
 
+/// A quantity in units of `nanos_per_unit` nano-units, rounded up.
+fn parse_quantity_in(s: &str, nanos_per_unit: i128) -> Option<i64> {
+    let nanos = parse_quantity_nanos(s)?;
+    let n = nanos.div_euclid(nanos_per_unit) + i128::from(nanos.rem_euclid(nanos_per_unit) != 0);
+    i64::try_from(n).ok()
+}
+
 /// A quantity in milli-units, rounded up (cpu in millicores: "500m" → 500, "2" → 2000).
 pub fn parse_quantity_milli(s: &str) -> Option<i64> {
-    let nanos = parse_quantity_nanos(s)?;
-    let milli = nanos.div_euclid(1_000_000) + i128::from(nanos.rem_euclid(1_000_000) != 0);
-    i64::try_from(milli).ok()
+    parse_quantity_in(s, 1_000_000)
 }
 
 /// A quantity in whole units, rounded up (memory in bytes: "1Ki" → 1024, "0.5" → 1).
 pub fn parse_quantity_units(s: &str) -> Option<i64> {
-    let nanos = parse_quantity_nanos(s)?;
-    let units = nanos.div_euclid(1_000_000_000) + i128::from(nanos.rem_euclid(1_000_000_000) != 0);
-    i64::try_from(units).ok()
+    parse_quantity_in(s, 1_000_000_000)
 }
 
 #[cfg(test)]

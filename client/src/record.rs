@@ -21,6 +21,7 @@ pub const WARNING: &str = "Warning";
 /// How long a repeated event keeps folding into the first one.
 const CORRELATION_WINDOW: Duration = Duration::from_secs(600);
 const QUEUE: usize = 1000;
+const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 struct Pending {
     object: ObjectReference,
@@ -72,12 +73,18 @@ type Key = (Option<String>, &'static str, String, String);
 async fn write_events(client: kube::Client, source: EventSource, mut rx: mpsc::Receiver<Pending>) {
     // Key → (namespace, event name, count, first seen).
     let mut seen: HashMap<Key, (String, String, i32, Instant)> = HashMap::new();
+    let mut pruned = Instant::now();
     while let Some(p) = rx.recv().await {
-        seen.retain(|_, (_, _, _, at)| at.elapsed() < CORRELATION_WINDOW);
+        // Forget events older than the window: once a minute, not per event (a scheduler records
+        // one per pod, thousands a second).
+        if pruned.elapsed() >= PRUNE_INTERVAL {
+            seen.retain(|_, (_, _, _, at)| at.elapsed() < CORRELATION_WINDOW);
+            pruned = Instant::now();
+        }
         let namespace = p.object.namespace.clone().unwrap_or_else(|| "default".into());
         let key: Key = (p.object.uid.clone().or(p.object.name.clone()), p.type_, p.reason.clone(), p.message.clone());
         let stamp = Time(k8s_openapi::jiff::Timestamp::now());
-        if let Some((ns, name, count, _)) = seen.get_mut(&key) {
+        if let Some((ns, name, count, _)) = seen.get_mut(&key).filter(|(_, _, _, at)| at.elapsed() < CORRELATION_WINDOW) {
             *count += 1;
             let patch = serde_json::json!({"count": *count, "lastTimestamp": stamp});
             let api: Api<Event> = Api::namespaced(client.clone(), ns);

@@ -5,16 +5,15 @@
 //! (kubectl's `$HOME`: its discovery cache lives there) and `<tmp>/work/` (manifests, editor
 //! scripts). The store keeps its own temporary directory ([`StoreCluster`]).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 use crate::cluster::{Flavor, StoreCluster, StoreOptions};
 use crate::ports::{self, Port};
-use crate::background::{Background, read_all};
+use crate::background::Background;
 use crate::process::Process;
 
 /// The kubectl the tests speak to: pinned, never the version dispatcher in `/usr/bin`.
@@ -358,36 +357,9 @@ impl ApiCluster {
 
     /// Runs kubectl with extra environment and optional stdin (for `-f -`).
     pub fn kubectl_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
-        let (mut cmd, shown) = self.kubectl_command(args, env);
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawning {shown}: {e}"));
-        if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
-            let _ = w.write_all(input.as_bytes());
-        }
-        let out = read_all(child.stdout.take().expect("stdout pipe"));
-        let err = read_all(child.stderr.take().expect("stderr pipe"));
-        let start = Instant::now();
-        let status = loop {
-            if let Ok(Some(st)) = child.try_wait() {
-                break Some(st);
-            }
-            if start.elapsed() > KUBECTL_DEADLINE {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let stdout = out.join().unwrap_or_default();
-        let mut stderr = err.join().unwrap_or_default();
+        let (cmd, shown) = self.kubectl_command(args, env);
+        let (status, stdout, mut stderr) = crate::process::run_to_completion(cmd, stdin, KUBECTL_DEADLINE)
+            .unwrap_or_else(|e| panic!("running {shown}: {e}"));
         if status.is_none() {
             stderr.push_str(&format!(
                 "\n[e2e] killed: did not finish within {KUBECTL_DEADLINE:?}"

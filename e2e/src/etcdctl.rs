@@ -3,15 +3,13 @@
 //! Every invocation is bounded: etcdctl's own `--dial-timeout`/`--command-timeout`, and a
 //! hard deadline after which the harness kills it.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 
 pub use crate::background::Background;
-use crate::background::read_all;
 
 /// Hard limit for one etcdctl run.
 pub const RUN_DEADLINE: Duration = Duration::from_secs(30);
@@ -76,36 +74,10 @@ impl Etcdctl {
 
     /// Runs `etcdctl args…` with `stdin` fed to it (for `txn`).
     pub fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Output> {
-        let (mut cmd, shown) = self.command(args);
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut child = cmd.spawn().with_context(|| format!("spawning {shown}"))?;
-        if let Some(input) = stdin {
-            let mut w = child.stdin.take().context("no stdin pipe")?;
-            w.write_all(input.as_bytes())?;
-            // Dropping `w` closes stdin: etcdctl txn reads until EOF.
-        }
-        let out = read_all(child.stdout.take().context("no stdout pipe")?);
-        let err = read_all(child.stderr.take().context("no stderr pipe")?);
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = child.try_wait()? {
-                break st;
-            }
-            if start.elapsed() > RUN_DEADLINE {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("`{shown}` did not finish within {RUN_DEADLINE:?}");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let stdout = out.join().unwrap_or_default();
-        let stderr = err.join().unwrap_or_default();
+        let (cmd, shown) = self.command(args);
+        let (status, stdout, stderr) =
+            crate::process::run_to_completion(cmd, stdin, RUN_DEADLINE).with_context(|| format!("running {shown}"))?;
+        let Some(status) = status else { bail!("`{shown}` did not finish within {RUN_DEADLINE:?}") };
         eprintln!("[etcdctl] {shown} -> {status}");
         Ok(Output {
             success: status.success(),

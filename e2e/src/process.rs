@@ -174,3 +174,37 @@ impl Output {
         )
     }
 }
+
+/// Runs `cmd` to completion: `stdin` is written to it (then closed), stdout and stderr are read as
+/// they come. A run past `deadline` is killed and comes back with no exit status.
+pub fn run_to_completion(
+    mut cmd: std::process::Command,
+    stdin: Option<&str>,
+    deadline: std::time::Duration,
+) -> std::io::Result<(Option<ExitStatus>, String, String)> {
+    use std::io::Write;
+    use std::process::Stdio;
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    if let (Some(input), Some(mut w)) = (stdin, child.stdin.take()) {
+        w.write_all(input.as_bytes())?;
+        // Dropping `w` closes stdin: `etcdctl txn` and `kubectl -f -` read until EOF.
+    }
+    let out = crate::background::read_all(child.stdout.take().expect("stdout is piped"));
+    let err = crate::background::read_all(child.stderr.take().expect("stderr is piped"));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break Some(st);
+        }
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    Ok((status, out.join().unwrap_or_default(), err.join().unwrap_or_default()))
+}

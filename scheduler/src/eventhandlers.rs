@@ -71,8 +71,15 @@ impl Scheduler {
     pub fn on_pod_delete(&self, pod: &Pod) {
         let id = uid(pod);
         self.queue.delete(&id);
-        if assigned(pod) || self.cache.lock().expect("cache lock").contains_pod(&id) {
-            self.cache.lock().expect("cache lock").remove_pod(&id);
+        let removed = {
+            let mut cache = self.cache.lock().expect("cache lock");
+            let known = assigned(pod) || cache.contains_pod(&id);
+            if known {
+                cache.remove_pod(&id);
+            }
+            known
+        };
+        if removed {
             self.move_on(ClusterEvent::AssignedPodDelete);
         }
     }

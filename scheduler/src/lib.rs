@@ -89,8 +89,7 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
     let client = client::client(&opts.connection).await?;
     let metrics = metrics::Metrics::new();
     let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| Error::Listen(opts.listen, e))?;
-    drop(listener); // the port is free; serve() binds it again
-    let serve = tokio::spawn(metrics::serve(opts.listen, metrics.clone()));
+    let serve = tokio::spawn(metrics::serve(listener, metrics.clone()));
     let framework = framework::runtime::Framework::new(&profile, Some(client.clone())).map_err(Error::Config)?;
     tracing::info!(target: "scheduler", scheduler_name = profile.scheduler_name, plugins = ?profile.plugins, "starting");
     let sched = scheduler::Scheduler::new(framework, client.clone(), metrics);

@@ -1,7 +1,6 @@
 //! Mirrors kube-scheduler's metrics package (the figures kube-scheduler exports under the same
 //! names) and serves `/healthz` and `/metrics`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
@@ -66,12 +65,11 @@ impl Metrics {
     }
 }
 
-/// Serves `/healthz` and `/metrics` on `addr` until the task is dropped.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+/// Serves `/healthz` and `/metrics` on `listener` until the task is dropped.
+pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
     use axum::routing::get;
     let app = axum::Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(move || async move { metrics.render() }));
-    let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app).await
 }

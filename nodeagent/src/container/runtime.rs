@@ -1,0 +1,127 @@
+//! Mirrors kubelet's container/runtime.go and pleg types: what the runtime reports about a pod.
+//!
+//! The CRI speaks in sandboxes and containers labelled with the pod's UID, name and namespace;
+//! these types gather them back into pods.
+
+use chrono::{DateTime, Utc};
+
+/// Labels the node agent puts on every sandbox and container it creates (kubelet's
+/// kuberuntime/labels.go), so that after a restart it can tell which pod each belongs to.
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+/// Annotations on containers: what the agent needs to rebuild a status (kubelet keeps the same).
+pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
+pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str = "io.kubernetes.container.terminationMessagePath";
+pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.terminationGracePeriod";
+
+/// Pod annotations of static pods and their mirrors (kubelet/types/pod_update.go).
+pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+
+/// The sources a pod can come from (kubelet/types: ApiserverSource, FileSource, HTTPSource).
+pub const API_SERVER_SOURCE: &str = "api";
+pub const FILE_SOURCE: &str = "file";
+pub const HTTP_SOURCE: &str = "http";
+
+/// A container's state as the runtime reports it (kubecontainer.State).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+/// One container as the runtime sees it (kubecontainer.Status).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContainerStatus {
+    /// The CRI container ID.
+    pub id: String,
+    /// The container's name in the pod spec.
+    pub name: String,
+    pub state: ContainerState,
+    pub created_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub exit_code: i32,
+    /// The image as the spec named it, and the image's ID (`sha256:…`).
+    pub image: String,
+    pub image_ref: String,
+    /// The CRI attempt number, which is the container's restart count.
+    pub restart_count: i32,
+    /// "Completed", "Error", "OOMKilled", … for an exited container.
+    pub reason: String,
+    pub message: String,
+    /// The hash of the container's spec it was created from (restart when the spec changes).
+    pub hash: u64,
+}
+
+/// A sandbox as the runtime sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxStatus {
+    pub id: String,
+    pub ready: bool,
+    pub created_at: Option<DateTime<Utc>>,
+    /// The CRI attempt number (a new sandbox for the same pod bumps it).
+    pub attempt: u32,
+    /// The pod IPs CNI gave the sandbox (empty for host-network pods).
+    pub ips: Vec<String>,
+    pub host_network: bool,
+}
+
+/// Everything the runtime knows about one pod (kubecontainer.PodStatus): sandboxes and
+/// containers, newest first.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodStatus {
+    pub uid: String,
+    pub name: String,
+    pub namespace: String,
+    pub ips: Vec<String>,
+    pub sandboxes: Vec<SandboxStatus>,
+    pub containers: Vec<ContainerStatus>,
+}
+
+impl PodStatus {
+    /// The newest status of the container named `name` (kubelet's FindContainerStatusByName).
+    pub fn find_container(&self, name: &str) -> Option<&ContainerStatus> {
+        self.containers
+            .iter()
+            .filter(|c| c.name == name)
+            .max_by_key(|c| (c.created_at, c.restart_count))
+    }
+
+    /// Every status of the container named `name`, newest first.
+    pub fn containers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a ContainerStatus> {
+        let mut v: Vec<&ContainerStatus> = self.containers.iter().filter(|c| c.name == name).collect();
+        v.sort_by(|a, b| (b.created_at, b.restart_count).cmp(&(a.created_at, a.restart_count)));
+        v.into_iter()
+    }
+
+    pub fn running_containers(&self) -> impl Iterator<Item = &ContainerStatus> {
+        self.containers.iter().filter(|c| c.state == ContainerState::Running)
+    }
+}
+
+/// What PLEG saw change (pleg.PodLifecycleEventType).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodLifecycleEventType {
+    ContainerStarted,
+    ContainerDied,
+    ContainerRemoved,
+    /// The sandbox changed (created, stopped, removed): the pod needs a sync.
+    PodSync,
+    ContainerChanged,
+}
+
+/// One PLEG event: pod UID, what happened, and the container ID it happened to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodLifecycleEvent {
+    pub id: String,
+    pub kind: PodLifecycleEventType,
+    pub data: String,
+}

@@ -1,0 +1,1 @@
+//! A fake CRI runtime for tests (filled in by its owner).

@@ -1,0 +1,43 @@
+//! # nodeagent — kubelab's kubelet
+//!
+//! Turns the pods bound to this node into running containers on containerd, through the CRI.
+//! The flow, in the order the seed article tells it (and the modules that carry each step):
+//!
+//! 1. **Pod sources** ([`config`]): the API server (a watch of pods with
+//!    `spec.nodeName=<node>`), the static manifest directory and an HTTP URL, merged into one
+//!    desired set of pods.
+//! 2. **Admission** ([`lifecycle::predicate`]): does the pod fit what is left of the node?
+//! 3. **Pod workers** ([`pod_workers`]): one actor per pod UID with a serial mailbox.
+//! 4. **SyncPod** ([`kuberuntime::kuberuntime_manager`]): `compute_pod_actions` decides, then eight
+//!    steps carry it out — pod cgroup ([`cm`]), data directory, volumes ([`volumemanager`]), pull
+//!    secrets, sandbox with CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init
+//!    containers in order, app containers in parallel
+//!    ([`kuberuntime::kuberuntime_container`]), then the status ([`status`]).
+//! 5. **PLEG** ([`pleg`]): relists the runtime every second and wakes the worker of any pod whose
+//!    containers changed.
+//! 6. **Status manager** ([`status`]): the source of truth for pod status, written to the API
+//!    server's `pods/status`.
+//! 7. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
+//! 8. **HTTP server** ([`server`]): container logs, `/healthz`, `/pods`, `/metrics`.
+//!
+//! ## Implementation caveats
+//! Filled in by [`kubelet`] as the pieces land.
+
+pub mod cm;
+pub mod config;
+pub mod container;
+pub mod cri;
+pub mod error;
+pub mod images;
+pub mod kuberuntime;
+pub mod lifecycle;
+pub mod metrics;
+pub mod network;
+pub mod nodestatus;
+pub mod pleg;
+pub mod pod;
+pub mod server;
+pub mod status;
+pub mod volumemanager;
+
+pub use error::{Error, Result};

@@ -28,6 +28,8 @@ pub mod config;
 pub mod container;
 pub mod cri;
 pub mod error;
+pub mod events;
+pub mod flowcontrol;
 pub mod images;
 pub mod kuberuntime;
 pub mod lifecycle;

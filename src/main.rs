@@ -29,6 +29,114 @@ enum Command {
     ControllerManager(ControllerManagerArgs),
     /// The scheduler: binds each pending pod to a node (filter and score plugins).
     Scheduler(SchedulerArgs),
+    /// The node agent (kubelab's kubelet): runs the pods bound to this node on containerd.
+    Nodeagent(NodeagentArgs),
+}
+
+/// Flags as the kubelet names them.
+#[derive(Args)]
+struct NodeagentArgs {
+    /// Path to a kubeconfig file for reaching the API server. Without it (and without
+    /// --master) the agent runs static pods only.
+    #[arg(long, conflicts_with = "master")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides any kubeconfig).
+    #[arg(long)]
+    master: Option<String>,
+    /// The name of this node (default: the hostname).
+    #[arg(long)]
+    node_name: Option<String>,
+    /// The CRI endpoint of the container runtime.
+    #[arg(long, default_value = "unix:///run/containerd/containerd.sock")]
+    container_runtime_endpoint: String,
+    /// Directory for pod data, volumes and network state.
+    #[arg(long, default_value = "/var/lib/kubelab")]
+    root_dir: PathBuf,
+    /// Directory containerd writes container logs to.
+    #[arg(long, default_value = "/var/log/pods")]
+    pod_logs_dir: PathBuf,
+    /// Directory of static pod manifests (YAML or JSON), run with or without an API server.
+    #[arg(long)]
+    pod_manifest_path: Option<PathBuf>,
+    /// URL of static pod manifests, fetched every 20 s.
+    #[arg(long)]
+    manifest_url: Option<String>,
+    /// This node's pod network (e.g. 10.244.1.0/24); the agent writes the CNI config for it.
+    #[arg(long)]
+    pod_cidr: Option<String>,
+    /// Where the runtime reads CNI network configs (containerd's CRI conf_dir).
+    #[arg(long, default_value = "/etc/cni/net.d")]
+    cni_conf_dir: PathBuf,
+    /// Address of the agent's HTTP server (logs, /pods, /healthz, /metrics).
+    #[arg(long, default_value = "0.0.0.0")]
+    address: std::net::IpAddr,
+    /// Port of the agent's HTTP server.
+    #[arg(long, default_value_t = 10250)]
+    port: u16,
+    /// The IP address the node reports (default: the source address of the default route).
+    #[arg(long)]
+    node_ip: Option<std::net::IpAddr>,
+    /// The most pods this node runs.
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
+    /// Labels of the Node, key=value,…
+    #[arg(long, value_delimiter = ',')]
+    node_labels: Vec<String>,
+    /// Taints of the Node when it registers, key=value:Effect,…
+    #[arg(long, value_delimiter = ',')]
+    register_with_taints: Vec<String>,
+    /// Directory of image tarballs (OCI or docker-archive) to import into the runtime.
+    #[arg(long)]
+    image_dir: Option<PathBuf>,
+    /// The cgroup v1 mount point.
+    #[arg(long, default_value = "/sys/fs/cgroup")]
+    cgroup_root: PathBuf,
+}
+
+impl NodeagentArgs {
+    fn into_options(self) -> anyhow::Result<nodeagent::Options> {
+        let node_name = self.node_name.unwrap_or_else(client::hostname).to_lowercase();
+        let mut o = nodeagent::Options::new(node_name);
+        o.connection = match (self.master, self.kubeconfig) {
+            (None, None) => None,
+            (m, k) => Some(client::Connection::from_flags(m, k)?),
+        };
+        o.runtime_endpoint = self.container_runtime_endpoint;
+        o.root_dir = self.root_dir;
+        o.pod_logs_dir = self.pod_logs_dir;
+        o.pod_manifest_path = self.pod_manifest_path;
+        o.manifest_url = self.manifest_url;
+        o.pod_cidr = self.pod_cidr;
+        o.cni_conf_dir = self.cni_conf_dir;
+        o.address = self.address;
+        o.port = self.port;
+        o.node_ip = self.node_ip;
+        o.max_pods = self.max_pods;
+        for l in self.node_labels {
+            let (k, v) = l.split_once('=').with_context(|| format!("--node-labels {l:?}: want key=value"))?;
+            o.node_labels.insert(k.to_string(), v.to_string());
+        }
+        for t in self.register_with_taints {
+            o.register_with_taints.push(parse_taint(&t)?);
+        }
+        o.image_dir = self.image_dir;
+        o.cgroup_root = self.cgroup_root;
+        Ok(o)
+    }
+}
+
+/// `key[=value]:Effect`, as kubectl taint and the kubelet write taints.
+fn parse_taint(s: &str) -> anyhow::Result<k8s_openapi::api::core::v1::Taint> {
+    let (kv, effect) = s.rsplit_once(':').with_context(|| format!("taint {s:?}: want key[=value]:Effect"))?;
+    anyhow::ensure!(
+        ["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect),
+        "taint {s:?}: effect must be NoSchedule, PreferNoSchedule or NoExecute"
+    );
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k.to_string(), Some(v.to_string())),
+        None => (kv.to_string(), None),
+    };
+    Ok(k8s_openapi::api::core::v1::Taint { key, value, effect: effect.to_string(), time_added: None })
 }
 
 /// Flags as kube-scheduler names them.
@@ -242,6 +350,21 @@ fn main() -> anyhow::Result<()> {
                     .with_context(|| format!("--bind-address {} --port {}", args.bind_address, args.port))?,
             };
             rt.block_on(scheduler::run(opts, shutdown_signal())).context("kubelab scheduler")?;
+        }
+        Command::Nodeagent(args) => {
+            drop(rt);
+            let opts = args.into_options().context("kubelab nodeagent")?;
+            // Pod workers are actix actors: the agent runs inside an actix System.
+            actix_rt::System::new()
+                .block_on(async move {
+                    let (tx, rx) = tokio::sync::watch::channel(false);
+                    actix_rt::spawn(async move {
+                        shutdown_signal().await;
+                        let _ = tx.send(true);
+                    });
+                    nodeagent::run(opts, rx).await
+                })
+                .context("kubelab nodeagent")?;
         }
     }
     Ok(())

@@ -20,8 +20,17 @@
 //! 7. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
 //! 8. **HTTP server** ([`server`]): container logs, `/healthz`, `/pods`, `/metrics`.
 //!
+//! The order of work at start ([`run`]): connect to the runtime, import images, write the CNI
+//! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources
+//! and the HTTP server, then run the sync loop ([`kubelet::sync_loop`]) until shutdown.
+//!
 //! ## Implementation caveats
-//! Filled in by [`kubelet`] as the pieces land.
+//! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
+//! - No probes, lifecycle hooks, exec/attach, image or container garbage collection and no
+//!   eviction yet (issue 7); readiness is "running".
+//! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
+//! - The termination message file (`terminationMessagePath`) is not mounted.
+//! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
 
 pub mod cm;
 pub mod config;
@@ -31,6 +40,8 @@ pub mod error;
 pub mod events;
 pub mod flowcontrol;
 pub mod images;
+pub mod kubelet;
+pub mod kubelet_pods;
 pub mod kuberuntime;
 pub mod lifecycle;
 pub mod metrics;
@@ -38,8 +49,12 @@ pub mod network;
 pub mod nodestatus;
 pub mod pleg;
 pub mod pod;
+pub mod pod_workers;
 pub mod server;
 pub mod status;
 pub mod volumemanager;
 
 pub use error::{Error, Result};
+pub use run::{Options, run};
+
+mod run;

@@ -1,0 +1,318 @@
+//! Mirrors cmd/kubelet/app/server.go and kubelet.go's Run: `kubelab nodeagent`'s options, named
+//! after the kubelet's flags, and the start-up order of its parts.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Taint};
+use tokio::sync::watch;
+
+use crate::cm::PodContainerManager;
+use crate::config::PodConfig;
+use crate::container::{API_SERVER_SOURCE, FILE_SOURCE, HTTP_SOURCE};
+use crate::cri::RemoteRuntime;
+use crate::error::{Error, Result};
+use crate::events::Recorder;
+use crate::kubelet::{Kubelet, KubeletDeps};
+use crate::kuberuntime::RuntimeManager;
+use crate::network::cni;
+use crate::nodestatus::{NodeOptions, NodeReadiness};
+use crate::status::StatusManager;
+use crate::volumemanager::VolumeManager;
+
+/// `kubelab nodeagent`'s options.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--kubeconfig` / `--master`; `None` runs static pods only (standalone mode).
+    pub connection: Option<client::Connection>,
+    /// `--node-name` (default: the hostname).
+    pub node_name: String,
+    /// `--container-runtime-endpoint` (unix:///run/containerd/containerd.sock).
+    pub runtime_endpoint: String,
+    /// `--root-dir` (/var/lib/kubelab): pod directories, volumes, CNI IPAM state.
+    pub root_dir: PathBuf,
+    /// `--pod-logs-dir` (/var/log/pods): where containerd writes container logs.
+    pub pod_logs_dir: PathBuf,
+    /// `--pod-manifest-path`: the static pod directory.
+    pub pod_manifest_path: Option<PathBuf>,
+    /// `--manifest-url`: static pods fetched over HTTP every 20 s.
+    pub manifest_url: Option<String>,
+    /// `--pod-cidr`: this node's pod network; the agent writes the CNI config for it.
+    pub pod_cidr: Option<String>,
+    /// `--cni-conf-dir`: where containerd's CRI plugin reads CNI configs (its `conf_dir`).
+    pub cni_conf_dir: PathBuf,
+    /// `--address` / `--port`: the agent's HTTP server (logs, /pods, /healthz, /metrics).
+    pub address: IpAddr,
+    pub port: u16,
+    /// `--node-ip`: the InternalIP to report (default: the source address of the default route).
+    pub node_ip: Option<IpAddr>,
+    /// `--max-pods` (110).
+    pub max_pods: u32,
+    /// `--node-labels`, `--register-with-taints`.
+    pub node_labels: BTreeMap<String, String>,
+    pub register_with_taints: Vec<Taint>,
+    /// `--image-dir`: OCI or docker-archive tarballs imported at start and when they appear.
+    pub image_dir: Option<PathBuf>,
+    /// `--cgroup-root` (/sys/fs/cgroup): the cgroup v1 mount point.
+    pub cgroup_root: PathBuf,
+    /// How often a running pod is synced when nothing happens to it (kubelet: 1 min; kubelab
+    /// syncs more often so secret and configMap updates reach files quickly).
+    pub resync_interval: Duration,
+    /// PLEG relist period (kubelet: 1 s).
+    pub relist_period: Duration,
+}
+
+impl Options {
+    pub fn new(node_name: String) -> Options {
+        Options {
+            connection: None,
+            node_name,
+            runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
+            root_dir: "/var/lib/kubelab".into(),
+            pod_logs_dir: "/var/log/pods".into(),
+            pod_manifest_path: None,
+            manifest_url: None,
+            pod_cidr: None,
+            cni_conf_dir: "/etc/cni/net.d".into(),
+            address: IpAddr::from([0, 0, 0, 0]),
+            port: 10250,
+            node_ip: None,
+            max_pods: 110,
+            node_labels: BTreeMap::new(),
+            register_with_taints: vec![],
+            image_dir: None,
+            cgroup_root: "/sys/fs/cgroup".into(),
+            resync_interval: Duration::from_secs(10),
+            relist_period: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Dial the runtime, waiting up to a minute for it to come up (containerd may start after us).
+async fn connect_runtime(endpoint: &str) -> Result<RemoteRuntime> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut warned = false;
+    loop {
+        let r = async {
+            let rt = RemoteRuntime::connect(endpoint).await?;
+            rt.version().await?;
+            Ok::<_, Error>(rt)
+        }
+        .await;
+        match r {
+            Ok(rt) => return Ok(rt),
+            Err(e) if Instant::now() < deadline => {
+                if !warned {
+                    tracing::warn!(target: "kubelet", endpoint, error = %e, "container runtime not answering yet; retrying for up to 60 s");
+                    warned = true;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => {
+                return Err(Error::Invalid(format!(
+                    "the container runtime at {endpoint} is not answering ({e}); is containerd running with its CRI plugin, and is --container-runtime-endpoint right?"
+                )));
+            }
+        }
+    }
+}
+
+/// The agent's HTTP server sees the kubelet through this.
+struct ServerProvider {
+    kubelet: Arc<Kubelet>,
+    pleg_health: Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>,
+}
+
+impl crate::server::Provider for ServerProvider {
+    fn pods(&self) -> Vec<Pod> {
+        self.kubelet.desired_pods().iter().map(|p| {
+            let mut p = (**p).clone();
+            if let Some(s) = self.kubelet.status.get_pod_status(p.metadata.uid.as_deref().unwrap_or_default()) {
+                p.status = Some(s);
+            }
+            p
+        }).collect()
+    }
+    fn runtime(&self) -> RemoteRuntime {
+        self.kubelet.runtime.runtime.clone()
+    }
+    fn healthz(&self) -> std::result::Result<(), String> {
+        (self.pleg_health)()
+    }
+}
+
+/// Run the node agent until `shutdown` turns true. Must run inside an actix System (the pod
+/// workers are actors).
+pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
+    tracing::info!(target: "kubelet", node = %opts.node_name, endpoint = %opts.runtime_endpoint, root_dir = %opts.root_dir.display(), "starting the node agent");
+    let cidr = opts.pod_cidr.as_deref().map(cni::PodCidr::parse).transpose()?;
+    for d in [&opts.root_dir, &opts.pod_logs_dir] {
+        tokio::fs::create_dir_all(d).await.map_err(|e| Error::io(d.clone(), e))?;
+    }
+
+    // The runtime, and the images it needs before the first sandbox (pause).
+    let cri = connect_runtime(&opts.runtime_endpoint).await?;
+    let version = cri.version().await?;
+    tracing::info!(target: "kubelet", runtime = %version.runtime_name, version = %version.runtime_version, "container runtime answers");
+    if let Some(dir) = &opts.image_dir {
+        let mut importer = crate::images::ImageImporter::new(&opts.runtime_endpoint, dir.clone());
+        match importer.import_new().await {
+            Ok(names) if !names.is_empty() => tracing::info!(target: "kubelet::images", ?names, "imported images"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(target: "kubelet::images", error = %e, dir = %dir.display(), "importing images"),
+        }
+        tokio::spawn(importer.run(Duration::from_secs(2), shutdown.clone()));
+    }
+
+    // The pod network: the CNI config for our pod CIDR, and IPs leaked by sandboxes that died
+    // with a previous run.
+    if let Some(cidr) = &cidr {
+        let (conf_dir, ipam) = (opts.cni_conf_dir.clone(), opts.root_dir.join("cni/ipam"));
+        let c = cidr.clone();
+        let live: HashSet<String> = cri.list_pod_sandbox(None).await?.into_iter().map(|s| s.id).collect();
+        tokio::task::spawn_blocking(move || {
+            let p = cni::write_conflist(&conf_dir, &c, "kubelab0", &ipam)?;
+            let released = cni::release_leaked_ips(&ipam, &live);
+            if !released.is_empty() {
+                tracing::info!(target: "kubelet::network", ?released, "released pod IPs of sandboxes that no longer exist");
+            }
+            Ok::<_, Error>(p)
+        })
+        .await
+        .map_err(|e| Error::Invalid(e.to_string()))??;
+    }
+
+    let client = match &opts.connection {
+        Some(c) => Some(client::client(c).await?),
+        None => None,
+    };
+    let recorder = Recorder::new(client.clone().map(|c| client::record::EventRecorder::new(c, "kubelet", Some(opts.node_name.clone()))));
+
+    let pcm = PodContainerManager::new(opts.cgroup_root.clone());
+    {
+        let pcm = pcm.clone();
+        tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await.map_err(|e| Error::Invalid(e.to_string()))??;
+    }
+
+    let (status, status_task) = StatusManager::new(client.clone());
+    tokio::spawn(status_task.run(shutdown.clone()));
+
+    let (node_tx, node_rx) = watch::channel(None);
+    let (readiness_tx, readiness_rx) = watch::channel(NodeReadiness::default());
+    let host_ip = crate::nodestatus::setters::node_internal_ip(opts.node_ip).map(|ip| ip.to_string()).unwrap_or_default();
+    if let Some(client) = &client {
+        let node_opts = NodeOptions {
+            node_name: opts.node_name.clone(),
+            labels: opts.node_labels.clone(),
+            taints: opts.register_with_taints.clone(),
+            pod_cidr: cidr.as_ref().map(|c| c.to_string()),
+            max_pods: opts.max_pods,
+            port: opts.port,
+            root_dir: opts.root_dir.clone(),
+            node_ip: opts.node_ip,
+        };
+        tokio::spawn(crate::nodestatus::run(client.clone(), node_opts, cri.clone(), readiness_rx, node_tx, shutdown.clone()));
+    } else {
+        // Standalone: admission still needs a node; describe the local one.
+        drop(readiness_rx);
+        let _ = node_tx.send(None);
+    }
+
+    // PLEG, and the readiness the node reports from it and from the runtime.
+    let (pleg_tx, pleg_rx) = tokio::sync::mpsc::channel(1000);
+    let pleg = crate::pleg::GenericPleg::new(cri.clone(), pleg_tx, opts.relist_period);
+    let pleg_health = {
+        let h = pleg.health();
+        Arc::new(move || h.healthy()) as Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>
+    };
+    tokio::spawn(pleg.run(shutdown.clone()));
+    {
+        let (cri, pleg_health, mut shutdown) = (cri.clone(), pleg_health.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shutdown.changed() => return,
+                }
+                let (runtime_ready, network_ready) = match cri.status().await {
+                    Ok(s) => runtime_conditions(&s),
+                    Err(e) => (Err(format!("container runtime is down: {e}")), Ok(())),
+                };
+                let r = NodeReadiness { runtime_ready, network_ready, pleg_healthy: pleg_health() };
+                readiness_tx.send_if_modified(|old| if *old != r { *old = r; true } else { false });
+            }
+        });
+    }
+
+    // The pod sources.
+    let mut sources = vec![];
+    if client.is_some() {
+        sources.push(API_SERVER_SOURCE);
+    }
+    if opts.pod_manifest_path.is_some() {
+        sources.push(FILE_SOURCE);
+    }
+    if opts.manifest_url.is_some() {
+        sources.push(HTTP_SOURCE);
+    }
+    let (config, updates) = PodConfig::new(&sources);
+    if let Some(c) = &client {
+        tokio::spawn(crate::config::apiserver::run(c.clone(), opts.node_name.clone(), config.sender(), shutdown.clone()));
+    }
+    if let Some(dir) = &opts.pod_manifest_path {
+        tokio::spawn(crate::config::file::run(dir.clone(), opts.node_name.clone(), config.sender(), shutdown.clone()));
+    }
+    if let Some(url) = &opts.manifest_url {
+        tokio::spawn(crate::config::http::run(url.clone(), opts.node_name.clone(), config.sender(), shutdown.clone()));
+    }
+
+    let host_dns = match tokio::fs::read_to_string("/etc/resolv.conf").await {
+        Ok(t) => crate::kuberuntime::kuberuntime_sandbox::parse_resolv_conf(&t),
+        Err(_) => Default::default(),
+    };
+    let kubelet = Arc::new(Kubelet::new(KubeletDeps {
+        node_name: opts.node_name.clone(),
+        root_dir: opts.root_dir.clone(),
+        client: client.clone(),
+        runtime: RuntimeManager::new(cri.clone(), recorder.clone(), opts.pod_logs_dir.clone(), host_dns),
+        volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()),
+        pcm,
+        status,
+        recorder,
+        node: node_rx,
+        host_ip,
+        max_pods: opts.max_pods,
+        resync_interval: opts.resync_interval,
+    }));
+
+    let listener = std::net::TcpListener::bind(SocketAddr::new(opts.address, opts.port))
+        .map_err(|e| Error::io(format!("{}:{}", opts.address, opts.port), e))?;
+    let provider = Arc::new(ServerProvider { kubelet: kubelet.clone(), pleg_health });
+    tokio::spawn(crate::server::serve(listener, provider, shutdown.clone()));
+
+    let config = Arc::new(config);
+    let sources_ready = {
+        let c = config.clone();
+        Arc::new(move || c.sources_ready()) as Arc<dyn Fn() -> bool + Send + Sync>
+    };
+    crate::kubelet::sync_loop(kubelet, updates, pleg_rx, sources_ready, shutdown).await;
+    Ok(())
+}
+
+/// RuntimeReady and NetworkReady from the CRI Status call.
+fn runtime_conditions(s: &k8s_cri::v1::StatusResponse) -> (std::result::Result<(), String>, std::result::Result<(), String>) {
+    let cond = |t: &str| {
+        let c = s.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.r#type == t));
+        match c {
+            Some(c) if c.status => Ok(()),
+            Some(c) => Err(format!("{t}=false reason:{} message:{}", c.reason, c.message)),
+            None => Err(format!("{t} missing from the runtime status")),
+        }
+    };
+    let net = cond("NetworkReady").map_err(|e| format!("container runtime network not ready: {e}"));
+    (cond("RuntimeReady").map_err(|e| format!("container runtime not ready: {e}")), net)
+}

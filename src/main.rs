@@ -88,9 +88,9 @@ struct NodeagentArgs {
     /// Directory of image tarballs (OCI or docker-archive) to import into the runtime.
     #[arg(long)]
     image_dir: Option<PathBuf>,
-    /// The cgroup v1 mount point.
-    #[arg(long, default_value = "/sys/fs/cgroup")]
-    cgroup_root: PathBuf,
+    /// The cgroup pods go under (`<cgroup-root>/kubepods/…` in every cgroup v1 hierarchy).
+    #[arg(long, default_value = "/")]
+    cgroup_root: String,
 }
 
 impl NodeagentArgs {

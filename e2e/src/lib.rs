@@ -50,6 +50,7 @@ pub mod bench;
 pub mod background;
 pub mod cluster;
 pub mod etcdctl;
+pub mod nodeagent;
 pub mod ports;
 pub mod process;
 pub mod proxy;

@@ -56,8 +56,8 @@ pub struct Options {
     pub register_with_taints: Vec<Taint>,
     /// `--image-dir`: OCI or docker-archive tarballs imported at start and when they appear.
     pub image_dir: Option<PathBuf>,
-    /// `--cgroup-root` (/sys/fs/cgroup): the cgroup v1 mount point.
-    pub cgroup_root: PathBuf,
+    /// `--cgroup-root` (/): the cgroup that `kubepods` is created under.
+    pub cgroup_root: String,
     /// How often a running pod is synced when nothing happens to it (kubelet: 1 min; kubelab
     /// syncs more often so secret and configMap updates reach files quickly).
     pub resync_interval: Duration,
@@ -84,7 +84,7 @@ impl Options {
             node_labels: BTreeMap::new(),
             register_with_taints: vec![],
             image_dir: None,
-            cgroup_root: "/sys/fs/cgroup".into(),
+            cgroup_root: "/".into(),
             resync_interval: Duration::from_secs(10),
             relist_period: Duration::from_secs(1),
         }
@@ -174,7 +174,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         let c = cidr.clone();
         let live: HashSet<String> = cri.list_pod_sandbox(None).await?.into_iter().map(|s| s.id).collect();
         tokio::task::spawn_blocking(move || {
-            let p = cni::write_conflist(&conf_dir, &c, "kubelab0", &ipam)?;
+            let p = cni::write_conflist(&conf_dir, &c, &cni::bridge_name(&c), &ipam)?;
             let released = cni::release_leaked_ips(&ipam, &live);
             if !released.is_empty() {
                 tracing::info!(target: "kubelet::network", ?released, "released pod IPs of sandboxes that no longer exist");

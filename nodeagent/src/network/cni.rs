@@ -48,6 +48,12 @@ impl std::fmt::Display for PodCidr {
     }
 }
 
+/// The bridge for `cidr`: `kubelab<third octet>` (10.244.3.0/24 → `kubelab3`), so that several
+/// agents on one host (the end-to-end tests) do not share a bridge.
+pub fn bridge_name(cidr: &PodCidr) -> String {
+    format!("kubelab{}", cidr.network.octets()[2])
+}
+
 /// The conflist text for `cidr`, with IPAM state kept in `ipam_dir`.
 pub fn conflist(cidr: &PodCidr, bridge: &str, ipam_dir: &Path) -> String {
     let v = serde_json::json!({

@@ -1,0 +1,169 @@
+//! `kubelab nodeagent` processes for the end-to-end tests, each with its own private containerd
+//! ([`crate::containerd::Containerd`]), root directory, pod CIDR, cgroup root and HTTP port, so
+//! that tests running in parallel on one machine never share a pod, a bridge or a cgroup.
+
+use std::path::{Path, PathBuf};
+
+use crate::containerd::Containerd;
+use crate::ports;
+use crate::process::Process;
+
+pub struct NodeAgent {
+    pub name: String,
+    containerd: Option<Containerd>,
+    cgroup_root: String,
+    bin: PathBuf,
+    dir: PathBuf,
+    args: Vec<String>,
+    port: u16,
+    process: Option<Process>,
+}
+
+pub struct NodeAgentOptions<'a> {
+    /// The API server URL (`--master`); `None` runs static pods only.
+    pub master: Option<String>,
+    pub node_name: &'a str,
+    /// The third octet of the node's pod CIDR, 10.244.<n>.0/24 (unique per test).
+    pub pod_cidr_octet: u8,
+    pub extra: Vec<String>,
+}
+
+impl NodeAgent {
+    /// Start a private containerd with the project's images, then the node agent on it.
+    pub fn start(root: &Path, opts: NodeAgentOptions<'_>) -> anyhow::Result<NodeAgent> {
+        let bin = crate::kubelab_bin()?;
+        let dir = root.join(format!("node-{}", opts.node_name));
+        std::fs::create_dir_all(&dir)?;
+        let containerd = Containerd::start(&dir.join("containerd"))?;
+        let port = ports::reserve()?;
+        let port_number = port.port;
+        let mut args: Vec<String> = vec!["nodeagent".into()];
+        if let Some(m) = &opts.master {
+            args.extend(["--master".into(), m.clone()]);
+        }
+        let cgroup_root = format!("/kubelab-e2e-{}-{}", std::process::id(), opts.node_name);
+        let cgroup_root_flag = cgroup_root.clone();
+        args.extend([
+            "--node-name".into(),
+            opts.node_name.into(),
+            "--container-runtime-endpoint".into(),
+            containerd.endpoint(),
+            "--root-dir".into(),
+            dir.join("root").to_string_lossy().into_owned(),
+            "--pod-logs-dir".into(),
+            dir.join("pod-logs").to_string_lossy().into_owned(),
+            "--pod-manifest-path".into(),
+            dir.join("manifests").to_string_lossy().into_owned(),
+            "--pod-cidr".into(),
+            format!("10.244.{}.0/24", opts.pod_cidr_octet),
+            "--cni-conf-dir".into(),
+            containerd.cni_conf_dir().to_string_lossy().into_owned(),
+            "--address".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port_number.to_string(),
+            "--node-ip".into(),
+            "127.0.0.1".into(),
+            "--image-dir".into(),
+            crate::containerd::images_dir().to_string_lossy().into_owned(),
+            "--cgroup-root".into(),
+            cgroup_root_flag,
+        ]);
+        args.extend(opts.extra);
+        std::fs::create_dir_all(dir.join("manifests"))?;
+        drop(port); // released just before the agent binds it
+        let mut agent = NodeAgent { name: opts.node_name.to_string(), containerd: Some(containerd), cgroup_root, bin, dir, args, port: port_number, process: None };
+        agent.spawn()?;
+        Ok(agent)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let env = vec![
+            ("NO_COLOR".to_string(), "1".to_string()),
+            ("RUST_LOG".to_string(), std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info,kubelet=debug".into())),
+        ];
+        let p = Process::spawn(&format!("nodeagent-{}", self.name), &self.bin, &self.args, &self.dir.join("agent"), &env)?;
+        eprintln!("[e2e] started nodeagent {} pid {}", self.name, p.pid());
+        self.process = Some(p);
+        Ok(())
+    }
+
+    pub fn containerd(&self) -> &Containerd {
+        self.containerd.as_ref().expect("containerd runs until drop")
+    }
+
+    pub fn containerd_mut(&mut self) -> &mut Containerd {
+        self.containerd.as_mut().expect("containerd runs until drop")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn manifests_dir(&self) -> PathBuf {
+        self.dir.join("manifests")
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(Process::pid)
+    }
+
+    /// kill -9 of the agent (its containers keep running in containerd).
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            eprintln!("[e2e] kill -9 nodeagent {} pid {}", self.name, p.pid());
+            p.kill9();
+        }
+    }
+
+    /// Start the agent again with the same flags (after [`NodeAgent::kill9`]).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill9();
+        self.spawn()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("agent").join("stderr.log")).unwrap_or_default()
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let dir = self.dir.join("agent");
+        crate::process::log_tail(&format!("nodeagent-{}", self.name), &dir.join("stdout.log"), &dir.join("stderr.log"), lines)
+    }
+}
+
+impl Drop for NodeAgent {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.log_tail(80));
+        }
+        // Stop the agent first so it does not restart what the containerd teardown removes,
+        // then containerd (which stops every pod), then remove the agent's cgroup tree.
+        self.kill9();
+        drop(self.containerd.take());
+        remove_cgroup_tree(&self.cgroup_root);
+    }
+}
+
+/// rmdir `<hierarchy>/<root>` and everything below it, deepest first, in every cgroup v1
+/// hierarchy. Only empty cgroups can be removed, so this never touches a running process.
+fn remove_cgroup_tree(root: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return };
+    for h in hierarchies.flatten() {
+        let top = h.path().join(root.trim_start_matches('/'));
+        if top.is_dir() {
+            rmdir_deep(&top);
+        }
+    }
+}
+
+fn rmdir_deep(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                rmdir_deep(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}

@@ -1,0 +1,281 @@
+//! `kubelab nodeagent` end to end on a real private containerd, with a kubelab store, API server
+//! and scheduler, driven by the pinned kubectl: pods run, init containers run in order, volumes
+//! carry configMaps and secrets (and their updates), crashing containers back off, a pod that
+//! does not fit is rejected, deletion completes within the grace period, static pods get mirror
+//! pods, and neither an agent restart nor a containerd restart loses or restarts a pod.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use e2e::apiserver::{ApiCluster, ApiOptions};
+use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, ListParams};
+
+/// How long a pod gets to run on an idle node (the CRI floor is ~0.3 s; CI machines are busy).
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Lab {
+    api: ApiCluster,
+    agent: NodeAgent,
+    client: kube::Client,
+}
+
+async fn lab(node: &str, octet: u8, scheduler: bool) -> Lab {
+    if let Err(e) = e2e::containerd::prerequisites() {
+        panic!("the node agent tests need: {e}");
+    }
+    let mut api = ApiCluster::start(ApiOptions::default()).await.expect("store + API server");
+    if scheduler {
+        api.start_scheduler(&[]).expect("scheduler");
+    }
+    let agent = NodeAgent::start(
+        api.root(),
+        NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] },
+    )
+    .expect("node agent");
+    let client = api.kube_client().expect("client");
+    let lab = Lab { api, agent, client };
+    lab.wait_node_ready(node).await;
+    lab
+}
+
+impl Lab {
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    fn fail(&self, msg: &str) -> ! {
+        self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(120)))
+    }
+
+    async fn wait_node_ready(&self, node: &str) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        loop {
+            if let Ok(Some(n)) = nodes.get_opt(node).await {
+                let ready = n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
+                    cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+                if ready {
+                    return;
+                }
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("node {node} did not turn Ready"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Poll pod `name` until `pred` holds; returns it.
+    async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, pred: impl Fn(&Pod) -> bool) -> Pod {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Ok(Some(p)) = self.pods().get_opt(name).await {
+                if pred(&p) {
+                    return p;
+                }
+                last = Some(p);
+            }
+            if Instant::now() > deadline {
+                let shown = last.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
+                self.fail(&format!("pod {name}: {what} not reached within {timeout:?}; last status:\n{shown}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn wait_running(&self, name: &str) -> Pod {
+        self.wait_pod(name, "Running", RUN_TIMEOUT, |p| phase(p) == "Running").await
+    }
+
+    fn apply(&self, yaml: &str) {
+        let o = self.api.kubectl_with(&["apply", "-f", "-"], &[], Some(yaml));
+        if !o.success {
+            self.fail(&format!("kubectl apply failed:\n{}", o.describe()));
+        }
+    }
+
+    /// `kubectl logs` of a pod's container, retried until `pred` holds on the output.
+    async fn wait_logs(&self, pod: &str, container: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        loop {
+            let o = self.api.kubectl(&["logs", pod, "-c", container]);
+            if o.success && pred(&o.stdout) {
+                return o.stdout;
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("logs of {pod}/{container} never matched:\n{}", o.describe()));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}
+
+fn container_ids(p: &Pod) -> BTreeMap<String, (String, i32)> {
+    p.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.name, (c.container_id.unwrap_or_default(), c.restart_count)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pods_run_with_init_containers_volumes_logs_and_graceful_deletion() {
+    let lab = lab("node-a", 11, true).await;
+
+    // A busybox pod is scheduled, runs, gets an IP from the node's pod CIDR, and streams logs.
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hello\nspec:\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: main\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.5; done']\n",
+    );
+    let p = lab.wait_running("hello").await;
+    let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+    assert!(ip.starts_with("10.244.11."), "pod IP {ip:?} outside the node's pod CIDR");
+    assert_eq!(p.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("node-a"));
+    let mut follow = lab.api.kubectl_spawn(&["logs", "-f", "hello"]);
+    follow.expect_line("a first tick", RUN_TIMEOUT, |l| l.starts_with("tick ")).expect("logs -f streams");
+    let first: usize = follow.seen.last().and_then(|l| l[5..].parse().ok()).unwrap_or(0);
+    follow
+        .expect_line("a later tick", Duration::from_secs(10), |l| l[5..].parse::<usize>().is_ok_and(|n| n >= first + 3))
+        .expect("logs -f keeps streaming new lines");
+    drop(follow);
+
+    // Two init containers run one after the other before the app; each writes a timestamp
+    // (nanoseconds since boot, /proc/uptime has only centiseconds) into a shared emptyDir.
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: inits\nspec:\n  volumes:\n  - name: shared\n    emptyDir: {}\n  initContainers:\n  - name: first\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo first $(date +%s%N) >> /shared/order; sleep 1']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n  - name: second\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo second $(date +%s%N) >> /shared/order; sleep 1']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n  containers:\n  - name: app\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo app $(date +%s%N) >> /shared/order; cat /shared/order; sleep 3600']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n",
+    );
+    lab.wait_running("inits").await;
+    let out = lab.wait_logs("inits", "app", |s| s.lines().count() >= 3).await;
+    let rows: Vec<(String, u128)> = out
+        .lines()
+        .filter_map(|l| l.split_once(' ').and_then(|(n, t)| Some((n.to_string(), t.trim().parse().ok()?))))
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["first", "second", "app"], "init containers out of order:\n{out}");
+    assert!(rows[0].1 + 900_000_000 <= rows[1].1 && rows[1].1 + 900_000_000 <= rows[2].1, "each step must wait for the previous one to finish:\n{out}");
+
+    // A configMap and a secret in volumes; the secret's update reaches the file.
+    lab.api.kubectl_ok(&["create", "configmap", "app-config", "--from-literal=greeting=hello-from-configmap"]);
+    lab.api.kubectl_ok(&["create", "secret", "generic", "app-secret", "--from-literal=password=first-password"]);
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: volumes\nspec:\n  volumes:\n  - name: cfg\n    configMap: {name: app-config}\n  - name: sec\n    secret: {secretName: app-secret}\n  containers:\n  - name: app\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'cat /cfg/greeting; echo; while true; do echo \"secret=$(cat /sec/password)\"; sleep 1; done']\n    volumeMounts:\n    - {name: cfg, mountPath: /cfg}\n    - {name: sec, mountPath: /sec}\n",
+    );
+    lab.wait_running("volumes").await;
+    lab.wait_logs("volumes", "app", |s| s.contains("hello-from-configmap") && s.contains("secret=first-password")).await;
+    let o = lab.api.kubectl_with(
+        &["apply", "-f", "-"],
+        &[],
+        Some("apiVersion: v1\nkind: Secret\nmetadata:\n  name: app-secret\nstringData:\n  password: second-password\n"),
+    );
+    assert!(o.success, "{}", o.describe());
+    lab.wait_logs("volumes", "app", |s| s.contains("secret=second-password")).await;
+
+    // kubectl delete completes within the grace period (3 s; sh ignores SIGTERM, so it is the
+    // SIGKILL at the end of it that stops the container).
+    let start = Instant::now();
+    let o = lab.api.kubectl(&["delete", "pod", "hello", "--timeout=30s"]);
+    assert!(o.success, "{}", o.describe());
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(3 + 5), "deleting a pod with a 3 s grace period took {took:?}");
+    assert!(lab.pods().get_opt("hello").await.expect("get").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crashing_containers_back_off_and_pods_that_do_not_fit_are_rejected() {
+    let lab = lab("node-b", 12, false).await;
+
+    // A container that keeps failing: CrashLoopBackOff with a growing restart count and the last
+    // termination recorded.
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: crasher\nspec:\n  nodeName: node-b\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo dying; exit 3']\n",
+    );
+    let p = lab
+        .wait_pod("crasher", "CrashLoopBackOff with restarts", Duration::from_secs(90), |p| {
+            p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).and_then(|cs| cs.first()).is_some_and(|c| {
+                c.restart_count >= 2
+                    && c.state.as_ref().and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
+            })
+        })
+        .await;
+    let c = &p.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default()[0];
+    let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref()).expect("lastState.terminated");
+    assert_eq!(last.exit_code, 3);
+    assert_eq!(last.reason.as_deref(), Some("Error"));
+    let table = lab.api.kubectl_ok(&["get", "pod", "crasher"]);
+    assert!(table.contains("CrashLoopBackOff"), "kubectl get shows the waiting reason:\n{table}");
+
+    // A pod bound to the node that asks for more CPU than the node has is rejected by the node.
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: too-big\nspec:\n  nodeName: node-b\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, '3600']\n    resources:\n      requests: {cpu: '1000'}\n",
+    );
+    let p = lab.wait_pod("too-big", "Failed", RUN_TIMEOUT, |p| phase(p) == "Failed").await;
+    assert_eq!(p.status.as_ref().and_then(|s| s.reason.as_deref()), Some("OutOfcpu"));
+    let events: Api<Event> = Api::namespaced(lab.client.clone(), "default");
+    let evs = events.list(&ListParams::default().fields("involvedObject.name=too-big")).await.expect("events");
+    assert!(evs.items.iter().any(|e| e.reason.as_deref() == Some("OutOfcpu")), "an OutOfcpu event explains the rejection");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn static_pods_run_and_get_mirror_pods() {
+    let lab = lab("node-c", 13, false).await;
+    let manifest = lab.agent.manifests_dir().join("web.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: default\nspec:\n  containers:\n  - name: web\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo static; sleep 3600']\n",
+    )
+    .expect("write manifest");
+    // The mirror pod is named <name>-<node> and shows the static pod's status.
+    let p = lab.wait_running("web-node-c").await;
+    let ann = p.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(ann.get("kubernetes.io/config.source").map(String::as_str), Some("file"));
+    assert!(ann.contains_key("kubernetes.io/config.mirror"), "mirror annotation: {ann:?}");
+    let owner = p.metadata.owner_references.clone().unwrap_or_default();
+    assert!(owner.iter().any(|o| o.kind == "Node" && o.name == "node-c"), "owned by its Node: {owner:?}");
+    lab.wait_logs("web-node-c", "web", |s| s.contains("static")).await;
+
+    // A deleted mirror pod comes back (the static pod keeps running).
+    let old_uid = p.metadata.uid.clone();
+    lab.api.kubectl_ok(&["delete", "pod", "web-node-c", "--wait=false"]);
+    lab.wait_pod("web-node-c", "a new mirror pod", RUN_TIMEOUT, |p| p.metadata.uid != old_uid && phase(p) == "Running").await;
+
+    // Removing the file stops the pod and deletes its mirror.
+    std::fs::remove_file(&manifest).expect("remove manifest");
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    while lab.pods().get_opt("web-node-c").await.expect("get").is_some() {
+        if Instant::now() > deadline {
+            lab.fail("the mirror pod outlived its static pod");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_and_containerd_restarts_lose_and_restart_nothing() {
+    let mut lab = lab("node-d", 14, false).await;
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: survivor\nspec:\n  nodeName: node-d\n  containers:\n  - name: a\n    image: docker.io/library/busybox:1.36\n    command: [sleep, '3600']\n  - name: b\n    image: docker.io/library/busybox:1.36\n    command: [sleep, '3600']\n",
+    );
+    let before = container_ids(&lab.wait_running("survivor").await);
+    assert_eq!(before.len(), 2);
+
+    // kill -9 the agent, start it again: it adopts the running containers.
+    lab.agent.restart().expect("restart agent");
+    tokio::time::sleep(Duration::from_secs(6)).await; // a few syncs and housekeeping rounds
+    let after = container_ids(&lab.wait_running("survivor").await);
+    assert_eq!(after, before, "the restarted agent must adopt the containers, not recreate them");
+
+    // Restart containerd under the agent: the pod keeps its containers.
+    lab.agent.containerd_mut().restart().expect("restart containerd");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let p = lab.wait_running("survivor").await;
+    assert_eq!(container_ids(&p), before, "a containerd restart must not lose or restart a pod");
+}

@@ -6,5 +6,6 @@ pub mod kuberuntime_image;
 pub mod kuberuntime_manager;
 pub mod kuberuntime_sandbox;
 pub mod labels;
+pub mod logs;
 
 pub use kuberuntime_manager::{PodActions, PodSyncResult, RuntimeManager, SyncInputs, compute_pod_actions};

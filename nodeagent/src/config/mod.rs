@@ -303,7 +303,8 @@ mod tests {
         let a = pod("a", json!({}));
         let b = pod("b", json!({}));
         let c = pod("c", json!({}));
-        let cases: Vec<(&str, Vec<Pod>, Vec<Pod>, [Vec<&str>; 3])> = vec![
+        type Case<'a> = (&'a str, Vec<Pod>, Vec<Pod>, [Vec<&'a str>; 3]);
+        let cases: Vec<Case> = vec![
             ("first snapshot", vec![], vec![a.clone(), b.clone()], [vec!["a", "b"], vec![], vec![]]),
             ("same again", vec![a.clone(), b.clone()], vec![a.clone(), b.clone()], [vec![], vec![], vec![]]),
             ("one gone, one new", vec![a.clone(), b.clone()], vec![b.clone(), c.clone()], [vec!["c"], vec![], vec!["a"]]),

@@ -233,7 +233,9 @@ mod tests {
             json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
                 {"nodeSelectorTerms": [{"matchExpressions": [{"key": "disk", "operator": op, "values": values}]}]}}}})
         };
-        let cases: Vec<(&str, Node, Vec<Pod>, Pod, usize, &str, &str)> = vec![
+        // (name, node, running, pod, max_pods, reason, message); an empty reason means admitted.
+        type Case<'a> = (&'a str, Node, Vec<Pod>, Pod, usize, &'a str, &'a str);
+        let cases: Vec<Case> = vec![
             ("empty pod fits", plain_node(), vec![], pod("p", json!({}), json!({})), 110, "", ""),
             ("fits beside others", plain_node(), vec![requesting("a", "500m", "1Gi")], requesting("p", "1500m", "1Gi"), 110, "", ""),
             (

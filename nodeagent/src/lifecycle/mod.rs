@@ -1,1 +1,3 @@
-//! (in progress)
+//! Mirrors kubelet's pkg/kubelet/lifecycle: the checks a pod passes before the node agent runs it.
+
+pub mod predicate;

@@ -202,18 +202,26 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
 
     let (node_tx, node_rx) = watch::channel(None);
     let (readiness_tx, readiness_rx) = watch::channel(NodeReadiness::default());
-    let host_ip = crate::nodestatus::setters::node_internal_ip(opts.node_ip).map(|ip| ip.to_string()).unwrap_or_default();
+    let node_opts = NodeOptions {
+        node_name: opts.node_name.clone(),
+        labels: opts.node_labels.clone(),
+        taints: opts.register_with_taints.clone(),
+        pod_cidr: cidr.as_ref().map(|c| c.to_string()),
+        max_pods: opts.max_pods,
+        port: opts.port,
+        root_dir: opts.root_dir.clone(),
+        node_ip: opts.node_ip,
+    };
+    let host_ip = {
+        let o = node_opts.clone();
+        tokio::task::spawn_blocking(move || crate::nodestatus::setters::HostInfo::gather(&o).internal_ip)
+            .await
+            .ok()
+            .flatten()
+            .map(|ip| ip.to_string())
+            .unwrap_or_default()
+    };
     if let Some(client) = &client {
-        let node_opts = NodeOptions {
-            node_name: opts.node_name.clone(),
-            labels: opts.node_labels.clone(),
-            taints: opts.register_with_taints.clone(),
-            pod_cidr: cidr.as_ref().map(|c| c.to_string()),
-            max_pods: opts.max_pods,
-            port: opts.port,
-            root_dir: opts.root_dir.clone(),
-            node_ip: opts.node_ip,
-        };
         tokio::spawn(crate::nodestatus::run(client.clone(), node_opts, cri.clone(), readiness_rx, node_tx, shutdown.clone()));
     } else {
         // Standalone: admission still needs a node; describe the local one.

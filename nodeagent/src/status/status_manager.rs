@@ -1,0 +1,1 @@
+//! Mirrors kubelet's status_manager.go (in progress)

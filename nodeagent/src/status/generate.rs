@@ -488,7 +488,7 @@ pub fn pod_initialized_condition(pod: &Pod, init_statuses: &[ContainerStatus], a
     for c in init_containers(pod) {
         match init_statuses.iter().find(|s| s.name == c.name) {
             None => unknown.push(c.name.as_str()),
-            Some(s) if !terminated(s).is_some_and(|t| t.exit_code == 0) => incomplete.push(c.name.as_str()),
+            Some(s) if terminated(s).is_none_or(|t| t.exit_code != 0) => incomplete.push(c.name.as_str()),
             Some(_) => {}
         }
     }

@@ -12,7 +12,7 @@ pub mod generate;
 pub mod status_manager;
 
 pub use generate::{StatusInputs, generate_api_pod_status, get_phase, should_container_be_restarted};
-
+pub use status_manager::{KubeStatusWriter, Options, PodStatusWriter, StatusManager, create_merge_patch, merge_pod_status};
 
 /// How often every status the API server has not confirmed is written again, and every pod's
 /// status is compared with the API server's (kubelet's syncPeriod).

@@ -2,13 +2,16 @@
 
 use std::sync::OnceLock;
 
-use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 pub struct Metrics {
     pub registry: Registry,
     /// From the pod's creation timestamp (or first sight) to all its containers running.
     pub pod_start_duration: Histogram,
     pub pleg_relist_duration: Histogram,
+    /// PLEG events dropped because the event channel was full (the pod is synced on its next
+    /// periodic resync instead).
+    pub pleg_discard_events: IntCounter,
     pub running_pods: IntGauge,
     pub running_containers: IntGauge,
     /// Every CRI call, by operation (kubelet_runtime_operations_duration_seconds).
@@ -31,6 +34,8 @@ pub fn metrics() -> &'static Metrics {
                 .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0]),
         )
         .expect("metric");
+        let pleg_discard_events =
+            IntCounter::new("kubelet_pleg_discard_events", "The number of discard events in PLEG.").expect("metric");
         let running_pods = IntGauge::new("kubelet_running_pods", "Number of pods that have a running pod sandbox").expect("metric");
         let running_containers =
             IntGauge::new("kubelet_running_containers", "Number of containers currently running").expect("metric");
@@ -48,6 +53,7 @@ pub fn metrics() -> &'static Metrics {
         for c in [
             Box::new(pod_start_duration.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(pleg_relist_duration.clone()),
+            Box::new(pleg_discard_events.clone()),
             Box::new(running_pods.clone()),
             Box::new(running_containers.clone()),
             Box::new(runtime_operations_duration.clone()),
@@ -59,6 +65,7 @@ pub fn metrics() -> &'static Metrics {
             registry,
             pod_start_duration,
             pleg_relist_duration,
+            pleg_discard_events,
             running_pods,
             running_containers,
             runtime_operations_duration,

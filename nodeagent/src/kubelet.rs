@@ -138,14 +138,18 @@ impl Kubelet {
         let old = self.status.get_pod_status(&uid).or_else(|| pod.status.clone());
         let qos = crate::cm::qos::pod_qos(pod);
         let readiness = HashMap::new();
-        let status = crate::status::generate::generate_api_pod_status(&crate::status::generate::StatusInputs {
+        let host_ips: Vec<String> = if self.host_ip.is_empty() { vec![] } else { vec![self.host_ip.clone()] };
+        let status = crate::status::generate_api_pod_status(&crate::status::StatusInputs {
             pod,
             runtime: runtime_status,
             old: old.as_ref(),
             waiting_reasons: &reasons,
             readiness: &readiness,
-            host_ip: Some(self.host_ip.as_str()).filter(|s| !s.is_empty()),
+            startup: &readiness,
+            host_ips: &host_ips,
             qos_class: qos.as_str(),
+            pod_is_terminal: crate::status::generate::is_terminal_phase(old.as_ref().and_then(|s| s.phase.as_deref())),
+            now: chrono::Utc::now(),
         });
         self.status.set_pod_status(pod, status.clone());
         status
@@ -360,6 +364,8 @@ impl Kubelet {
             if let Ok(after) = self.runtime.get_pod_status(&uid, &name, &ns).await {
                 self.update_status(pod, &after).await;
             }
+            // The containers are stopped: the status manager may now report a terminal phase.
+            self.status.terminate_pod(pod);
             true
         }
         .instrument(span)

@@ -197,8 +197,8 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await.map_err(|e| Error::Invalid(e.to_string()))??;
     }
 
-    let (status, status_task) = StatusManager::new(client.clone());
-    tokio::spawn(status_task.run(shutdown.clone()));
+    let status = StatusManager::new(client.clone(), crate::status::status_manager::Options::default());
+    tokio::spawn(status.clone().run(until(shutdown.clone())));
 
     let (node_tx, node_rx) = watch::channel(None);
     let (readiness_tx, readiness_rx) = watch::channel(NodeReadiness::default());
@@ -230,13 +230,14 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     }
 
     // PLEG, and the readiness the node reports from it and from the runtime.
-    let (pleg_tx, pleg_rx) = tokio::sync::mpsc::channel(1000);
-    let pleg = crate::pleg::GenericPleg::new(cri.clone(), pleg_tx, opts.relist_period);
+    let (pleg_tx, pleg_rx) = tokio::sync::mpsc::channel(crate::pleg::CHANNEL_CAPACITY);
+    let pleg_opts = crate::pleg::Options { relist_period: opts.relist_period, ..Default::default() };
+    let pleg = crate::pleg::GenericPleg::new(cri.clone(), pleg_tx, pleg_opts);
     let pleg_health = {
-        let h = pleg.health();
+        let h = pleg.clone();
         Arc::new(move || h.healthy()) as Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>
     };
-    tokio::spawn(pleg.run(shutdown.clone()));
+    tokio::spawn(pleg.run(until(shutdown.clone())));
     {
         let (cri, pleg_health, mut shutdown) = (cri.clone(), pleg_health.clone(), shutdown.clone());
         tokio::spawn(async move {
@@ -309,6 +310,11 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     };
     crate::kubelet::sync_loop(kubelet, updates, pleg_rx, sources_ready, shutdown).await;
     Ok(())
+}
+
+/// A future that completes when `shutdown` turns true (or its sender is gone).
+async fn until(mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
 }
 
 /// RuntimeReady and NetworkReady from the CRI Status call.

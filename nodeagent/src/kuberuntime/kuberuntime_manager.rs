@@ -75,20 +75,7 @@ fn pod_sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, String) {
     (false, latest.attempt, latest.id.clone())
 }
 
-/// ShouldContainerBeRestarted: a container that is not running is started again unless the
-/// restart policy says it is finished.
-pub fn should_container_be_restarted(container: &Container, pod: &Pod, status: &PodStatus) -> bool {
-    let Some(s) = status.find_container(&container.name) else { return true };
-    match s.state {
-        ContainerState::Running => false,
-        ContainerState::Created | ContainerState::Unknown => true,
-        ContainerState::Exited => match restart_policy(pod) {
-            "Never" => false,
-            "OnFailure" => s.exit_code != 0,
-            _ => true,
-        },
-    }
-}
+pub use crate::status::should_container_be_restarted;
 
 fn container_succeeded(c: &Container, status: &PodStatus) -> bool {
     status.find_container(&c.name).is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == 0)

@@ -29,6 +29,7 @@ pub mod container;
 pub mod cri;
 pub mod error;
 pub mod images;
+pub mod kubelet_getters;
 pub mod kuberuntime;
 pub mod lifecycle;
 pub mod metrics;

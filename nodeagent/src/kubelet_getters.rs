@@ -103,11 +103,7 @@ pub fn remove_pod_dir(root: &Path, uid: &str) -> Result<()> {
     let mounted = mount::mounts_under(&dir)?;
     if !mounted.is_empty() {
         let list: Vec<String> = mounted.iter().map(|p| p.display().to_string()).collect();
-        return Err(Error::NotReady(format!(
-            "pod directory {} still has mounts: {}",
-            dir.display(),
-            list.join(", ")
-        )));
+        return Err(Error::NotReady(format!("pod directory {} still has mounts: {}", dir.display(), list.join(", "))));
     }
     match std::fs::remove_dir_all(&dir) {
         Ok(()) => Ok(()),
@@ -159,9 +155,10 @@ mod tests {
         let vol = pod_volume_dir(root.path(), "p", "kubernetes.io~secret", "s");
         std::fs::create_dir_all(&vol).map_err(|e| Error::io(&vol, e))?;
         mount::mount_tmpfs(&vol, None)?;
-        let err = remove_pod_dir(root.path(), "p").expect_err("mounted");
+        let result = remove_pod_dir(root.path(), "p");
         let still_there = pod_dir(root.path(), "p").exists();
         mount::unmount(&vol)?;
+        let err = result.expect_err("mounted");
         assert!(matches!(err, Error::NotReady(_)), "{err}");
         assert!(err.to_string().contains("still has mounts"), "{err}");
         assert!(still_there);

@@ -73,7 +73,9 @@ pub fn validate_path(path: &str) -> Result<()> {
         return Err(Error::Invalid(format!("invalid path: must be relative path: {path}")));
     }
     if path.len() > MAX_PATH_LENGTH {
-        return Err(Error::Invalid(format!("invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters")));
+        return Err(Error::Invalid(format!(
+            "invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
+        )));
     }
     if path.contains('\0') {
         return Err(Error::Invalid(format!("invalid path: must not contain a NUL byte: {path:?}")));
@@ -137,14 +139,14 @@ impl AtomicWriter {
         };
 
         // Step 3: is there anything to do?
-        if let Some(old) = &old_version {
-            if version_matches(&target.join(old), &clean)? {
-                debug!(target: "kubelet::volumes", dir = %target.display(), "no update required for target directory");
-                // A crash between the swap and the links leaves links missing: repair them.
-                self.link_user_visible(&clean)?;
-                self.remove_stale(old)?;
-                return Ok(false);
-            }
+        if let Some(old) = &old_version
+            && version_matches(&target.join(old), &clean)?
+        {
+            debug!(target: "kubelet::volumes", dir = %target.display(), "no update required for target directory");
+            // A crash between the swap and the links leaves links missing: repair them.
+            self.link_user_visible(&clean)?;
+            self.remove_stale(old)?;
+            return Ok(false);
         }
 
         // Step 4: a new version directory with the whole payload.
@@ -400,7 +402,8 @@ mod tests {
         let read = |p: &str| std::fs::read_to_string(dir.path().join(p)).map_err(|e| Error::io(p, e));
         assert_eq!(read("config.yaml")?, "a: 1");
         assert_eq!(read("certs/ca.crt")?, "CERT");
-        let mode = std::fs::metadata(dir.path().join("secret")).map_err(|e| Error::io("secret", e))?.permissions().mode();
+        let mode =
+            std::fs::metadata(dir.path().join("secret")).map_err(|e| Error::io("secret", e))?.permissions().mode();
         assert_eq!(mode & 0o777, 0o400);
         Ok(())
     }

@@ -23,7 +23,12 @@ pub fn not_found(name: &str) -> Error {
 /// file of that name with `default_mode`; with `items`, only the listed keys, at their `path`, with
 /// their own `mode` if given. A listed key the configMap lacks is an error, unless the source is
 /// `optional` (then it is skipped).
-pub fn make_payload(items: Option<&[KeyToPath]>, config_map: &ConfigMap, default_mode: u32, optional: bool) -> Result<Payload> {
+pub fn make_payload(
+    items: Option<&[KeyToPath]>,
+    config_map: &ConfigMap,
+    default_mode: u32,
+    optional: bool,
+) -> Result<Payload> {
     let lookup = |key: &str| -> Option<Vec<u8>> {
         config_map
             .data
@@ -67,7 +72,10 @@ mod tests {
 
     fn config_map() -> ConfigMap {
         ConfigMap {
-            data: Some(BTreeMap::from([("app.yaml".to_string(), "a: 1".to_string()), ("level".to_string(), "debug".to_string())])),
+            data: Some(BTreeMap::from([
+                ("app.yaml".to_string(), "a: 1".to_string()),
+                ("level".to_string(), "debug".to_string()),
+            ])),
             binary_data: Some(BTreeMap::from([("logo.png".to_string(), ByteString(vec![0x89, 0x50]))])),
             ..Default::default()
         }

@@ -34,7 +34,10 @@ pub fn collect_data(items: &[DownwardAPIVolumeFile], pod: &Pod, default_mode: u3
                 item.path
             )));
         } else {
-            return Err(Error::Invalid(format!("downward API item {:?}: neither fieldRef nor resourceFieldRef", item.path)));
+            return Err(Error::Invalid(format!(
+                "downward API item {:?}: neither fieldRef nor resourceFieldRef",
+                item.path
+            )));
         };
         payload.insert(item.path.clone(), FileProjection { data: data.into_bytes(), mode });
     }
@@ -123,11 +126,11 @@ mod tests {
                 name: Some("web-0".into()),
                 namespace: Some("shop".into()),
                 uid: Some("1234-abcd".into()),
-                labels: Some(BTreeMap::from([("zone".to_string(), "us-east".to_string()), ("app".to_string(), "web".to_string())])),
-                annotations: Some(BTreeMap::from([(
-                    "note".to_string(),
-                    "say \"hi\"\nthen\tleave \\ é".to_string(),
-                )])),
+                labels: Some(BTreeMap::from([
+                    ("zone".to_string(), "us-east".to_string()),
+                    ("app".to_string(), "web".to_string()),
+                ])),
+                annotations: Some(BTreeMap::from([("note".to_string(), "say \"hi\"\nthen\tleave \\ é".to_string())])),
                 ..Default::default()
             },
             ..Default::default()

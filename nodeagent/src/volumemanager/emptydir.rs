@@ -24,7 +24,9 @@ pub const DEFAULT_MODE: u32 = 0o777;
 pub enum Medium {
     Disk,
     /// tmpfs, with an optional size limit in bytes.
-    Memory { size_limit: Option<i64> },
+    Memory {
+        size_limit: Option<i64>,
+    },
 }
 
 impl Medium {

@@ -29,6 +29,9 @@
 //!   `subPath` (that is the runtime side's job, at container creation).
 //! - downwardAPI `resourceFieldRef` and projected `serviceAccountToken`/`clusterTrustBundle`/
 //!   `podCertificate` are not implemented (see [`downwardapi`], [`projected`]).
+//! - A memory-backed emptyDir without `sizeLimit` (and every secret, downwardAPI and projected
+//!   tmpfs) gets the kernel's default tmpfs size (half the RAM), not kubelet's pod-memory-limit
+//!   sizing; tmpfs usage is not counted against the pod's memory limit by any eviction logic here.
 //! - Only these six volume types; any other (persistentVolumeClaim, nfs, csi, …) fails with an error
 //!   naming the type.
 
@@ -102,10 +105,21 @@ pub struct MountedVolume {
 /// What to do on the host for one volume, decided (and any API objects fetched) before the
 /// blocking work starts.
 enum Plan {
-    EmptyDir { dir: PathBuf, medium: Medium, mode: u32 },
-    HostPath { path: PathBuf, path_type: String },
+    EmptyDir {
+        dir: PathBuf,
+        medium: Medium,
+        mode: u32,
+    },
+    HostPath {
+        path: PathBuf,
+        path_type: String,
+    },
     /// A wrapped emptyDir filled by the atomic writer (configMap, secret, downwardAPI, projected).
-    Files { dir: PathBuf, medium: Medium, payload: Payload },
+    Files {
+        dir: PathBuf,
+        medium: Medium,
+        payload: Payload,
+    },
 }
 
 impl VolumeManager {
@@ -214,12 +228,20 @@ impl VolumeManager {
                 None if optional => Payload::new(),
                 None => return Err(secret::not_found(name)),
             };
-            return Ok(Plan::Files { dir: dir(secret::PLUGIN_NAME), medium: Medium::Memory { size_limit: None }, payload });
+            return Ok(Plan::Files {
+                dir: dir(secret::PLUGIN_NAME),
+                medium: Medium::Memory { size_limit: None },
+                payload,
+            });
         }
         if let Some(source) = &volume.downward_api {
             let default_mode = file_mode(source.default_mode, DEFAULT_MODE)?;
             let payload = downwardapi::collect_data(source.items.as_deref().unwrap_or_default(), pod, default_mode)?;
-            return Ok(Plan::Files { dir: dir(downwardapi::PLUGIN_NAME), medium: Medium::Memory { size_limit: None }, payload });
+            return Ok(Plan::Files {
+                dir: dir(downwardapi::PLUGIN_NAME),
+                medium: Medium::Memory { size_limit: None },
+                payload,
+            });
         }
         if let Some(source) = &volume.projected {
             let default_mode = file_mode(source.default_mode, DEFAULT_MODE)?;
@@ -238,7 +260,11 @@ impl VolumeManager {
                 }
             }
             let payload = projected::collect_data(&volume.name, sources, pod, default_mode, &objects)?;
-            return Ok(Plan::Files { dir: dir(projected::PLUGIN_NAME), medium: Medium::Memory { size_limit: None }, payload });
+            return Ok(Plan::Files {
+                dir: dir(projected::PLUGIN_NAME),
+                medium: Medium::Memory { size_limit: None },
+                payload,
+            });
         }
         Err(Error::Invalid(format!("volume type {} is not supported by kubelab", volume_type(volume))))
     }
@@ -372,7 +398,19 @@ mod tests {
 
     fn tmpfs_options(path: &Path) -> Result<Option<String>> {
         let path = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-        Ok(mount::mounts()?.into_iter().find(|m| m.mount_point == path && m.fs_type == "tmpfs").map(|m| m.super_options))
+        Ok(mount::mounts()?
+            .into_iter()
+            .find(|m| m.mount_point == path && m.fs_type == "tmpfs")
+            .map(|m| m.super_options))
+    }
+
+    /// Unmounts what a failed test left mounted below a temporary directory.
+    struct TearDownOnDrop(PathBuf);
+
+    impl Drop for TearDownOnDrop {
+        fn drop(&mut self) {
+            let _ = tear_down_dir(&self.0);
+        }
     }
 
     /// We are root on the test machines: the Memory emptyDir and the downward API volume are real
@@ -382,6 +420,7 @@ mod tests {
         let root = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let host = root.path().join("host/data");
         let vm = VolumeManager::new(root.path().join("agent"), None);
+        let _unmount = TearDownOnDrop(root.path().join("agent"));
         let p = pod(
             "uid-1",
             vec![
@@ -389,7 +428,10 @@ mod tests {
                 empty_dir("shm", Some("Memory"), Some("1Mi")),
                 Volume {
                     name: "data".into(),
-                    host_path: Some(HostPathVolumeSource { path: host.display().to_string(), type_: Some("DirectoryOrCreate".into()) }),
+                    host_path: Some(HostPathVolumeSource {
+                        path: host.display().to_string(),
+                        type_: Some("DirectoryOrCreate".into()),
+                    }),
                     ..Default::default()
                 },
                 Volume {
@@ -397,7 +439,10 @@ mod tests {
                     downward_api: Some(DownwardAPIVolumeSource {
                         items: Some(vec![DownwardAPIVolumeFile {
                             path: "labels".into(),
-                            field_ref: Some(ObjectFieldSelector { field_path: "metadata.labels".into(), api_version: None }),
+                            field_ref: Some(ObjectFieldSelector {
+                                field_path: "metadata.labels".into(),
+                                api_version: None,
+                            }),
                             ..Default::default()
                         }]),
                         ..Default::default()
@@ -447,7 +492,10 @@ mod tests {
             vec![
                 Volume {
                     name: "logs".into(),
-                    host_path: Some(HostPathVolumeSource { path: file.display().to_string(), type_: Some("Directory".into()) }),
+                    host_path: Some(HostPathVolumeSource {
+                        path: file.display().to_string(),
+                        type_: Some("Directory".into()),
+                    }),
                     ..Default::default()
                 },
                 empty_dir("ok", None, None),
@@ -457,15 +505,24 @@ mod tests {
         let err = vm.mount_volumes(&p).await.expect_err("hostPath is a file");
         assert_eq!(
             err.to_string(),
-            format!("MountVolume.SetUp failed for volume \"logs\" : hostPath type check failed: {} is not a directory", file.display())
+            format!(
+                "MountVolume.SetUp failed for volume \"logs\" : hostPath type check failed: {} is not a directory",
+                file.display()
+            )
         );
         assert!(matches!(&err, Error::Volume { source, .. } if matches!(**source, Error::NotReady(_))));
         // The volumes after the failing one were still set up.
         assert!(kubelet_getters::pod_volume_dir(root.path(), "uid-2", emptydir::PLUGIN_NAME, "ok").is_dir());
 
-        let p = pod("uid-2", vec![Volume { name: "share".into(), nfs: Some(NFSVolumeSource::default()), ..Default::default() }]);
+        let p = pod(
+            "uid-2",
+            vec![Volume { name: "share".into(), nfs: Some(NFSVolumeSource::default()), ..Default::default() }],
+        );
         let err = vm.mount_volumes(&p).await.expect_err("nfs");
-        assert_eq!(err.to_string(), "MountVolume.SetUp failed for volume \"share\" : volume type nfs is not supported by kubelab");
+        assert_eq!(
+            err.to_string(),
+            "MountVolume.SetUp failed for volume \"share\" : volume type nfs is not supported by kubelab"
+        );
 
         let p = pod(
             "uid-2",
@@ -476,7 +533,10 @@ mod tests {
             }],
         );
         let err = vm.mount_volumes(&p).await.expect_err("no API server");
-        assert!(err.to_string().starts_with("MountVolume.SetUp failed for volume \"cfg\" : configmap \"app-config\""), "{err}");
+        assert!(
+            err.to_string().starts_with("MountVolume.SetUp failed for volume \"cfg\" : configmap \"app-config\""),
+            "{err}"
+        );
         Ok(())
     }
 
@@ -484,6 +544,8 @@ mod tests {
     /// tmpfs, an update rewrites it, an unchanged one does not.
     #[test]
     fn secret_files_on_tmpfs() -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+
         use k8s_openapi::ByteString;
         let root = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let dir = root.path().join("kubernetes.io~secret/creds");
@@ -492,19 +554,19 @@ mod tests {
             ..Default::default()
         };
         let payload = secret::make_payload(None, &object, 0o400, false)?;
-        let result = (|| {
-            assert!(write_files(&dir, Medium::Memory { size_limit: None }, &payload)?);
-            assert!(tmpfs_options(&dir)?.is_some());
-            assert!(!write_files(&dir, Medium::Memory { size_limit: None }, &payload)?, "unchanged");
-            object.data = Some(BTreeMap::from([("password".to_string(), ByteString(b"correct horse".to_vec()))]));
-            let updated = secret::make_payload(None, &object, 0o400, false)?;
-            assert!(write_files(&dir, Medium::Memory { size_limit: None }, &updated)?);
-            let text = std::fs::read_to_string(dir.join("password")).map_err(|e| Error::io("password", e))?;
-            assert_eq!(text, "correct horse");
-            Ok(())
-        })();
-        tear_down_dir(root.path())?;
-        result
+        let _unmount = TearDownOnDrop(root.path().to_path_buf());
+        let memory = Medium::Memory { size_limit: None };
+        assert!(write_files(&dir, memory, &payload)?);
+        assert!(tmpfs_options(&dir)?.is_some());
+        assert!(!write_files(&dir, memory, &payload)?, "unchanged");
+        object.data = Some(BTreeMap::from([("password".to_string(), ByteString(b"correct horse".to_vec()))]));
+        let updated = secret::make_payload(None, &object, 0o400, false)?;
+        assert!(write_files(&dir, memory, &updated)?);
+        let text = std::fs::read_to_string(dir.join("password")).map_err(|e| Error::io("password", e))?;
+        assert_eq!(text, "correct horse");
+        let mode = std::fs::metadata(dir.join("password")).map_err(|e| Error::io("password", e))?.permissions().mode();
+        assert_eq!(mode & 0o777, 0o400);
+        Ok(())
     }
 
     #[test]

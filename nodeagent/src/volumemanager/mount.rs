@@ -90,18 +90,16 @@ pub fn is_mount_point(path: &Path) -> Result<bool> {
 /// Every mount point at or below `dir`, deepest first (the order to unmount them in).
 pub fn mounts_under(dir: &Path) -> Result<Vec<PathBuf>> {
     let dir = real_path(dir);
-    let mut found: Vec<PathBuf> = mounts()?
-        .into_iter()
-        .map(|m| m.mount_point)
-        .filter(|p| p.starts_with(&dir))
-        .collect();
+    let mut found: Vec<PathBuf> =
+        mounts()?.into_iter().map(|m| m.mount_point).filter(|p| p.starts_with(&dir)).collect();
     found.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     found.dedup();
     Ok(found)
 }
 
 fn c_path(path: &Path) -> Result<CString> {
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Invalid(format!("{}: path contains a NUL byte", path.display())))
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::Invalid(format!("{}: path contains a NUL byte", path.display())))
 }
 
 /// Mounts a fresh tmpfs on `path` (which must exist), limited to `size_bytes` if given. This is
@@ -115,15 +113,7 @@ pub fn mount_tmpfs(path: &Path, size_bytes: Option<i64>) -> Result<()> {
     }
     .map_err(|_| Error::Invalid("tmpfs options contain a NUL byte".into()))?;
     // SAFETY: every pointer is a valid NUL-terminated string that outlives the call.
-    let rc = unsafe {
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            target.as_ptr(),
-            c"tmpfs".as_ptr(),
-            0,
-            options.as_ptr().cast(),
-        )
-    };
+    let rc = unsafe { libc::mount(c"tmpfs".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, options.as_ptr().cast()) };
     if rc != 0 {
         return Err(Error::io(path, io::Error::last_os_error()));
     }

@@ -92,7 +92,10 @@ mod tests {
     fn kube_api_access(ca_optional: bool) -> Vec<VolumeProjection> {
         vec![
             VolumeProjection {
-                service_account_token: Some(ServiceAccountTokenProjection { path: "token".into(), ..Default::default() }),
+                service_account_token: Some(ServiceAccountTokenProjection {
+                    path: "token".into(),
+                    ..Default::default()
+                }),
                 ..Default::default()
             },
             VolumeProjection {
@@ -107,7 +110,10 @@ mod tests {
                 downward_api: Some(DownwardAPIProjection {
                     items: Some(vec![DownwardAPIVolumeFile {
                         path: "namespace".into(),
-                        field_ref: Some(ObjectFieldSelector { field_path: "metadata.namespace".into(), api_version: None }),
+                        field_ref: Some(ObjectFieldSelector {
+                            field_path: "metadata.namespace".into(),
+                            api_version: None,
+                        }),
                         ..Default::default()
                     }]),
                 }),
@@ -121,7 +127,10 @@ mod tests {
     }
 
     fn pod() -> Pod {
-        Pod { metadata: ObjectMeta { namespace: Some("shop".into()), uid: Some("u".into()), ..Default::default() }, ..Default::default() }
+        Pod {
+            metadata: ObjectMeta { namespace: Some("shop".into()), uid: Some("u".into()), ..Default::default() },
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -33,7 +33,12 @@ fn secret_data(secret: &Secret) -> BTreeMap<&str, Vec<u8>> {
 
 /// The files a secret projects; the same rules as
 /// [`configmap::make_payload`](super::configmap::make_payload).
-pub fn make_payload(items: Option<&[KeyToPath]>, secret: &Secret, default_mode: u32, optional: bool) -> Result<Payload> {
+pub fn make_payload(
+    items: Option<&[KeyToPath]>,
+    secret: &Secret,
+    default_mode: u32,
+    optional: bool,
+) -> Result<Payload> {
     let data = secret_data(secret);
     let mut payload = Payload::new();
     match items {
@@ -45,7 +50,10 @@ pub fn make_payload(items: Option<&[KeyToPath]>, secret: &Secret, default_mode: 
                     }
                     return Err(Error::Invalid(format!("references non-existent secret key: {}", item.key)));
                 };
-                payload.insert(item.path.clone(), FileProjection { data: bytes.clone(), mode: file_mode(item.mode, default_mode)? });
+                payload.insert(
+                    item.path.clone(),
+                    FileProjection { data: bytes.clone(), mode: file_mode(item.mode, default_mode)? },
+                );
             }
         }
         _ => {
@@ -86,7 +94,12 @@ mod tests {
     #[test]
     fn items_and_missing_keys() -> Result<()> {
         let items = [
-            KeyToPath { key: "tls.key".into(), path: "private/key.pem".into(), mode: Some(0o600), ..Default::default() },
+            KeyToPath {
+                key: "tls.key".into(),
+                path: "private/key.pem".into(),
+                mode: Some(0o600),
+                ..Default::default()
+            },
             KeyToPath { key: "ca.crt".into(), path: "ca.crt".into(), ..Default::default() },
         ];
         let err = make_payload(Some(&items), &secret(), DEFAULT_MODE, false).expect_err("ca.crt missing");

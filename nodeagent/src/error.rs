@@ -34,6 +34,14 @@ pub enum Error {
     /// Something the pod needs is not there yet (a configMap, a secret, an image): retried.
     #[error("{0}")]
     NotReady(String),
+    /// A volume of a pod could not be set up. The message is the one kubelet's FailedMount event
+    /// carries, so the caller can use it as is; `source` keeps the class (NotReady, Invalid, Io).
+    #[error("MountVolume.SetUp failed for volume \"{volume}\" : {source}")]
+    Volume {
+        volume: String,
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

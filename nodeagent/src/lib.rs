@@ -41,6 +41,7 @@ pub mod events;
 pub mod flowcontrol;
 pub mod images;
 pub mod kubelet;
+pub mod kubelet_getters;
 pub mod kubelet_pods;
 pub mod kuberuntime;
 pub mod lifecycle;

@@ -127,10 +127,6 @@ impl Kubelet {
         *self.runtime_pods.lock().unwrap_or_else(|e| e.into_inner()) = uids;
     }
 
-    fn mirror_of(&self, pod: &Pod) -> Option<Pod> {
-        self.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).mirrors.get(&full_name(pod)).cloned()
-    }
-
     /// Build the API status from what the runtime reports and hand it to the status manager.
     async fn update_status(&self, pod: &Pod, runtime_status: &kc::PodStatus) -> k8s_openapi::api::core::v1::PodStatus {
         let uid = uid(pod);

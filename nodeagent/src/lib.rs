@@ -55,6 +55,9 @@ pub mod server;
 pub mod status;
 pub mod volumemanager;
 
+#[cfg(test)]
+mod kubelet_test;
+
 pub use error::{Error, Result};
 pub use run::{Options, run};
 

@@ -158,7 +158,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     let version = cri.version().await?;
     tracing::info!(target: "kubelet", runtime = %version.runtime_name, version = %version.runtime_version, "container runtime answers");
     if let Some(dir) = &opts.image_dir {
-        let mut importer = crate::images::ImageImporter::new(&opts.runtime_endpoint, dir.clone());
+        let mut importer = crate::images::ImageImporter::new(dir.clone(), &opts.runtime_endpoint);
         match importer.import_new().await {
             Ok(names) if !names.is_empty() => tracing::info!(target: "kubelet::images", ?names, "imported images"),
             Ok(_) => {}
@@ -191,7 +191,8 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     };
     let recorder = Recorder::new(client.clone().map(|c| client::record::EventRecorder::new(c, "kubelet", Some(opts.node_name.clone()))));
 
-    let pcm = PodContainerManager::new(opts.cgroup_root.clone());
+    let pods_cgroup = format!("{}/kubepods", opts.cgroup_root.trim_matches('/'));
+    let pcm = PodContainerManager::new(crate::cm::DEFAULT_CGROUP_ROOT)?.with_pods_cgroup(pods_cgroup.trim_start_matches('/'));
     {
         let pcm = pcm.clone();
         tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await.map_err(|e| Error::Invalid(e.to_string()))??;

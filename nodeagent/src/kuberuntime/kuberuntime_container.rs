@@ -248,8 +248,8 @@ pub fn container_resources(container: &Container) -> api::LinuxContainerResource
         ..Default::default()
     };
     if let Some(l) = cpu_limit {
-        r.cpu_period = crate::cm::helpers::CPU_PERIOD as i64;
-        r.cpu_quota = crate::cm::helpers::milli_cpu_to_quota(l, crate::cm::helpers::CPU_PERIOD);
+        r.cpu_period = crate::cm::helpers::QUOTA_PERIOD as i64;
+        r.cpu_quota = crate::cm::helpers::milli_cpu_to_quota(l, crate::cm::helpers::QUOTA_PERIOD as i64);
     }
     if let Some(m) = mem_limit {
         r.memory_limit_in_bytes = m;

@@ -1,0 +1,189 @@
+//! Mirrors kubelet_test.go: the kubelet's pod workers, SyncPod and the status manager driven
+//! against the fake CRI runtime ([`crate::cri::fake`]) — fast and deterministic, no containerd.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_cri::v1 as api;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::watch;
+
+use crate::cm::{Hierarchy, PodContainerManager};
+use crate::cri::RemoteRuntime;
+use crate::cri::fake::{FakeRuntime, FakeServer};
+use crate::events::Recorder;
+use crate::kubelet::{Kubelet, KubeletDeps};
+use crate::kuberuntime::RuntimeManager;
+use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType};
+use crate::status::StatusManager;
+use crate::volumemanager::VolumeManager;
+
+const IMAGE: &str = "docker.io/library/busybox:1.36";
+
+struct Harness {
+    fake: FakeRuntime,
+    _server: FakeServer,
+    kubelet: Arc<Kubelet>,
+    _dir: tempfile::TempDir,
+}
+
+async fn harness() -> Harness {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (fake, server) = FakeRuntime::start(dir.path()).await.expect("fake CRI");
+    fake.add_image(IMAGE);
+    let rt = RemoteRuntime::connect(&server.endpoint()).await.expect("connect");
+    // cgroup files in a temporary directory: the layout is real, the kernel is not involved.
+    let cg = dir.path().join("cgroup");
+    let hierarchies = ["cpu", "memory"]
+        .iter()
+        .map(|c| {
+            std::fs::create_dir_all(cg.join(c)).expect("mkdir");
+            Hierarchy::v1(cg.join(c), &[c])
+        })
+        .collect();
+    let (_node_tx, node_rx) = watch::channel(None);
+    let kubelet = Arc::new(Kubelet::new(KubeletDeps {
+        node_name: "node1".into(),
+        root_dir: dir.path().join("root"),
+        client: None,
+        runtime: RuntimeManager::new(rt, Recorder::default(), dir.path().join("logs"), Default::default()),
+        volumes: VolumeManager::new(dir.path().join("root"), None),
+        pcm: PodContainerManager::with_hierarchies(&cg, hierarchies),
+        status: StatusManager::new(None, Default::default()),
+        recorder: Recorder::default(),
+        node: node_rx,
+        host_ip: "10.0.0.1".into(),
+        max_pods: 110,
+        resync_interval: Duration::from_millis(100),
+    }));
+    Harness { fake, _server: server, kubelet, _dir: dir }
+}
+
+fn pod(uid: &str, yaml_spec: &str) -> Pod {
+    let mut p: Pod = serde_norway::from_str(&format!(
+        "metadata: {{name: p-{uid}, namespace: default, uid: {uid}, annotations: {{kubernetes.io/config.source: api}}}}\nspec:\n{yaml_spec}"
+    ))
+    .expect("pod yaml");
+    p.spec.as_mut().expect("spec").node_name = Some("node1".into());
+    p
+}
+
+async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn container_named<'a>(fake: &'a FakeRuntime, name: &str) -> Vec<api::Container> {
+    fake.containers().into_iter().filter(|c| c.metadata.as_ref().is_some_and(|m| m.name == name)).collect()
+}
+
+fn phase(h: &Harness, uid: &str) -> String {
+    h.kubelet.status.get_pod_status(uid).and_then(|s| s.phase).unwrap_or_default()
+}
+
+#[actix_rt::test]
+async fn init_containers_run_in_order_then_the_app_then_termination() {
+    let h = harness().await;
+    let p = Arc::new(pod(
+        "u1",
+        &format!("  terminationGracePeriodSeconds: 5\n  volumes: [{{name: scratch, emptyDir: {{}}}}]\n  initContainers:\n  - {{name: init1, image: '{IMAGE}'}}\n  - {{name: init2, image: '{IMAGE}'}}\n  containers:\n  - {{name: app, image: '{IMAGE}', volumeMounts: [{{name: scratch, mountPath: /scratch}}]}}\n"),
+    ));
+    h.kubelet.pod_manager.lock().expect("lock").pods.insert("u1".into(), p.clone());
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Create, grace_override: None, removed: false });
+
+    // The first init container runs alone; the pod is Pending and Initialized=False.
+    wait_for("init1 to run", || container_named(&h.fake, "init1").iter().any(|c| c.state == api::ContainerState::ContainerRunning as i32)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(container_named(&h.fake, "init2").is_empty(), "init2 must wait for init1");
+    assert!(container_named(&h.fake, "app").is_empty(), "the app waits for every init container");
+    wait_for("a Pending status", || phase(&h, "u1") == "Pending").await;
+
+    let id1 = container_named(&h.fake, "init1")[0].id.clone();
+    h.fake.exit_container(&id1, 0);
+    wait_for("init2 to run", || container_named(&h.fake, "init2").iter().any(|c| c.state == api::ContainerState::ContainerRunning as i32)).await;
+    assert!(container_named(&h.fake, "app").is_empty());
+    let id2 = container_named(&h.fake, "init2")[0].id.clone();
+    h.fake.exit_container(&id2, 0);
+    wait_for("the app to run", || container_named(&h.fake, "app").iter().any(|c| c.state == api::ContainerState::ContainerRunning as i32)).await;
+    wait_for("a Running status", || phase(&h, "u1") == "Running").await;
+    let status = h.kubelet.status.get_pod_status("u1").expect("status");
+    assert_eq!(status.pod_ip.as_deref().map(|ip| ip.starts_with("10.88.0.")), Some(true), "pod IP from the sandbox");
+    assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
+    let cs = status.container_statuses.clone().unwrap_or_default();
+    assert_eq!(cs.len(), 1);
+    assert!(cs[0].state.as_ref().is_some_and(|s| s.running.is_some()));
+    // The pod cgroup and the emptyDir exist on the "host".
+    assert!(h.kubelet.pcm.exists("u1"));
+    assert!(crate::kubelet_getters::pod_volumes_dir(&h.kubelet.root_dir, "u1").exists());
+
+    // A sync after everything runs creates nothing new.
+    let calls_before = h.fake.calls().iter().filter(|c| c.as_str() == "CreateContainer").count();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(h.fake.calls().iter().filter(|c| c.as_str() == "CreateContainer").count(), calls_before);
+
+    // Removal: the app is stopped, the sandbox stopped and removed, the cgroup and dirs cleaned.
+    h.kubelet.pod_manager.lock().expect("lock").pods.remove("u1");
+    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Kill, grace_override: None, removed: true });
+    wait_for("the sandbox to be removed", || h.fake.sandboxes().is_empty()).await;
+    wait_for("the containers to be removed", || h.fake.containers().is_empty()).await;
+    wait_for("the cgroup to be removed", || !h.kubelet.pcm.exists("u1")).await;
+    let calls = h.fake.calls();
+    let stop = calls.iter().position(|c| c == "StopContainer").expect("StopContainer");
+    let stop_sb = calls.iter().rposition(|c| c == "StopPodSandbox").expect("StopPodSandbox");
+    assert!(stop < stop_sb, "containers stop before their sandbox: {calls:?}");
+    wait_for("the worker to stop", || {
+        workers.forget_stopped();
+        workers.known_pods().is_empty()
+    })
+    .await;
+}
+
+#[actix_rt::test]
+async fn a_failing_container_backs_off_and_never_policy_finishes_the_pod() {
+    let h = harness().await;
+    let crash = Arc::new(pod("u2", &format!("  containers:\n  - {{name: c, image: '{IMAGE}'}}\n")));
+    let once = Arc::new(pod("u3", &format!("  restartPolicy: Never\n  containers:\n  - {{name: c, image: '{IMAGE}'}}\n")));
+    for p in [&crash, &once] {
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        h.kubelet.pod_manager.lock().expect("lock").pods.insert(uid, p.clone());
+    }
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    for p in [&crash, &once] {
+        workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Create, grace_override: None, removed: false });
+    }
+    let running = |h: &Harness, pod: &str| {
+        h.fake.containers().into_iter().filter(|c| c.labels.get(crate::container::POD_UID_LABEL).map(String::as_str) == Some(pod) && c.state == api::ContainerState::ContainerRunning as i32).collect::<Vec<_>>()
+    };
+    wait_for("both to run", || !running(&h, "u2").is_empty() && !running(&h, "u3").is_empty()).await;
+    let (c2, c3) = (running(&h, "u2")[0].id.clone(), running(&h, "u3")[0].id.clone());
+    h.fake.exit_container(&c2, 3);
+    h.fake.exit_container(&c3, 0);
+
+    // restartPolicy Always: the first failure restarts at once (as the kubelet does), the
+    // second waits out a back-off of 10 s; the status says CrashLoopBackOff with the last
+    // termination and a restart count of 1.
+    wait_for("the first restart", || running(&h, "u2").iter().any(|c| c.id != c2)).await;
+    let again = running(&h, "u2")[0].id.clone();
+    h.fake.exit_container(&again, 3);
+    wait_for("CrashLoopBackOff", || {
+        h.kubelet.status.get_pod_status("u2").and_then(|s| s.container_statuses).and_then(|cs| cs.first().cloned()).is_some_and(|c| {
+            c.state.and_then(|s| s.waiting).and_then(|w| w.reason).as_deref() == Some("CrashLoopBackOff")
+                && c.restart_count == 1
+                && c.last_state.and_then(|s| s.terminated).is_some_and(|t| t.exit_code == 3)
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(running(&h, "u2").is_empty(), "no restart during the back-off");
+
+    // restartPolicy Never with exit 0: the pod Succeeded and its sandbox is stopped.
+    wait_for("Succeeded", || phase(&h, "u3") == "Succeeded").await;
+    wait_for("its sandbox stopped", || {
+        h.fake.sandboxes().iter().filter(|s| s.labels.get(crate::container::POD_UID_LABEL).map(String::as_str) == Some("u3")).all(|s| s.state == api::PodSandboxState::SandboxNotready as i32)
+    })
+    .await;
+}

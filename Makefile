@@ -8,17 +8,24 @@ SHELL := /bin/bash
 CARGO ?= cargo
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 # Debian packages the build and the tests need: protoc + well-known protos for the
-# etcd-client build script, and etcdctl for the end-to-end tests.
-APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client
+# etcd-client build script, and etcdctl for the end-to-end tests; for the node agent: containerd
+# (with ctr and the runc v2 shim), runc, the CNI plugins (/usr/lib/cni), iptables and iproute2
+# for pod networking, and busybox-static + a static C toolchain for the images `make images` builds.
+APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client \
+  containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev
+# Container images built locally (no registry is reachable): see deploy/images/build.sh.
+IMAGES_DIR := $(TARGET_DIR)/images
+IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps build test up bench-store bench-apiserver bench-scheduler
+.PHONY: help deps images build test up bench-store bench-apiserver bench-scheduler
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
 help:
 	@echo "make deps         install missing Debian packages ($(APT_PACKAGES)) and unpack etcd 3.4 for comparisons"
-	@echo "make build        cargo build --workspace"
+	@echo "make images       build the pause and busybox image tarballs into $(IMAGES_DIR)"
+	@echo "make build        images + cargo build --workspace"
 	@echo "make test         deps + build + every test (nextest if installed)"
 	@echo "make up           a three-member kubelab store on 127.0.0.1:2379/22379/32379 (Ctrl-C stops it)"
 	@echo "make bench-store  kubelab store vs real etcd 3.4, same client workload (release build)"
@@ -38,7 +45,15 @@ deps:
 	fi
 	@./scripts/fetch-etcd.sh
 
-build:
+# The e2e tests import these into their private containerd (e2e::containerd::images_dir()).
+images: $(IMAGES)
+
+# One run of build.sh makes both tarballs (a grouped target), and only when an input is newer
+# than them: the script, the pause source, or the busybox binary.
+$(IMAGES) &: deploy/images/build.sh deploy/images/pause.c $(wildcard /bin/busybox)
+	deploy/images/build.sh $(IMAGES_DIR)
+
+build: images
 	$(CARGO) build --workspace
 
 # The e2e tests start the kubelab binary that `build` just produced.

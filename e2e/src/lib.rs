@@ -25,6 +25,9 @@
 //!    with the pinned kubectl 1.32 (temporary `$HOME`), a kube-rs client and `restart_store`.
 //! 7. [`writers`] are concurrent clients that record exactly which puts were acknowledged,
 //!    and check that every member serves them (serializable reads, member by member).
+//! 8. [`containerd`] is [`containerd::Containerd`]: a private containerd (own sockets, state and
+//!    persistent mount namespace) with a CNI bridge, for the node agent's tests; it imports the
+//!    images `make images` builds and tears down every pod, shim and mount it made.
 //!
 //! # Environment
 //! - `KUBELAB_BIN`: the kubelab binary (default: next to the test executable).
@@ -33,6 +36,8 @@
 //! - `E2E_STORE=etcd`: run the store tests against real etcd, to check the tests themselves.
 //! - `E2E_PROXY=0`: kubelab members talk to each other directly (the partition test still
 //!   uses the proxy, which it needs).
+//! - `KUBELAB_IMAGES`: where `pause.tar` and `busybox.tar` are (default
+//!   `$CARGO_TARGET_DIR/images`, else `<workspace>/target/images`, as `make images` writes them).
 //! - `E2E_KEEP_DIRS=1`: keep each cluster's data and logs after the test.
 //! - `E2E_SNAPSHOT_KEYS`: keys written while a member is down in `store_snapshot` (3000).
 //!
@@ -44,11 +49,15 @@
 //! - Ports are reserved between cooperating harness processes only; an unrelated program
 //!   may still take a port between reservation and bind (unlikely below 32768).
 //! - Processes are plain children: no cgroups, no network namespaces.
+//! - [`containerd`] is the exception: it needs root, and leaves a few host-wide traces it cannot
+//!   own alone (`/run/containerd` as an empty mount point, `/var/lib/cni/results`,
+//!   `net.ipv4.ip_forward=1`); its module docs list them.
 
 pub mod apiserver;
 pub mod bench;
 pub mod background;
 pub mod cluster;
+pub mod containerd;
 pub mod etcdctl;
 pub mod nodeagent;
 pub mod ports;

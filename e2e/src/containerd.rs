@@ -346,7 +346,8 @@ impl Containerd {
         self.dir.join("config.toml")
     }
 
-    fn mntns(&self) -> PathBuf {
+    /// The persistent mount namespace containerd runs in (for processes that must share it).
+    pub fn mntns(&self) -> PathBuf {
         self.dir.join("mntns")
     }
 

@@ -30,11 +30,11 @@ pub struct NodeAgentOptions<'a> {
 
 impl NodeAgent {
     /// Start a private containerd with the project's images, then the node agent on it.
-    pub fn start(root: &Path, opts: NodeAgentOptions<'_>) -> anyhow::Result<NodeAgent> {
+    pub async fn start(root: &Path, opts: NodeAgentOptions<'_>) -> anyhow::Result<NodeAgent> {
         let bin = crate::kubelab_bin()?;
         let dir = root.join(format!("node-{}", opts.node_name));
         std::fs::create_dir_all(&dir)?;
-        let containerd = Containerd::start(&dir.join("containerd"))?;
+        let containerd = Containerd::start(&dir.join("containerd")).await?;
         let port = ports::reserve()?;
         let port_number = port.port;
         let mut args: Vec<String> = vec!["nodeagent".into()];
@@ -82,7 +82,13 @@ impl NodeAgent {
             ("NO_COLOR".to_string(), "1".to_string()),
             ("RUST_LOG".to_string(), std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info,kubelet=debug".into())),
         ];
-        let p = Process::spawn(&format!("nodeagent-{}", self.name), &self.bin, &self.args, &self.dir.join("agent"), &env)?;
+        // The agent shares containerd's (private, persistent) mount namespace, as a kubelet
+        // shares its host's with the runtime: the tmpfs it mounts for secrets must be what
+        // containerd bind-mounts into containers. nsenter execs the agent (no fork): the PID
+        // recorded is the agent's.
+        let mut args = vec![format!("--mount={}", self.containerd().mntns().display()), self.bin.to_string_lossy().into_owned()];
+        args.extend(self.args.iter().cloned());
+        let p = Process::spawn(&format!("nodeagent-{}", self.name), std::path::Path::new("nsenter"), &args, &self.dir.join("agent"), &env)?;
         eprintln!("[e2e] started nodeagent {} pid {}", self.name, p.pid());
         self.process = Some(p);
         Ok(())

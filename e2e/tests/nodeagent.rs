@@ -15,9 +15,11 @@ use kube::api::{Api, ListParams};
 /// How long a pod gets to run on an idle node (the CRI floor is ~0.3 s; CI machines are busy).
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Fields drop in order: the agent (and its containerd, whose directory lives in the API
+/// cluster's) before the API cluster.
 struct Lab {
-    api: ApiCluster,
     agent: NodeAgent,
+    api: ApiCluster,
     client: kube::Client,
 }
 
@@ -33,9 +35,10 @@ async fn lab(node: &str, octet: u8, scheduler: bool) -> Lab {
         api.root(),
         NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] },
     )
+    .await
     .expect("node agent");
     let client = api.kube_client().expect("client");
-    let lab = Lab { api, agent, client };
+    let lab = Lab { agent, api, client };
     lab.wait_node_ready(node).await;
     lab
 }
@@ -148,20 +151,20 @@ async fn pods_run_with_init_containers_volumes_logs_and_graceful_deletion() {
         .expect("logs -f keeps streaming new lines");
     drop(follow);
 
-    // Two init containers run one after the other before the app; each writes a timestamp
-    // (nanoseconds since boot, /proc/uptime has only centiseconds) into a shared emptyDir.
+    // Two init containers run one after the other before the app; each writes the time since
+    // boot (/proc/uptime, centiseconds) into a shared emptyDir, then sleeps a second.
     lab.apply(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: inits\nspec:\n  volumes:\n  - name: shared\n    emptyDir: {}\n  initContainers:\n  - name: first\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo first $(date +%s%N) >> /shared/order; sleep 1']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n  - name: second\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo second $(date +%s%N) >> /shared/order; sleep 1']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n  containers:\n  - name: app\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo app $(date +%s%N) >> /shared/order; cat /shared/order; sleep 3600']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: inits\nspec:\n  volumes:\n  - name: shared\n    emptyDir: {}\n  initContainers:\n  - name: first\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo first $(cut -d\\  -f1 /proc/uptime) >> /shared/order; sleep 1']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n  - name: second\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo second $(cut -d\\  -f1 /proc/uptime) >> /shared/order; sleep 1']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n  containers:\n  - name: app\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'echo app $(cut -d\\  -f1 /proc/uptime) >> /shared/order; cat /shared/order; sleep 3600']\n    volumeMounts: [{name: shared, mountPath: /shared}]\n",
     );
     lab.wait_running("inits").await;
     let out = lab.wait_logs("inits", "app", |s| s.lines().count() >= 3).await;
-    let rows: Vec<(String, u128)> = out
+    let rows: Vec<(String, f64)> = out
         .lines()
         .filter_map(|l| l.split_once(' ').and_then(|(n, t)| Some((n.to_string(), t.trim().parse().ok()?))))
         .collect();
     let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["first", "second", "app"], "init containers out of order:\n{out}");
-    assert!(rows[0].1 + 900_000_000 <= rows[1].1 && rows[1].1 + 900_000_000 <= rows[2].1, "each step must wait for the previous one to finish:\n{out}");
+    assert!(rows[0].1 + 0.9 <= rows[1].1 && rows[1].1 + 0.9 <= rows[2].1, "each step must wait for the previous one to finish:\n{out}");
 
     // A configMap and a secret in volumes; the secret's update reaches the file.
     lab.api.kubectl_ok(&["create", "configmap", "app-config", "--from-literal=greeting=hello-from-configmap"]);
@@ -274,7 +277,7 @@ async fn agent_and_containerd_restarts_lose_and_restart_nothing() {
     assert_eq!(after, before, "the restarted agent must adopt the containers, not recreate them");
 
     // Restart containerd under the agent: the pod keeps its containers.
-    lab.agent.containerd_mut().restart().expect("restart containerd");
+    lab.agent.containerd_mut().restart().await.expect("restart containerd");
     tokio::time::sleep(Duration::from_secs(6)).await;
     let p = lab.wait_running("survivor").await;
     assert_eq!(container_ids(&p), before, "a containerd restart must not lose or restart a pod");

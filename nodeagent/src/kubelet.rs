@@ -550,4 +550,6 @@ fn reject_pod(kubelet: &Kubelet, pod: &Pod, reason: &str, message: &str) {
     status.reason = Some(reason.to_string());
     status.message = Some(format!("Pod was rejected: {message}"));
     kubelet.status.set_pod_status(pod, status);
+    // Nothing runs for a rejected pod: its terminal phase may be reported at once.
+    kubelet.status.terminate_pod(pod);
 }

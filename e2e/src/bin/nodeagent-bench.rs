@@ -147,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     e2e::containerd::prerequisites().map_err(|e| anyhow::anyhow!(e))?;
     let api = ApiCluster::start(ApiOptions::default()).await?;
-    let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: 90, extra: vec![] })?;
+    let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: 90, extra: vec![] }).await?;
     let client = api.kube_client()?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pid = agent.pid().context("agent pid")?;

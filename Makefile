@@ -18,7 +18,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up bench-store bench-apiserver bench-scheduler
+.PHONY: help deps images build test up bench-store bench-apiserver bench-scheduler bench-nodeagent
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-store  kubelab store vs real etcd 3.4, same client workload (release build)"
 	@echo "make bench-apiserver  API server creates/GET/LIST/watch fan-out, overhead over the raw store"
 	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
+	@echo "make bench-nodeagent  pod startup latency on a real containerd against the raw CRI floor"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first).
 deps:
@@ -81,3 +82,7 @@ bench-apiserver: deps
 bench-scheduler: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin scheduler-bench
 	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/scheduler-bench"
+
+bench-nodeagent: deps images
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin nodeagent-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/nodeagent-bench"

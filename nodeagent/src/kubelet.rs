@@ -23,6 +23,9 @@ use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType};
 use crate::status::StatusManager;
 use crate::volumemanager::VolumeManager;
 
+/// Container name → (waiting reason, message) from a pod's last sync.
+pub type WaitingReasons = HashMap<String, (String, String)>;
+
 /// What a SyncPod tells its worker.
 #[derive(Debug)]
 pub enum SyncOutcome {
@@ -65,7 +68,7 @@ pub struct Kubelet {
     pub max_pods: u32,
     pub resync_interval: Duration,
     /// Waiting reasons from each pod's last sync (kubelet's reasonCache).
-    reasons: Mutex<HashMap<String, HashMap<String, (String, String)>>>,
+    reasons: Mutex<HashMap<String, WaitingReasons>>,
     /// When each pod was first seen, for kubelet_pod_start_duration_seconds.
     first_seen: Mutex<HashMap<String, Instant>>,
     /// Pods with something in the runtime (sandboxes or containers), from the last housekeeping.

@@ -76,7 +76,7 @@ async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn container_named<'a>(fake: &'a FakeRuntime, name: &str) -> Vec<api::Container> {
+fn container_named(fake: &FakeRuntime, name: &str) -> Vec<api::Container> {
     fake.containers().into_iter().filter(|c| c.metadata.as_ref().is_some_and(|m| m.name == name)).collect()
 }
 

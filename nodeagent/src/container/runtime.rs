@@ -98,7 +98,7 @@ impl PodStatus {
     /// Every status of the container named `name`, newest first.
     pub fn containers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a ContainerStatus> {
         let mut v: Vec<&ContainerStatus> = self.containers.iter().filter(|c| c.name == name).collect();
-        v.sort_by(|a, b| (b.created_at, b.restart_count).cmp(&(a.created_at, a.restart_count)));
+        v.sort_by_key(|c| std::cmp::Reverse((c.created_at, c.restart_count)));
         v.into_iter()
     }
 

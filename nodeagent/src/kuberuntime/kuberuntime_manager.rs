@@ -243,7 +243,7 @@ impl RuntimeManager {
                 host_network,
             });
         }
-        status.sandboxes.sort_by(|a, b| (b.created_at, b.attempt).cmp(&(a.created_at, a.attempt)));
+        status.sandboxes.sort_by_key(|s| std::cmp::Reverse((s.created_at, s.attempt)));
         status.ips = status.sandboxes.iter().find(|s| s.ready).map(|s| s.ips.clone()).unwrap_or_default();
         let containers = self
             .runtime
@@ -256,7 +256,7 @@ impl RuntimeManager {
                 Err(e) => return Err(e),
             }
         }
-        status.containers.sort_by(|a, b| (b.created_at, b.restart_count).cmp(&(a.created_at, a.restart_count)));
+        status.containers.sort_by_key(|c| std::cmp::Reverse((c.created_at, c.restart_count)));
         Ok(status)
     }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod up;
+
 /// Every component allocates and frees many small JSON values per request; mimalloc does that
 /// with less CPU than glibc's allocator (measured with scheduler-bench: see BENCHMARKS.md).
 #[global_allocator]
@@ -31,6 +33,9 @@ enum Command {
     Scheduler(SchedulerArgs),
     /// The node agent (kubelab's kubelet): runs the pods bound to this node on containerd.
     Nodeagent(NodeagentArgs),
+    /// The whole cluster on this machine: store, API server, scheduler, controller manager,
+    /// node agent and a private containerd (Ctrl-C stops it; run again to resume).
+    Up(up::UpArgs),
 }
 
 /// Flags as the kubelet names them.
@@ -313,6 +318,10 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    // `up` enters a private mount namespace before any thread exists: handled before the runtime.
+    if let Command::Up(args) = cli.command {
+        return up::run(args);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the async runtime")?;
     match cli.command {
         Command::Store(args) => {
@@ -351,6 +360,7 @@ fn main() -> anyhow::Result<()> {
             };
             rt.block_on(scheduler::run(opts, shutdown_signal())).context("kubelab scheduler")?;
         }
+        Command::Up(_) => unreachable!("handled above"),
         Command::Nodeagent(args) => {
             drop(rt);
             let opts = args.into_options().context("kubelab nodeagent")?;

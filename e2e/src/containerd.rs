@@ -46,12 +46,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use nodeagent::cri::RemoteRuntime;
+use nodeagent::cri::containerd_config::{CNI_BIN_DIR, RUNC};
 
 use crate::ports::{self, Port};
 use crate::process::{Process, log_tail};
 
 /// The pause image `deploy/images/build.sh` builds; containerd's `sandbox_image`.
-pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.9";
+pub use nodeagent::cri::containerd_config::PAUSE_IMAGE;
 /// The busybox image `deploy/images/build.sh` builds.
 pub const BUSYBOX_IMAGE: &str = "docker.io/library/busybox:1.36";
 /// The containerd namespace of the CRI plugin.
@@ -64,8 +65,6 @@ pub const TEARDOWN_CRI_TIMEOUT: Duration = Duration::from_secs(60);
 
 const CONTAINERD: &str = "/usr/bin/containerd";
 const CTR: &str = "/usr/bin/ctr";
-const RUNC: &str = "/usr/sbin/runc";
-const CNI_BIN_DIR: &str = "/usr/lib/cni";
 /// The directory containerd 1.6 puts shim sockets under, whatever its config says.
 const RUN_CONTAINERD: &str = "/run/containerd";
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -391,62 +390,7 @@ impl Containerd {
     }
 
     fn config_toml(&self) -> String {
-        let d = |sub: &str| toml_str(&self.dir.join(sub).display().to_string());
-        format!(
-            r#"# Written by e2e::containerd for one test; see /work/shared/docs/containerd-cri.md.
-version = 2
-root = {root}
-state = {state}
-# The VM lacks CAP_SYS_RESOURCE: containerd must not lower its own OOM score adjustment.
-oom_score = 0
-
-[grpc]
-  address = {sock}
-
-[ttrpc]
-  address = {ttrpc}
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = {opt}
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = {pause}
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "{port}"
-  disable_apparmor = true
-  enable_selinux = false
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = {runc}
-        Root = {runc_root}
-
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = {cni_bin}
-    conf_dir = {cni_conf}
-    max_conf_num = 1
-"#,
-            root = d("root"),
-            state = d("state"),
-            sock = toml_str(&self.socket().display().to_string()),
-            ttrpc = d("containerd.sock.ttrpc"),
-            opt = d("opt"),
-            pause = toml_str(PAUSE_IMAGE),
-            port = self.stream_port.port,
-            runc = toml_str(RUNC),
-            runc_root = d("runc"),
-            cni_bin = toml_str(CNI_BIN_DIR),
-            cni_conf = toml_str(&self.cni_conf_dir().display().to_string()),
-        )
+        nodeagent::cri::containerd_config::ContainerdConfig::new(&self.dir, self.stream_port.port).render()
     }
 
     /// containerd, exec'd by nsenter inside the namespace (so the recorded PID is containerd's).
@@ -894,10 +838,6 @@ fn umount(p: &Path) -> std::io::Result<()> {
     Err(std::io::Error::last_os_error())
 }
 
-/// A TOML basic string (JSON's escaping is a subset TOML accepts).
-fn toml_str(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
-}
 
 #[cfg(test)]
 mod tests {

@@ -54,6 +54,13 @@ fn rss_mib(pid: u32) -> f64 {
         .unwrap_or(0.0)
 }
 
+fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Threads:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .unwrap_or(0)
+}
+
 fn pod(name: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -190,6 +197,7 @@ async fn main() -> anyhow::Result<()> {
     let relist = if c1 > c0 { Duration::from_secs_f64((s1 - s0) / (c1 - c0)) } else { Duration::ZERO };
     let containers = rt.list_containers(None).await?.len();
     let rss_full = rss_mib(pid);
+    let threads_full = threads(pid);
     delete_all(&pods).await?;
 
     let floor_p50 = percentile(&floor, 0.5);
@@ -207,6 +215,6 @@ async fn main() -> anyhow::Result<()> {
     println!("| {} pods created at once: all Running | {} | | | |", burst.len(), ms(burst_all));
     println!("| PLEG relist with {containers} containers (mean over 10 s) | {} | | | |", ms(relist));
     println!("| agent RSS, no pods | {rss_idle:.1} MiB | | | |");
-    println!("| agent RSS, {} pods | {rss_full:.1} MiB | | ≤ 50 MB | {} |", args.full.max(have), met(rss_full * 1.048_576 <= 50.0));
+    println!("| agent RSS, {} pods ({threads_full} threads) | {rss_full:.1} MiB | | ≤ 50 MB | {} |", args.full.max(have), met(rss_full * 1.048_576 <= 50.0));
     Ok(())
 }

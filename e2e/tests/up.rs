@@ -1,0 +1,192 @@
+//! `kubelab up` end to end: the whole cluster in one process with its own containerd, driven by
+//! the pinned kubectl through the kubeconfig it writes — run a pod, see it Running, read its
+//! logs, delete it; stop the cluster with SIGTERM and start it again: the objects are still
+//! there and the pods run again.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use e2e::ports;
+use e2e::process::{Process, run_to_completion};
+
+struct Up {
+    process: Option<Process>,
+    /// Where this run's output starts in the (appended) stdout log.
+    stdout_from: usize,
+    bin: PathBuf,
+    args: Vec<String>,
+    dir: PathBuf,
+    kubectl: PathBuf,
+    cgroup_root: String,
+}
+
+impl Up {
+    fn start(&mut self) {
+        let env = vec![("NO_COLOR".to_string(), "1".to_string()), ("RUST_LOG".to_string(), "info".to_string())];
+        self.stdout_from = std::fs::read_to_string(self.dir.join("up-logs/stdout.log")).map(|s| s.len()).unwrap_or(0);
+        let p = Process::spawn("kubelab-up", &self.bin, &self.args, &self.dir.join("up-logs"), &env).expect("spawn kubelab up");
+        eprintln!("[e2e] started kubelab up pid {}", p.pid());
+        self.process = Some(p);
+    }
+
+    /// This run's stdout so far.
+    fn stdout(&self) -> String {
+        let all = std::fs::read_to_string(self.dir.join("up-logs/stdout.log")).unwrap_or_default();
+        all.get(self.stdout_from..).unwrap_or_default().to_string()
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("data/kubeconfig")
+    }
+
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let home = self.dir.join("home");
+        let _ = std::fs::create_dir_all(&home);
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.args(args).env("HOME", &home).env("KUBECONFIG", self.kubeconfig());
+        let (st, out, err) = run_to_completion(cmd, stdin, Duration::from_secs(60)).expect("run kubectl");
+        eprintln!("[kubectl] {args:?} -> {st:?}");
+        (st.is_some_and(|s| s.success()), out, err)
+    }
+
+    fn kubectl_ok(&self, args: &[&str]) -> String {
+        let (ok, out, err) = self.kubectl(args, None);
+        if !ok {
+            self.fail(&format!("kubectl {args:?} failed:\n{out}\n{err}"));
+        }
+        out
+    }
+
+    fn fail(&self, msg: &str) -> ! {
+        let tail = self.process.as_ref().map(|p| p.log_tail(80)).unwrap_or_default();
+        panic!("{msg}\n--- kubelab up stdout ---\n{}\n{tail}", self.stdout())
+    }
+
+    /// Wait until `kubectl args` prints something `pred` accepts.
+    fn wait_kubectl(&self, args: &[&str], what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (ok, out, _) = self.kubectl(args, None);
+            if ok && pred(&out) {
+                return out;
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("{what}: not within {timeout:?}; last output:\n{out}"));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.stdout().contains("export KUBECONFIG=") {
+            if let Some(st) = self.process.as_mut().and_then(Process::exited) {
+                self.fail(&format!("kubelab up exited ({st}) before it was ready"));
+            }
+            if Instant::now() > deadline {
+                self.fail("kubelab up never reported ready");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn stop(&mut self) {
+        let mut p = self.process.take().expect("running");
+        let st = p.terminate();
+        assert!(st.is_some_and(|s| s.success()), "kubelab up must stop cleanly on SIGTERM, got {st:?}\n{}", p.log_tail(60));
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            if std::thread::panicking() {
+                eprintln!("{}", p.log_tail(80));
+            }
+            p.terminate();
+        }
+        remove_cgroup_tree(&self.cgroup_root);
+    }
+}
+
+fn remove_cgroup_tree(root: &str) {
+    fn rmdir_deep(dir: &Path) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    rmdir_deep(&e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    if let Ok(hs) = std::fs::read_dir("/sys/fs/cgroup") {
+        for h in hs.flatten() {
+            let top = h.path().join(root.trim_start_matches('/'));
+            if top.is_dir() {
+                rmdir_deep(&top);
+            }
+        }
+    }
+}
+
+#[test]
+fn up_runs_pods_and_resumes_after_a_restart() {
+    if let Err(e) = e2e::containerd::prerequisites() {
+        panic!("kubelab up needs: {e}");
+    }
+    let tmp = tempfile::Builder::new().prefix("kubelab-e2e-up-").tempdir().expect("tmp");
+    let ports = ports::reserve_n(5).expect("ports");
+    let p: Vec<String> = ports.iter().map(|p| p.port.to_string()).collect();
+    let cgroup_root = format!("/kubelab-e2e-up-{}", std::process::id());
+    let args: Vec<String> = [
+        "up", "--data-dir", &tmp.path().join("data").to_string_lossy(),
+        "--port", &p[0], "--store-port", &p[1], "--store-peer-port", &p[2], "--agent-port", &p[3], "--stream-port", &p[4],
+        "--node-name", "up-node", "--pod-cidr", "10.244.41.0/24",
+        "--image-dir", &e2e::containerd::images_dir().to_string_lossy(),
+        "--cgroup-root", &cgroup_root,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    drop(ports); // released just before kubelab up binds them
+    let mut up = Up {
+        process: None,
+        stdout_from: 0,
+        bin: e2e::kubelab_bin().expect("kubelab binary"),
+        args,
+        dir: tmp.path().to_path_buf(),
+        kubectl: e2e::apiserver::kubectl_bin().expect("kubectl"),
+        cgroup_root,
+    };
+    up.start();
+    up.wait_ready();
+    let out = up.stdout();
+    assert!(out.contains("✓ store and API server") && out.contains("node up-node Ready"), "progress lines:\n{out}");
+    up.wait_kubectl(&["get", "nodes"], "node Ready", Duration::from_secs(30), |s| s.contains("up-node") && s.contains(" Ready"));
+
+    // Run a pod, see it Running, read its logs, delete it.
+    up.kubectl_ok(&["run", "hello", "--image=docker.io/library/busybox:1.36", "--restart=Never", "--", "sh", "-c", "echo hello from kubelab up; sleep 3600"]);
+    up.wait_kubectl(&["get", "pod", "hello"], "hello Running", Duration::from_secs(60), |s| s.contains("Running"));
+    up.wait_kubectl(&["logs", "hello"], "hello's logs", Duration::from_secs(30), |s| s.contains("hello from kubelab up"));
+    up.kubectl_ok(&["delete", "pod", "hello", "--grace-period=1", "--timeout=60s"]);
+    let (_, out, err) = up.kubectl(&["get", "pod", "hello"], None);
+    assert!(err.contains("NotFound") || err.contains("not found"), "pod gone after delete: {out}{err}");
+
+    // Objects to find again after a restart.
+    up.kubectl_ok(&["create", "configmap", "keep", "--from-literal=k=v"]);
+    up.kubectl_ok(&["run", "durable", "--image=docker.io/library/busybox:1.36", "--", "sh", "-c", "while true; do echo alive; sleep 1; done"]);
+    up.wait_kubectl(&["get", "pod", "durable"], "durable Running", Duration::from_secs(60), |s| s.contains("Running"));
+
+    // Stop with SIGTERM, start again: the same cluster.
+    up.stop();
+    assert!(up.stdout().contains("stopped ("), "clean stop reported:\n{}", up.stdout());
+    up.start();
+    up.wait_ready();
+    let cm = up.kubectl_ok(&["get", "configmap", "keep", "-o", "jsonpath={.data.k}"]);
+    assert_eq!(cm, "v");
+    up.wait_kubectl(&["get", "pod", "durable", "-o", "jsonpath={.status.phase}"], "durable Running again", Duration::from_secs(90), |s| s == "Running");
+    up.wait_kubectl(&["logs", "durable"], "durable's logs after the restart", Duration::from_secs(30), |s| s.contains("alive"));
+    up.stop();
+}

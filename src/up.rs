@@ -1,0 +1,476 @@
+//! `kubelab up`: the whole cluster on one machine, in one process — what kind and minikube do for
+//! Kubernetes, in the way `kubeadm init` orders it: the store first, then the API server, then the
+//! scheduler and the controller manager, then a node agent with its container runtime.
+//!
+//! Everything runs in this process (each component on threads of its own, as separate binaries
+//! would run) except containerd, a child process. The process first moves into a private mount
+//! namespace, and containerd inherits it: the tmpfs the node agent mounts for secrets is what
+//! containerd bind-mounts into containers, the shim sockets containerd 1.6 always puts under
+//! `/run/containerd` go to a directory of ours (never a system containerd's), and when the
+//! cluster stops, every mount it made disappears with the namespace.
+//!
+//! Stop with Ctrl-C (or SIGTERM): the node agent stops, every pod sandbox is stopped and removed
+//! through the CRI (so CNI releases its addresses), containerd stops, then the control plane.
+//! Objects stay in the store under `--data-dir`: `kubelab up` again resumes the same cluster and
+//! the node agent starts its pods again.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use k8s_openapi::api::core::v1::Node;
+use nodeagent::cri::RemoteRuntime;
+use nodeagent::cri::containerd_config::{self, ContainerdConfig};
+use tokio::sync::watch;
+
+/// `kubelab up`'s flags.
+#[derive(Args, Clone, Debug)]
+pub struct UpArgs {
+    /// Where the cluster keeps its state (store, containerd, pods, logs, kubeconfig).
+    #[arg(long, default_value = "/var/lib/kubelab")]
+    pub data_dir: PathBuf,
+    /// The API server's port on 127.0.0.1 (plain HTTP).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// The store's client port on 127.0.0.1 (etcdctl works against it).
+    #[arg(long, default_value_t = 2379)]
+    pub store_port: u16,
+    /// The store's peer port on 127.0.0.1.
+    #[arg(long, default_value_t = 2380)]
+    pub store_peer_port: u16,
+    /// The node agent's port on 127.0.0.1 (container logs, /pods, /metrics).
+    #[arg(long, default_value_t = 10250)]
+    pub agent_port: u16,
+    /// containerd's CRI streaming port on 127.0.0.1.
+    #[arg(long, default_value_t = 10010)]
+    pub stream_port: u16,
+    /// The node's name (default: the hostname).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// The node's pod network.
+    #[arg(long, default_value = "10.244.0.0/24")]
+    pub pod_cidr: String,
+    /// The image tarballs to import (default: the `images` directory next to the binary's
+    /// build directory, where `make images` puts them).
+    #[arg(long)]
+    pub image_dir: Option<PathBuf>,
+    /// The cgroup the node's pods go under.
+    #[arg(long, default_value = "/kubelab")]
+    pub cgroup_root: String,
+}
+
+/// One line of start-up progress.
+fn step(started: Instant, what: &str) {
+    println!("  ✓ {what:<44} {:>6.1} s", started.elapsed().as_secs_f64());
+}
+
+fn default_image_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    // target/debug/kubelab → target/images
+    let dir = exe.parent()?.parent()?.join("images");
+    dir.is_dir().then_some(dir)
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+}
+
+/// Every prerequisite, checked before anything starts; the first missing one is one message
+/// naming the fix.
+fn check_prerequisites(args: &UpArgs, image_dir: &Path) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("kubelab up must run as root: it starts containerd and manages cgroups, mounts and network namespaces (try: sudo kubelab up)");
+    }
+    if which("containerd").is_none() {
+        bail!("containerd is not installed: run `make deps` (or apt-get install containerd)");
+    }
+    if !Path::new(containerd_config::RUNC).is_file() {
+        bail!("runc is not installed at {}: run `make deps` (or apt-get install runc)", containerd_config::RUNC);
+    }
+    if !Path::new(containerd_config::CNI_BIN_DIR).join("bridge").is_file() {
+        bail!("the CNI plugins are not installed in {}: run `make deps` (or apt-get install containernetworking-plugins)", containerd_config::CNI_BIN_DIR);
+    }
+    if !Path::new("/sys/fs/cgroup/cpu").is_dir() || !Path::new("/sys/fs/cgroup/memory").is_dir() {
+        bail!("kubelab's node agent needs cgroup v1 (cpu and memory hierarchies under /sys/fs/cgroup)");
+    }
+    if !image_dir.join("pause.tar").is_file() {
+        bail!("no pause image in {}: run `make images` (or pass --image-dir)", image_dir.display());
+    }
+    for (port, flag) in [
+        (args.port, "--port"),
+        (args.store_port, "--store-port"),
+        (args.store_peer_port, "--store-peer-port"),
+        (args.agent_port, "--agent-port"),
+        (args.stream_port, "--stream-port"),
+    ] {
+        if let Err(e) = TcpListener::bind(("127.0.0.1", port)) {
+            bail!("port {port} on 127.0.0.1 is not free ({e}): is another cluster running? Choose another with {flag}");
+        }
+    }
+    Ok(())
+}
+
+/// Move this process into a private mount namespace, and give containerd's hard-coded
+/// `/run/containerd` a directory of ours. Must run before any thread starts (unshare of the
+/// mount namespace is refused to a multi-threaded process).
+fn enter_private_mount_namespace(data: &Path) -> anyhow::Result<()> {
+    let run = data.join("run-containerd");
+    std::fs::create_dir_all(&run)?;
+    std::fs::create_dir_all("/run/containerd")?;
+    // SAFETY: plain syscalls on valid, NUL-terminated paths; nothing else runs yet.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            bail!("unshare(CLONE_NEWNS): {}", std::io::Error::last_os_error());
+        }
+        let root = c"/";
+        if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            bail!("making / private in the new mount namespace: {}", std::io::Error::last_os_error());
+        }
+        let src = std::ffi::CString::new(run.as_os_str().as_encoded_bytes())?;
+        let dst = c"/run/containerd";
+        if libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
+            bail!("bind-mounting {} over /run/containerd: {}", run.display(), std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A future that completes when `rx` turns true.
+async fn until(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Run `f` on a thread of its own with a tokio runtime, as its own binary would.
+fn spawn_tokio<F>(name: &str, f: impl FnOnce() -> F + Send + 'static) -> std::thread::JoinHandle<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let n = name.to_string();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return eprintln!("{n}: starting its runtime: {e}"),
+            };
+            if let Err(e) = rt.block_on(f()) {
+                eprintln!("{n} stopped with an error: {e:#}");
+            }
+        })
+        .expect("spawn thread")
+}
+
+/// Run `f` on a thread of its own inside an actix System (actors, actix-web).
+fn spawn_actix<F>(name: &str, f: impl FnOnce() -> F + Send + 'static) -> std::thread::JoinHandle<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>> + 'static,
+{
+    let n = name.to_string();
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            if let Err(e) = actix_rt::System::new().block_on(f()) {
+                eprintln!("{n} stopped with an error: {e:#}");
+            }
+        })
+        .expect("spawn thread")
+}
+
+struct Containerd {
+    child: Child,
+    config: ContainerdConfig,
+}
+
+impl Containerd {
+    fn start(config: ContainerdConfig, log: &Path) -> anyhow::Result<Containerd> {
+        std::fs::create_dir_all(config.cni_conf_dir())?;
+        std::fs::write(config.config_path(), config.render())?;
+        let log = std::fs::File::options().create(true).append(true).open(log)?;
+        let mut cmd = Command::new("containerd");
+        cmd.arg("--config").arg(config.config_path()).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        // SAFETY: prctl in the child before exec; no allocation.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                // If kubelab up dies, containerd follows (its containers are stopped at the next start).
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().context("starting containerd")?;
+        Ok(Containerd { child, config })
+    }
+
+    async fn wait_ready(&mut self) -> anyhow::Result<RemoteRuntime> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = self.child.try_wait()? {
+                bail!("containerd exited ({st}); see its log");
+            }
+            if let Ok(rt) = RemoteRuntime::connect(&self.config.endpoint()).await
+                && rt.version().await.is_ok()
+            {
+                return Ok(rt);
+            }
+            if Instant::now() > deadline {
+                bail!("containerd did not answer within 30 s");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after 10 s.
+    fn stop(&mut self) {
+        // SAFETY: kill on the PID of our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Stop and remove every pod sandbox (and so every container) through the CRI.
+async fn remove_all_pods(rt: &RemoteRuntime) -> usize {
+    let Ok(sandboxes) = rt.list_pod_sandbox(None).await else { return 0 };
+    for s in &sandboxes {
+        if let Err(e) = rt.stop_pod_sandbox(&s.id).await {
+            tracing::warn!(sandbox = %s.id, error = %e, "stopping a pod sandbox");
+        }
+        if let Err(e) = rt.remove_pod_sandbox(&s.id).await {
+            tracing::warn!(sandbox = %s.id, error = %e, "removing a pod sandbox");
+        }
+    }
+    sandboxes.len()
+}
+
+fn write_kubeconfig(path: &Path, server: &str) -> anyhow::Result<()> {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubelab\n  cluster:\n    server: {server}\ncontexts:\n- name: kubelab\n  context:\n    cluster: kubelab\n    user: kubelab\nusers:\n- name: kubelab\n  user: {{}}\ncurrent-context: kubelab\n"
+    );
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let image_dir = args
+        .image_dir
+        .clone()
+        .or_else(default_image_dir)
+        .context("no image directory: run `make images`, or pass --image-dir")?;
+    check_prerequisites(&args, &image_dir)?;
+    let data = args.data_dir.clone();
+    std::fs::create_dir_all(data.join("logs")).with_context(|| format!("creating {}", data.display()))?;
+    let data = data.canonicalize()?;
+    enter_private_mount_namespace(&data)?;
+    println!("kubelab up: the cluster's state is in {}", data.display());
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(supervise(args, data, image_dir, started))
+}
+
+/// What has been started so far, for the shutdown to stop in reverse order.
+#[derive(Default)]
+struct Started {
+    containerd: Option<Containerd>,
+    cri: Option<RemoteRuntime>,
+    agent: Option<std::thread::JoinHandle<()>>,
+    control_plane: Vec<std::thread::JoinHandle<()>>,
+}
+
+async fn supervise(args: UpArgs, data: PathBuf, image_dir: PathBuf, started: Instant) -> anyhow::Result<()> {
+    let (cp_tx, cp_rx) = watch::channel(false);
+    let (agent_tx, agent_rx) = watch::channel(false);
+    let mut s = Started::default();
+    // Ctrl-C or SIGTERM at any time, even half-way through the start, stops what has started.
+    let stop = signal();
+    tokio::pin!(stop);
+    let result = tokio::select! {
+        r = start(&args, &data, &image_dir, started, &mut s, cp_rx, agent_rx) => match r {
+            Ok(()) => {
+                (&mut stop).await;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+        _ = &mut stop => Ok(()),
+    };
+    println!("\nstopping kubelab: the node agent, pods, containerd, then the control plane");
+    let _ = agent_tx.send(true);
+    if let Some(agent) = s.agent.take() {
+        let _ = tokio::task::spawn_blocking(move || agent.join()).await;
+    }
+    let removed = match &s.cri {
+        Some(cri) => remove_all_pods(cri).await,
+        None => 0,
+    };
+    if let Some(mut c) = s.containerd.take() {
+        tokio::task::spawn_blocking(move || c.stop()).await?;
+    }
+    let _ = cp_tx.send(true);
+    let threads = std::mem::take(&mut s.control_plane);
+    tokio::task::spawn_blocking(move || {
+        for t in threads {
+            let _ = t.join();
+        }
+    })
+    .await?;
+    result?;
+    println!("stopped ({removed} pod sandboxes removed); `kubelab up` again resumes the cluster");
+    Ok(())
+}
+
+async fn start(
+    args: &UpArgs,
+    data: &Path,
+    image_dir: &Path,
+    started: Instant,
+    s: &mut Started,
+    cp_rx: watch::Receiver<bool>,
+    agent_rx: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let node_name = args.node_name.clone().unwrap_or_else(client::hostname).to_lowercase();
+    let api_url = format!("http://127.0.0.1:{}", args.port);
+
+    // containerd, a child process in our mount namespace.
+    let containerd = s.containerd.insert(Containerd::start(
+        ContainerdConfig::new(data.join("containerd"), args.stream_port),
+        &data.join("logs/containerd.log"),
+    )?);
+    let cri = containerd.wait_ready().await?;
+    let (endpoint, cni_conf_dir) = (containerd.config.endpoint(), containerd.config.cni_conf_dir());
+    s.cri = Some(cri.clone());
+    // Pods a killed cluster left behind are restarted from their objects by the node agent.
+    let leftovers = remove_all_pods(&cri).await;
+    step(started, &format!("containerd{}", if leftovers > 0 { format!(" ({leftovers} old sandboxes removed)") } else { String::new() }));
+
+    // The store: one member, embedded.
+    let store_cfg = store::Config {
+        name: "kubelab".into(),
+        data_dir: data.join("store"),
+        listen_client_urls: vec![format!("http://127.0.0.1:{}", args.store_port)],
+        advertise_client_urls: vec![format!("http://127.0.0.1:{}", args.store_port)],
+        listen_peer_urls: vec![format!("http://127.0.0.1:{}", args.store_peer_port)],
+        initial_cluster: store::config::parse_initial_cluster(&format!("kubelab=http://127.0.0.1:{}", args.store_peer_port), "kubelab-up")?,
+        new_cluster: true,
+        cluster_token: "kubelab-up".into(),
+        snapshot_count: 100_000,
+        max_request_bytes: 1_572_864,
+        listen_metrics_urls: vec![],
+        heartbeat_interval: Duration::from_millis(100),
+        election_timeout: Duration::from_millis(1000),
+        watch_progress_notify_interval: Duration::from_secs(600),
+    };
+    {
+        let rx = cp_rx.clone();
+        s.control_plane.push(spawn_tokio("store", move || async move { store::run(store_cfg, until(rx)).await.map_err(Into::into) }));
+    }
+    // The API server.
+    let api_opts = apiserver::Options {
+        etcd_servers: vec![format!("http://127.0.0.1:{}", args.store_port)],
+        bind_address: "127.0.0.1".into(),
+        port: args.port,
+        ..Default::default()
+    };
+    {
+        let rx = cp_rx.clone();
+        s.control_plane.push(spawn_actix("apiserver", move || async move { apiserver::run(api_opts, until(rx)).await.map_err(Into::into) }));
+    }
+    let conn = client::Connection::Master(api_url.clone());
+    let kube = client::client(&conn).await?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while kube.apiserver_version().await.is_err() {
+        if Instant::now() > deadline {
+            bail!("the API server did not answer within 60 s; see {}", data.join("logs").display());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    step(started, "store and API server");
+
+    // The scheduler and the controller manager.
+    {
+        let opts = scheduler::Options {
+            connection: conn.clone(),
+            config: None,
+            scheduler_name: None,
+            leader_elect: false,
+            lease_namespace: "kube-system".into(),
+            lease_name: "kube-scheduler".into(),
+            listen: "127.0.0.1:0".parse()?,
+        };
+        let rx = cp_rx.clone();
+        s.control_plane.push(spawn_tokio("scheduler", move || async move { scheduler::run(opts, until(rx)).await.map_err(Into::into) }));
+        let (conn, rx) = (conn.clone(), cp_rx.clone());
+        s.control_plane.push(spawn_tokio("controller-manager", move || async move { controllers::run(conn, until(rx)).await.map_err(Into::into) }));
+    }
+    step(started, "scheduler and controller manager");
+
+    // The node agent.
+    let mut opts = nodeagent::Options::new(node_name.clone());
+    opts.connection = Some(conn.clone());
+    opts.runtime_endpoint = endpoint;
+    opts.root_dir = data.join("kubelet");
+    opts.pod_logs_dir = data.join("pod-logs");
+    opts.cni_conf_dir = cni_conf_dir;
+    opts.pod_cidr = Some(args.pod_cidr.clone());
+    opts.address = [127, 0, 0, 1].into();
+    opts.port = args.agent_port;
+    opts.node_ip = Some([127, 0, 0, 1].into());
+    opts.image_dir = Some(image_dir.to_path_buf());
+    opts.cgroup_root = args.cgroup_root.clone();
+    let agent = s.agent.insert(spawn_actix("nodeagent", move || async move { nodeagent::run(opts, agent_rx).await.map_err(Into::into) }));
+
+    let nodes: kube::Api<Node> = kube::Api::all(kube.clone());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let ready = nodes.get_opt(&node_name).await.ok().flatten().is_some_and(|n| {
+            n.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        if ready {
+            break;
+        }
+        if agent.is_finished() {
+            bail!("the node agent stopped; see the messages above");
+        }
+        if Instant::now() > deadline {
+            bail!("node {node_name} did not turn Ready within 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    step(started, &format!("node agent: node {node_name} Ready"));
+
+    let kubeconfig = data.join("kubeconfig");
+    write_kubeconfig(&kubeconfig, &api_url)?;
+    println!();
+    println!("kubelab is running. In another shell:");
+    println!();
+    println!("  export KUBECONFIG={}", kubeconfig.display());
+    println!("  kubectl run hello --image=docker.io/library/busybox:1.36 -- sh -c 'while true; do date; sleep 1; done'");
+    println!("  kubectl get pods -o wide");
+    println!("  kubectl logs -f hello");
+    println!();
+    println!("etcdctl --endpoints=127.0.0.1:{} talks to the store. Ctrl-C stops the cluster (its state stays in {}).", args.store_port, data.display());
+
+    Ok(())
+}

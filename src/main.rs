@@ -208,6 +208,22 @@ struct ControllerManagerArgs {
     /// The API server's URL (overrides any kubeconfig).
     #[arg(long)]
     master: Option<String>,
+    /// Run several replicas with one active, elected through a Lease.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the leader election Lease.
+    #[arg(long, default_value = controllers::DEFAULT_LEASE_NAMESPACE)]
+    leader_elect_resource_namespace: String,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = controllers::DEFAULT_LEASE_NAME)]
+    leader_elect_resource_name: String,
+    /// How often the node lifecycle controller checks node health (e.g. 5s).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    node_monitor_period: Duration,
+    /// How long a node may go without renewing its Lease or posting its status before it is
+    /// marked unreachable (e.g. 40s).
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    node_monitor_grace_period: Duration,
 }
 
 /// Flags as etcd names them.
@@ -344,7 +360,17 @@ fn main() -> anyhow::Result<()> {
         }
         Command::ControllerManager(args) => {
             let conn = client::Connection::from_flags(args.master, args.kubeconfig).context("kubelab controller-manager")?;
-            rt.block_on(controllers::run(conn, shutdown_signal())).context("kubelab controller-manager")?;
+            let opts = controllers::Options {
+                leader_elect: args.leader_elect,
+                lease_namespace: args.leader_elect_resource_namespace,
+                lease_name: args.leader_elect_resource_name,
+                node_lifecycle: controllers::nodelifecycle::Options {
+                    node_monitor_period: args.node_monitor_period,
+                    node_monitor_grace_period: args.node_monitor_grace_period,
+                },
+                ..controllers::Options::new(conn)
+            };
+            rt.block_on(controllers::run(opts, shutdown_signal())).context("kubelab controller-manager")?;
         }
         Command::Scheduler(args) => {
             let opts = scheduler::Options {

@@ -4,23 +4,110 @@
 //! the API server, as kube-controller-manager's do. Run by `kubelab controller-manager`.
 //!
 //! - [`namespace`]: empties a namespace being deleted, then lets it go.
+//! - [`nodelifecycle`]: notices nodes whose kubelet went silent (no Lease renewal, no status post
+//!   for `--node-monitor-grace-period`), sets their conditions to Unknown, taints them
+//!   `node.kubernetes.io/unreachable` (or `not-ready` when the kubelet itself says Ready=False)
+//!   and marks their pods not ready; takes the taints away when the kubelet is back.
+//!
+//! ## The flow of [`run`]
+//! 1. Connect to the API server.
+//! 2. With `--leader-elect`, wait to hold the Lease `kube-system/kube-controller-manager`
+//!    (client-go's leader election): several replicas may run, one acts. Without it, act at once.
+//! 3. Run every controller concurrently, each with its own watches, until shutdown — or until
+//!    leadership is lost, which is an error: the process exits (and is restarted) rather than
+//!    risk two active replicas, as kube-controller-manager does.
+//! 4. On shutdown, give the Lease up (client-go's ReleaseOnCancel), so a standby takes over at
+//!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - No leader election yet: run one controller manager per cluster.
-//! - Only the namespace controller exists; node lifecycle arrives with the lab.
+//! - Two controllers only (namespace, node lifecycle): no replication, endpoints, garbage
+//!   collector, service accounts or token controllers.
+//! - No taint-based eviction: the `NoExecute` taints (`unreachable`, `not-ready`, with
+//!   `timeAdded`) are put on as Kubernetes does, but nothing deletes pods whose
+//!   `tolerationSeconds` ran out (Kubernetes' taint eviction controller). Pods on a dead node stay
+//!   bound, marked not ready.
+//! - No zone-aware eviction rate limiting, no `--node-startup-grace-period` (a node that never
+//!   posted a status gets the ordinary grace period), no `NetworkUnavailable` handling beyond its
+//!   taint.
+//! - The taints that follow node conditions are set on the monitor pass (every
+//!   `--node-monitor-period`), not also on each node update as Kubernetes does: up to one period
+//!   late.
+//! - The controllers keep their caches in memory and rebuild them on each start; a new leader
+//!   gives every node a fresh grace period (as Kubernetes does).
 
 pub mod error;
 pub mod namespace;
+pub mod nodelifecycle;
+
+use std::future::Future;
 
 pub use error::{Error, Result};
 
 pub use client::Connection;
 
-/// Runs every controller until `shutdown` completes.
-pub async fn run(conn: Connection, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
-    let client = client::client(&conn).await?;
-    tokio::select! {
-        r = namespace::NamespaceController::new(client).run() => r,
-        _ = shutdown => Ok(()),
+/// Where the leader election Lease lives by default (kube-controller-manager's
+/// `--leader-elect-resource-namespace` / `--leader-elect-resource-name`).
+pub const DEFAULT_LEASE_NAMESPACE: &str = "kube-system";
+pub const DEFAULT_LEASE_NAME: &str = "kube-controller-manager";
+
+/// `kubelab controller-manager`'s options, named after kube-controller-manager's flags.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub connection: Connection,
+    /// `--leader-elect`.
+    pub leader_elect: bool,
+    /// `--leader-elect-resource-namespace` / `-name`.
+    pub lease_namespace: String,
+    pub lease_name: String,
+    /// `--node-monitor-period`, `--node-monitor-grace-period`.
+    pub node_lifecycle: nodelifecycle::Options,
+}
+
+impl Options {
+    /// Kubernetes' defaults (no leader election, as kubelab runs one replica unless asked).
+    pub fn new(connection: Connection) -> Options {
+        Options {
+            connection,
+            leader_elect: false,
+            lease_namespace: DEFAULT_LEASE_NAMESPACE.into(),
+            lease_name: DEFAULT_LEASE_NAME.into(),
+            node_lifecycle: nodelifecycle::Options::default(),
+        }
     }
+}
+
+/// Runs every controller until `shutdown` completes (steps 1–4 above).
+pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
+    // Step 1.
+    let client = client::client(&opts.connection).await?;
+    let work = run_controllers(client.clone(), opts.node_lifecycle.clone());
+    tokio::pin!(shutdown);
+    if !opts.leader_elect {
+        return tokio::select! {
+            r = work => r,
+            () = &mut shutdown => Ok(()),
+        };
+    }
+    // Step 2.
+    let cfg = client::leaderelection::Config::new(&opts.lease_namespace, &opts.lease_name);
+    let mut elector = client::leaderelection::LeaderElector::new(client, cfg);
+    tracing::info!(target: "controllers", identity = elector.identity(), lease = %format!("{}/{}", opts.lease_namespace, opts.lease_name), "waiting to lead");
+    // Step 3.
+    let result = tokio::select! {
+        r = elector.run(work) => r.map_err(Error::from).and_then(|r| r),
+        () = &mut shutdown => Ok(()),
+    };
+    // Step 4 (the controllers were dropped with the select: nothing acts after the release).
+    elector.release().await;
+    result
+}
+
+/// Every controller, concurrently; the first error ends them all.
+async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle");
+    tokio::try_join!(
+        namespace::NamespaceController::new(client.clone()).run(),
+        nodelifecycle::NodeLifecycleController::new(client, node_lifecycle).run(),
+    )?;
+    Ok(())
 }

@@ -47,6 +47,8 @@ pub struct ApiOptions {
     pub max_request_bytes: Option<usize>,
     /// Appended to the API server's command line.
     pub extra_args: Vec<String>,
+    /// Appended to the controller manager's command line (e.g. shorter node monitor periods).
+    pub controller_manager_args: Vec<String>,
 }
 
 impl Default for ApiOptions {
@@ -56,6 +58,7 @@ impl Default for ApiOptions {
             controller_manager: false,
             max_request_bytes: None,
             extra_args: Vec::new(),
+            controller_manager_args: Vec::new(),
         }
     }
 }
@@ -147,7 +150,8 @@ impl ApiCluster {
         c.spawn_apiserver()?;
         c.wait_ready().await?;
         if c.opts.controller_manager {
-            let args = vec!["controller-manager".to_string(), "--master".into(), c.url()];
+            let mut args = vec!["controller-manager".to_string(), "--master".into(), c.url()];
+            args.extend(c.opts.controller_manager_args.iter().cloned());
             let dir = c.root().join("controller-manager");
             let p = Process::spawn("controller-manager", &c.bin, &args, &dir, &env())?;
             eprintln!("[e2e] started controller-manager pid {}", p.pid());

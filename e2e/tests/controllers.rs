@@ -1,0 +1,282 @@
+//! `kubelab controller-manager` end to end on a kubelab store + API server, with a Node, its Lease
+//! and a pod written by the test itself standing in for a kubelet (no node agent):
+//! - node lifecycle: while the test renews the node's Lease the node is left alone; once it stops,
+//!   within the (shortened) grace period the node's conditions turn Unknown, it is tainted
+//!   unreachable, its pod is marked not ready and a NodeNotReady event is recorded; when the
+//!   Lease is renewed again and Ready=True posted, the taints go. A kubelet-posted Ready=False
+//!   gets the not-ready taint, which goes with Ready=True.
+//! - leader election: of two `--leader-elect` controller managers exactly one leads; when it is
+//!   stopped it releases the Lease and the other takes over well before the lease would expire.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use e2e::apiserver::{ApiCluster, ApiOptions};
+use e2e::process::Process;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// The controller manager's timings for the lifecycle test: a 4 s grace checked every second.
+const MONITOR_PERIOD: &str = "1s";
+const GRACE: Duration = Duration::from_secs(4);
+/// How long after the last renewal the node may take to be marked: the grace period, one monitor
+/// period, and room for a loaded machine.
+const MARK_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn now() -> String {
+    Timestamp::now().to_string()
+}
+
+fn conditions(ready: &str) -> Value {
+    let hb = now();
+    let c = |t: &str, s: &str| json!({"type": t, "status": s, "reason": "Test", "message": "posted by the test", "lastHeartbeatTime": hb, "lastTransitionTime": hb});
+    json!([c("Ready", ready), c("MemoryPressure", "False"), c("DiskPressure", "False"), c("PIDPressure", "False")])
+}
+
+/// Posts the node's conditions through `nodes/<n>/status`, as a kubelet does.
+async fn post_node_status(nodes: &Api<Node>, name: &str, ready: &str) {
+    let patch = json!({"status": {"conditions": conditions(ready)}});
+    nodes.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch)).await.expect("post node status");
+}
+
+async fn renew(leases: &Api<Lease>, name: &str) -> kube::Result<Lease> {
+    let patch = json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
+    leases.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+}
+
+/// Renews the node's Lease every second until aborted, like a kubelet's lease controller.
+fn start_renewing(leases: Api<Lease>, name: &str) -> tokio::task::JoinHandle<()> {
+    let name = name.to_string();
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = renew(&leases, &name).await {
+                eprintln!("[e2e] renewing lease {name}: {e}");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+fn ready_of(node: &Node) -> Option<(String, Option<String>)> {
+    let c = node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+fn taints_of(node: &Node) -> Vec<String> {
+    let mut v: Vec<String> = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().map(|t| format!("{}:{}", t.key, t.effect)).collect();
+    v.sort();
+    v
+}
+
+fn pod_ready(pod: &Pod) -> Option<(String, Option<String>)> {
+    let c = pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+/// Polls `check` every 200 ms until it returns Some, or fails the test with `what` and the last
+/// thing seen.
+async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(last) if Instant::now() > deadline => c.fail(&format!("{what}: not within {timeout:?}; last seen: {last}")),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
+    let c = ApiCluster::start(ApiOptions {
+        controller_manager: true,
+        controller_manager_args: vec![
+            "--node-monitor-period".into(),
+            MONITOR_PERIOD.into(),
+            "--node-monitor-grace-period".into(),
+            format!("{}s", GRACE.as_secs()),
+        ],
+        ..ApiOptions::default()
+    })
+    .await
+    .expect("start the cluster");
+    let client = c.kube_client().expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+
+    // A node as a kubelet registers it, its Lease, and a running pod on it.
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+        "status": {"conditions": conditions("True")},
+    }))
+    .expect("valid node");
+    nodes.create(&PostParams::default(), &node).await.expect("create node");
+    let lease: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "n1", "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40},
+    }))
+    .expect("valid lease");
+    leases.create(&PostParams::default(), &lease).await.expect("create lease");
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .expect("valid pod");
+    pods.create(&PostParams::default(), &pod).await.expect("create pod");
+    let hb = now();
+    let status = json!({"status": {"phase": "Running", "conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": hb},
+        {"type": "Ready", "status": "True", "lastTransitionTime": hb},
+    ]}});
+    pods.patch_status("web", &PatchParams::default(), &Patch::Strategic(&status)).await.expect("post pod status");
+
+    // Only the Lease keeps the node alive: its status heartbeat never moves, yet for well over a
+    // grace period nothing happens to it.
+    let renewer = start_renewing(leases.clone(), "n1");
+    tokio::time::sleep(GRACE * 2 + Duration::from_secs(1)).await;
+    let n = nodes.get("n1").await.expect("get node");
+    assert_eq!(ready_of(&n).map(|r| r.0).as_deref(), Some("True"), "a node renewing its lease stays Ready: {n:?}");
+    assert!(taints_of(&n).is_empty(), "a node renewing its lease is not tainted: {:?}", taints_of(&n));
+
+    // The "kubelet" stops: the node is marked within the grace period, not before.
+    renewer.abort();
+    let stopped = Instant::now();
+    let n = wait_for(&c, "node n1 Ready=Unknown and tainted unreachable", MARK_TIMEOUT, || async {
+        let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
+        let unreachable = ["node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"];
+        if ready_of(&n).map(|r| r.0).as_deref() == Some("Unknown") && taints_of(&n) == unreachable {
+            Ok(n)
+        } else {
+            Err(format!("ready {:?}, taints {:?}", ready_of(&n), taints_of(&n)))
+        }
+    })
+    .await;
+    // The last renewal was at most a second before the stop: never marked before grace - 1 s.
+    assert!(stopped.elapsed() >= GRACE - Duration::from_secs(1), "marked after {:?}, before the grace period", stopped.elapsed());
+    for c in n.status.as_ref().and_then(|s| s.conditions.as_ref()).expect("conditions") {
+        assert_eq!(c.status, "Unknown", "{c:?}");
+        assert_eq!(c.reason.as_deref(), Some("NodeStatusUnknown"), "{c:?}");
+        assert_eq!(c.message.as_deref(), Some("Kubelet stopped posting node status."), "{c:?}");
+    }
+    let noexec = n.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| t.iter().find(|t| t.effect == "NoExecute").cloned());
+    assert!(noexec.and_then(|t| t.time_added).is_some(), "the NoExecute taint carries timeAdded: {:?}", n.spec);
+    wait_for(&c, "pod web Ready=False", MARK_TIMEOUT, || async {
+        let p = pods.get("web").await.map_err(|e| e.to_string())?;
+        match pod_ready(&p) {
+            Some((s, r)) if s == "False" && r.as_deref() == Some("NodeNotReady") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    wait_for(&c, "a NodeNotReady event on node n1 and pod web", MARK_TIMEOUT, || async {
+        let ev = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
+        let on = |kind: &str, name: &str| {
+            ev.iter().any(|e| {
+                e.reason.as_deref() == Some("NodeNotReady")
+                    && e.involved_object.kind.as_deref() == Some(kind)
+                    && e.involved_object.name.as_deref() == Some(name)
+            })
+        };
+        if on("Node", "n1") && on("Pod", "web") { Ok(()) } else { Err(format!("{:?}", ev.iter().map(|e| (&e.reason, &e.involved_object.name)).collect::<Vec<_>>())) }
+    })
+    .await;
+
+    // The "kubelet" returns: renews and posts Ready=True; the controller takes its taints away and
+    // leaves the conditions to the kubelet.
+    let renewer = start_renewing(leases.clone(), "n1");
+    post_node_status(&nodes, "n1", "True").await;
+    wait_for(&c, "node n1 untainted after it returned", MARK_TIMEOUT, || async {
+        let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
+        if taints_of(&n).is_empty() { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
+    })
+    .await;
+    let n = nodes.get("n1").await.expect("get node");
+    assert_eq!(ready_of(&n).map(|r| r.0).as_deref(), Some("True"), "the controller kept the kubelet's Ready=True");
+
+    // The kubelet itself says Ready=False (still renewing): not-ready taints, taken away with True.
+    post_node_status(&nodes, "n1", "False").await;
+    wait_for(&c, "node n1 tainted not-ready", MARK_TIMEOUT, || async {
+        let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
+        let want = ["node.kubernetes.io/not-ready:NoExecute", "node.kubernetes.io/not-ready:NoSchedule"];
+        if taints_of(&n) == want { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
+    })
+    .await;
+    let n = nodes.get("n1").await.expect("get node");
+    assert_eq!(ready_of(&n), Some(("False".into(), Some("Test".into()))), "the kubelet's own Ready=False is not overwritten");
+    post_node_status(&nodes, "n1", "True").await;
+    wait_for(&c, "node n1 untainted after Ready=True", MARK_TIMEOUT, || async {
+        let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
+        if taints_of(&n).is_empty() { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
+    })
+    .await;
+    renewer.abort();
+}
+
+/// A `kubelab controller-manager --leader-elect` of the test's own, logging to `<root>/<name>/`.
+fn start_controller_manager(c: &ApiCluster, name: &str) -> Process {
+    let bin = e2e::kubelab_bin().expect("kubelab binary");
+    let args: Vec<String> = ["controller-manager", "--master", &c.url(), "--leader-elect"].iter().map(|s| s.to_string()).collect();
+    let env = vec![("NO_COLOR".to_string(), "1".to_string()), ("RUST_LOG".to_string(), "info".to_string())];
+    let p = Process::spawn(name, &bin, &args, &c.root().join(name), &env).expect("spawn controller manager");
+    eprintln!("[e2e] started {name} pid {}", p.pid());
+    p
+}
+
+fn log_of(c: &ApiCluster, name: &str) -> String {
+    std::fs::read_to_string(c.root().join(name).join("stderr.log")).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_manager_leader_election_one_leads_and_hands_over_on_shutdown() {
+    let c = ApiCluster::start(ApiOptions::default()).await.expect("start the cluster");
+    let client = c.kube_client().expect("client");
+    let mut cms = [start_controller_manager(&c, "cm-a"), start_controller_manager(&c, "cm-b")];
+    let names = ["cm-a", "cm-b"];
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let holder = wait_for(&c, "a holder of kube-system/kube-controller-manager", Duration::from_secs(20), || async {
+        let l = leases.get("kube-controller-manager").await.map_err(|e| e.to_string())?;
+        l.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty()).ok_or_else(|| "no holder".to_string())
+    })
+    .await;
+    eprintln!("[e2e] lease holder: {holder}");
+    // Give the standby a few retry periods (2 s each) to try, and fail, to take the Lease.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let leading: Vec<usize> = (0..2).filter(|&i| log_of(&c, names[i]).contains("starting controllers")).collect();
+    assert_eq!(leading.len(), 1, "exactly one controller manager runs its controllers:\n{}\n{}", log_of(&c, "cm-a"), log_of(&c, "cm-b"));
+    let (leader, standby) = (leading[0], 1 - leading[0]);
+    for i in 0..2 {
+        assert!(cms[i].exited().is_none(), "{} exited:\n{}", names[i], log_of(&c, names[i]));
+    }
+    let l = leases.get("kube-controller-manager").await.expect("lease");
+    assert_eq!(l.spec.and_then(|s| s.holder_identity), Some(holder.clone()), "the holder did not change while both ran");
+
+    // The leader stops cleanly: it releases the Lease, and the standby takes over long before the
+    // 15 s lease duration would have run out.
+    let stopped = Instant::now();
+    cms[leader].terminate();
+    assert!(log_of(&c, names[leader]).contains("released the lease"), "the leader released the lease:\n{}", log_of(&c, names[leader]));
+    let new_holder = wait_for(&c, "the standby holding the lease", Duration::from_secs(10), || async {
+        let l = leases.get("kube-controller-manager").await.map_err(|e| e.to_string())?;
+        l.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty() && *h != holder).ok_or_else(|| "not yet".to_string())
+    })
+    .await;
+    eprintln!("[e2e] new holder after {:?}: {new_holder}", stopped.elapsed());
+    assert!(stopped.elapsed() < Duration::from_secs(10), "took over in {:?}", stopped.elapsed());
+    wait_for(&c, "the standby starting its controllers", Duration::from_secs(10), || async {
+        if log_of(&c, names[standby]).contains("starting controllers") { Ok(()) } else { Err("not yet".to_string()) }
+    })
+    .await;
+}

@@ -27,7 +27,7 @@ help:
 	@echo "make images       build the pause and busybox image tarballs into $(IMAGES_DIR)"
 	@echo "make build        images + cargo build --workspace"
 	@echo "make test         deps + build + every test (nextest if installed)"
-	@echo "make up           a three-member kubelab store on 127.0.0.1:2379/22379/32379 (Ctrl-C stops it)"
+	@echo "make up           the whole cluster on this machine: kubelab up (store, API server, scheduler, controller manager, node agent, containerd)"
 	@echo "make bench-store  kubelab store vs real etcd 3.4, same client workload (release build)"
 	@echo "make bench-apiserver  API server creates/GET/LIST/watch fan-out, overhead over the raw store"
 	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
@@ -68,8 +68,9 @@ test: deps build
 	  $(CARGO) test -p e2e --no-fail-fast -- --test-threads=1; \
 	fi
 
+# The whole cluster in the foreground (Ctrl-C stops it; `make up` again resumes it).
 up: deps build
-	@KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab" ./scripts/up.sh
+	"$(TARGET_DIR)/debug/kubelab" up --image-dir "$(IMAGES_DIR)"
 
 bench-store: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin store-bench

@@ -144,6 +144,10 @@ async fn until(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
+/// Each component's thread gets a main thread's stack: the futures of a whole component are
+/// large in a debug build, and std's 2 MiB default overflowed (the controller manager did).
+const STACK_SIZE: usize = 8 << 20;
+
 /// Run `f` on a thread of its own with a tokio runtime, as its own binary would.
 fn spawn_tokio<F>(name: &str, f: impl FnOnce() -> F + Send + 'static) -> std::thread::JoinHandle<()>
 where
@@ -152,8 +156,14 @@ where
     let n = name.to_string();
     std::thread::Builder::new()
         .name(name.to_string())
+        .stack_size(STACK_SIZE)
         .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(STACK_SIZE)
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => return eprintln!("{n}: starting its runtime: {e}"),
             };
@@ -172,6 +182,7 @@ where
     let n = name.to_string();
     std::thread::Builder::new()
         .name(name.to_string())
+        .stack_size(STACK_SIZE)
         .spawn(move || {
             if let Err(e) = actix_rt::System::new().block_on(f()) {
                 eprintln!("{n} stopped with an error: {e:#}");
@@ -422,7 +433,7 @@ async fn start(
         let rx = cp_rx.clone();
         s.control_plane.push(spawn_tokio("scheduler", move || async move { scheduler::run(opts, until(rx)).await.map_err(Into::into) }));
         let (conn, rx) = (conn.clone(), cp_rx.clone());
-        s.control_plane.push(spawn_tokio("controller-manager", move || async move { controllers::run(conn, until(rx)).await.map_err(Into::into) }));
+        s.control_plane.push(spawn_tokio("controller-manager", move || async move { controllers::run(controllers::Options::new(conn), until(rx)).await.map_err(Into::into) }));
     }
     step(started, "scheduler and controller manager");
 

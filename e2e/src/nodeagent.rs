@@ -12,6 +12,8 @@ pub struct NodeAgent {
     pub name: String,
     containerd: Option<Containerd>,
     cgroup_root: String,
+    /// The CNI bridge the agent's conflist names (`kubelab<octet>`), removed with the agent.
+    bridge: String,
     bin: PathBuf,
     dir: PathBuf,
     args: Vec<String>,
@@ -72,7 +74,7 @@ impl NodeAgent {
         args.extend(opts.extra);
         std::fs::create_dir_all(dir.join("manifests"))?;
         drop(port); // released just before the agent binds it
-        let mut agent = NodeAgent { name: opts.node_name.to_string(), containerd: Some(containerd), cgroup_root, bin, dir, args, port: port_number, process: None };
+        let mut agent = NodeAgent { name: opts.node_name.to_string(), containerd: Some(containerd), cgroup_root, bridge: format!("kubelab{}", opts.pod_cidr_octet), bin, dir, args, port: port_number, process: None };
         agent.spawn()?;
         Ok(agent)
     }
@@ -148,7 +150,16 @@ impl Drop for NodeAgent {
         self.kill9();
         drop(self.containerd.take());
         remove_cgroup_tree(&self.cgroup_root);
+        delete_bridge(&self.bridge);
     }
+}
+
+/// `ip link del <bridge>`: the CNI bridge plugin creates it and nothing else removes it.
+pub fn delete_bridge(bridge: &str) {
+    let _ = std::process::Command::new("ip")
+        .args(["link", "del", bridge])
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 /// rmdir `<hierarchy>/<root>` and everything below it, deepest first, in every cgroup v1

@@ -107,6 +107,7 @@ impl Drop for Up {
             p.terminate();
         }
         remove_cgroup_tree(&self.cgroup_root);
+        e2e::nodeagent::delete_bridge("kubelab41");
     }
 }
 

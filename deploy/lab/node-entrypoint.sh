@@ -3,7 +3,7 @@
 # containers itself, start containerd, write this node's control-plane static pods, then become
 # `kubelab nodeagent`. Configured by the environment deploy/lab/docker-compose.yml sets:
 #   KUBELAB_NODE           node1              KUBELAB_NODE_IP     172.31.250.11
-#   KUBELAB_POD_CIDR       10.244.1.0/24      KUBELAB_ETCD_SERVERS  every store member's client URL
+#   KUBELAB_POD_CIDR       10.244.1.0/24      KUBELAB_ETCD_SERVERS  the API server's --etcd-servers
 #   KUBELAB_STORE_CLUSTER  name=peer-url,…  (the store's --initial-cluster)
 # Each step follows /work/shared/docs/compose-lab.md ("Node containers that run containerd inside").
 set -euo pipefail

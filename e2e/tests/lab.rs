@@ -79,9 +79,9 @@ async fn wait_all_ready(lab: &Lab, via: &str, timeout: Duration) -> anyhow::Resu
     .await
 }
 
-/// A write through `via` (a ConfigMap named `name`), retried until it succeeds; returns how long that took.
-async fn write_until_ok(lab: &Lab, via: &str, name: &str, timeout: Duration) -> anyhow::Result<Duration> {
-    let start = Instant::now();
+/// A write through `via` (a ConfigMap named `name`), retried until it succeeds; returns how long
+/// after `start` (the moment the fault was injected) it did.
+async fn write_until_ok(lab: &Lab, via: &str, name: &str, start: Instant, timeout: Duration) -> anyhow::Result<Duration> {
     poll_until(&format!("configmap {name} written via {via}"), timeout, Duration::from_millis(250), || async {
         let out = lab.kubectl(via, &["create", "configmap", name, "-n", "default", "--from-literal=k=v"], None).await?;
         let err = String::from_utf8_lossy(&out.stderr);
@@ -180,17 +180,19 @@ async fn lab_end_to_end() {
     lab.apply("node1", &busybox_pod("pod-node2", "node2", server)).await.expect("pod-node2");
     let t0 = Instant::now();
     lab.apply("node1", &busybox_pod("pod-node3", "node3", "sleep 100000")).await.expect("pod-node3");
-    let mut started = BTreeMap::new();
-    poll_until("pinned pods Running", RUN_TIMEOUT, Duration::from_millis(200), || async {
-        for (name, (phase, _, _)) in pods(&lab, "node1").await? {
-            if phase == "Running" && !started.contains_key(&name) {
-                started.insert(name, t0.elapsed());
+    // Polled by hand (not poll_until): each pod's own Running moment is recorded on the way.
+    let mut started: BTreeMap<String, Duration> = BTreeMap::new();
+    while started.len() < 2 {
+        assert!(t0.elapsed() < RUN_TIMEOUT, "pods on node2 and node3 not Running after {RUN_TIMEOUT:?}: {:?}", pods(&lab, "node1").await);
+        if let Ok(p) = pods(&lab, "node1").await {
+            for (name, (phase, _, _)) in p {
+                if phase == "Running" && !started.contains_key(&name) {
+                    started.insert(name, t0.elapsed());
+                }
             }
         }
-        Ok((started.len() >= 2).then_some(()))
-    })
-    .await
-    .expect("pods on node2 and node3");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let p = pods(&lab, "node1").await.expect("pods");
     let server_ip = p["pod-node2"].2.clone();
     assert_eq!(p["pod-node2"].1, "node2");
@@ -217,8 +219,9 @@ async fn lab_end_to_end() {
     let (leader, _) = lab.store_leader("node1").await.expect("leader");
     let survivor = NODES.iter().find(|n| **n != leader).copied().unwrap_or("node1");
     eprintln!("[lab] killing {leader} (store leader); asking {survivor}");
+    let killed = Instant::now();
     lab.script_ok(&["kill", &leader]).await.expect("lab kill");
-    let write_gap = write_until_ok(&lab, survivor, "after-leader-kill", WRITE_TIMEOUT).await.expect("writes after the leader's node died");
+    let write_gap = write_until_ok(&lab, survivor, "after-leader-kill", killed, WRITE_TIMEOUT).await.expect("writes after the leader's node died");
     let (new_leader, _) = poll_until("a new store leader", Duration::from_secs(30), Duration::from_secs(1), || async {
         let (l, n) = lab.store_leader(survivor).await?;
         Ok((l != leader).then_some((l, n)))
@@ -243,8 +246,9 @@ async fn lab_end_to_end() {
 
     // 7. Partition a node (not node1, whose API server the checks use) and heal it.
     let cut = "node3";
+    let cut_at = Instant::now();
     lab.script_ok(&["partition", cut]).await.expect("partition");
-    let partition_gap = write_until_ok(&lab, "node1", "during-partition", WRITE_TIMEOUT).await.expect("writes during the partition");
+    let partition_gap = write_until_ok(&lab, "node1", "during-partition", cut_at, WRITE_TIMEOUT).await.expect("writes during the partition");
     lease_stalls(&lab, "node1", cut).await.expect("lease of the partitioned node");
     expect_not_ready(&lab, "node1", cut).await.expect("partitioned node NotReady");
     lab.script_ok(&["heal", cut]).await.expect("heal");
@@ -279,8 +283,8 @@ async fn lab_end_to_end() {
     for (node, d) in &startup {
         println!("  pod create → Running on {node}: {}", secs(*d));
     }
-    println!("  writes failing after the store leader's node ({leader}) was killed: {}", secs(write_gap));
-    println!("  writes failing after {cut} was partitioned: {}", secs(partition_gap));
+    println!("  `lab kill` of the store leader's node ({leader}) → a write succeeds via {survivor}: {}", secs(write_gap));
+    println!("  `lab partition {cut}` → a write succeeds via node1: {}", secs(partition_gap));
     println!("  whole lab down → up (volumes kept) → Ready: {}", secs(restart));
     lab.down();
 }

@@ -10,15 +10,17 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 # Debian packages the build and the tests need: protoc + well-known protos for the
 # etcd-client build script, and etcdctl for the end-to-end tests; for the node agent: containerd
 # (with ctr and the runc v2 shim), runc, the CNI plugins (/usr/lib/cni), iptables and iproute2
-# for pod networking, and busybox-static + a static C toolchain for the images `make images` builds.
+# for pod networking, and busybox-static + a static C toolchain for the images `make images` builds;
+# for the Docker Compose lab: Docker 20.10, Compose v1 and debootstrap (its base image).
 APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client \
-  containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev
+  containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev \
+  docker.io docker-compose debootstrap
 # Container images built locally (no registry is reachable): see deploy/images/build.sh.
 IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up bench-store bench-apiserver bench-scheduler bench-nodeagent
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-nodeagent
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -28,6 +30,8 @@ help:
 	@echo "make build        images + cargo build --workspace"
 	@echo "make test         deps + build + every test (nextest if installed)"
 	@echo "make up           the whole cluster on this machine: kubelab up (store, API server, scheduler, controller manager, node agent, containerd)"
+	@echo "make lab          three Docker nodes, control plane as static pods (deploy/lab/lab: status, kill, partition, logs…)"
+	@echo "make lab-down     remove the lab's containers, network and volumes"
 	@echo "make bench-store  kubelab store vs real etcd 3.4, same client workload (release build)"
 	@echo "make bench-apiserver  API server creates/GET/LIST/watch fan-out, overhead over the raw store"
 	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
@@ -71,6 +75,14 @@ test: deps build
 # The whole cluster in the foreground (Ctrl-C stops it; `make up` again resumes it).
 up: deps build
 	"$(TARGET_DIR)/debug/kubelab" up --image-dir "$(IMAGES_DIR)"
+
+# The Docker Compose lab: deploy/lab/lab starts a Docker engine if none runs, builds the images
+# (cached), and waits until the three nodes are Ready; it prints the KUBECONFIG to export.
+lab: deps build
+	@KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab" CARGO_TARGET_DIR="$(TARGET_DIR)" deploy/lab/lab up
+
+lab-down:
+	@CARGO_TARGET_DIR="$(TARGET_DIR)" deploy/lab/lab down -v
 
 bench-store: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin store-bench

@@ -96,6 +96,9 @@ struct NodeagentArgs {
     /// The cgroup pods go under (`<cgroup-root>/kubepods/…` in every cgroup v1 hierarchy).
     #[arg(long, default_value = "/")]
     cgroup_root: String,
+    /// Route every other node's pod CIDR via its InternalIP (flannel's host-gw; nodes on one L2 network).
+    #[arg(long)]
+    host_gw: bool,
 }
 
 impl NodeagentArgs {
@@ -126,6 +129,7 @@ impl NodeagentArgs {
         }
         o.image_dir = self.image_dir;
         o.cgroup_root = self.cgroup_root;
+        o.host_gw = self.host_gw;
         Ok(o)
     }
 }

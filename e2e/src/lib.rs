@@ -59,6 +59,7 @@ pub mod background;
 pub mod cluster;
 pub mod containerd;
 pub mod etcdctl;
+pub mod lab;
 pub mod nodeagent;
 pub mod ports;
 pub mod process;

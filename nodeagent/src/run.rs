@@ -63,6 +63,9 @@ pub struct Options {
     pub resync_interval: Duration,
     /// PLEG relist period (kubelet: 1 s).
     pub relist_period: Duration,
+    /// `--host-gw`: keep a route to every other node's pod CIDR via its InternalIP
+    /// ([`crate::network::host_gw`]; all nodes on one L2 segment, as in the Compose lab).
+    pub host_gw: bool,
 }
 
 impl Options {
@@ -87,6 +90,7 @@ impl Options {
             cgroup_root: "/".into(),
             resync_interval: Duration::from_secs(10),
             relist_period: Duration::from_secs(1),
+            host_gw: false,
         }
     }
 }
@@ -189,6 +193,9 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         Some(c) => Some(client::client(c).await?),
         None => None,
     };
+    if let (true, Some(c)) = (opts.host_gw, &client) {
+        tokio::spawn(crate::network::host_gw::run(c.clone(), opts.node_name.clone(), shutdown.clone()));
+    }
     let recorder = Recorder::new(client.clone().map(|c| client::record::EventRecorder::new(c, "kubelet", Some(opts.node_name.clone()))));
 
     let pods_cgroup = format!("{}/kubepods", opts.cgroup_root.trim_matches('/'));

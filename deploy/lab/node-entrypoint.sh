@@ -1,0 +1,84 @@
+#!/bin/bash
+# The entrypoint of a lab node container (kubelab-node image): make the container able to run
+# containers itself, start containerd, write this node's control-plane static pods, then become
+# `kubelab nodeagent`. Configured by the environment deploy/lab/docker-compose.yml sets:
+#   KUBELAB_NODE           node1              KUBELAB_NODE_IP     172.31.250.11
+#   KUBELAB_POD_CIDR       10.244.1.0/24      KUBELAB_ETCD_SERVERS  the API server's --etcd-servers
+#   KUBELAB_STORE_CLUSTER  name=peer-url,…  (the store's --initial-cluster)
+# Each step follows /work/shared/docs/compose-lab.md ("Node containers that run containerd inside").
+set -euo pipefail
+
+node=${KUBELAB_NODE:?} ip=${KUBELAB_NODE_IP:?} cidr=${KUBELAB_POD_CIDR:?}
+log() { echo "[entrypoint $node] $*" >&2; }
+
+# 1. Mounts. Docker mounts /sys and /proc/sys read-only and the root private; the node agent
+#    and containerd need them writable (sysctls, cgroups) and mounts to propagate into pods.
+mount --make-rshared /
+mount -o remount,rw /sys
+mount -o remount,bind,rw /proc/sys
+# Each cgroup v1 controller is a bind mount of the container's own cgroup: plain
+# `remount,rw` fails with "mount point is busy".
+for d in /sys/fs/cgroup/*/; do
+  d=${d%/}
+  [ -L "$d" ] && continue
+  mountpoint -q "$d" && mount -o remount,bind,rw "$d" 2>/dev/null || true
+done
+mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
+# 2. Packets between pods leave through this node.
+echo 1 >/proc/sys/net/ipv4/ip_forward
+
+# 3. containerd: this node's only one, so the default socket and root (a volume: overlayfs on
+#    the container's own overlay root fails). Its state is on /run (tmpfs): a restarted node
+#    starts with no running tasks, as a rebooted machine would.
+mkdir -p /etc/containerd /etc/cni/net.d /var/log /opt/cni
+[ -e /opt/cni/bin ] || ln -s /usr/lib/cni /opt/cni/bin
+cat >/etc/containerd/config.toml <<TOML
+# Written by the lab node entrypoint; see /work/shared/docs/containerd-cri.md.
+version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+# No CAP_SYS_RESOURCE here: containerd must not lower its own OOM score adjustment.
+oom_score = 0
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "/usr/sbin/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "/etc/cni/net.d"
+    max_conf_num = 1
+TOML
+log "starting containerd (log: /var/log/containerd.log)"
+containerd --config /etc/containerd/config.toml >>/var/log/containerd.log 2>&1 &
+for _ in $(seq 1 300); do
+  [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && break
+  sleep 0.1
+done
+ctr version >/dev/null 2>&1 || { log "containerd did not come up"; tail -n 30 /var/log/containerd.log >&2; exit 1; }
+
+# 4. The control plane as static pods. The store keeps its data on the node's store volume:
+#    a restarted node finds its own member's data there and resumes it (the store refuses a
+#    data dir written by another member or cluster, and `--initial-cluster-state new` is only
+#    acted on when the directory is empty).
+/opt/kubelab/write-manifests.sh /etc/kubelab/manifests
+
+# 5. The node agent, as this container's main process (tini forwards SIGTERM to it).
+log "starting kubelab nodeagent"
+exec /usr/local/bin/kubelab nodeagent \
+  --master http://127.0.0.1:6443 \
+  --node-name "$node" --node-ip "$ip" --pod-cidr "$cidr" \
+  --pod-manifest-path /etc/kubelab/manifests \
+  --image-dir /opt/kubelab/images \
+  --host-gw

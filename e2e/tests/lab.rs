@@ -1,0 +1,290 @@
+//! The Docker Compose lab end to end (`deploy/lab/lab`): three node containers, each running
+//! containerd, `kubelab nodeagent` and the control plane as static pods. The test brings the lab
+//! up, checks the nodes, the store members and the control-plane mirror pods, runs a pod on each
+//! node and reaches a pod on another node by IP (host-gw routes), then breaks it: kills the node
+//! of the store leader, partitions a node, restarts the whole lab, and checks after each that
+//! nothing was lost. `lab down -v` runs at the end whatever happens (a drop guard).
+//!
+//! Prints the lab's benchmark figures: image build (cold or cached) and up → three nodes Ready
+//! (from `lab up`), pod create → Running on each node, and how long writes fail after the store
+//! leader's node dies.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use e2e::lab::{Lab, NODES, secs};
+use e2e::poll_until;
+
+/// How long a pod gets to run (three control planes share two cores with other tests).
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the cluster gets to accept writes again after losing a member.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a restarted or healed node gets to be Ready again.
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// The node lifecycle controller marks a node whose Lease stopped 40 s ago; polling adds margin.
+const NOT_READY_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// Whether this tree has the node lifecycle controller (being written next to the lab): only
+/// then can a dead node be expected to turn NotReady.
+fn has_node_lifecycle_controller() -> bool {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../controllers/src/nodelifecycle.rs").exists()
+}
+
+fn busybox_pod(name: &str, node: &str, script: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "lab-e2e"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "main", "image": "docker.io/library/busybox:1.36", "imagePullPolicy": "Never",
+                "command": ["sh", "-c", script]
+            }]
+        }
+    })
+    .to_string()
+}
+
+/// name → (phase, nodeName, podIP) of the pods in `default`.
+async fn pods(lab: &Lab, via: &str) -> anyhow::Result<BTreeMap<String, (String, String, String)>> {
+    let v = lab.get_json(via, &["pods", "-n", "default"]).await?;
+    Ok(v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            (s(&p["metadata"]["name"]), (s(&p["status"]["phase"]), s(&p["spec"]["nodeName"]), s(&p["status"]["podIP"])))
+        })
+        .collect())
+}
+
+async fn wait_running(lab: &Lab, via: &str, names: &[&str], timeout: Duration) -> anyhow::Result<BTreeMap<String, String>> {
+    poll_until(&format!("pods {names:?} Running"), timeout, Duration::from_millis(500), || async {
+        let p = pods(lab, via).await?;
+        let ips: BTreeMap<String, String> =
+            names.iter().filter_map(|n| p.get(*n).filter(|(phase, _, ip)| phase == "Running" && !ip.is_empty()).map(|(_, _, ip)| (n.to_string(), ip.clone()))).collect();
+        Ok((ips.len() == names.len()).then_some(ips))
+    })
+    .await
+}
+
+async fn wait_all_ready(lab: &Lab, via: &str, timeout: Duration) -> anyhow::Result<()> {
+    poll_until("three nodes Ready", timeout, Duration::from_secs(1), || async {
+        let r = lab.node_readiness(via).await?;
+        Ok((r.len() == 3 && r.values().all(|s| s == "True")).then_some(()))
+    })
+    .await
+}
+
+/// A write through `via` (a ConfigMap named `name`), retried until it succeeds; returns how long
+/// after `start` (the moment the fault was injected) it did.
+async fn write_until_ok(lab: &Lab, via: &str, name: &str, start: Instant, timeout: Duration) -> anyhow::Result<Duration> {
+    poll_until(&format!("configmap {name} written via {via}"), timeout, Duration::from_millis(250), || async {
+        let out = lab.kubectl(via, &["create", "configmap", name, "-n", "default", "--from-literal=k=v"], None).await?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() || err.contains("AlreadyExists") || err.contains("already exists") {
+            Ok(Some(()))
+        } else {
+            anyhow::bail!("{}", err.trim())
+        }
+    })
+    .await?;
+    Ok(start.elapsed())
+}
+
+async fn configmaps(lab: &Lab, via: &str) -> anyhow::Result<Vec<String>> {
+    let v = lab.get_json(via, &["configmaps", "-n", "default"]).await?;
+    let mut names: Vec<String> = v["items"].as_array().into_iter().flatten().filter_map(|c| c["metadata"]["name"].as_str().map(str::to_string)).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Waits until the three store members answer and agree on a leader; returns it.
+async fn store_healthy(lab: &Lab, via: &str, timeout: Duration) -> anyhow::Result<String> {
+    poll_until("three healthy store members", timeout, Duration::from_secs(1), || async {
+        lab.etcdctl(via, &["endpoint", "health"]).await?;
+        let (leader, answered) = lab.store_leader(via).await?;
+        Ok((answered == 3).then_some(leader))
+    })
+    .await
+}
+
+async fn expect_not_ready(lab: &Lab, via: &str, node: &str) -> anyhow::Result<()> {
+    if !has_node_lifecycle_controller() {
+        eprintln!("[lab] no node lifecycle controller in this tree: not expecting {node} to turn NotReady");
+        return Ok(());
+    }
+    let start = Instant::now();
+    poll_until(&format!("{node} NotReady"), NOT_READY_TIMEOUT, Duration::from_secs(1), || async {
+        let r = lab.node_readiness(via).await?;
+        Ok(r.get(node).filter(|s| s.as_str() != "True").map(|_| ()))
+    })
+    .await?;
+    eprintln!("[lab] timing: {node} NotReady {} after it was cut off", secs(start.elapsed()));
+    Ok(())
+}
+
+/// The node's Lease must stop being renewed while it is down or cut off (what the node lifecycle
+/// controller acts on).
+async fn lease_stalls(lab: &Lab, via: &str, node: &str) -> anyhow::Result<()> {
+    let renew = || async {
+        let v = lab.get_json(via, &["lease", node, "-n", "kube-node-lease"]).await?;
+        Ok::<_, anyhow::Error>(v["spec"]["renewTime"].as_str().unwrap_or_default().to_string())
+    };
+    let before = renew().await?;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let after = renew().await?;
+    anyhow::ensure!(before == after, "{node}'s Lease was renewed while it was cut off ({before} → {after})");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_end_to_end() {
+    let mut lab = Lab::up().await.expect("lab up");
+    let timings: Vec<String> = lab.up_output.lines().filter(|l| l.contains("timing:")).map(str::to_string).collect();
+
+    // 1. Three nodes Ready (lab up waited for it), with their InternalIPs.
+    let r = lab.node_readiness("node1").await.expect("nodes");
+    assert_eq!(r.len(), 3, "{r:?}");
+    assert!(r.values().all(|s| s == "True"), "{r:?}");
+
+    // 2. Three store members, healthy, agreeing on one leader.
+    let leader = store_healthy(&lab, "node1", Duration::from_secs(60)).await.expect("store members");
+    eprintln!("[lab] store leader: {leader}");
+
+    // 3. The control plane's mirror pods, four per node, in kube-system.
+    let want: Vec<(String, String)> = NODES
+        .iter()
+        .flat_map(|n| ["store", "apiserver", "scheduler", "controller-manager"].map(|c| (format!("{c}-{n}"), n.to_string())))
+        .collect();
+    poll_until("control-plane mirror pods", Duration::from_secs(90), Duration::from_secs(1), || async {
+        let v = lab.get_json("node1", &["pods", "-n", "kube-system"]).await?;
+        let have: Vec<(String, String)> = v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| (p["metadata"]["name"].as_str().unwrap_or_default().to_string(), p["spec"]["nodeName"].as_str().unwrap_or_default().to_string()))
+            .collect();
+        let missing: Vec<_> = want.iter().filter(|w| !have.contains(w)).collect();
+        if missing.is_empty() { Ok(Some(())) } else { anyhow::bail!("missing {missing:?}") }
+    })
+    .await
+    .expect("mirror pods");
+    println!("{}", lab.kubectl_ok("node1", &["get", "pods", "-n", "kube-system", "-o", "wide"]).await.expect("kubectl"));
+
+    // 4. A pod pinned to each node runs; time create → Running per node.
+    let server = "while true; do echo hello-from-node2 | nc -l -p 8080; done";
+    lab.apply("node1", &busybox_pod("pod-node2", "node2", server)).await.expect("pod-node2");
+    let t0 = Instant::now();
+    lab.apply("node1", &busybox_pod("pod-node3", "node3", "sleep 100000")).await.expect("pod-node3");
+    // Polled by hand (not poll_until): each pod's own Running moment is recorded on the way.
+    let mut started: BTreeMap<String, Duration> = BTreeMap::new();
+    while started.len() < 2 {
+        assert!(t0.elapsed() < RUN_TIMEOUT, "pods on node2 and node3 not Running after {RUN_TIMEOUT:?}: {:?}", pods(&lab, "node1").await);
+        if let Ok(p) = pods(&lab, "node1").await {
+            for (name, (phase, _, _)) in p {
+                if phase == "Running" && !started.contains_key(&name) {
+                    started.insert(name, t0.elapsed());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let p = pods(&lab, "node1").await.expect("pods");
+    let server_ip = p["pod-node2"].2.clone();
+    assert_eq!(p["pod-node2"].1, "node2");
+    assert_eq!(p["pod-node3"].1, "node3");
+
+    // 5. A pod on node1 reaches the pod on node2 by IP (busybox nc; wget segfaults here).
+    let client = format!("for i in $(seq 1 90); do if nc -w 2 {server_ip} 8080; then break; fi; sleep 1; done; sleep 100000");
+    let t1 = Instant::now();
+    lab.apply("node1", &busybox_pod("pod-node1", "node1", &client)).await.expect("pod-node1");
+    wait_running(&lab, "node1", &["pod-node1"], RUN_TIMEOUT).await.expect("pod on node1");
+    let node1_start = t1.elapsed();
+    poll_until("pod-node1 heard from pod-node2", Duration::from_secs(100), Duration::from_secs(1), || async {
+        let out = lab.kubectl("node1", &["logs", "pod-node1"], None).await?;
+        Ok(String::from_utf8_lossy(&out.stdout).contains("hello-from-node2").then_some(()))
+    })
+    .await
+    .expect("cross-node pod traffic");
+    let mut startup = vec![("node1".to_string(), node1_start)];
+    startup.extend(started.iter().map(|(n, d)| (n.trim_start_matches("pod-").to_string(), *d)));
+    lab.kubectl_ok("node1", &["create", "configmap", "before-faults", "--from-literal=k=v"]).await.expect("write");
+
+    // 6. Kill the store leader's node: the others keep the API, elect a new leader, and the
+    //    killed node comes back Ready with nothing lost.
+    let (leader, _) = lab.store_leader("node1").await.expect("leader");
+    let survivor = NODES.iter().find(|n| **n != leader).copied().unwrap_or("node1");
+    eprintln!("[lab] killing {leader} (store leader); asking {survivor}");
+    let killed = Instant::now();
+    lab.script_ok(&["kill", &leader]).await.expect("lab kill");
+    let write_gap = write_until_ok(&lab, survivor, "after-leader-kill", killed, WRITE_TIMEOUT).await.expect("writes after the leader's node died");
+    let (new_leader, _) = poll_until("a new store leader", Duration::from_secs(30), Duration::from_secs(1), || async {
+        let (l, n) = lab.store_leader(survivor).await?;
+        Ok((l != leader).then_some((l, n)))
+    })
+    .await
+    .expect("new leader");
+    eprintln!("[lab] new store leader: {new_leader}");
+    lease_stalls(&lab, survivor, &leader).await.expect("lease of the killed node");
+    expect_not_ready(&lab, survivor, &leader).await.expect("killed node NotReady");
+    lab.script_ok(&["start", &leader]).await.expect("lab start");
+    wait_all_ready(&lab, survivor, READY_TIMEOUT).await.expect("all Ready after start");
+    store_healthy(&lab, survivor, Duration::from_secs(90)).await.expect("store after restart");
+    // Through the restarted node's own API server: it serves what was written while it was down.
+    let cms = poll_until("configmaps via the restarted node", Duration::from_secs(60), Duration::from_secs(1), || async {
+        let c = configmaps(&lab, &leader).await?;
+        Ok((c.contains(&"after-leader-kill".to_string())).then_some(c))
+    })
+    .await
+    .expect("configmaps via restarted node");
+    assert!(cms.contains(&"before-faults".to_string()), "{cms:?}");
+    wait_running(&lab, &leader, &["pod-node1", "pod-node2", "pod-node3"], RUN_TIMEOUT).await.expect("pods after the restart");
+
+    // 7. Partition a node (not node1, whose API server the checks use) and heal it.
+    let cut = "node3";
+    let cut_at = Instant::now();
+    lab.script_ok(&["partition", cut]).await.expect("partition");
+    let partition_gap = write_until_ok(&lab, "node1", "during-partition", cut_at, WRITE_TIMEOUT).await.expect("writes during the partition");
+    lease_stalls(&lab, "node1", cut).await.expect("lease of the partitioned node");
+    expect_not_ready(&lab, "node1", cut).await.expect("partitioned node NotReady");
+    lab.script_ok(&["heal", cut]).await.expect("heal");
+    wait_all_ready(&lab, "node1", READY_TIMEOUT).await.expect("all Ready after heal");
+    store_healthy(&lab, "node1", Duration::from_secs(60)).await.expect("store after heal");
+    poll_until("the healed node serves the partition's writes", Duration::from_secs(60), Duration::from_secs(1), || async {
+        Ok(configmaps(&lab, cut).await?.contains(&"during-partition".to_string()).then_some(()))
+    })
+    .await
+    .expect("healed node caught up");
+
+    // 8. Restart the whole lab (containers removed, volumes kept): every object is still there.
+    let before_cms = configmaps(&lab, "node1").await.expect("configmaps");
+    let before_pods: Vec<String> = pods(&lab, "node1").await.expect("pods").into_keys().collect();
+    lab.script_ok(&["down"]).await.expect("lab down (keep volumes)");
+    let t2 = Instant::now();
+    let up = lab.script_ok(&["up"]).await.expect("lab up again");
+    let restart = t2.elapsed();
+    assert_eq!(configmaps(&lab, "node1").await.expect("configmaps"), before_cms);
+    let after_pods: Vec<String> = pods(&lab, "node1").await.expect("pods").into_keys().collect();
+    assert_eq!(after_pods, before_pods);
+    wait_running(&lab, "node1", &["pod-node1", "pod-node2", "pod-node3"], RUN_TIMEOUT).await.expect("pods after the lab restart");
+    store_healthy(&lab, "node1", Duration::from_secs(60)).await.expect("store after the lab restart");
+
+    // The lab's benchmark figures.
+    println!("lab timings:");
+    let mut all = timings;
+    all.extend(up.lines().filter(|l| l.contains("timing:")).map(|l| format!("{l} (restart)")));
+    for t in &all {
+        println!("  {t}");
+    }
+    for (node, d) in &startup {
+        println!("  pod create → Running on {node}: {}", secs(*d));
+    }
+    println!("  `lab kill` of the store leader's node ({leader}) → a write succeeds via {survivor}: {}", secs(write_gap));
+    println!("  `lab partition {cut}` → a write succeeds via node1: {}", secs(partition_gap));
+    println!("  whole lab down → up (volumes kept) → Ready: {}", secs(restart));
+    lab.down();
+}

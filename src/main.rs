@@ -395,7 +395,7 @@ fn main() -> anyhow::Result<()> {
             drop(rt);
             let opts = args.into_options().context("kubelab nodeagent")?;
             // Pod workers are actix actors: the agent runs inside an actix System.
-            actix_rt::System::new()
+            nodeagent::system()
                 .block_on(async move {
                     let (tx, rx) = tokio::sync::watch::channel(false);
                     actix_rt::spawn(async move {

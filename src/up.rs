@@ -174,8 +174,12 @@ where
         .expect("spawn thread")
 }
 
-/// Run `f` on a thread of its own inside an actix System (actors, actix-web).
-fn spawn_actix<F>(name: &str, f: impl FnOnce() -> F + Send + 'static) -> std::thread::JoinHandle<()>
+/// Run `f` on a thread of its own inside an actix System (actors, actix-web), made by `system`.
+fn spawn_actix<F>(
+    name: &str,
+    system: fn() -> actix_rt::SystemRunner,
+    f: impl FnOnce() -> F + Send + 'static,
+) -> std::thread::JoinHandle<()>
 where
     F: std::future::Future<Output = anyhow::Result<()>> + 'static,
 {
@@ -184,7 +188,7 @@ where
         .name(name.to_string())
         .stack_size(STACK_SIZE)
         .spawn(move || {
-            if let Err(e) = actix_rt::System::new().block_on(f()) {
+            if let Err(e) = system().block_on(f()) {
                 eprintln!("{n} stopped with an error: {e:#}");
             }
         })
@@ -406,7 +410,7 @@ async fn start(
     };
     {
         let rx = cp_rx.clone();
-        s.control_plane.push(spawn_actix("apiserver", move || async move { apiserver::run(api_opts, until(rx)).await.map_err(Into::into) }));
+        s.control_plane.push(spawn_actix("apiserver", actix_rt::System::new, move || async move { apiserver::run(api_opts, until(rx)).await.map_err(Into::into) }));
     }
     let conn = client::Connection::Master(api_url.clone());
     let kube = client::client(&conn).await?;
@@ -450,7 +454,7 @@ async fn start(
     opts.node_ip = Some([127, 0, 0, 1].into());
     opts.image_dir = Some(image_dir.to_path_buf());
     opts.cgroup_root = args.cgroup_root.clone();
-    let agent = s.agent.insert(spawn_actix("nodeagent", move || async move { nodeagent::run(opts, agent_rx).await.map_err(Into::into) }));
+    let agent = s.agent.insert(spawn_actix("nodeagent", nodeagent::system, move || async move { nodeagent::run(opts, agent_rx).await.map_err(Into::into) }));
 
     let nodes: kube::Api<Node> = kube::Api::all(kube.clone());
     let deadline = Instant::now() + Duration::from_secs(120);

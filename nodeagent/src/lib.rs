@@ -59,6 +59,6 @@ pub mod volumemanager;
 mod kubelet_test;
 
 pub use error::{Error, Result};
-pub use run::{Options, run};
+pub use run::{Options, run, system};
 
 mod run;

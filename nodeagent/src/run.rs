@@ -95,6 +95,25 @@ impl Options {
     }
 }
 
+/// At most this many threads run the agent's blocking work (cgroup and volume files, pod
+/// directories). tokio's default allows 512 and keeps an idle one for 10 s — as long as a pod's
+/// resync period — so a burst of pods left dozens of threads alive, each holding its own
+/// allocator heap: most of the agent's memory at 100 pods. The work is short and ordered per
+/// pod anyway.
+pub const MAX_BLOCKING_THREADS: usize = 4;
+
+/// The actix System the node agent runs in: one thread for the actors and tasks, and a small
+/// pool for blocking work (see [`MAX_BLOCKING_THREADS`]).
+pub fn system() -> actix_rt::SystemRunner {
+    actix_rt::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads(MAX_BLOCKING_THREADS)
+            .build()
+            .expect("building the node agent's runtime (threads, timers, I/O driver)")
+    })
+}
+
 /// Dial the runtime, waiting up to a minute for it to come up (containerd may start after us).
 async fn connect_runtime(endpoint: &str) -> Result<RemoteRuntime> {
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use nodeagent::cri::RemoteRuntime;
-use nodeagent::cri::containerd_config::{CNI_BIN_DIR, RUNC};
+use nodeagent::cri::containerd_config::RUNC;
 
 use crate::ports::{self, Port};
 use crate::process::{Process, log_tail};
@@ -265,50 +265,21 @@ impl Containerd {
         Ok(names)
     }
 
-    /// Writes the bridge + host-local + portmap + loopback conflist of containerd-cri.md into
-    /// [`Containerd::cni_conf_dir`] as network `network` on bridge `bridge` (at most 15 bytes;
-    /// deleted on teardown) with pod subnet `subnet` (e.g. `10.244.200.0/24`) and gateway
-    /// `gateway` (`10.244.200.1`). Leases live under this containerd's directory.
-    pub fn write_bridge_conflist(
-        &mut self,
-        network: &str,
-        bridge: &str,
-        subnet: &str,
-        gateway: &str,
-    ) -> anyhow::Result<PathBuf> {
+    /// Writes the node agent's bridge + host-local + portmap + loopback conflist into
+    /// [`Containerd::cni_conf_dir`] on bridge `bridge` (at most 15 bytes; deleted on teardown)
+    /// with pod subnet `subnet` (e.g. `10.244.200.0/24`; the gateway is its first address).
+    /// Leases live under this containerd's directory.
+    pub fn write_bridge_conflist(&mut self, bridge: &str, subnet: &str) -> anyhow::Result<PathBuf> {
         anyhow::ensure!(
             !bridge.is_empty() && bridge.len() <= 15,
             "bridge name {bridge:?} must be 1–15 bytes (IFNAMSIZ)"
         );
-        let conf = serde_json::json!({
-            "cniVersion": "1.0.0",
-            "name": network,
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": bridge,
-                    "isGateway": true,
-                    "ipMasq": true,
-                    "hairpinMode": true,
-                    "ipam": {
-                        "type": "host-local",
-                        "ranges": [[{"subnet": subnet, "gateway": gateway}]],
-                        "routes": [{"dst": "0.0.0.0/0"}],
-                        "dataDir": self.dir.join("cni").join("ipam"),
-                    }
-                },
-                {"type": "portmap", "capabilities": {"portMappings": true}},
-                {"type": "loopback"}
-            ]
-        });
+        let cidr = nodeagent::network::cni::PodCidr::parse(subnet)?;
         // Recorded before the file exists: once containerd sees it, the bridge may appear.
         self.bridges.insert(bridge.to_string());
-        let path = self.cni_conf_dir().join(format!("10-{network}.conflist"));
-        // Write then rename, so containerd never loads half a file.
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&conf)?)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(path)
+        // The node agent's own conflist (written atomically, so containerd never loads half).
+        let ipam = self.dir.join("cni").join("ipam");
+        Ok(nodeagent::network::cni::write_conflist(&self.cni_conf_dir(), &cidr, bridge, &ipam)?)
     }
 
     /// SIGTERM containerd, wait for it, and start it again in the same mount namespace with the

@@ -164,7 +164,7 @@ pub fn delete_bridge(bridge: &str) {
 
 /// rmdir `<hierarchy>/<root>` and everything below it, deepest first, in every cgroup v1
 /// hierarchy. Only empty cgroups can be removed, so this never touches a running process.
-fn remove_cgroup_tree(root: &str) {
+pub fn remove_cgroup_tree(root: &str) {
     let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return };
     for h in hierarchies.flatten() {
         let top = h.path().join(root.trim_start_matches('/'));

@@ -17,7 +17,6 @@ use nodeagent::cri::{RemoteRuntime, api};
 use nodeagent::images::ImageImporter;
 
 const SUBNET: &str = "10.244.200.0/24";
-const GATEWAY: &str = "10.244.200.1";
 const BRIDGE: &str = "kl-test0";
 
 fn in_subnet(ip: &str) -> bool {
@@ -149,7 +148,7 @@ async fn private_containerd_runs_a_pod_and_keeps_it_across_a_restart() -> anyhow
 
     let mut cd = timed("containerd start", Containerd::start_temp()).await?;
     let dir: PathBuf = cd.dir().to_path_buf();
-    cd.write_bridge_conflist("kubelab-e2e", BRIDGE, SUBNET, GATEWAY)?;
+    cd.write_bridge_conflist(BRIDGE, SUBNET)?;
 
     // The node agent's importer, on the directory `make images` fills (real ctr output parsed)…
     let mut importer = ImageImporter::new(containerd::images_dir(), &cd.endpoint());

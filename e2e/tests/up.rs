@@ -3,7 +3,7 @@
 //! logs, delete it; stop the cluster with SIGTERM and start it again: the objects are still
 //! there and the pods run again.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -106,29 +106,8 @@ impl Drop for Up {
             }
             p.terminate();
         }
-        remove_cgroup_tree(&self.cgroup_root);
+        e2e::nodeagent::remove_cgroup_tree(&self.cgroup_root);
         e2e::nodeagent::delete_bridge("kubelab41");
-    }
-}
-
-fn remove_cgroup_tree(root: &str) {
-    fn rmdir_deep(dir: &Path) {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    rmdir_deep(&e.path());
-                }
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-    if let Ok(hs) = std::fs::read_dir("/sys/fs/cgroup") {
-        for h in hs.flatten() {
-            let top = h.path().join(root.trim_start_matches('/'));
-            if top.is_dir() {
-                rmdir_deep(&top);
-            }
-        }
     }
 }
 

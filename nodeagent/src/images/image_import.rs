@@ -132,6 +132,15 @@ impl ImageImporter {
             .arg(tar)
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        // If the agent itself dies (kill -9, or `kubelab up` aborting), ctr must not linger,
+        // blocked on a containerd that went away with it.
+        // SAFETY: prctl in the child between fork and exec; async-signal-safe, no allocation.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         let output = match tokio::time::timeout(IMPORT_TIMEOUT, cmd.output()).await {
             Ok(out) => out.map_err(|e| Error::io(&self.ctr, e))?,
             Err(_) => {

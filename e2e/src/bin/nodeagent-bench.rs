@@ -162,8 +162,13 @@ async fn main() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rss_idle = rss_mib(pid);
 
-    // 1. The raw CRI floor.
+    // 1. The raw CRI floor, once the agent has imported the images (pause, busybox).
     let rt = RemoteRuntime::connect(&agent.containerd().endpoint()).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while rt.image_status(e2e::containerd::PAUSE_IMAGE).await?.is_none() || rt.image_status(IMAGE).await?.is_none() {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "the agent did not import the images within 120 s:\n{}", agent.log_tail(40));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let logs = api.root().join("floor-logs");
     let mut floor = vec![];
     for i in 0..args.floor_runs {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod trace;
 mod up;
 
 /// Every component allocates and frees many small JSON values per request; mimalloc does that
@@ -36,6 +37,9 @@ enum Command {
     /// The whole cluster on this machine: store, API server, scheduler, controller manager,
     /// node agent and a private containerd (Ctrl-C stops it; run again to resume).
     Up(up::UpArgs),
+    /// A pod's journey through the components, step by step with real timings (a table,
+    /// --mermaid or --json), gathered by the API server; --follow shows the next pod live.
+    Trace(trace::TraceArgs),
 }
 
 /// Flags as the kubelet names them.
@@ -331,11 +335,15 @@ async fn shutdown_signal() {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+    let log_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Logs go to stderr as RUST_LOG says; pod steps go to the trace recorder whatever it says
+    // (`kubelab trace`): each layer carries its own filter.
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))
+        .with(podtrace::layer())
         .init();
     let cli = Cli::parse();
     // `up` enters a private mount namespace before any thread exists: handled before the runtime.
@@ -391,6 +399,7 @@ fn main() -> anyhow::Result<()> {
             rt.block_on(scheduler::run(opts, shutdown_signal())).context("kubelab scheduler")?;
         }
         Command::Up(_) => unreachable!("handled above"),
+        Command::Trace(args) => rt.block_on(trace::run(args))?,
         Command::Nodeagent(args) => {
             drop(rt);
             let opts = args.into_options().context("kubelab nodeagent")?;

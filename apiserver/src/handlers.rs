@@ -12,6 +12,7 @@ use std::time::Instant;
 use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use crate::error::{Error, Result};
 use crate::registry::{DeleteOptions, ListOptions, Registry, name_of};
@@ -187,7 +188,10 @@ pub async fn dispatch(req: HttpRequest, payload: web::Payload, api: web::Data<Ap
                 None => t.registry.info().plural.to_string(),
             };
             let verb = verb_of(&req, &t);
-            let resp = handle(&req, body, &api, t).await.unwrap_or_else(|e| json_response(e.code(), &e.to_status(), &[]));
+            // A request is a step of the pod it writes (`kubelab trace`); the pod's UID is
+            // learned when the store write happens (storage.rs).
+            let span = tracing::info_span!(target: "apiserver", "request", verb = %verb, resource = %resource, pod_uid = tracing::field::Empty);
+            let resp = handle(&req, body, &api, t).instrument(span).await.unwrap_or_else(|e| json_response(e.code(), &e.to_status(), &[]));
             (resource, verb, resp)
         }
         Err(e) => (String::new(), verb_hint, json_response(e.code(), &e.to_status(), &[])),
@@ -281,11 +285,15 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
         }
         ("GET", Some(name), Some("log")) => crate::logs::serve(req, api, ns.unwrap_or("default"), name).await,
         ("POST", None, None) => {
-            let obj = parse_body(req, &body)?;
-            let (obj, warnings) = decode(&reg, obj, &q)?;
-            check_name_and_namespace(&t, &obj)?;
+            let (obj, warnings) = tracing::info_span!(target: "apiserver", "decode", pod_uid = tracing::field::Empty).in_scope(|| {
+                let obj = parse_body(req, &body)?;
+                let (obj, warnings) = decode(&reg, obj, &q)?;
+                check_name_and_namespace(&t, &obj)?;
+                Ok::<_, Error>((obj, warnings))
+            })?;
             if info.namespaced {
-                api.check_namespace_open(ns.unwrap_or("default")).await?;
+                let admission = tracing::info_span!(target: "apiserver", "admission", check = "NamespaceLifecycle", pod_uid = tracing::field::Empty);
+                api.check_namespace_open(ns.unwrap_or("default")).instrument(admission).await?;
             }
             let created = reg.create_with(ns, api.record_managed_fields(obj, None, &q, "Update"), dry_run(&q)).await?;
             if !dry_run(&q) {

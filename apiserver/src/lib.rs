@@ -41,6 +41,7 @@ pub mod printers;
 pub mod protobuf;
 pub mod registry;
 pub mod storage;
+pub mod trace;
 pub mod watch;
 pub mod watch_cache;
 
@@ -292,6 +293,7 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
             .route("/livez", web::get().to(livez))
             .route("/readyz", web::get().to(readyz))
             .route("/metrics", web::get().to(metrics_text))
+            .route("/debug/trace/namespaces/{namespace}/pods/{name}", web::get().to(trace::serve))
             .route("/openapi/v3", web::get().to(openapi_index))
             .route("/openapi/v3/{path:.*}", web::get().to(openapi_doc))
             .route("/api", web::get().to(api_root))

@@ -28,6 +28,15 @@ pub async fn bind(pods: &Registry, namespace: &str, name: &str, binding: &Value)
         }
         let mut pod = pod.clone();
         pod["spec"]["nodeName"] = json!(node);
+        // The binding's annotations land on the pod (setPodHostAndAnnotations).
+        if let Some(extra) = binding.pointer("/metadata/annotations").and_then(Value::as_object).filter(|a| !a.is_empty()) {
+            if !pod["metadata"]["annotations"].is_object() {
+                pod["metadata"]["annotations"] = json!({});
+            }
+            for (k, v) in extra {
+                pod["metadata"]["annotations"][k] = v.clone();
+            }
+        }
         let condition = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()});
         let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
         let mut conditions: Vec<Value> = conditions.into_iter().filter(|c| c["type"] != "PodScheduled").collect();

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions};
 use serde_json::Value;
+use tracing::Instrument as _;
 use tokio::sync::Mutex;
 
 use crate::error::{Error, Result};
@@ -157,7 +158,7 @@ impl Storage {
             .when([Compare::mod_revision(key, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(key, encode(value)?, put)])
             .or_else([TxnOp::get(key, None)]);
-        self.write(txn, key).await
+        self.write(txn, key, Some(value)).await
     }
 
     /// Replaces `key` if it is still at `expected` (its mod_revision).
@@ -166,7 +167,7 @@ impl Storage {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::put(key, encode(value)?, None)])
             .or_else([TxnOp::get(key, None)]);
-        self.write(txn, key).await
+        self.write(txn, key, Some(value)).await
     }
 
     /// Deletes `key` if it is still at `expected`.
@@ -175,12 +176,20 @@ impl Storage {
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
             .and_then([TxnOp::delete(key, None)])
             .or_else([TxnOp::get(key, None)]);
-        self.write(txn, key).await
+        self.write(txn, key, None).await
     }
 
-    async fn write(&self, txn: Txn, key: &str) -> Result<WriteOutcome> {
-        let resp = self.kv().txn(txn).await?;
+    async fn write(&self, txn: Txn, key: &str, value: Option<&Value>) -> Result<WriteOutcome> {
+        let span = tracing::info_span!(target: "apiserver::storage", "store write", key, revision = tracing::field::Empty, pod_uid = tracing::field::Empty);
+        // A pod's writes are steps of that pod (`kubelab trace`).
+        if key.contains("/pods/")
+            && let Some(uid) = value.and_then(|v| v.pointer("/metadata/uid")).and_then(Value::as_str)
+        {
+            span.record("pod_uid", uid);
+        }
+        let resp = self.kv().txn(txn).instrument(span.clone()).await?;
         let rev = resp.header().map_or(0, |h| h.revision());
+        span.record("revision", rev);
         if resp.succeeded() {
             return Ok(WriteOutcome::Written(rev));
         }

@@ -44,6 +44,11 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
             obj.clone()
         }
     };
+    // Who watches, for `kubelab trace`: the client's user agent without its version.
+    let watcher: Option<String> = (info.plural == "pods").then(|| {
+        let agent = req.headers().get(actix_web::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+        agent.split('/').next().unwrap_or(agent).to_string()
+    });
     let (tx, rx) = mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(64);
     let subscription = match reg.watch(namespace, opts) {
         Ok(s) => s,
@@ -99,6 +104,9 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
                         if tx.send(Ok(event_line(&e, kind, table, &shape))).await.is_err() {
                             return;
                         }
+                        if let Some(watcher) = &watcher {
+                            record_sent(&e, kind, watcher);
+                        }
                     }
                 }
                 _ = ticker.tick(), if bookmarks => {
@@ -125,6 +133,17 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
         }
     });
     Ok(stream_response(rx))
+}
+
+/// A pod's watch event handed to a watcher's stream is a step of that pod: the hop from the API
+/// server to the scheduler or the node agent.
+fn record_sent(e: &WatchEvent, kind: EventType, watcher: &str) {
+    let Some(uid) = e.object.pointer("/metadata/uid").and_then(Value::as_str) else { return };
+    let step = podtrace::Step::instant("apiserver", "watch event sent", chrono::Utc::now())
+        .with_field("type", kind.as_str())
+        .with_field("watcher", watcher)
+        .with_field("revision", e.revision);
+    podtrace::recorder().record(uid, step);
 }
 
 /// The object a watcher is shown: an object that stopped matching the watcher's selector is

@@ -48,9 +48,16 @@ impl Connection {
     }
 }
 
-/// A kube client for `conn`.
+/// A kube client for `conn`, introducing itself as plain `kubelab`.
 pub async fn client(conn: &Connection) -> Result<kube::Client> {
-    let config = match conn {
+    client_as(conn, "kubelab").await
+}
+
+/// A kube client for `conn` that sends `User-Agent: <component>/<version>`, as Kubernetes'
+/// components do: the API server tells its watchers apart by it (`kubelab trace` shows which
+/// component a watch event went to).
+pub async fn client_as(conn: &Connection, component: &str) -> Result<kube::Client> {
+    let mut config = match conn {
         Connection::Master(url) => {
             kube::Config::new(url.parse().map_err(|e| Error::Config(format!("--master {url:?}: {e}")))?)
         }
@@ -62,6 +69,9 @@ pub async fn client(conn: &Connection) -> Result<kube::Client> {
                 .map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?
         }
     };
+    let agent = format!("{component}/v{}", env!("CARGO_PKG_VERSION"));
+    let agent = http::HeaderValue::from_str(&agent).map_err(|e| Error::Config(format!("user agent {agent:?}: {e}")))?;
+    config.headers.push((http::header::USER_AGENT, agent));
     kube::Client::try_from(config).map_err(Error::Kube)
 }
 

@@ -79,7 +79,7 @@ impl Options {
 /// Runs every controller until `shutdown` completes (steps 1–4 above).
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Step 1.
-    let client = client::client(&opts.connection).await?;
+    let client = client::client_as(&opts.connection, "kube-controller-manager").await?;
     let work = run_controllers(client.clone(), opts.node_lifecycle.clone());
     tokio::pin!(shutdown);
     if !opts.leader_elect {

@@ -209,7 +209,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     }
 
     let client = match &opts.connection {
-        Some(c) => Some(client::client(c).await?),
+        Some(c) => Some(client::client_as(c, "kubelet").await?),
         None => None,
     };
     if let (true, Some(c)) = (opts.host_gw, &client) {

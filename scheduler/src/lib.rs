@@ -86,9 +86,12 @@ pub fn load_profile(opts: &Options) -> Result<Profile, Error> {
 /// process exits and is restarted, as kube-scheduler does).
 pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>) -> Result<(), Error> {
     let profile = load_profile(&opts)?;
-    let client = client::client(&opts.connection).await?;
+    let client = client::client_as(&opts.connection, "kube-scheduler").await?;
     let metrics = metrics::Metrics::new();
     let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| Error::Listen(opts.listen, e))?;
+    if let Ok(addr) = listener.local_addr() {
+        plugins::default_binder::set_debug_endpoint(addr);
+    }
     let serve = tokio::spawn(metrics::serve(listener, metrics.clone()));
     let framework = framework::runtime::Framework::new(&profile, Some(client.clone())).map_err(Error::Config)?;
     tracing::info!(target: "scheduler", scheduler_name = profile.scheduler_name, plugins = ?profile.plugins, "starting");

@@ -65,11 +65,19 @@ impl Metrics {
     }
 }
 
-/// Serves `/healthz` and `/metrics` on `listener` until the task is dropped.
+/// Serves `/healthz`, `/metrics` and `/debug/trace/pods/<uid>` (the scheduler's steps for a
+/// pod, which the API server gathers for `kubelab trace`) on `listener` until the task is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) -> std::io::Result<()> {
     use axum::routing::get;
     let app = axum::Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .route("/metrics", get(move || async move { metrics.render() }));
+        .route("/metrics", get(move || async move { metrics.render() }))
+        .route(
+            "/debug/trace/pods/{uid}",
+            get(|axum::extract::Path(uid): axum::extract::Path<String>| async move {
+                let steps = serde_json::to_string(&podtrace::recorder().steps(&uid, &["scheduler"])).unwrap_or_else(|_| "[]".into());
+                ([(axum::http::header::CONTENT_TYPE, "application/json")], steps)
+            }),
+        );
     axum::serve(listener, app).await
 }

@@ -110,7 +110,15 @@ pub fn schedule_pod(
     }
     state.nodes_with_affinity = Some(snapshot.nodes_with_affinity());
     state.nodes_with_required_anti_affinity = Some(snapshot.nodes_with_required_anti_affinity());
-    let feasible = match find_nodes_that_fit(fwk, state, pod, nodes, next_start) {
+    let span = tracing::debug_span!(target: "scheduler::framework", "filter", nodes = nodes.len(), feasible = tracing::field::Empty, rejected = tracing::field::Empty);
+    let found = span.in_scope(|| find_nodes_that_fit(fwk, state, pod, nodes, next_start));
+    match &found {
+        Ok((feasible, _)) => span.record("feasible", feasible.len()),
+        Err(ScheduleError::Fit(fe)) => span.record("feasible", 0).record("rejected", rejections(fe)),
+        Err(_) => &span,
+    };
+    drop(span);
+    let feasible = match found {
         Err(ScheduleError::Fit(fe)) => {
             // PostFilter: where preemption would nominate a node. None is registered in kubelab.
             if let Some(node) = fwk.run_post_filter(state, pod, &fe.node_to_status) {
@@ -127,6 +135,17 @@ pub fn schedule_pod(
     }
     let scores = prioritize_nodes(fwk, state, pod, &feasible)?;
     Ok(ScheduleResult { node: select_host(&scores), evaluated, feasible: feasible.len() })
+}
+
+/// How many nodes each plugin rejected and why, for a step of `kubelab trace`:
+/// `NodeResourcesFit: 2 (Insufficient cpu); TaintToleration: 1 (…)`.
+fn rejections(fe: &FitError) -> String {
+    let mut by_plugin: std::collections::BTreeMap<&str, (usize, String)> = Default::default();
+    for s in fe.node_to_status.values() {
+        let e = by_plugin.entry(s.plugin).or_insert_with(|| (0, s.message()));
+        e.0 += 1;
+    }
+    by_plugin.iter().map(|(p, (n, why))| format!("{p}: {n} ({why})")).collect::<Vec<_>>().join("; ")
 }
 
 /// PreFilter, then Filter in parallel until enough nodes fit. Returns the feasible nodes and how

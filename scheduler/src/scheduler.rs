@@ -10,6 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use client::record::{self, EventRecorder};
 
@@ -74,21 +75,29 @@ impl Scheduler {
             self.queue.done(pod.uid());
             return;
         }
-        let span = tracing::debug_span!(target: "scheduler::schedule_one", "schedule_one", pod = pod.key(), uid = pod.uid(), attempt = qp.attempts);
+        let span = tracing::debug_span!(target: "scheduler::schedule_one", "schedule_one", pod = pod.key(), pod_uid = pod.uid(), attempt = qp.attempts, node = tracing::field::Empty, error = tracing::field::Empty);
         let _guard = span.enter();
         self.cache.lock().expect("cache lock").update_snapshot(snapshot);
         let mut state = CycleState::new();
         let result = schedule_pod(&self.framework, &mut state, &pod, snapshot, next_start);
         let node = match result {
-            Ok(r) => r.node,
+            Ok(r) => {
+                span.record("node", r.node.as_str());
+                r.node
+            }
             Err(e) => {
+                let why = match &e {
+                    ScheduleError::Fit(fe) => fe.message(),
+                    ScheduleError::Internal(m) => m.clone(),
+                };
+                span.record("error", why);
                 self.handle_failure(qp, cycle, e, start, rt);
                 return;
             }
         };
         // Assume: the next cycle counts this pod on its node before the binding is written.
         self.cache.lock().expect("cache lock").assume_pod(pod.clone(), &node);
-        let s = self.framework.run_reserve(&mut state, &pod, &node);
+        let s = tracing::debug_span!(target: "scheduler::framework", "reserve", node).in_scope(|| self.framework.run_reserve(&mut state, &pod, &node));
         if !s.is_success() {
             self.cache.lock().expect("cache lock").forget_pod(pod.uid());
             self.handle_failure(qp, cycle, ScheduleError::Internal(format!("running Reserve plugin {}: {}", s.plugin, s.message())), start, rt);
@@ -106,7 +115,11 @@ impl Scheduler {
 
     async fn binding_cycle(self: Arc<Self>, mut state: CycleState, qp: QueuedPodInfo, pod: Arc<PodInfo>, node: String, start: Instant) {
         let profile = self.framework.scheduler_name.as_str();
-        let s = self.framework.run_bind(&pod, &node).await;
+        let span = tracing::debug_span!(target: "scheduler::framework", "bind", pod_uid = pod.uid(), node, error = tracing::field::Empty);
+        let s = self.framework.run_bind(&pod, &node).instrument(span.clone()).await;
+        if !s.is_success() {
+            span.record("error", s.message());
+        }
         if s.is_success() {
             self.cache.lock().expect("cache lock").finish_binding(pod.uid(), Instant::now());
             let m = &self.metrics;

@@ -165,6 +165,7 @@ impl SchedulingQueue {
             qp.pod = pod;
             q.push_active_or_backoff(qp, now);
         } else {
+            podtrace::recorder().record(&uid, podtrace::Step::now("scheduler", "queued"));
             q.push_active(QueuedPodInfo {
                 pod,
                 timestamp: now,

@@ -335,12 +335,12 @@ impl Registry {
             meta.remove("deletionGracePeriodSeconds");
             meta.remove("selfLink");
         }
-        self.strategy.prepare_for_create(&mut obj);
         let name = name_of(&obj).to_string();
-        let causes = self.strategy.validate(&obj);
-        if !causes.is_empty() {
-            return Err(self.invalid(&name, causes));
-        }
+        tracing::info_span!(target: "apiserver", "defaulting and validation", pod_uid = tracing::field::Empty).in_scope(|| {
+            self.strategy.prepare_for_create(&mut obj);
+            let causes = self.strategy.validate(&obj);
+            if causes.is_empty() { Ok(()) } else { Err(self.invalid(&name, causes)) }
+        })?;
         let key = self.key(namespace, &name);
         if dry_run {
             return match self.storage.get(&key).await? {

@@ -11,6 +11,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::error::{Error, Result};
 use crate::metrics::metrics;
+use tracing::Instrument as _;
 
 /// A handle on the runtime and image services of one CRI endpoint. Cheap to clone: every clone
 /// shares one HTTP/2 connection, which multiplexes concurrent calls.
@@ -21,14 +22,30 @@ pub struct RemoteRuntime {
     endpoint: String,
 }
 
+/// The CRI method an operation label names (`run_podsandbox` → `RunPodSandbox`): the metric
+/// keeps the kubelet's labels, a trace shows the call as the CRI API spells it.
+fn cri_method(op: &str) -> String {
+    op.split('_')
+        .map(|w| match w {
+            "podsandbox" => "PodSandbox".to_string(),
+            w => w[..1].to_uppercase() + &w[1..],
+        })
+        .collect()
+}
+
 /// Time one CRI call into the operations histogram; errors are counted and mapped to [`Error::Cri`].
 async fn timed<T>(
     op: &'static str,
     fut: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T> {
+    // Inside a pod's step this call is a step of that pod too (`kubelab trace`).
+    let span = tracing::info_span!(target: "cri", "cri", step = cri_method(op), error = tracing::field::Empty);
     let start = Instant::now();
-    let res = fut.await;
+    let res = fut.instrument(span.clone()).await;
     let elapsed = start.elapsed();
+    if let Err(status) = &res {
+        span.record("error", status.message());
+    }
     let m = metrics();
     m.runtime_operations_duration.with_label_values(&[op]).observe(elapsed.as_secs_f64());
     match res {
@@ -220,5 +237,15 @@ impl RemoteRuntime {
 
     pub async fn image_fs_info(&self) -> Result<api::ImageFsInfoResponse> {
         timed("image_fs_info", self.images.clone().image_fs_info(api::ImageFsInfoRequest {})).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cri_method_names() {
+        assert_eq!(super::cri_method("run_podsandbox"), "RunPodSandbox");
+        assert_eq!(super::cri_method("podsandbox_status"), "PodSandboxStatus");
+        assert_eq!(super::cri_method("exec_sync"), "ExecSync");
     }
 }

@@ -326,7 +326,7 @@ impl RuntimeManager {
         let mut sandbox_id = actions.sandbox_id.clone();
         let mut pod_ips = status.ips.clone();
         if actions.create_sandbox {
-            let span = tracing::info_span!(target: "kubelet::sync_pod", "step5_run_pod_sandbox", pod_uid = %uid, attempt = actions.attempt);
+            let span = tracing::info_span!(target: "kubelet::sync_pod", "step5_run_pod_sandbox", pod_uid = %uid, attempt = actions.attempt, pod_ip = tracing::field::Empty, error = tracing::field::Empty);
             let started = Instant::now();
             match self.runtime.run_pod_sandbox(sandbox_config.clone(), "").instrument(span.clone()).await {
                 Ok(id) => {
@@ -335,10 +335,14 @@ impl RuntimeManager {
                         Ok(s) => s.network.map(|n| vec![n.ip]).unwrap_or_default().into_iter().filter(|i| !i.is_empty()).collect(),
                         Err(_) => vec![],
                     };
+                    if let Some(ip) = pod_ips.first() {
+                        span.record("pod_ip", ip.as_str());
+                    }
                     span.in_scope(|| tracing::info!(target: "kubelet::sync_pod", pod_uid = %uid, sandbox = %sandbox_id, ips = ?pod_ips, ms = started.elapsed().as_millis() as u64, "sandbox created"));
                 }
                 Err(e) => {
                     let message = format!("Failed to create pod sandbox: {e}");
+                    span.record("error", message.as_str());
                     self.recorder.pod_event(pod, None, events::WARNING, events::FAILED_CREATE_POD_SANDBOX, &message);
                     result.error = Some(message);
                     result.retry_after = Some(Duration::from_secs(2));
@@ -363,8 +367,9 @@ impl RuntimeManager {
         // Step 6: init containers strictly in order — start the next one and come back when it exits.
         if let Some(i) = actions.next_init_container_to_start {
             let c = &init_containers(pod)[i];
-            let span = tracing::info_span!(target: "kubelet::sync_pod", "step6_init_container", pod_uid = %uid, container = %c.name);
-            if let Err((reason, message, retry)) = self.start_container(&ctx, c).instrument(span).await {
+            let span = tracing::info_span!(target: "kubelet::sync_pod", "step6_init_container", pod_uid = %uid, container = %c.name, error = tracing::field::Empty);
+            if let Err((reason, message, retry)) = self.start_container(&ctx, c).instrument(span.clone()).await {
+                span.record("error", format!("{reason}: {message}"));
                 result.waiting_reasons.insert(c.name.clone(), (reason, message));
                 result.retry_after = retry;
             }
@@ -375,8 +380,14 @@ impl RuntimeManager {
         let ctx = &ctx;
         let starts = actions.containers_to_start.iter().map(|&i| {
             let c = &app_containers(pod)[i];
-            let span = tracing::info_span!(target: "kubelet::sync_pod", "step7_container", pod_uid = %uid, container = %c.name);
-            async move { (c.name.clone(), self.start_container(ctx, c).instrument(span).await) }
+            let span = tracing::info_span!(target: "kubelet::sync_pod", "step7_container", pod_uid = %uid, container = %c.name, error = tracing::field::Empty);
+            async move {
+                let r = self.start_container(ctx, c).instrument(span.clone()).await;
+                if let Err((reason, message, _)) = &r {
+                    span.record("error", format!("{reason}: {message}"));
+                }
+                (c.name.clone(), r)
+            }
         });
         for (name, r) in futures::future::join_all(starts).await {
             if let Err((reason, message, retry)) = r {

@@ -12,6 +12,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
+use tracing::Instrument as _;
+
 use crate::container::{API_SERVER_SOURCE, CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use crate::error::{Error, Result};
 
@@ -95,7 +97,9 @@ pub async fn create_mirror_pod(client: &kube::Client, static_pod: &Pod, node: &N
     let mirror = mirror_pod_for(static_pod, node)?;
     let namespace = mirror.metadata.namespace.as_deref().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    match api.create(&PostParams::default(), &mirror).await {
+    // A step of the static pod (`kubelab trace` follows a mirror pod to it by its hash).
+    let span = tracing::info_span!(target: "kubelet::mirror", "create mirror pod", pod_uid = static_pod_hash(static_pod).unwrap_or_default());
+    match api.create(&PostParams::default(), &mirror).instrument(span).await {
         Ok(created) => {
             tracing::info!(target: "kubelet::mirror", pod = %key(&mirror), uid = created.metadata.uid.as_deref().unwrap_or(""), "created mirror pod");
             Ok(created)

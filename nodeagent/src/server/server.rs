@@ -58,6 +58,7 @@ pub async fn serve(
             .route("/healthz", web::get().to(healthz))
             .route("/pods", web::get().to(pods))
             .route("/metrics", web::get().to(metrics))
+            .route("/debug/trace/pods/{uid}", web::get().to(trace))
             .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
     })
     .listen(listener)?
@@ -95,6 +96,12 @@ async fn pods(provider: web::Data<dyn Provider>) -> HttpResponse {
 
 async fn metrics() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(crate::metrics::render())
+}
+
+/// The steps this agent (and the runtime, through it) performed for a pod, for the API server's
+/// `kubelab trace` gatherer.
+async fn trace(uid: web::Path<String>) -> HttpResponse {
+    HttpResponse::Ok().json(podtrace::recorder().steps(&uid, &["nodeagent", "cri"]))
 }
 
 async fn container_logs(

@@ -9,7 +9,28 @@ use kube::api::{Api, PostParams};
 
 use crate::framework::{BindPlugin, Plugin, PodInfo, Status};
 
+/// The annotation (the API server's `trace::SCHEDULER_ENDPOINT_ANNOTATION`).
+pub const SCHEDULER_ENDPOINT_ANNOTATION: &str = "kubelab.io/scheduler-debug-endpoint";
+
 pub const NAME: &str = "DefaultBinder";
+
+/// Where this scheduler serves its steps for `kubelab trace`. Each binding carries it as an
+/// annotation, which the API server copies onto the pod, so the trace gatherer finds the
+/// scheduler that placed a pod even when several run (one leads at a time).
+static DEBUG_ENDPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the endpoint from the address the scheduler's HTTP server listens on; a wildcard address
+/// is replaced by the host's name, which its peers resolve (the lab's Docker network does).
+pub fn set_debug_endpoint(addr: std::net::SocketAddr) {
+    let host = if addr.ip().is_unspecified() {
+        client::hostname()
+    } else if addr.is_ipv6() {
+        format!("[{}]", addr.ip())
+    } else {
+        addr.ip().to_string()
+    };
+    let _ = DEBUG_ENDPOINT.set(format!("http://{host}:{}", addr.port()));
+}
 
 pub struct DefaultBinder {
     client: kube::Client,
@@ -35,6 +56,9 @@ impl BindPlugin for DefaultBinder {
                     name: Some(pod.name().to_string()),
                     namespace: Some(pod.namespace().to_string()),
                     uid: pod.pod.metadata.uid.clone(),
+                    annotations: DEBUG_ENDPOINT
+                        .get()
+                        .map(|ep| [(SCHEDULER_ENDPOINT_ANNOTATION.to_string(), ep.clone())].into_iter().collect()),
                     ..Default::default()
                 },
                 target: ObjectReference { kind: Some("Node".into()), name: Some(node.to_string()), ..Default::default() },

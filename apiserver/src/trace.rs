@@ -1,0 +1,101 @@
+//! `GET /debug/trace/namespaces/<ns>/pods/<name>[?uid=<uid>]`: one pod's journey through the
+//! cluster, for `kubelab trace`. kubelab's own endpoint — Kubernetes leaves this to an
+//! OpenTelemetry collector — built the way pods/log is: the API server answers with its own
+//! steps (and the store's, when the store runs in this process), and fetches the rest from the
+//! scheduler that bound the pod (the address it put on the binding) and from the node agent that
+//! runs it (the node's address), each at `/debug/trace/pods/<uid>`.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use podtrace::Step;
+use podtrace::render::Timeline;
+use serde_json::Value;
+
+use crate::Api;
+use crate::error::{Error, Result};
+use crate::logs::node_agent_url;
+
+/// The annotation a scheduler puts on its bindings (the registry copies a binding's
+/// annotations onto the pod, as Kubernetes' BindingREST does): where its steps can be fetched.
+pub const SCHEDULER_ENDPOINT_ANNOTATION: &str = "kubelab.io/scheduler-debug-endpoint";
+
+/// The annotation on a mirror pod naming the static pod it mirrors (by its config hash, which
+/// kubelab's node agent sets to the static pod's UID).
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// The components whose steps the API server's own recorder answers for.
+pub const OWN_COMPONENTS: &[&str] = &["apiserver", "store"];
+
+pub async fn serve(req: HttpRequest, path: web::Path<(String, String)>, api: web::Data<Api>) -> HttpResponse {
+    let (namespace, name) = path.into_inner();
+    let uid = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string()).ok().and_then(|q| q.get("uid").cloned());
+    match gather(&api, &namespace, &name, uid).await {
+        Ok(t) => HttpResponse::Ok().content_type("application/json").body(t.json()),
+        Err(e) => HttpResponse::build(actix_web::http::StatusCode::from_u16(e.code()).unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR))
+            .content_type("application/json")
+            .body(e.to_status().to_string()),
+    }
+}
+
+async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> Result<Timeline> {
+    // A pod that is gone can still be traced by its UID: only this process's steps remain
+    // reachable then (its node and scheduler are no longer known).
+    let pod = match api.pods().get(Some(namespace), name).await {
+        Ok(p) => Some(p),
+        Err(Error::NotFound { .. }) if uid.is_some() => None,
+        Err(e) => return Err(e),
+    };
+    let uid = match (&pod, uid) {
+        (Some(p), _) => p.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string(),
+        (None, Some(u)) => u,
+        (None, None) => unreachable!("a missing pod without a uid returned above"),
+    };
+    let mut steps = podtrace::recorder().steps(&uid, OWN_COMPONENTS);
+    let mut warnings = Vec::new();
+    if let Some(pod) = &pod {
+        if let Some(ep) = pod.pointer("/metadata/annotations").and_then(|a| a.get(SCHEDULER_ENDPOINT_ANNOTATION)).and_then(Value::as_str) {
+            match fetch(api, ep, &uid).await {
+                Ok(s) => steps.extend(s),
+                Err(e) => warnings.push(format!("scheduler at {ep}: {e}")),
+            }
+        }
+        // A mirror pod's steps on the node are those of the static pod it mirrors, whose UID the
+        // mirror annotation carries.
+        let agent_uid = pod
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(MIRROR_ANNOTATION))
+            .and_then(Value::as_str)
+            .unwrap_or(&uid)
+            .to_string();
+        if agent_uid != uid {
+            steps.extend(podtrace::recorder().steps(&agent_uid, OWN_COMPONENTS));
+        }
+        let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
+        if !node_name.is_empty() {
+            let base = match api.nodes().get(None, node_name).await {
+                Ok(node) => node_agent_url(&node),
+                Err(e) => {
+                    warnings.push(format!("node {node_name}: {e}"));
+                    None
+                }
+            };
+            if let Some(base) = base {
+                match fetch(api, &base, &agent_uid).await {
+                    Ok(s) => steps.extend(s.into_iter().map(|s| Step { node: Some(node_name.to_string()), ..s })),
+                    Err(e) => warnings.push(format!("node agent of {node_name} at {base}: {e}")),
+                }
+            }
+        }
+    }
+    let mut t = Timeline::new(namespace, name, &uid, steps);
+    t.warnings = warnings;
+    Ok(t)
+}
+
+async fn fetch(api: &Api, base: &str, uid: &str) -> std::result::Result<Vec<Step>, String> {
+    let url = format!("{}/debug/trace/pods/{uid}", base.trim_end_matches('/'));
+    let resp = api.http.get(&url).send().await.map_err(|e| format!("not answering: {e}"))?;
+    if !resp.status().is_success() {
+        return Err(format!("{} from {url}", resp.status()));
+    }
+    resp.json::<Vec<Step>>().await.map_err(|e| format!("a reply that is not a list of steps: {e}"))
+}

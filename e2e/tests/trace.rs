@@ -1,0 +1,132 @@
+//! `kubelab trace` end to end: a pod created with the pinned kubectl on a store + API server +
+//! scheduler + node agent on a real containerd, then traced. The timeline holds every
+//! component's steps in order (API server request and store write, the watch events to the
+//! scheduler and the node agent, the scheduler's queue, filter, score and bind, the eight SyncPod
+//! steps and the CRI calls under them); `--mermaid` and `--json` render it; a pod whose image
+//! cannot be pulled shows its failing step; a static pod is traced through its mirror pod.
+
+use std::process::Command;
+use std::time::Duration;
+
+use e2e::apiserver::{ApiCluster, ApiOptions};
+use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
+
+const NODE: &str = "node-trace";
+
+fn trace(api: &ApiCluster, args: &[&str]) -> String {
+    let bin = e2e::kubelab_bin().expect("kubelab binary");
+    let out = Command::new(bin).arg("trace").args(args).args(["--server", &api.url()]).output().expect("run kubelab trace");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "kubelab trace {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+/// The steps' `component name` pairs in the order the table prints them.
+fn steps(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .skip(2) // the pod line and the header
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.len() >= 5 && cols[0].starts_with('+')).then(|| format!("{} {}", cols[2], cols[4]))
+        })
+        .collect()
+}
+
+fn position(steps: &[String], want: &str) -> usize {
+    steps.iter().position(|s| s.starts_with(want)).unwrap_or_else(|| panic!("no step {want:?} in {steps:#?}"))
+}
+
+/// Traces are written when a component's span closes, a moment after the pod turns Running.
+async fn trace_until(api: &ApiCluster, args: &[&str], want: &[&str]) -> String {
+    let mut last = String::new();
+    for _ in 0..40 {
+        last = trace(api, args);
+        let s = steps(&last);
+        if want.iter().all(|w| s.iter().any(|x| x.starts_with(w))) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("kubelab trace {args:?} never showed all of {want:?}:\n{last}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_journey_is_traced_through_every_component() {
+    if let Err(e) = e2e::containerd::prerequisites() {
+        panic!("the trace test needs: {e}");
+    }
+    let mut api = ApiCluster::start(ApiOptions::default()).await.expect("store + API server");
+    api.start_scheduler(&[]).expect("scheduler");
+    let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: 49, extra: vec![] })
+        .await
+        .expect("node agent");
+    // The Node appears when the agent registers: `kubectl wait` fails on a missing object.
+    let node = format!("node/{NODE}");
+    for _ in 0..120 {
+        if api.kubectl(&["wait", "--for=condition=Ready", &node, "--timeout=30s"]).success {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // 1. A pod scheduled and run: every hop, in the order the seed article draws them.
+    api.kubectl_ok(&["run", "web", "--image=docker.io/library/busybox:1.36", "--restart=Never", "--", "sleep", "3600"]);
+    api.kubectl_ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
+    let table = trace_until(&api, &["pod/web"], &["nodeagent step8_status", "cri StartContainer"]).await;
+    let s = steps(&table);
+    let order = [
+        "apiserver request",
+        "apiserver store",
+        "scheduler queued",
+        "scheduler schedule_one",
+        "scheduler bind",
+        "nodeagent sync_pod",
+        "nodeagent step1_pod_cgroup",
+        "nodeagent step5_run_pod_sandbox",
+        "cri RunPodSandbox",
+        "nodeagent step7_container",
+        "cri StartContainer",
+        "nodeagent step8_status",
+    ];
+    let at: Vec<usize> = order.iter().map(|w| position(&s, w)).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "steps out of order ({order:?} at {at:?}):\n{table}");
+    for w in ["scheduler filter", "scheduler score", "apiserver watch"] {
+        position(&s, w);
+    }
+    assert!(table.contains("watcher=kube-scheduler") && table.contains("watcher=kubelet"), "watch events to both:\n{table}");
+    assert!(table.contains(NODE), "the node agent's steps name its node:\n{table}");
+    assert!(table.contains("pod_ip=10.244.49."), "the sandbox step shows the pod IP:\n{table}");
+
+    let mermaid = trace(&api, &["pod/web", "--mermaid"]);
+    assert!(mermaid.starts_with("sequenceDiagram\n"), "{mermaid}");
+    for arrow in ["U->>API: request POST pods", "API->>ETCD: store write", "S->>API: bind", "K->>CR: RunPodSandbox", "CR->>CNI: ADD", "API->>K: watch event sent"] {
+        assert!(mermaid.contains(arrow), "no {arrow:?} in\n{mermaid}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&trace(&api, &["web", "--json"])).expect("--json is JSON");
+    assert_eq!(json["name"], "web");
+    assert!(json["steps"].as_array().is_some_and(|s| s.len() >= order.len()), "{json}");
+
+    // 2. A pod that cannot start: its failing step carries the error.
+    api.kubectl_ok(&["run", "broken", "--image=docker.io/library/does-not-exist:1", "--image-pull-policy=IfNotPresent", "--restart=Never"]);
+    let table = trace_until(&api, &["pod/broken"], &["cri PullImage"]).await;
+    assert!(table.lines().any(|l| l.contains("PullImage") && l.contains("FAILED")), "the failed pull is marked:\n{table}");
+    assert!(table.lines().any(|l| l.contains("step7_container") && l.contains("FAILED")), "the failed container step is marked:\n{table}");
+
+    // 3. A static pod: no scheduler, and the mirror pod's creation shows.
+    std::fs::write(
+        agent.manifests_dir().join("static-web.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: static-web\n  namespace: default\nspec:\n  containers:\n  - name: web\n    image: docker.io/library/busybox:1.36\n    command: [sleep, '3600']\n",
+    )
+    .expect("write manifest");
+    let mirror = format!("pod/static-web-{NODE}");
+    let table = trace_until(&api, &[&mirror], &["nodeagent create", "nodeagent step8_status"]).await;
+    assert!(!steps(&table).iter().any(|s| s.starts_with("scheduler ")), "a static pod has no scheduler hop:\n{table}");
+
+    // A pod that is gone is reported clearly.
+    let bin = e2e::kubelab_bin().expect("kubelab binary");
+    let out = Command::new(bin).args(["trace", "pod/nope", "--server", &api.url()]).output().expect("run kubelab trace");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pod default/nope not found"), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(agent);
+}

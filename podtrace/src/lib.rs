@@ -1,0 +1,354 @@
+//! A pod's journey, step by step, as each component saw it.
+//!
+//! Kubernetes answers "what happened to my pod, and how long did each hop take?" with
+//! OpenTelemetry traces (component-base/tracing, KEP-647 for the API server, KEP-2831 for the
+//! kubelet) and, for slow requests, with k8s.io/utils/trace step logs. kubelab keeps a small,
+//! always-on version of both for learners: every component records, per pod UID, the steps it
+//! performed with wall-clock start and end times, in a bounded ring of recent pods, and serves
+//! them at a debug endpoint; `kubelab trace` merges them into one timeline.
+//!
+//! The records come from the `tracing` spans the components already open — a span that carries
+//! a `pod_uid` field is a step of that pod, and a span opened inside it (a CRI call, for one)
+//! belongs to the same pod — so the code that does the work is not interleaved with bookkeeping.
+//! [`layer`] turns closed spans into [`Step`]s; [`Recorder::record`] takes steps that are not
+//! spans (a watch event sent, a revision applied).
+
+pub mod render;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::sync::{Mutex, OnceLock};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The span field that makes a span a step of a pod.
+pub const KEY_FIELD: &str = "pod_uid";
+/// The span field a step's failure is recorded into (`span.record("error", …)`).
+pub const ERROR_FIELD: &str = "error";
+/// The span field that names the step when a span's own (static) name cannot: one `cri` span
+/// serves every CRI call, each a step named after its operation.
+pub const STEP_FIELD: &str = "step";
+
+/// Pods remembered per process; the oldest is forgotten first.
+pub const MAX_PODS: usize = 512;
+/// Steps remembered per pod: a crash-looping pod adds steps forever, and only its latest matter.
+pub const MAX_STEPS_PER_POD: usize = 400;
+
+/// One step a component performed for a pod.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// apiserver, store, scheduler, nodeagent or cri (the container runtime).
+    pub component: String,
+    /// The step's name, e.g. `step5_run_pod_sandbox` or `filter NodeResourcesFit`.
+    pub name: String,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// The step's other span fields (container, attempt, node, revision, pod IP, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fields: BTreeMap<String, String>,
+    /// Why the step failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The node whose agent performed the step, filled in by whoever gathered it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+impl Step {
+    /// A step that took no time: something that happened (an event sent, a pod queued).
+    pub fn instant(component: &str, name: &str, at: DateTime<Utc>) -> Step {
+        Step { component: component.into(), name: name.into(), start: at, end: at, fields: BTreeMap::new(), error: None, node: None }
+    }
+
+    /// A step that happens now and takes no time.
+    pub fn now(component: &str, name: &str) -> Step {
+        Step::instant(component, name, Utc::now())
+    }
+
+    pub fn with_field(mut self, key: &str, value: impl fmt::Display) -> Step {
+        self.fields.insert(key.into(), value.to_string());
+        self
+    }
+
+    pub fn duration(&self) -> chrono::Duration {
+        self.end - self.start
+    }
+}
+
+/// The steps of recent pods, by pod UID.
+#[derive(Default)]
+pub struct Recorder {
+    inner: Mutex<Ring>,
+}
+
+#[derive(Default)]
+struct Ring {
+    /// Pod UIDs from the oldest recorded to the newest.
+    order: VecDeque<String>,
+    steps: HashMap<String, VecDeque<Step>>,
+}
+
+impl Recorder {
+    pub fn record(&self, pod_uid: &str, step: Step) {
+        let mut ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if !ring.steps.contains_key(pod_uid) {
+            if ring.order.len() >= MAX_PODS
+                && let Some(oldest) = ring.order.pop_front()
+            {
+                ring.steps.remove(&oldest);
+            }
+            ring.order.push_back(pod_uid.to_string());
+        }
+        let steps = ring.steps.entry(pod_uid.to_string()).or_default();
+        if steps.len() >= MAX_STEPS_PER_POD {
+            steps.pop_front();
+        }
+        steps.push_back(step);
+    }
+
+    /// The steps recorded for a pod by the given components (all when `components` is empty),
+    /// in the order they started.
+    pub fn steps(&self, pod_uid: &str, components: &[&str]) -> Vec<Step> {
+        let ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<Step> = ring
+            .steps
+            .get(pod_uid)
+            .map(|s| s.iter().filter(|s| components.is_empty() || components.contains(&s.component.as_str())).cloned().collect())
+            .unwrap_or_default();
+        out.sort_by_key(|s| s.start);
+        out
+    }
+}
+
+/// This process's recorder. One per process, shared by every component in it (in `kubelab up`
+/// all of them): each component serves the steps of its own components from it.
+pub fn recorder() -> &'static Recorder {
+    static RECORDER: OnceLock<Recorder> = OnceLock::new();
+    RECORDER.get_or_init(Recorder::default)
+}
+
+/// Which component a span belongs to, from the first segment of its target (components use
+/// targets like `kubelet::sync_pod`, `scheduler::schedule_one`, `cri`).
+pub fn component_of(target: &str) -> &'static str {
+    match target.split("::").next().unwrap_or(target) {
+        "kubelet" | "nodeagent" => "nodeagent",
+        "cri" => "cri",
+        "scheduler" => "scheduler",
+        "apiserver" => "apiserver",
+        "store" => "store",
+        "controllers" => "controllers",
+        _ => "other",
+    }
+}
+
+/// Whether a callsite can produce steps: spans that name a pod, and CRI calls (which name none
+/// but run inside a pod's step).
+fn traced(meta: &Metadata<'_>) -> bool {
+    meta.is_span() && (meta.fields().field(KEY_FIELD).is_some() || meta.target() == "cri" || meta.target().starts_with("cri::"))
+}
+
+/// The layer that records closed pod spans into [`recorder`]. It carries its own filter, so it
+/// sees pod spans of any level whatever the log filter says, and nothing else costs it anything.
+pub fn layer<S>() -> impl Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    StepLayer.with_filter(TracedOnly)
+}
+
+struct TracedOnly;
+
+impl<S> Filter<S> for TracedOnly {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        traced(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        if traced(meta) { tracing::subscriber::Interest::always() } else { tracing::subscriber::Interest::never() }
+    }
+}
+
+struct StepLayer;
+
+/// A traced span while it is open. Its pod may be unknown when it opens (an API server request
+/// learns the pod's UID only when the pod is written), so steps that close before the pod is
+/// known wait in their parent's `pending` until it is.
+struct Open {
+    pod_uid: Option<String>,
+    step: Option<String>,
+    start: DateTime<Utc>,
+    fields: BTreeMap<String, String>,
+    error: Option<String>,
+    pending: Vec<Step>,
+}
+
+#[derive(Default)]
+struct Fields {
+    pod_uid: Option<String>,
+    step: Option<String>,
+    fields: BTreeMap<String, String>,
+    error: Option<String>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, value.to_string());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.put(field, format!("{value:?}"));
+    }
+}
+
+impl Fields {
+    fn put(&mut self, field: &Field, value: String) {
+        match field.name() {
+            KEY_FIELD => self.pod_uid = Some(value).filter(|v| !v.is_empty()),
+            ERROR_FIELD => self.error = Some(value),
+            STEP_FIELD => self.step = Some(value),
+            name => {
+                self.fields.insert(name.to_string(), value);
+            }
+        }
+    }
+}
+
+impl<S> Layer<S> for StepLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut f = Fields::default();
+        attrs.record(&mut f);
+        // A span without a pod of its own belongs to the pod of the nearest enclosing pod span.
+        let pod_uid = f.pod_uid.or_else(|| span.scope().skip(1).find_map(|s| s.extensions().get::<Open>().and_then(|o| o.pod_uid.clone())));
+        span.extensions_mut().insert(Open { pod_uid, step: f.step, start: Utc::now(), fields: f.fields, error: f.error, pending: Vec::new() });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut ext = span.extensions_mut();
+        let Some(open) = ext.get_mut::<Open>() else { return };
+        let mut f = Fields::default();
+        values.record(&mut f);
+        open.fields.extend(f.fields);
+        if f.error.is_some() {
+            open.error = f.error;
+        }
+        if f.pod_uid.is_some() {
+            open.pod_uid = f.pod_uid;
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(open) = span.extensions_mut().remove::<Open>() else { return };
+        let meta = span.metadata();
+        let step = Step {
+            component: component_of(meta.target()).to_string(),
+            name: open.step.unwrap_or_else(|| meta.name().to_string()),
+            start: open.start,
+            end: Utc::now(),
+            fields: open.fields,
+            error: open.error,
+            node: None,
+        };
+        let mut steps = open.pending;
+        steps.push(step);
+        let ancestors = || span.scope().skip(1).filter(|s| s.extensions().get::<Open>().is_some());
+        let pod_uid = open.pod_uid.or_else(|| ancestors().find_map(|s| s.extensions().get::<Open>().and_then(|o| o.pod_uid.clone())));
+        match pod_uid {
+            Some(uid) => {
+                // The enclosing spans did this step for the same pod, even those that did not
+                // know it yet.
+                for s in ancestors() {
+                    if let Some(o) = s.extensions_mut().get_mut::<Open>()
+                        && o.pod_uid.is_none()
+                    {
+                        o.pod_uid = Some(uid.clone());
+                    }
+                }
+                for step in steps {
+                    recorder().record(&uid, step);
+                }
+            }
+            None => {
+                // Not known yet: the parent may learn the pod later; if nothing does, the steps
+                // belonged to no pod (a list, a GET of a node) and go with the outermost span.
+                if let Some(parent) = ancestors().next()
+                    && let Some(o) = parent.extensions_mut().get_mut::<Open>()
+                {
+                    o.pending.extend(steps);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn spans_naming_a_pod_become_its_steps_and_children_inherit_the_pod() {
+        let subscriber = tracing_subscriber::registry().with(layer());
+        tracing::subscriber::with_default(subscriber, || {
+            let outer = tracing::debug_span!(target: "kubelet::sync_pod", "step5_run_pod_sandbox", pod_uid = "uid-1", ip = tracing::field::Empty, error = tracing::field::Empty);
+            let _g = outer.enter();
+            tracing::info_span!(target: "cri", "cri", step = "RunPodSandbox").in_scope(|| {});
+            tracing::info_span!(target: "other", "not_a_step").in_scope(|| {});
+            outer.record("ip", "10.244.1.5");
+            outer.record("error", "CNI failed");
+        });
+        let steps = recorder().steps("uid-1", &[]);
+        let names: Vec<_> = steps.iter().map(|s| (s.component.as_str(), s.name.as_str())).collect();
+        assert_eq!(names, [("nodeagent", "step5_run_pod_sandbox"), ("cri", "RunPodSandbox")]);
+        assert_eq!(steps[0].fields.get("ip").map(String::as_str), Some("10.244.1.5"));
+        assert_eq!(steps[0].error.as_deref(), Some("CNI failed"));
+        assert!(steps[0].start <= steps[1].start && steps[1].end <= steps[0].end);
+        assert_eq!(recorder().steps("uid-1", &["cri"]).len(), 1);
+    }
+
+    #[test]
+    fn a_pod_learned_late_claims_the_steps_that_came_before() {
+        let subscriber = tracing_subscriber::registry().with(layer());
+        tracing::subscriber::with_default(subscriber, || {
+            // A request for no pod at all leaves nothing behind.
+            tracing::info_span!(target: "apiserver", "list", pod_uid = tracing::field::Empty).in_scope(|| {});
+            let request = tracing::info_span!(target: "apiserver", "create", pod_uid = tracing::field::Empty);
+            let _g = request.enter();
+            tracing::info_span!(target: "apiserver", "validate", pod_uid = tracing::field::Empty).in_scope(|| {});
+            tracing::info_span!(target: "apiserver", "store write", pod_uid = tracing::field::Empty).in_scope(|| {
+                tracing::Span::current().record("pod_uid", "uid-late");
+            });
+        });
+        let names: Vec<_> = recorder().steps("uid-late", &[]).into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["create", "validate", "store write"]);
+    }
+
+    #[test]
+    fn the_ring_forgets_the_oldest_pod_and_the_oldest_steps() {
+        let r = Recorder::default();
+        let now = Utc::now();
+        for i in 0..MAX_PODS + 1 {
+            r.record(&format!("p{i}"), Step::instant("apiserver", "create", now));
+        }
+        assert!(r.steps("p0", &[]).is_empty());
+        assert_eq!(r.steps("p1", &[]).len(), 1);
+        for i in 0..MAX_STEPS_PER_POD + 5 {
+            r.record("busy", Step::instant("nodeagent", &format!("s{i}"), now + chrono::Duration::milliseconds(i as i64)));
+        }
+        let steps = r.steps("busy", &[]);
+        assert_eq!(steps.len(), MAX_STEPS_PER_POD);
+        assert_eq!(steps[0].name, "s5");
+    }
+}

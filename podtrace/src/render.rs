@@ -1,0 +1,204 @@
+//! One pod's steps from every component, merged into a timeline and shown three ways: a table
+//! for people, a mermaid `sequenceDiagram` in the shape of the classic "what happens when you
+//! create a pod" diagram (User, API Server, etcd, Scheduler, kubelet, Container Runtime, CNI),
+//! and JSON for tools.
+
+use std::fmt::Write as _;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::Step;
+
+/// A pod's merged timeline.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeline {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// When the first step started: the API server receiving the pod, for an API pod.
+    pub origin: Option<DateTime<Utc>>,
+    pub steps: Vec<Step>,
+    /// Components whose steps could not be fetched, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Timeline {
+    /// Merges steps gathered from several components. A step reported twice (all components in
+    /// one process answer from the same recorder) is kept once.
+    pub fn new(namespace: &str, name: &str, uid: &str, mut steps: Vec<Step>) -> Timeline {
+        steps.sort_by(|a, b| (a.start, &a.component, &a.name, a.end).cmp(&(b.start, &b.component, &b.name, b.end)));
+        steps.dedup_by(|a, b| a.start == b.start && a.end == b.end && a.component == b.component && a.name == b.name);
+        let origin = steps.first().map(|s| s.start);
+        Timeline { namespace: namespace.into(), name: name.into(), uid: uid.into(), origin, steps, warnings: Vec::new() }
+    }
+
+    fn offset_ms(&self, s: &Step) -> f64 {
+        self.origin.map(|o| ms(s.start - o)).unwrap_or(0.0)
+    }
+
+    /// One line per step: offset from submission, duration, component, node, step and details.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<[String; 6]> = vec![["OFFSET".into(), "DURATION".into(), "COMPONENT".into(), "NODE".into(), "STEP".into(), "DETAIL".into()]];
+        for s in &self.steps {
+            let mut detail: Vec<String> = s.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            if let Some(e) = &s.error {
+                detail.insert(0, format!("FAILED: {e}"));
+            }
+            rows.push([
+                format!("+{:.1}ms", self.offset_ms(s)),
+                format!("{:.1}ms", ms(s.duration())),
+                s.component.clone(),
+                s.node.clone().unwrap_or_else(|| "-".into()),
+                s.name.clone(),
+                detail.join(" "),
+            ]);
+        }
+        let widths: Vec<usize> = (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+        let mut out = format!("pod {}/{} (uid {})\n", self.namespace, self.name, self.uid);
+        for r in &rows {
+            let mut line = String::new();
+            for (i, w) in widths.iter().enumerate() {
+                let _ = write!(line, "{:<w$}   ", r[i], w = w);
+            }
+            line.push_str(&r[5]);
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        if self.steps.is_empty() {
+            out.push_str("no steps recorded (the components keep only recent pods)\n");
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("warning: {w}\n"));
+        }
+        out
+    }
+
+    /// A mermaid `sequenceDiagram` with the measured times on the arrows.
+    pub fn mermaid(&self) -> String {
+        let mut out = String::from("sequenceDiagram\n");
+        let pod_ip = self.steps.iter().find_map(|s| s.fields.get("pod_ip"));
+        for (id, label) in PARTICIPANTS {
+            let _ = writeln!(out, "    participant {id} as {label}");
+        }
+        for s in &self.steps {
+            let (from, to) = arrow(s);
+            let mut label = format!("{} {:.1} ms (+{:.0} ms)", summary(s), ms(s.duration()), self.offset_ms(s));
+            if let Some(e) = &s.error {
+                label = format!("FAILED {label}: {e}");
+            }
+            let _ = writeln!(out, "    {from}->>{to}: {}", mermaid_text(&label));
+            if s.component == "cri" && s.name == "RunPodSandbox" {
+                let ip = pod_ip.map(|ip| format!(" → {ip}")).unwrap_or_default();
+                let _ = writeln!(out, "    CR->>CNI: {}", mermaid_text(&format!("ADD bridge + host-local{ip} (within RunPodSandbox)")));
+            }
+        }
+        out
+    }
+
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+const PARTICIPANTS: [(&str, &str); 7] = [
+    ("U", "User"),
+    ("API", "API Server"),
+    ("ETCD", "etcd (kubelab store)"),
+    ("S", "Scheduler"),
+    ("K", "kubelet (kubelab nodeagent)"),
+    ("CR", "Container Runtime (containerd)"),
+    ("CNI", "CNI"),
+];
+
+/// The fields worth showing on a diagram's arrow, in this order.
+const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "type", "watcher", "plugin", "node", "container", "revision", "pod_ip"];
+
+/// A step's name with its telling fields: `request create pods`, `watch event sent ADDED kubelet`.
+fn summary(s: &Step) -> String {
+    let mut out = s.name.clone();
+    for f in SUMMARY_FIELDS {
+        if let Some(v) = s.fields.get(*f) {
+            out.push(' ');
+            out.push_str(v);
+        }
+    }
+    out
+}
+
+/// Who talks to whom in a step, from its component and name.
+fn arrow(s: &Step) -> (&'static str, &'static str) {
+    let n = s.name.as_str();
+    match s.component.as_str() {
+        "apiserver" if n.starts_with("store") => ("API", "ETCD"),
+        "apiserver" if n.starts_with("watch event") => match s.fields.get("watcher").map(String::as_str) {
+            Some("kube-scheduler") => ("API", "S"),
+            Some("kubelet") => ("API", "K"),
+            _ => ("API", "U"),
+        },
+        "apiserver" if n == "request" => ("U", "API"),
+        "apiserver" => ("API", "API"),
+        "store" => ("ETCD", "ETCD"),
+        "scheduler" if n == "bind" => ("S", "API"),
+        "scheduler" => ("S", "S"),
+        "nodeagent" if n.contains("status") || n.contains("mirror") => ("K", "API"),
+        "nodeagent" => ("K", "K"),
+        "cri" => ("K", "CR"),
+        _ => ("API", "API"),
+    }
+}
+
+/// Mermaid message text cannot hold `;` or `#` (they end the statement or start an entity).
+fn mermaid_text(s: &str) -> String {
+    s.replace(';', ",").replace('#', "no.").replace('\n', " ")
+}
+
+fn ms(d: chrono::Duration) -> f64 {
+    d.num_microseconds().unwrap_or(i64::MAX) as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(component: &str, name: &str, start_ms: i64, dur_ms: i64) -> Step {
+        let t0 = DateTime::parse_from_rfc3339("2026-11-30T05:00:00Z").map(|t| t.with_timezone(&Utc)).unwrap_or_default();
+        let start = t0 + chrono::Duration::milliseconds(start_ms);
+        Step { end: start + chrono::Duration::milliseconds(dur_ms), ..Step::instant(component, name, start) }
+    }
+
+    fn timeline() -> Timeline {
+        let sandbox = step("cri", "RunPodSandbox", 40, 160);
+        let step5 = step("nodeagent", "step5_run_pod_sandbox", 39, 170).with_field("pod_ip", "10.244.1.7");
+        let mut failed = step("cri", "StartContainer", 220, 80);
+        failed.error = Some("exec: \"nope\": not found".into());
+        let steps = vec![step("scheduler", "bind", 20, 5), step("apiserver", "request", 0, 12).with_field("verb", "create").with_field("resource", "pods"), step("apiserver", "store write", 3, 6), sandbox.clone(), sandbox, step5, failed];
+        Timeline::new("default", "web", "uid-1", steps)
+    }
+
+    #[test]
+    fn steps_are_ordered_deduplicated_and_offset_from_the_first() {
+        let t = timeline();
+        let names: Vec<_> = t.steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["request", "store write", "bind", "step5_run_pod_sandbox", "RunPodSandbox", "StartContainer"]);
+        let table = t.table();
+        assert!(table.contains("+40.0ms"), "{table}");
+        assert!(table.contains("160.0ms"), "{table}");
+        assert!(table.contains("FAILED: exec"), "{table}");
+    }
+
+    #[test]
+    fn mermaid_has_the_participants_arrows_and_times() {
+        let m = timeline().mermaid();
+        assert!(m.starts_with("sequenceDiagram\n"));
+        assert!(m.contains("participant ETCD as etcd (kubelab store)"));
+        assert!(m.contains("U->>API: request create pods 12.0 ms (+0 ms)"), "{m}");
+        assert!(m.contains("API->>ETCD: store write 6.0 ms (+3 ms)"), "{m}");
+        assert!(m.contains("S->>API: bind"), "{m}");
+        assert!(m.contains("K->>CR: RunPodSandbox 160.0 ms (+40 ms)"), "{m}");
+        assert!(m.contains("CR->>CNI: ADD bridge + host-local → 10.244.1.7"), "{m}");
+        assert!(m.contains("K->>CR: FAILED StartContainer"), "{m}");
+    }
+}

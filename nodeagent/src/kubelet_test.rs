@@ -55,6 +55,7 @@ async fn harness() -> Harness {
         host_ip: "10.0.0.1".into(),
         max_pods: 110,
         resync_interval: Duration::from_millis(100),
+        pressure: watch::channel(Default::default()).1,
     }));
     Harness { fake, _server: server, kubelet, _dir: dir }
 }

@@ -26,8 +26,9 @@
 //!
 //! ## Implementation caveats
 //! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
-//! - No probes, lifecycle hooks, exec/attach, image or container garbage collection and no
-//!   eviction yet (issue 7); readiness is "running".
+//! - No probes, lifecycle hooks or exec/attach yet (issue 7); readiness is "running".
+//! - Garbage collection ([`kuberuntime::kuberuntime_gc`], [`images::image_gc_manager`]) and
+//!   eviction ([`eviction`]) know hard thresholds only, on cgroup v1.
 //! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
@@ -38,6 +39,7 @@ pub mod container;
 pub mod cri;
 pub mod error;
 pub mod events;
+pub mod eviction;
 pub mod flowcontrol;
 pub mod images;
 pub mod kubelet;

@@ -402,6 +402,13 @@ fn start_garbage_collection_and_eviction(
                 }
                 if let Err(e) = gc.garbage_collect(|u| k.is_desired(u), ready()).await {
                     tracing::warn!(target: "kuberuntime::gc", error = %e, "container garbage collection failed");
+                    let node = k8s_openapi::api::core::v1::ObjectReference {
+                        kind: Some("Node".into()),
+                        name: Some(k.node_name.clone()),
+                        uid: Some(k.node_name.clone()),
+                        ..Default::default()
+                    };
+                    k.recorder.object_event(node, crate::events::WARNING, "ContainerGCFailed", e.to_string());
                 }
             }
         });

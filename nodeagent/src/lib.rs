@@ -19,6 +19,11 @@
 //!    server's `pods/status`.
 //! 7. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
 //! 8. **HTTP server** ([`server`]): container logs, `/healthz`, `/pods`, `/metrics`.
+//! 9. **Garbage collection and eviction**: dead containers and sandboxes every minute
+//!    ([`kuberuntime::kuberuntime_gc`]), unused images when the image filesystem fills
+//!    ([`images::image_gc_manager`]), and the eviction manager ([`eviction`]), which reports
+//!    memory/disk/PID pressure as node conditions, refuses pods under pressure, and evicts one
+//!    pod per interval when a hard threshold is met.
 //!
 //! The order of work at start ([`run`]): connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources

@@ -108,8 +108,9 @@ impl NodeOptions {
     }
 }
 
-/// The agent's own health, as the Ready condition reports it. Each check is Ok or the sentence
-/// saying what is wrong (it becomes the condition's message).
+/// The agent's own health, as the Ready condition reports it (each check is Ok or the sentence
+/// saying what is wrong, which becomes the condition's message), and the eviction manager's
+/// pressure, as the MemoryPressure, DiskPressure and PIDPressure conditions report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeReadiness {
     /// The CRI answers and reports RuntimeReady.

@@ -103,6 +103,28 @@ struct NodeagentArgs {
     /// Route every other node's pod CIDR via its InternalIP (flannel's host-gw; nodes on one L2 network).
     #[arg(long)]
     host_gw: bool,
+    /// Percent of image filesystem usage at or above which image garbage collection runs.
+    #[arg(long, default_value_t = 85)]
+    image_gc_high_threshold: u8,
+    /// Percent of image filesystem usage image garbage collection frees down to.
+    #[arg(long, default_value_t = 80)]
+    image_gc_low_threshold: u8,
+    /// Minimum age of an unused image before garbage collection may remove it.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    minimum_image_ttl_duration: Duration,
+    /// Hard eviction thresholds, signal<quantity or signal<percent%, comma-separated (signals:
+    /// memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available).
+    #[arg(long, default_value = nodeagent::eviction::DEFAULT_EVICTION_HARD)]
+    eviction_hard: String,
+    /// How long a pressure condition stays after its threshold was last met.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    eviction_pressure_transition_period: Duration,
+    /// How often the eviction manager observes the node.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    housekeeping_interval: Duration,
+    /// The sandbox (pause) image; image garbage collection never removes it.
+    #[arg(long, default_value = nodeagent::cri::containerd_config::PAUSE_IMAGE)]
+    pod_infra_container_image: String,
 }
 
 impl NodeagentArgs {
@@ -134,6 +156,19 @@ impl NodeagentArgs {
         o.image_dir = self.image_dir;
         o.cgroup_root = self.cgroup_root;
         o.host_gw = self.host_gw;
+        o.image_gc = nodeagent::images::image_gc_manager::ImageGcPolicy {
+            high_threshold_percent: self.image_gc_high_threshold,
+            low_threshold_percent: self.image_gc_low_threshold,
+            min_age: self.minimum_image_ttl_duration,
+        };
+        o.eviction = nodeagent::eviction::Config {
+            thresholds: nodeagent::eviction::helpers::parse_threshold_config(&self.eviction_hard)
+                .map_err(|e| anyhow::anyhow!("--eviction-hard: {e}"))?,
+            pressure_transition_period: self.eviction_pressure_transition_period,
+            monitoring_interval: self.housekeeping_interval,
+        };
+        o.pod_infra_container_image = self.pod_infra_container_image;
+        o.validate()?;
         Ok(o)
     }
 }

@@ -130,6 +130,13 @@ impl NodeAgent {
         self.spawn()
     }
 
+    /// Start the agent again with `extra` flags added to its command line (each flag may be
+    /// given once over the agent's whole life: clap refuses repeats).
+    pub fn restart_with(&mut self, extra: &[String]) -> anyhow::Result<()> {
+        self.args.extend(extra.iter().cloned());
+        self.restart()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("agent").join("stderr.log")).unwrap_or_default()
     }

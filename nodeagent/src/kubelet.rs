@@ -67,6 +67,8 @@ pub struct Kubelet {
     pub host_ip: String,
     pub max_pods: u32,
     pub resync_interval: Duration,
+    /// The eviction manager's node pressure, for admission.
+    pub pressure: watch::Receiver<crate::eviction::NodePressure>,
     /// Waiting reasons from each pod's last sync (kubelet's reasonCache).
     reasons: Mutex<HashMap<String, WaitingReasons>>,
     /// When each pod was first seen, for kubelet_pod_start_duration_seconds.
@@ -88,6 +90,7 @@ pub struct KubeletDeps {
     pub host_ip: String,
     pub max_pods: u32,
     pub resync_interval: Duration,
+    pub pressure: watch::Receiver<crate::eviction::NodePressure>,
 }
 
 impl Kubelet {
@@ -106,6 +109,7 @@ impl Kubelet {
             host_ip: d.host_ip,
             max_pods: d.max_pods,
             resync_interval: d.resync_interval,
+            pressure: d.pressure,
             reasons: Mutex::new(HashMap::new()),
             first_seen: Mutex::new(HashMap::new()),
             runtime_pods: Mutex::new(HashSet::new()),
@@ -423,6 +427,7 @@ pub async fn sync_loop(
     mut updates: mpsc::Receiver<PodUpdate>,
     mut pleg_events: mpsc::Receiver<PodLifecycleEvent>,
     sources_ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    mut pod_kills: mpsc::Receiver<UpdatePodOptions>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut workers = PodWorkers::new(kubelet.clone());
@@ -441,6 +446,8 @@ pub async fn sync_loop(
                     workers.update_pod(UpdatePodOptions { pod, update_type: UpdateType::Sync, grace_override: None, removed: false });
                 }
             }
+            // Kills decided outside the loop (the eviction manager's killPodFunc).
+            Some(kill) = pod_kills.recv() => workers.update_pod(kill),
             _ = housekeeping.tick() => {
                 crate::kubelet_pods::handle_pod_cleanups(&kubelet, &mut workers, sources_ready()).await;
             }
@@ -520,6 +527,12 @@ fn handle_pod_addition(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, pod: Po
     let terminal = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded") | Some("Failed"));
     let already_running = kubelet.has_runtime_state(&uid) || workers.state(&uid).is_some();
     if !terminal && !already_running && pod.metadata.deletion_timestamp.is_none() {
+        // The eviction manager's admit handler comes first, as in kubelet.
+        let pressure = kubelet.pressure.borrow().clone();
+        if let Some((reason, message)) = crate::eviction::eviction_manager::admit(&pressure, &pod) {
+            reject_pod(kubelet, &pod, &reason, &message);
+            return;
+        }
         let active: Vec<Pod> = kubelet
             .desired_pods()
             .iter()

@@ -55,6 +55,7 @@ async fn harness() -> Harness {
         host_ip: "10.0.0.1".into(),
         max_pods: 110,
         resync_interval: Duration::from_millis(100),
+        pressure: watch::channel(Default::default()).1,
     }));
     Harness { fake, _server: server, kubelet, _dir: dir }
 }
@@ -186,4 +187,100 @@ async fn a_failing_container_backs_off_and_never_policy_finishes_the_pod() {
         h.fake.sandboxes().iter().filter(|s| s.labels.get(crate::container::POD_UID_LABEL).map(String::as_str) == Some("u3")).all(|s| s.state == api::PodSandboxState::SandboxNotready as i32)
     })
     .await;
+}
+
+/// The eviction manager of a harness: no thresholds unless given, GC on the fake runtime, kills
+/// delivered to the returned receiver (the sync loop's end of the channel).
+fn eviction_manager(
+    h: &Harness,
+    eviction_hard: &str,
+) -> (crate::eviction::EvictionManager, tokio::sync::mpsc::Receiver<UpdatePodOptions>, watch::Receiver<crate::eviction::NodePressure>) {
+    use crate::images::image_gc_manager::ImageGcManager;
+    use crate::kuberuntime::kuberuntime_gc::ContainerGc;
+    let rt = h.kubelet.runtime.runtime.clone();
+    let (kill_tx, kill_rx) = tokio::sync::mpsc::channel(4);
+    let (pressure_tx, pressure_rx) = watch::channel(Default::default());
+    let config = crate::eviction::Config {
+        thresholds: crate::eviction::helpers::parse_threshold_config(eviction_hard).expect("thresholds"),
+        ..Default::default()
+    };
+    let m = crate::eviction::EvictionManager::new(
+        config,
+        h.kubelet.clone(),
+        Arc::new(ContainerGc::new(rt.clone(), h.kubelet.runtime.logs_root().to_path_buf(), Default::default())),
+        Arc::new(ImageGcManager::new(rt, Recorder::default(), "node1", Default::default(), "registry.k8s.io/pause:3.9".into(), h.kubelet.root_dir.clone())),
+        kill_tx,
+        pressure_tx,
+        Arc::new(|| true),
+    );
+    (m, kill_rx, pressure_rx)
+}
+
+fn start(h: &Harness, workers: &mut PodWorkers, p: &Arc<Pod>) {
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    h.kubelet.pod_manager.lock().expect("lock").pods.insert(uid, p.clone());
+    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Create, grace_override: None, removed: false });
+}
+
+#[actix_rt::test]
+async fn an_emptydir_over_its_size_limit_gets_the_pod_evicted_through_its_worker() {
+    let h = harness().await;
+    let p = Arc::new(pod(
+        "u4",
+        &format!("  volumes: [{{name: scratch, emptyDir: {{sizeLimit: 4Ki}}}}]\n  containers:\n  - {{name: app, image: '{IMAGE}', volumeMounts: [{{name: scratch, mountPath: /scratch}}]}}\n"),
+    ));
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    start(&h, &mut workers, &p);
+    wait_for("a Running status", || phase(&h, "u4") == "Running").await;
+    let (mut m, mut kills, _) = eviction_manager(&h, "");
+    assert_eq!(m.synchronize().await, None, "an empty emptyDir breaks no limit");
+
+    let dir = crate::kubelet_getters::pod_volume_dir(&h.kubelet.root_dir, "u4", crate::volumemanager::emptydir::PLUGIN_NAME, "scratch");
+    std::fs::write(dir.join("big"), vec![7u8; 64 * 1024]).expect("fill the emptyDir");
+    assert_eq!(m.synchronize().await.as_deref(), Some("u4"));
+    let status = h.kubelet.status.get_pod_status("u4").expect("status");
+    assert_eq!((status.phase.as_deref(), status.reason.as_deref()), (Some("Failed"), Some("Evicted")));
+    assert_eq!(status.message.as_deref(), Some("Usage of EmptyDir volume \"scratch\" exceeds the limit \"4Ki\". "));
+
+    // The kill goes through the pod's worker: containers stopped, the verdict kept.
+    let kill = kills.recv().await.expect("a kill for the sync loop");
+    assert_eq!((kill.update_type, kill.grace_override, kill.removed), (UpdateType::Kill, Some(0), false));
+    workers.update_pod(kill);
+    wait_for("the containers to stop", || h.fake.containers().iter().all(|c| c.state != api::ContainerState::ContainerRunning as i32)).await;
+    wait_for("the sandbox to stop", || h.fake.sandboxes().iter().all(|s| s.state == api::PodSandboxState::SandboxNotready as i32)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = h.kubelet.status.get_pod_status("u4").expect("status");
+    assert_eq!((status.phase.as_deref(), status.reason.as_deref()), (Some("Failed"), Some("Evicted")), "the worker keeps the eviction");
+    assert_eq!(m.synchronize().await, None, "an evicted pod is not evicted twice");
+}
+
+#[actix_rt::test]
+async fn memory_pressure_evicts_the_best_effort_pod_and_reports_the_condition() {
+    let h = harness().await;
+    let be = Arc::new(pod("be", &format!("  containers:\n  - {{name: c, image: '{IMAGE}'}}\n")));
+    let burstable =
+        Arc::new(pod("bu", &format!("  containers:\n  - {{name: c, image: '{IMAGE}', resources: {{requests: {{memory: 64Mi}}}}}}\n")));
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    start(&h, &mut workers, &be);
+    start(&h, &mut workers, &burstable);
+    wait_for("both Running", || phase(&h, "be") == "Running" && phase(&h, "bu") == "Running").await;
+
+    // The "root" memory cgroup of the harness says 1 GiB is in use; the threshold sits 1 MiB
+    // under the machine's memory, so the node is under pressure. Each pod uses 2 MiB.
+    let mem = h.kubelet.pcm.cgroup_root().join("memory");
+    std::fs::write(mem.join("memory.usage_in_bytes"), (1u64 << 30).to_string()).expect("root usage");
+    for p in [&be, &burstable] {
+        let d = mem.join(h.kubelet.pcm.cgroup_parent(p).trim_start_matches('/'));
+        std::fs::write(d.join("memory.usage_in_bytes"), (2u64 << 20).to_string()).expect("pod usage");
+    }
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| crate::nodestatus::setters::parse_meminfo_total(&m)).expect("MemTotal");
+    let (mut m, mut kills, pressure) = eviction_manager(&h, &format!("memory.available<{}Ki", total_kib - 1024));
+    assert_eq!(m.synchronize().await.as_deref(), Some("be"), "BestEffort uses more than it requested");
+    assert!(pressure.borrow().memory && !pressure.borrow().disk);
+    let message = h.kubelet.status.get_pod_status("be").and_then(|s| s.message).unwrap_or_default();
+    assert!(message.starts_with("The node was low on resource: memory. Threshold quantity: "), "{message}");
+    assert_eq!(phase(&h, "bu"), "Running");
+    assert_eq!(kills.recv().await.map(|k| k.grace_override), Some(Some(1)));
+    // Next round, still under pressure: the burstable pod is next.
+    assert_eq!(m.synchronize().await.as_deref(), Some("bu"));
 }

@@ -19,6 +19,11 @@
 //!    server's `pods/status`.
 //! 7. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
 //! 8. **HTTP server** ([`server`]): container logs, `/healthz`, `/pods`, `/metrics`.
+//! 9. **Garbage collection and eviction**: dead containers and sandboxes every minute
+//!    ([`kuberuntime::kuberuntime_gc`]), unused images when the image filesystem fills
+//!    ([`images::image_gc_manager`]), and the eviction manager ([`eviction`]), which reports
+//!    memory/disk/PID pressure as node conditions, refuses pods under pressure, and evicts one
+//!    pod per interval when a hard threshold is met.
 //!
 //! The order of work at start ([`run`]): connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources
@@ -26,8 +31,9 @@
 //!
 //! ## Implementation caveats
 //! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
-//! - No probes, lifecycle hooks, exec/attach, image or container garbage collection and no
-//!   eviction yet (issue 7); readiness is "running".
+//! - No probes, lifecycle hooks or exec/attach yet (issue 7); readiness is "running".
+//! - Garbage collection ([`kuberuntime::kuberuntime_gc`], [`images::image_gc_manager`]) and
+//!   eviction ([`eviction`]) know hard thresholds only, on cgroup v1.
 //! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
@@ -38,6 +44,7 @@ pub mod container;
 pub mod cri;
 pub mod error;
 pub mod events;
+pub mod eviction;
 pub mod flowcontrol;
 pub mod images;
 pub mod kubelet;

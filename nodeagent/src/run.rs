@@ -66,6 +66,14 @@ pub struct Options {
     /// `--host-gw`: keep a route to every other node's pod CIDR via its InternalIP
     /// ([`crate::network::host_gw`]; all nodes on one L2 segment, as in the Compose lab).
     pub host_gw: bool,
+    /// `--image-gc-high-threshold` (85), `--image-gc-low-threshold` (80),
+    /// `--minimum-image-ttl-duration` (2m).
+    pub image_gc: crate::images::image_gc_manager::ImageGcPolicy,
+    /// `--eviction-hard`, `--eviction-pressure-transition-period` (5m) and the monitoring
+    /// interval (`--housekeeping-interval`, 10 s).
+    pub eviction: crate::eviction::Config,
+    /// `--pod-infra-container-image`: the sandbox image, which image GC never removes.
+    pub pod_infra_container_image: String,
 }
 
 impl Options {
@@ -91,7 +99,19 @@ impl Options {
             resync_interval: Duration::from_secs(10),
             relist_period: Duration::from_secs(1),
             host_gw: false,
+            image_gc: Default::default(),
+            eviction: Default::default(),
+            pod_infra_container_image: crate::cri::containerd_config::PAUSE_IMAGE.into(),
         }
+    }
+
+    /// The checks on flags the kubelet makes at start, with messages naming the flags.
+    pub fn validate(&self) -> Result<()> {
+        self.image_gc.validate().map_err(Error::Invalid)?;
+        if self.eviction.monitoring_interval.is_zero() {
+            return Err(Error::Invalid("--housekeeping-interval must be more than zero".into()));
+        }
+        Ok(())
     }
 }
 
@@ -171,6 +191,7 @@ impl crate::server::Provider for ServerProvider {
 /// workers are actors).
 pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     tracing::info!(target: "kubelet", node = %opts.node_name, endpoint = %opts.runtime_endpoint, root_dir = %opts.root_dir.display(), "starting the node agent");
+    opts.validate()?;
     let cidr = opts.pod_cidr.as_deref().map(cni::PodCidr::parse).transpose()?;
     for d in [&opts.root_dir, &opts.pod_logs_dir] {
         tokio::fs::create_dir_all(d).await.map_err(|e| Error::io(d.clone(), e))?;
@@ -265,20 +286,24 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         Arc::new(move || h.healthy()) as Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>
     };
     tokio::spawn(pleg.run(until(shutdown.clone())));
+    let (pressure_tx, pressure_rx) = watch::channel(crate::eviction::NodePressure::default());
     {
-        let (cri, pleg_health, mut shutdown) = (cri.clone(), pleg_health.clone(), shutdown.clone());
+        let (cri, pleg_health, mut shutdown, mut pressure) = (cri.clone(), pleg_health.clone(), shutdown.clone(), pressure_rx.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(5));
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
+                    // The eviction manager's conditions reach the node status at once.
+                    Ok(()) = pressure.changed() => {}
                     _ = shutdown.changed() => return,
                 }
                 let (runtime_ready, network_ready) = match cri.status().await {
                     Ok(s) => runtime_conditions(&s),
                     Err(e) => (Err(format!("container runtime is down: {e}")), Ok(())),
                 };
-                let r = NodeReadiness { runtime_ready, network_ready, pleg_healthy: pleg_health() };
+                let pressure = pressure.borrow_and_update().clone();
+                let r = NodeReadiness { runtime_ready, network_ready, pleg_healthy: pleg_health(), pressure };
                 readiness_tx.send_if_modified(|old| if *old != r { *old = r; true } else { false });
             }
         });
@@ -310,6 +335,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         Ok(t) => crate::kuberuntime::kuberuntime_sandbox::parse_resolv_conf(&t),
         Err(_) => Default::default(),
     };
+    let recorder_for_gc = recorder.clone();
     let kubelet = Arc::new(Kubelet::new(KubeletDeps {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
@@ -318,11 +344,12 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()),
         pcm,
         status,
-        recorder,
+        recorder: recorder.clone(),
         node: node_rx,
         host_ip,
         max_pods: opts.max_pods,
         resync_interval: opts.resync_interval,
+        pressure: pressure_rx,
     }));
 
     let listener = std::net::TcpListener::bind(SocketAddr::new(opts.address, opts.port))
@@ -335,8 +362,83 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         let c = config.clone();
         Arc::new(move || c.sources_ready()) as Arc<dyn Fn() -> bool + Send + Sync>
     };
-    crate::kubelet::sync_loop(kubelet, updates, pleg_rx, sources_ready, shutdown).await;
+    let (kill_tx, kill_rx) = tokio::sync::mpsc::channel(16);
+    start_garbage_collection_and_eviction(&opts, &kubelet, recorder_for_gc, sources_ready.clone(), kill_tx, pressure_tx, &shutdown);
+    crate::kubelet::sync_loop(kubelet, updates, pleg_rx, sources_ready, kill_rx, shutdown).await;
     Ok(())
+}
+
+/// Container GC every minute, image GC every five (kubelet's StartGarbageCollection), and the
+/// eviction manager, which also calls both when the disk runs short.
+fn start_garbage_collection_and_eviction(
+    opts: &Options,
+    kubelet: &Arc<Kubelet>,
+    recorder: Recorder,
+    sources_ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    kill_tx: tokio::sync::mpsc::Sender<crate::pod_workers::UpdatePodOptions>,
+    pressure_tx: watch::Sender<crate::eviction::NodePressure>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    use crate::images::image_gc_manager::{IMAGE_GC_PERIOD, ImageGcManager};
+    use crate::kuberuntime::kuberuntime_gc::{CONTAINER_GC_PERIOD, ContainerGc};
+    let cri = kubelet.runtime.runtime.clone();
+    let container_gc = Arc::new(ContainerGc::new(cri.clone(), opts.pod_logs_dir.clone(), Default::default()));
+    let image_gc = Arc::new(ImageGcManager::new(
+        cri,
+        recorder,
+        &opts.node_name,
+        opts.image_gc,
+        opts.pod_infra_container_image.clone(),
+        opts.root_dir.clone(),
+    ));
+    {
+        let (gc, k, ready, mut shutdown) = (container_gc.clone(), kubelet.clone(), sources_ready.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(CONTAINER_GC_PERIOD);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shutdown.changed() => return,
+                }
+                if let Err(e) = gc.garbage_collect(|u| k.is_desired(u), ready()).await {
+                    tracing::warn!(target: "kuberuntime::gc", error = %e, "container garbage collection failed");
+                    let node = k8s_openapi::api::core::v1::ObjectReference {
+                        kind: Some("Node".into()),
+                        name: Some(k.node_name.clone()),
+                        uid: Some(k.node_name.clone()),
+                        ..Default::default()
+                    };
+                    k.recorder.object_event(node, crate::events::WARNING, "ContainerGCFailed", e.to_string());
+                }
+            }
+        });
+    }
+    {
+        let (gc, mut shutdown) = (image_gc.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(IMAGE_GC_PERIOD);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shutdown.changed() => return,
+                }
+                let _ = gc.detect_images(chrono::Utc::now()).await;
+                if let Err(e) = gc.garbage_collect().await {
+                    tracing::warn!(target: "kubelet::image_gc", error = %e, "image garbage collection failed");
+                }
+            }
+        });
+    }
+    let manager = crate::eviction::EvictionManager::new(
+        opts.eviction.clone(),
+        kubelet.clone(),
+        container_gc,
+        image_gc,
+        kill_tx,
+        pressure_tx,
+        sources_ready,
+    );
+    tokio::spawn(manager.run(shutdown.clone()));
 }
 
 /// A future that completes when `shutdown` turns true (or its sender is gone).

@@ -7,6 +7,7 @@
 //! containerd's `k8s.io` namespace, where CRI's `ImageStatus` then finds it and a pull is never
 //! needed.
 
+pub mod image_gc_manager;
 pub mod image_import;
 
 use std::time::Duration;

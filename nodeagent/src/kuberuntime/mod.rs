@@ -2,6 +2,7 @@
 //! through the CRI — sandboxes, containers, images, logs, garbage collection.
 
 pub mod kuberuntime_container;
+pub mod kuberuntime_gc;
 pub mod kuberuntime_image;
 pub mod kuberuntime_manager;
 pub mod kuberuntime_sandbox;

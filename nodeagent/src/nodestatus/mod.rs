@@ -108,8 +108,9 @@ impl NodeOptions {
     }
 }
 
-/// The agent's own health, as the Ready condition reports it. Each check is Ok or the sentence
-/// saying what is wrong (it becomes the condition's message).
+/// The agent's own health, as the Ready condition reports it (each check is Ok or the sentence
+/// saying what is wrong, which becomes the condition's message), and the eviction manager's
+/// pressure, as the MemoryPressure, DiskPressure and PIDPressure conditions report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeReadiness {
     /// The CRI answers and reports RuntimeReady.
@@ -118,6 +119,8 @@ pub struct NodeReadiness {
     pub pleg_healthy: Result<(), String>,
     /// The CRI reports NetworkReady (a CNI config is in place).
     pub network_ready: Result<(), String>,
+    /// The pressure the eviction manager reports (MemoryPressure, DiskPressure, PIDPressure).
+    pub pressure: crate::eviction::NodePressure,
 }
 
 impl Default for NodeReadiness {
@@ -127,6 +130,7 @@ impl Default for NodeReadiness {
             runtime_ready: Err("container runtime status check may not have completed yet".to_string()),
             pleg_healthy: Err("pleg has yet to be successful".to_string()),
             network_ready: Err("container runtime network not ready: network status not yet known".to_string()),
+            pressure: Default::default(),
         }
     }
 }
@@ -496,7 +500,7 @@ mod tests {
     fn readiness_starts_not_ready() {
         let r = NodeReadiness::default();
         assert!(setters::not_ready_message(&r).is_some());
-        let ok = NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()) };
+        let ok = NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), pressure: Default::default() };
         assert_eq!(setters::not_ready_message(&ok), None);
     }
 }

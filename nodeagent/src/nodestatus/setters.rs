@@ -260,18 +260,38 @@ fn condition(old: &[NodeCondition], type_: &str, status: &str, reason: &str, mes
 pub const OWNED_CONDITIONS: [&str; 4] = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"];
 
 /// The conditions (MemoryPressureCondition, DiskPressureCondition, PIDPressureCondition,
-/// ReadyCondition), in kubelet's order, after any conditions the agent does not own. kubelab has
-/// no eviction manager yet, so the pressure conditions are always False.
+/// ReadyCondition), in kubelet's order, after any conditions the agent does not own. The pressure
+/// conditions are the eviction manager's ([`crate::eviction`]), carried in `readiness.pressure`.
 pub fn conditions(old: &[NodeCondition], readiness: &NodeReadiness, now: &Time) -> Vec<NodeCondition> {
     let mut out: Vec<NodeCondition> = old.iter().filter(|c| !OWNED_CONDITIONS.contains(&c.type_.as_str())).cloned().collect();
-    out.push(condition(old, "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", now));
-    out.push(condition(old, "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", now));
-    out.push(condition(old, "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", now));
+    out.extend(pressure_conditions(old, &readiness.pressure, now));
     out.push(match not_ready_message(readiness) {
         None => condition(old, "Ready", "True", "KubeletReady", "kubelet is posting ready status", now),
         Some(msg) => condition(old, "Ready", "False", "KubeletNotReady", &msg, now),
     });
     out
+}
+
+/// MemoryPressure, DiskPressure and PIDPressure with kubelet's reasons and messages
+/// (MemoryPressureCondition, DiskPressureCondition, PIDPressureCondition).
+pub fn pressure_conditions(old: &[NodeCondition], p: &crate::eviction::NodePressure, now: &Time) -> [NodeCondition; 3] {
+    [
+        if p.memory {
+            condition(old, "MemoryPressure", "True", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available", now)
+        } else {
+            condition(old, "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", now)
+        },
+        if p.disk {
+            condition(old, "DiskPressure", "True", "KubeletHasDiskPressure", "kubelet has disk pressure", now)
+        } else {
+            condition(old, "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", now)
+        },
+        if p.pid {
+            condition(old, "PIDPressure", "True", "KubeletHasInsufficientPID", "kubelet has insufficient PID available", now)
+        } else {
+            condition(old, "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", now)
+        },
+    ]
 }
 
 /// The whole status the agent writes, from the previous one (for transition times and the
@@ -329,7 +349,7 @@ mod tests {
     }
 
     fn ready() -> NodeReadiness {
-        NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()) }
+        NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), pressure: Default::default() }
     }
 
     fn host() -> HostInfo {
@@ -416,6 +436,26 @@ mod tests {
         let addrs: Vec<(&str, &str)> = s.addresses.as_ref().expect("addresses").iter().map(|a| (a.type_.as_str(), a.address.as_str())).collect();
         assert_eq!(addrs, vec![("InternalIP", "10.0.0.5"), ("Hostname", "node-a")]);
         assert_eq!(s.daemon_endpoints.and_then(|d| d.kubelet_endpoint).map(|e| e.port), Some(10250));
+    }
+
+    #[test]
+    fn pressure_conditions_follow_the_eviction_manager() {
+        let o = opts();
+        let s1 = node_status(None, &host(), "r", &ready(), &o, &t(100));
+        let mut pressed = ready();
+        pressed.pressure = crate::eviction::NodePressure { memory: true, disk: false, pid: true };
+        let s2 = node_status(Some(&s1), &host(), "r", &pressed, &o, &t(110));
+        assert!(status_changed(Some(&s1), &s2));
+        let get = |s: &NodeStatus, t: &str| s.conditions.iter().flatten().find(|c| c.type_ == t).cloned().expect("condition");
+        let mem = get(&s2, "MemoryPressure");
+        assert_eq!((mem.status.as_str(), mem.reason.as_deref()), ("True", Some("KubeletHasInsufficientMemory")));
+        assert_eq!(mem.message.as_deref(), Some("kubelet has insufficient memory available"));
+        assert_eq!(mem.last_transition_time, Some(t(110)));
+        let pid = get(&s2, "PIDPressure");
+        assert_eq!((pid.status.as_str(), pid.reason.as_deref()), ("True", Some("KubeletHasInsufficientPID")));
+        let disk = get(&s2, "DiskPressure");
+        assert_eq!((disk.status.as_str(), disk.last_transition_time.clone()), ("False", Some(t(100))));
+        assert_eq!(get(&s2, "Ready").status, "True", "pressure does not make the node NotReady");
     }
 
     #[test]

@@ -1,0 +1,41 @@
+//! Mirrors kubelet's pkg/kubelet/eviction: the eviction manager, which keeps the node alive when
+//! it runs short of memory, disk or process IDs.
+//!
+//! Every [`DEFAULT_MONITORING_INTERVAL`] [`eviction_manager::EvictionManager`]:
+//! 1. observes the signals ([`types::Signal`]): memory.available, nodefs/imagefs available bytes
+//!    and free inodes, pid.available;
+//! 2. evicts pods that broke their own local-storage limits (emptyDir `sizeLimit`, container
+//!    ephemeral-storage limits);
+//! 3. compares the signals with the hard thresholds (`--eviction-hard`) and publishes the node
+//!    conditions they set (MemoryPressure, DiskPressure, PIDPressure), held for the pressure
+//!    transition period; the node status reports them, admission refuses pods by them, and the
+//!    node lifecycle controller taints the Node by them;
+//! 4. under disk pressure first reclaims node-level resources (container and image GC);
+//! 5. if still under pressure, ranks the pods ([`helpers::rank_memory_pressure`], …) and evicts
+//!    one: its status becomes Failed/Evicted with a message saying why, an `Evicted` event is
+//!    recorded, and its pod worker is told to kill it.
+//!
+//! ## Implementation caveats
+//! - Hard thresholds only: no soft thresholds, grace periods or `--eviction-minimum-reclaim`.
+//! - cgroup v1 only (memory usage and working set from `memory.usage_in_bytes`/`memory.stat`).
+//! - No memcg notifications: memory is only looked at every interval.
+//! - PID pressure ranks pods by priority only (kubelab counts no processes per pod).
+
+pub mod eviction_manager;
+pub mod helpers;
+pub mod stats;
+pub mod types;
+
+use std::time::Duration;
+
+pub use eviction_manager::EvictionManager;
+pub use types::{Config, NodePressure, Signal, Threshold};
+
+/// Kubernetes' default `--eviction-hard` on Linux.
+pub const DEFAULT_EVICTION_HARD: &str = "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%";
+/// `--eviction-pressure-transition-period`'s default.
+pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
+/// How often the eviction manager observes the node (kubelet's evictionMonitoringPeriod).
+pub const DEFAULT_MONITORING_INTERVAL: Duration = Duration::from_secs(10);
+/// The grace period an evicted pod's containers get (immediateEvictionGracePeriodSeconds).
+pub const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS: i64 = 1;

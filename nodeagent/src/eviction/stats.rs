@@ -1,0 +1,125 @@
+//! Mirrors the parts of kubelet's stats provider (pkg/kubelet/stats, cAdvisor) that the eviction
+//! manager and image garbage collection read: filesystem sizes (`statvfs`), directory usage,
+//! cgroup v1 memory working sets and the number of processes. All blocking file I/O: callers run
+//! it in `spawn_blocking`.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// One filesystem's size and free space, in bytes and inodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FsStats {
+    pub capacity: i64,
+    /// Free to unprivileged users (`f_bavail`), which is what a pod can still write.
+    pub available: i64,
+    pub inodes: i64,
+    pub inodes_free: i64,
+}
+
+impl FsStats {
+    /// Percent of the capacity in use, as image GC computes it (100 − available share).
+    pub fn usage_percent(&self) -> i64 {
+        if self.capacity <= 0 {
+            return 0;
+        }
+        100 - self.available.saturating_mul(100) / self.capacity
+    }
+}
+
+/// `statvfs` of the filesystem holding `path` (or its nearest existing ancestor).
+pub fn fs_stats(path: &Path) -> Option<FsStats> {
+    let mut p = path;
+    while !p.exists() {
+        p = p.parent()?;
+    }
+    let c = CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes into the zeroed struct we own; `c` is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // The field types are platform aliases: cast, not convert.
+    let frsize = st.f_frsize as i64;
+    Some(FsStats {
+        capacity: (st.f_blocks as i64).saturating_mul(frsize),
+        available: (st.f_bavail as i64).saturating_mul(frsize),
+        inodes: st.f_files as i64,
+        inodes_free: st.f_ffree as i64,
+    })
+}
+
+/// Bytes a directory tree takes on disk (`du`): allocated blocks, hard links counted once per
+/// walk, symlinks not followed, and never crossing into another filesystem (a memory-backed
+/// emptyDir is a tmpfs and uses no disk). A missing directory uses nothing.
+pub fn dir_usage(dir: &Path) -> i64 {
+    let Ok(root) = std::fs::symlink_metadata(dir) else { return 0 };
+    let dev = root.dev();
+    let mut total = 0i64;
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.dev() != dev {
+                continue;
+            }
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.nlink() <= 1 || seen.insert(m.ino()) {
+                total = total.saturating_add((m.blocks() as i64).saturating_mul(512));
+            }
+        }
+    }
+    total
+}
+
+/// The number of processes on the host (`sysinfo`'s procs, as kubelet's RunningProcesses).
+pub fn running_processes() -> Option<i64> {
+    // SAFETY: sysinfo fills the zeroed struct we own.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return None;
+    }
+    Some(i64::from(info.procs))
+}
+
+/// A cgroup v1 memory cgroup's working set (usage minus inactive file pages), or None if the
+/// cgroup cannot be read.
+pub fn cgroup_working_set(dir: &Path) -> Option<i64> {
+    let usage: i64 = std::fs::read_to_string(dir.join("memory.usage_in_bytes")).ok()?.trim().parse().ok()?;
+    let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
+    Some(super::helpers::working_set(usage, &stat))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filesystem_and_directory_usage() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = fs_stats(dir.path()).expect("statvfs");
+        assert!(s.capacity > 0 && s.available <= s.capacity);
+        assert!((0..=100).contains(&s.usage_percent()));
+        assert!(fs_stats(&dir.path().join("not/yet/there")).is_some(), "the nearest existing ancestor is measured");
+        assert_eq!(dir_usage(&dir.path().join("missing")), 0);
+        std::fs::create_dir_all(dir.path().join("a/b")).expect("mkdir");
+        std::fs::write(dir.path().join("a/b/f"), vec![1u8; 64 * 1024]).expect("write");
+        std::fs::hard_link(dir.path().join("a/b/f"), dir.path().join("a/g")).expect("link");
+        let used = dir_usage(dir.path());
+        assert!((64 * 1024..2 * 64 * 1024).contains(&used), "64 KiB counted once, got {used}");
+        assert!(running_processes().is_some_and(|n| n > 0));
+    }
+
+    #[test]
+    fn working_set_from_cgroup_files() {
+        let dir = tempfile::tempdir().expect("tmp");
+        assert_eq!(cgroup_working_set(dir.path()), None);
+        std::fs::write(dir.path().join("memory.usage_in_bytes"), "3000\n").expect("write");
+        std::fs::write(dir.path().join("memory.stat"), "cache 9\ntotal_inactive_file 1000\n").expect("write");
+        assert_eq!(cgroup_working_set(dir.path()), Some(2000));
+    }
+}

@@ -26,7 +26,7 @@
 //!
 //! ## Implementation caveats
 //! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
-//! - No probes, lifecycle hooks, exec/attach, image or container garbage collection and no
+//! - No probes, exec/attach, image or container garbage collection and no
 //!   eviction yet (issue 7); readiness is "running".
 //! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
 //! - The termination message file (`terminationMessagePath`) is not mounted.

@@ -297,7 +297,9 @@ mod tests {
             [("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi")].iter().map(|(k, v)| (k.to_string(), q(v))).collect();
         let sized = resources(&[("cpu", "1250m"), ("memory", "128Mi"), ("ephemeral-storage", "1Gi")], &[("cpu", "250m"), ("memory", "64Mi")]);
         let bare = resources(&[], &[]);
-        let cases: &[(&Container, &str, Option<&str>, Result<&str, &str>)] = &[
+        // (container, resource, divisor, want)
+        type Case<'a> = (&'a Container, &'a str, Option<&'a str>, Result<&'a str, &'a str>);
+        let cases: &[Case] = &[
             // cpu rounds up to whole divisors.
             (&sized, "limits.cpu", None, Ok("2")),
             (&sized, "limits.cpu", Some("1m"), Ok("1250")),

@@ -14,6 +14,8 @@ pub const FAILED_TO_CREATE_CONTAINER: &str = "Failed";
 pub const FAILED_TO_START_CONTAINER: &str = "Failed";
 pub const KILLING_CONTAINER: &str = "Killing";
 pub const BACK_OFF_START_CONTAINER: &str = "BackOff";
+pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
 // Image events.
 pub const PULLING_IMAGE: &str = "Pulling";
 pub const PULLED_IMAGE: &str = "Pulled";

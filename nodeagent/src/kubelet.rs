@@ -18,6 +18,7 @@ use crate::cm::PodContainerManager;
 use crate::config::{PodOperation, PodUpdate};
 use crate::container::{self as kc, PodLifecycleEvent};
 use crate::events::{self, Recorder};
+use crate::kuberuntime::kuberuntime_container::{Deadline, FORCED_GRACE_PERIOD};
 use crate::kuberuntime::{RuntimeManager, SyncInputs};
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType};
 use crate::status::StatusManager;
@@ -75,6 +76,10 @@ pub struct Kubelet {
     first_seen: Mutex<HashMap<String, Instant>>,
     /// Pods with something in the runtime (sandboxes or containers), from the last housekeeping.
     runtime_pods: Mutex<HashSet<String>>,
+    /// The deadline of each SyncTerminatingPod in progress, by pod UID. The sync loop moves it
+    /// earlier when a shorter grace period arrives while the worker is busy stopping the pod
+    /// (kubelet cancels the running termination and restarts it with the shorter one).
+    terminations: Mutex<HashMap<String, watch::Sender<Deadline>>>,
 }
 
 pub struct KubeletDeps {
@@ -113,6 +118,7 @@ impl Kubelet {
             reasons: Mutex::new(HashMap::new()),
             first_seen: Mutex::new(HashMap::new()),
             runtime_pods: Mutex::new(HashSet::new()),
+            terminations: Mutex::new(HashMap::new()),
         }
     }
 
@@ -293,7 +299,8 @@ impl Kubelet {
     async fn fetch_pod_references(&self, pod: &Pod) -> (Vec<serde_json::Value>, crate::kuberuntime::kuberuntime_container::EnvObjects) {
         use crate::kuberuntime::kuberuntime_container::{EnvObjects, env_references};
         use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-        let mut env = EnvObjects::default();
+        let allocatable = self.node.borrow().as_ref().and_then(|n| n.status.as_ref()).and_then(|s| s.allocatable.clone());
+        let mut env = EnvObjects { node_allocatable: allocatable.unwrap_or_default(), ..Default::default() };
         let mut pull = vec![];
         let Some(client) = &self.client else { return (pull, env) };
         let ns = pod.metadata.namespace.clone().unwrap_or_default();
@@ -339,12 +346,24 @@ impl Kubelet {
     /// SyncTerminatingPod: stop every container within the grace period (the override, else
     /// the pod's deletion grace period, else its terminationGracePeriodSeconds), then the
     /// sandbox. Returns whether everything stopped.
+    ///
+    /// An override is a forced kill: a pod gone from the API server at once (1 s), or one that
+    /// already finished (0 s). While the containers stop, a shorter grace period from the sync
+    /// loop ([`Kubelet::shorten_termination`]) moves the deadline earlier.
     pub async fn sync_terminating_pod(&self, pod: &Pod, grace_override: Option<i64>) -> bool {
         let uid = uid(pod);
         let span = tracing::info_span!(target: "kubelet::sync_terminating_pod", "sync_terminating_pod", pod = %full_name(pod), pod_uid = %uid);
         async {
+            // The newest version of the pod may carry a shorter grace period than the one this
+            // worker was handed (a second DELETE that arrived while the worker was busy).
+            let latest = self.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).pods.get(&uid).cloned();
+            let deletion_grace = [Some(pod), latest.as_deref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.metadata.deletion_grace_period_seconds)
+                .min();
             let grace = grace_override
-                .or(pod.metadata.deletion_grace_period_seconds)
+                .or(deletion_grace)
                 .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
                 .unwrap_or(30)
                 .max(0);
@@ -357,10 +376,13 @@ impl Kubelet {
                     return false;
                 }
             };
-            // A grace period of 0 still gives the container a moment (kubelet's minimum is 2 s
-            // for a forced delete; 0 would SIGKILL at once).
-            let grace = Duration::from_secs(grace.max(if grace_override == Some(0) { 0 } else { 2 }) as u64);
-            if let Err(e) = self.runtime.kill_pod(Some(pod), &status, grace).await {
+            let deadline = Deadline::after(Duration::from_secs(grace as u64), grace_override.is_some());
+            tracing::info!(target: "kubelet::sync_terminating_pod", pod_uid = %uid, grace_s = grace, forced = deadline.forced, "stopping the pod");
+            let (tx, rx) = watch::channel(deadline);
+            self.terminations.lock().unwrap_or_else(|e| e.into_inner()).insert(uid.clone(), tx);
+            let killed = self.runtime.kill_pod_until(Some(pod), &status, rx).await;
+            self.terminations.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
+            if let Err(e) = killed {
                 tracing::warn!(target: "kubelet::sync_terminating_pod", pod_uid = %uid, error = %e, "stopping the pod");
                 return false;
             }
@@ -373,6 +395,32 @@ impl Kubelet {
         }
         .instrument(span)
         .await
+    }
+
+    /// A shorter grace period for a pod whose termination may be in progress: its new
+    /// `deletionGracePeriodSeconds` from now, or [`FORCED_GRACE_PERIOD`] when `forced` (the pod
+    /// is gone from the API server). Only ever moves a deadline earlier; no-op when the pod is
+    /// not being stopped right now (its worker then reads the new grace period itself).
+    pub fn shorten_termination(&self, pod: &Pod, forced: bool) {
+        let new = if forced {
+            Deadline::after(FORCED_GRACE_PERIOD, true)
+        } else {
+            match pod.metadata.deletion_grace_period_seconds {
+                Some(g) => Deadline::after(Duration::from_secs(g.max(0) as u64), false),
+                None => return,
+            }
+        };
+        let terminations = self.terminations.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = terminations.get(&uid(pod)) {
+            tx.send_if_modified(|current| {
+                let shorter = current.is_shortened_by(&new);
+                if shorter {
+                    tracing::info!(target: "kubelet::sync_terminating_pod", pod_uid = %uid(pod), forced, grace_s = new.at.saturating_duration_since(std::time::Instant::now()).as_secs_f64(), "grace period shortened");
+                    *current = new;
+                }
+                shorter
+            });
+        }
     }
 
     /// SyncTerminatedPod: release what the pod held on the node — volumes and the pod cgroup —
@@ -491,6 +539,9 @@ async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: 
                     continue;
                 }
                 let kill = pod.metadata.deletion_timestamp.is_some();
+                if kill {
+                    kubelet.shorten_termination(&pod, false);
+                }
                 workers.update_pod(UpdatePodOptions {
                     pod,
                     update_type: if kill { UpdateType::Kill } else { UpdateType::Update },
@@ -510,10 +561,22 @@ async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: 
                 }
                 let uid = uid(&pod);
                 kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).pods.remove(&uid);
+                // Gone from the API server while still running here: a forced delete
+                // (`--force --grace-period=0`). The containers get 1 s, not the pod's grace
+                // period. A static pod whose file went away stops with its own grace period.
+                let from_api = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(kc::CONFIG_SOURCE_ANNOTATION))
+                    .is_some_and(|s| s == kc::API_SERVER_SOURCE);
+                if from_api {
+                    kubelet.shorten_termination(&pod, true);
+                }
                 workers.update_pod(UpdatePodOptions {
                     pod: Arc::new(pod),
                     update_type: UpdateType::Kill,
-                    grace_override: None,
+                    grace_override: from_api.then_some(FORCED_GRACE_PERIOD.as_secs() as i64),
                     removed: true,
                 });
             }

@@ -31,7 +31,6 @@
 //!
 //! ## Implementation caveats
 //! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
-//! - No probes, lifecycle hooks or exec/attach yet (issue 7); readiness is "running".
 //! - Garbage collection ([`kuberuntime::kuberuntime_gc`], [`images::image_gc_manager`]) and
 //!   eviction ([`eviction`]) know hard thresholds only, on cgroup v1.
 //! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.

@@ -341,7 +341,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         root_dir: opts.root_dir.clone(),
         client: client.clone(),
         runtime: RuntimeManager::new(cri.clone(), recorder.clone(), opts.pod_logs_dir.clone(), host_dns),
-        volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()),
+        volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()).with_node(node_rx.clone()),
         pcm,
         status,
         recorder: recorder.clone(),

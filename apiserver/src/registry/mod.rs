@@ -517,7 +517,8 @@ impl Registry {
                 // Graceful: mark, unless already marked with a shorter grace period.
                 let existing = obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
                 if existing.is_none_or(|e| g < e) {
-                    let at = chrono::Utc::now() + chrono::Duration::seconds(g);
+                    let since = obj.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).zip(existing);
+                    let at = deletion_timestamp(since, g, chrono::Utc::now());
                     marked["metadata"]["deletionTimestamp"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
                     marked["metadata"]["deletionGracePeriodSeconds"] = json!(g);
                     changed = true;
@@ -549,6 +550,16 @@ impl Registry {
         }
         Err(self.conflict(name))
     }
+}
+
+/// The deletionTimestamp of a graceful delete with grace period `g`: `now + g` for the first one.
+/// A later, shorter one keeps the moment the deletion began (old timestamp − old grace) and
+/// adds the new grace, as Kubernetes' `BeforeDelete` does — so repeating a DELETE cannot push the
+/// deadline back, and the shorter grace counts from the first request.
+fn deletion_timestamp(in_progress: Option<(&str, i64)>, g: i64, now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    let began = in_progress
+        .and_then(|(ts, old)| chrono::DateTime::parse_from_rfc3339(ts).ok().map(|t| t.with_timezone(&chrono::Utc) - chrono::Duration::seconds(old)));
+    began.unwrap_or(now) + chrono::Duration::seconds(g)
 }
 
 /// A continue token: the list's revision and the key to resume at (Kubernetes' format).
@@ -692,5 +703,20 @@ impl Registry {
             }
         }
         Err(self.conflict(name))
+    }
+}
+
+#[cfg(test)]
+mod graceful_delete_tests {
+    use super::deletion_timestamp;
+
+    #[test]
+    fn a_shorter_grace_period_counts_from_the_first_delete() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:35Z").map(|t| t.with_timezone(&chrono::Utc)).expect("time");
+        let at = |i: Option<(&str, i64)>, g| deletion_timestamp(i, g, now).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        assert_eq!(at(None, 30), "2026-01-02T03:05:05Z", "first delete: now + grace");
+        // Deleted at 03:04:05 with 60 s (deadline 03:05:05); now 30 s later with 10 s.
+        assert_eq!(at(Some(("2026-01-02T03:05:05Z", 60)), 10), "2026-01-02T03:04:15Z");
+        assert_eq!(at(Some(("not a time", 60)), 10), "2026-01-02T03:04:45Z", "an unreadable timestamp: from now");
     }
 }

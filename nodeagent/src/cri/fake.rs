@@ -23,7 +23,10 @@
 //!   a machine without a registry, unless [`FakeRuntime::set_pull_allowed`].
 //! - Image names are normalised like containerd's (`busybox` = `docker.io/library/busybox:latest`).
 //! - `ExecSync` of a running container answers exit code 0 with stdout = the command joined by
-//!   spaces (no trailing newline), so a test can see what was run.
+//!   spaces (no trailing newline), so a test can see what was run — unless the command was
+//!   scripted ([`FakeRuntime::script_exec`]): then it takes the scripted time (a `timeout` that
+//!   runs out first answers DEADLINE_EXCEEDED, as containerd does) and gives the scripted result.
+//! - Every `StopContainer` is remembered with its timeout ([`FakeRuntime::stop_requests`]).
 //! - What containerd 1.6 does not implement (`GetContainerEvents`, `RuntimeConfig`,
 //!   `ListMetricDescriptors`, …) and what needs a streaming server or cgroups (`Exec`, `Attach`,
 //!   `PortForward`, stats, checkpoint) answers UNIMPLEMENTED.
@@ -95,6 +98,20 @@ struct State {
     /// Keyed by id; ids grow with the counter, so iteration is creation order.
     sandboxes: BTreeMap<String, Sandbox>,
     containers: BTreeMap<String, Container>,
+    /// Scripted ExecSync results, by command.
+    exec_scripts: HashMap<Vec<String>, ExecScript>,
+    /// (container id, timeout in seconds) of every StopContainer, in order.
+    stop_requests: Vec<(String, i64)>,
+}
+
+/// What a scripted `ExecSync` command does ([`FakeRuntime::script_exec`]).
+#[derive(Clone, Debug, Default)]
+pub struct ExecScript {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// How long the command runs before it answers.
+    pub delay: std::time::Duration,
 }
 
 struct Sandbox {
@@ -316,6 +333,16 @@ impl FakeRuntime {
         }
     }
 
+    /// Make `ExecSync` of exactly `cmd` (in any container) behave as `script`.
+    pub fn script_exec(&self, cmd: &[&str], script: ExecScript) {
+        self.state().exec_scripts.insert(cmd.iter().map(|s| s.to_string()).collect(), script);
+    }
+
+    /// (container id, timeout in seconds) of every StopContainer received, in order.
+    pub fn stop_requests(&self) -> Vec<(String, i64)> {
+        self.state().stop_requests.clone()
+    }
+
     /// Every call received so far, in order, by CRI method name (`"RunPodSandbox"`, …).
     pub fn calls(&self) -> Vec<String> {
         self.state().calls.clone()
@@ -531,6 +558,7 @@ impl RuntimeService for FakeRuntime {
     ) -> Result<Response<api::StopContainerResponse>, Status> {
         let mut state = self.begin("StopContainer")?;
         let req = request.into_inner();
+        state.stop_requests.push((req.container_id.clone(), req.timeout));
         let c = state.container_mut(&req.container_id)?;
         // A grace period: the process handles SIGTERM and exits cleanly. None: SIGKILL.
         exit(c, if req.timeout > 0 { 0 } else { SIGKILL_EXIT_CODE });
@@ -597,13 +625,30 @@ impl RuntimeService for FakeRuntime {
     }
 
     async fn exec_sync(&self, request: Request<api::ExecSyncRequest>) -> Result<Response<api::ExecSyncResponse>, Status> {
-        let mut state = self.begin("ExecSync")?;
         let req = request.into_inner();
-        let c = state.container_mut(&req.container_id)?;
-        if c.status.state != api::ContainerState::ContainerRunning as i32 {
-            return Err(Status::unknown(format!("container {:?} is not running", req.container_id)));
+        // The command "runs" without the state locked, so other calls go on meanwhile.
+        let script = {
+            let mut state = self.begin("ExecSync")?;
+            let c = state.container_mut(&req.container_id)?;
+            if c.status.state != api::ContainerState::ContainerRunning as i32 {
+                return Err(Status::unknown(format!("container {:?} is not running", req.container_id)));
+            }
+            state.exec_scripts.get(&req.cmd).cloned()
+        };
+        let Some(script) = script else {
+            return Ok(Response::new(api::ExecSyncResponse { stdout: req.cmd.join(" ").into_bytes(), stderr: vec![], exit_code: 0 }));
+        };
+        let timeout = std::time::Duration::from_secs(req.timeout.max(0) as u64);
+        if req.timeout > 0 && script.delay > timeout {
+            tokio::time::sleep(timeout).await;
+            return Err(Status::deadline_exceeded(format!("timeout {}s exceeded: context deadline exceeded", req.timeout)));
         }
-        Ok(Response::new(api::ExecSyncResponse { stdout: req.cmd.join(" ").into_bytes(), stderr: vec![], exit_code: 0 }))
+        tokio::time::sleep(script.delay).await;
+        Ok(Response::new(api::ExecSyncResponse {
+            stdout: script.stdout.into_bytes(),
+            stderr: script.stderr.into_bytes(),
+            exit_code: script.exit_code,
+        }))
     }
 
     async fn exec(&self, _: Request<api::ExecRequest>) -> Result<Response<api::ExecResponse>, Status> {
@@ -897,8 +942,8 @@ mod tests {
         assert!(status.started_at >= status.created_at);
         assert!(rt.start_container(&c).await.is_err(), "starting a running container fails");
 
-        let exec = rt.exec_sync(&c, vec!["echo".into(), "hi".into()], Duration::from_secs(1)).await.expect("exec");
-        assert_eq!((exec.exit_code, exec.stdout.as_slice()), (0, b"echo hi".as_slice()));
+        let (code, stdout, _) = rt.exec_sync(&c, vec!["echo".into(), "hi".into()], Duration::from_secs(1)).await.expect("exec");
+        assert_eq!((code, stdout.as_slice()), (0, b"echo hi".as_slice()));
 
         rt.stop_container(&c, Duration::from_secs(30)).await.expect("stop");
         let status = rt.container_status(&c).await.expect("status");

@@ -160,10 +160,12 @@ impl RemoteRuntime {
         resp.status.ok_or_else(|| Error::cri("container_status", tonic::Status::not_found(format!("container {id}: empty status"))))
     }
 
-    /// Run `cmd` in the container and wait for it (probes, hooks). A zero `timeout` means none.
-    pub async fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Duration) -> Result<api::ExecSyncResponse> {
-        let req = api::ExecSyncRequest { container_id: id.to_string(), cmd, timeout: timeout.as_secs() as i64 };
-        timed("exec_sync", self.runtime.clone().exec_sync(req)).await
+    /// Run `cmd` in the container and wait for it (probes, hooks): (exit code, stdout, stderr).
+    /// A zero `timeout` means none; an expired one is a DEADLINE_EXCEEDED error.
+    pub async fn exec_sync(&self, container_id: &str, cmd: Vec<String>, timeout: Duration) -> Result<(i32, Vec<u8>, Vec<u8>)> {
+        let req = api::ExecSyncRequest { container_id: container_id.to_string(), cmd, timeout: timeout.as_secs() as i64 };
+        let resp = timed("exec_sync", self.runtime.clone().exec_sync(req)).await?;
+        Ok((resp.exit_code, resp.stdout, resp.stderr))
     }
 
     /// A URL on the runtime's streaming server for an interactive exec.

@@ -1,17 +1,23 @@
 //! Mirrors kubelet's kuberuntime/kuberuntime_container.go and kubelet_pods.go
 //! (makeEnvironmentVariables, makeMounts): turning one container of the pod spec into a CRI
-//! ContainerConfig, and reading CRI container statuses back.
+//! ContainerConfig, reading CRI container statuses back, and killing a container
+//! ([`kill_container`]: preStop hook, then SIGTERM/SIGKILL within the grace period).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
 use k8s_cri::v1 as api;
 use k8s_openapi::api::core::v1::{Container, Pod};
+use tokio::sync::watch;
 
 use super::labels;
 use crate::container::{self as kc, ContainerState};
-use crate::volumemanager::MountedVolumes;
+use crate::cri::RemoteRuntime;
+use crate::events::{self, Recorder};
+use crate::lifecycle::handlers::HandlerRunner;
+use crate::volumemanager::{MountedVolumes, downwardapi};
 
 /// The configMaps and secrets a pod's environment refers to, fetched before its containers are
 /// created; `None` for one that does not exist. Secret values are already decoded.
@@ -19,6 +25,8 @@ use crate::volumemanager::MountedVolumes;
 pub struct EnvObjects {
     pub config_maps: HashMap<String, Option<BTreeMap<String, String>>>,
     pub secrets: HashMap<String, Option<BTreeMap<String, String>>>,
+    /// The node's allocatable: what a `resourceFieldRef` to an unset limit reads.
+    pub node_allocatable: downwardapi::Allocatable,
 }
 
 /// The names of every configMap and secret the pod's env and envFrom use.
@@ -171,8 +179,17 @@ pub fn make_environment_variables(
                 }
             } else if let Some(r) = &vf.field_ref {
                 field_ref(pod, &r.field_path, pod_ips, host_ip)?
+            } else if let Some(r) = &vf.resource_field_ref {
+                // containerName is optional in env: this container unless it names another.
+                let target = match r.container_name.as_deref().filter(|n| !n.is_empty() && *n != container.name) {
+                    Some(other) => downwardapi::find_container(pod, other)
+                        .ok_or_else(|| format!("env {:?}: container {other:?} not found in the pod", e.name))?,
+                    None => container,
+                };
+                downwardapi::extract_container_resource_value(r, target, &objs.node_allocatable)
+                    .map_err(|err| format!("env {:?}: {err}", e.name))?
             } else {
-                return Err(format!("env {:?}: resourceFieldRef is not supported yet", e.name));
+                return Err(format!("env {:?}: valueFrom names no source", e.name));
             }
         } else {
             expand(e.value.as_deref().unwrap_or_default(), &vars)
@@ -331,6 +348,161 @@ pub fn generate_container_config(i: ContainerInputs<'_>) -> api::ContainerConfig
     }
 }
 
+/// kubelet's `minimumGracePeriodInSeconds`: whatever a preStop hook used up, a container still
+/// gets this long between SIGTERM and SIGKILL (unless the kill is forced).
+pub const MINIMUM_GRACE_PERIOD: Duration = Duration::from_secs(2);
+
+/// The grace period a forced kill gets (`kubectl delete --force --grace-period=0`, the pod gone
+/// from the API server at once): one second between SIGTERM and SIGKILL, no preStop hook.
+pub const FORCED_GRACE_PERIOD: Duration = Duration::from_secs(1);
+
+/// When a termination must be over. It can only move earlier while the kill runs — a second
+/// `kubectl delete --grace-period=N`, a forced delete — and the kill path watches it (kubelet
+/// cancels the running SyncTerminatingPod and starts again with the shorter grace period).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline {
+    pub at: Instant,
+    /// An override (a forced delete, a pod that already finished): StopContainer gets exactly
+    /// what is left, without [`MINIMUM_GRACE_PERIOD`], and no preStop hook starts.
+    pub forced: bool,
+}
+
+impl Deadline {
+    pub fn after(grace: Duration, forced: bool) -> Deadline {
+        Deadline { at: Instant::now() + grace, forced }
+    }
+
+    /// Whether `new` ends the termination sooner than `self` (and so replaces it).
+    pub fn is_shortened_by(&self, new: &Deadline) -> bool {
+        new.at < self.at || (new.forced && !self.forced && new.at <= self.at)
+    }
+
+    /// The timeout StopContainer gets at `now`: what is left in whole seconds (rounded up, CRI
+    /// counts in seconds), and at least [`MINIMUM_GRACE_PERIOD`] unless forced.
+    pub fn stop_timeout(&self, now: Instant) -> Duration {
+        let left = self.at.saturating_duration_since(now);
+        let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        let t = Duration::from_secs(secs);
+        if self.forced { t } else { t.max(MINIMUM_GRACE_PERIOD) }
+    }
+}
+
+/// A fixed deadline `grace` from now (nothing will shorten it).
+pub fn fixed_deadline(grace: Duration, forced: bool) -> watch::Receiver<Deadline> {
+    watch::channel(Deadline::after(grace, forced)).1
+}
+
+/// The container of the pod spec a running container belongs to.
+pub fn container_spec<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    crate::volumemanager::downwardapi::find_container(pod, name)
+}
+
+/// What killing one container needs.
+pub struct KillTarget<'a> {
+    /// `None` for a pod the agent no longer knows (found in the runtime only): no hook, no event.
+    pub pod: Option<&'a Pod>,
+    pub container_id: &'a str,
+    pub name: &'a str,
+    /// The Killing event's message.
+    pub message: &'a str,
+    /// For an httpGet preStop hook without a host.
+    pub pod_ips: &'a [String],
+}
+
+/// killContainer: the Killing event, the preStop hook bounded by the deadline, then
+/// StopContainer with what is left of the grace period (at least 2 s). When the deadline moves
+/// earlier meanwhile, a running hook is abandoned once the new deadline passes (at once when
+/// forced), and a StopContainer in flight is cancelled and sent again with the new timeout
+/// (containerd sends SIGTERM again and SIGKILL when the new timeout runs out).
+pub async fn kill_container(
+    runtime: &RemoteRuntime,
+    hooks: &HandlerRunner,
+    recorder: &Recorder,
+    target: KillTarget<'_>,
+    mut deadline: watch::Receiver<Deadline>,
+) -> crate::Result<()> {
+    let KillTarget { pod, container_id, name, message, pod_ips } = target;
+    let mut d = *deadline.borrow_and_update();
+    // Once the sender is gone the deadline is final; stop polling `changed()`, which would then
+    // return at once forever.
+    let mut watching = true;
+    let spec = pod.and_then(|p| container_spec(p, name));
+    if let Some(pod) = pod {
+        let field = Some(events::container_field_path(pod, name));
+        recorder.pod_event(pod, field, events::NORMAL, events::KILLING_CONTAINER, message);
+    }
+
+    // The preStop hook, if there is time for it.
+    if let (Some(pod), Some(c)) = (pod, spec)
+        && let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref())
+        && !d.forced
+        && d.at > Instant::now()
+    {
+        let started = Instant::now();
+        let run = hooks.run(container_id, pod, c, hook, pod_ips);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                r = &mut run => {
+                    if let Err(msg) = r {
+                        let field = Some(events::container_field_path(pod, name));
+                        recorder.pod_event(pod, field, events::WARNING, events::FAILED_PRE_STOP_HOOK, msg);
+                    }
+                    tracing::debug!(target: "kuberuntime", container = %name, ms = started.elapsed().as_millis() as u64, "preStop hook done");
+                    break;
+                }
+                _ = tokio::time::sleep_until(d.at.into()) => {
+                    tracing::info!(target: "kuberuntime", container = %name, pod = %pod_name(pod), "PreStop hook not completed in grace period");
+                    break;
+                }
+                changed = deadline.changed(), if watching => match changed {
+                    Ok(()) => {
+                        d = *deadline.borrow_and_update();
+                        if d.forced {
+                            tracing::info!(target: "kuberuntime", container = %name, "forced kill: abandoning the preStop hook");
+                            break;
+                        }
+                    }
+                    Err(_) => watching = false,
+                },
+            }
+        }
+    }
+
+    // SIGTERM, then SIGKILL after what is left.
+    'stop: loop {
+        let timeout = d.stop_timeout(Instant::now());
+        tracing::debug!(target: "kuberuntime", container = %name, timeout_s = timeout.as_secs(), forced = d.forced, "StopContainer");
+        let stop = runtime.stop_container(container_id, timeout);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                r = &mut stop => {
+                    return match r {
+                        Err(e) if !e.is_not_found() => Err(e),
+                        _ => Ok(()),
+                    };
+                }
+                changed = deadline.changed(), if watching => match changed {
+                    Ok(()) => {
+                        let new = *deadline.borrow_and_update();
+                        if d.is_shortened_by(&new) {
+                            tracing::info!(target: "kuberuntime", container = %name, forced = new.forced, "grace period shortened: stopping again");
+                            d = new;
+                            continue 'stop;
+                        }
+                    }
+                    Err(_) => watching = false,
+                },
+            }
+        }
+    }
+}
+
+fn pod_name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or_default()
+}
+
 fn time_from_nanos(ns: i64) -> Option<DateTime<Utc>> {
     (ns > 0).then(|| Utc.timestamp_nanos(ns))
 }
@@ -439,6 +611,69 @@ mod tests {
             ("IP", "10.244.0.5"),
         ];
         assert_eq!(got, want.map(|(k, v)| (k.to_string(), v.to_string())));
+    }
+
+    #[test]
+    fn environment_from_resource_fields() {
+        use k8s_openapi::api::core::v1::{ResourceFieldSelector, ResourceRequirements};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let q = |s: &str| Quantity(s.to_string());
+        let res = |name: &str, resource: &str, divisor: Option<&str>, container: Option<&str>| {
+            env(name, None, Some(EnvVarSource {
+                resource_field_ref: Some(ResourceFieldSelector {
+                    container_name: container.map(String::from),
+                    resource: resource.into(),
+                    divisor: divisor.map(q),
+                }),
+                ..Default::default()
+            }))
+        };
+        let c = Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                limits: Some(BTreeMap::from([("memory".to_string(), q("64Mi"))])),
+                requests: Some(BTreeMap::from([("cpu".to_string(), q("100m")), ("memory".to_string(), q("32Mi"))])),
+                ..Default::default()
+            }),
+            env: Some(vec![
+                res("CPU_REQUEST", "requests.cpu", None, None),
+                res("CPU_REQUEST_M", "requests.cpu", Some("1m"), Some("c")),
+                res("CPU_LIMIT", "limits.cpu", None, None),
+                res("MEM_LIMIT_MI", "limits.memory", Some("1Mi"), None),
+                res("MEM_REQUEST", "requests.memory", None, None),
+                res("SIDECAR_MEM", "limits.memory", Some("1Mi"), Some("side")),
+            ]),
+            ..Default::default()
+        };
+        let side = Container {
+            name: "side".into(),
+            resources: Some(ResourceRequirements {
+                limits: Some(BTreeMap::from([("memory".to_string(), q("16Mi"))])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut p = pod();
+        if let Some(spec) = p.spec.as_mut() {
+            spec.containers = vec![c.clone(), side];
+        }
+        let objs = EnvObjects { node_allocatable: BTreeMap::from([("cpu".to_string(), q("3"))]), ..Default::default() };
+        let got = make_environment_variables(&p, &c, &objs, &[], "").expect("env");
+        let got: Vec<(String, String)> = got.into_iter().map(|kv| (kv.key, kv.value)).collect();
+        let want = [
+            ("CPU_REQUEST", "1"),
+            ("CPU_REQUEST_M", "100"),
+            ("CPU_LIMIT", "3"),
+            ("MEM_LIMIT_MI", "64"),
+            ("MEM_REQUEST", "33554432"),
+            ("SIDECAR_MEM", "16"),
+        ];
+        assert_eq!(got, want.map(|(k, v)| (k.to_string(), v.to_string())));
+
+        let mut bad = c.clone();
+        bad.env = Some(vec![res("X", "limits.memory", None, Some("ghost"))]);
+        let err = make_environment_variables(&p, &bad, &objs, &[], "").expect_err("unknown container");
+        assert_eq!(err, "env \"X\": container \"ghost\" not found in the pod");
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::cri::RemoteRuntime;
 use crate::error::{Error, Result};
 use crate::events::{self, Recorder};
 use crate::flowcontrol::Backoff;
+use crate::lifecycle::handlers::HandlerRunner;
 use crate::volumemanager::MountedVolumes;
 
 /// Waiting reasons a failed start leaves on a container (kubelet's container/sync_result.go).
@@ -28,6 +29,8 @@ pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
 pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
 pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
+/// The postStart hook failed: the container was killed (kubelet's ErrPostStartHook).
+pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
 
 /// What a pod needs, as decided by [`compute_pod_actions`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -185,6 +188,8 @@ pub struct PodSyncResult {
 pub struct RuntimeManager {
     pub runtime: RemoteRuntime,
     pub images: ImageManager,
+    /// Runs postStart and preStop hooks.
+    pub hooks: HandlerRunner,
     recorder: Recorder,
     logs_root: PathBuf,
     host_dns: api::DnsConfig,
@@ -195,6 +200,7 @@ impl RuntimeManager {
     pub fn new(runtime: RemoteRuntime, recorder: Recorder, logs_root: PathBuf, host_dns: api::DnsConfig) -> Self {
         RuntimeManager {
             images: ImageManager::new(runtime.clone(), recorder.clone()),
+            hooks: HandlerRunner::new(runtime.clone()),
             runtime,
             recorder,
             logs_root,
@@ -294,21 +300,16 @@ impl RuntimeManager {
                 if actions.create_sandbox {
                     self.recorder.pod_event(pod, None, events::NORMAL, events::SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.");
                 }
-                let grace = Duration::from_secs(
-                    pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).max(0) as u64,
-                );
-                if let Err(e) = self.kill_pod(Some(pod), status, grace).await {
+                if let Err(e) = self.kill_pod(Some(pod), status, self.grace(pod)).await {
                     result.error = Some(format!("killing pod: {e}"));
                     return result;
                 }
             }
         } else {
             for (id, name, message) in &actions.containers_to_kill {
-                let field = Some(events::container_field_path(pod, name));
-                self.recorder.pod_event(pod, field, events::NORMAL, events::KILLING_CONTAINER, message.clone());
-                if let Err(e) = self.runtime.stop_container(id, self.grace(pod)).await
-                    && !e.is_not_found()
-                {
+                let target = kcont::KillTarget { pod: Some(pod), container_id: id, name, message, pod_ips: &status.ips };
+                let deadline = kcont::fixed_deadline(self.grace(pod), false);
+                if let Err(e) = kcont::kill_container(&self.runtime, &self.hooks, &self.recorder, target, deadline).await {
                     result.error = Some(format!("killing container {name}: {e}"));
                     return result;
                 }
@@ -401,6 +402,8 @@ impl RuntimeManager {
         result
     }
 
+    /// setTerminationGracePeriod: the pod's deletion grace period if it is being deleted, else
+    /// its terminationGracePeriodSeconds (default 30).
     fn grace(&self, pod: &Pod) -> Duration {
         let g = pod
             .metadata
@@ -476,21 +479,50 @@ impl RuntimeManager {
             self.recorder.pod_event(pod, field.clone(), events::WARNING, events::FAILED_TO_START_CONTAINER, format!("Error: {m}"));
             (RUN_CONTAINER_ERROR.to_string(), m, Some(Duration::from_secs(5)))
         })?;
-        self.recorder.pod_event(pod, field, events::NORMAL, events::STARTED_CONTAINER, format!("Started container {}", c.name));
+        self.recorder.pod_event(pod, field.clone(), events::NORMAL, events::STARTED_CONTAINER, format!("Started container {}", c.name));
+
+        // The postStart hook runs right after the start, while the container runs; if it fails,
+        // the container is killed and the restart policy decides what comes next.
+        if let Some(hook) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref())
+            && let Err(message) = self.hooks.run(&id, pod, c, hook, ctx.pod_ips).await
+        {
+            self.recorder.pod_event(pod, field, events::WARNING, events::FAILED_POST_START_HOOK, &message);
+            let target = kcont::KillTarget {
+                pod: Some(pod),
+                container_id: &id,
+                name: &c.name,
+                message: events::FAILED_POST_START_HOOK,
+                pod_ips: ctx.pod_ips,
+            };
+            let deadline = kcont::fixed_deadline(self.grace(pod), false);
+            if let Err(e) = kcont::kill_container(&self.runtime, &self.hooks, &self.recorder, target, deadline).await {
+                tracing::warn!(target: "kuberuntime", container = %c.name, error = %e, "killing the container after its postStart hook failed");
+            }
+            return Err((POST_START_HOOK_ERROR.to_string(), message, Some(Duration::from_secs(1))));
+        }
         Ok(())
     }
 
     /// killPodWithSyncResult: stop every running container (in parallel, each with the grace
-    /// period), then every sandbox.
+    /// period and its preStop hook), then every sandbox.
     pub async fn kill_pod(&self, pod: Option<&Pod>, status: &PodStatus, grace: Duration) -> Result<()> {
-        let stops = status.running_containers().map(|c| async move {
-            if let Some(pod) = pod {
-                let field = Some(events::container_field_path(pod, &c.name));
-                self.recorder.pod_event(pod, field, events::NORMAL, events::KILLING_CONTAINER, format!("Stopping container {}", c.name));
-            }
-            match self.runtime.stop_container(&c.id, grace).await {
-                Err(e) if !e.is_not_found() => Err(e),
-                _ => Ok(()),
+        self.kill_pod_until(pod, status, kcont::fixed_deadline(grace, false)).await
+    }
+
+    /// [`kill_pod`](Self::kill_pod) against a deadline that may move earlier while the
+    /// containers stop (a shorter `kubectl delete --grace-period`, a forced delete).
+    pub async fn kill_pod_until(
+        &self,
+        pod: Option<&Pod>,
+        status: &PodStatus,
+        deadline: tokio::sync::watch::Receiver<kcont::Deadline>,
+    ) -> Result<()> {
+        let stops = status.running_containers().map(|c| {
+            let deadline = deadline.clone();
+            async move {
+                let message = format!("Stopping container {}", c.name);
+                let target = kcont::KillTarget { pod, container_id: &c.id, name: &c.name, message: &message, pod_ips: &status.ips };
+                kcont::kill_container(&self.runtime, &self.hooks, &self.recorder, target, deadline).await
             }
         });
         for r in futures::future::join_all(stops).await {

@@ -10,3 +10,6 @@ pub mod labels;
 pub mod logs;
 
 pub use kuberuntime_manager::{PodActions, PodSyncResult, RuntimeManager, SyncInputs, compute_pod_actions};
+
+#[cfg(test)]
+mod kuberuntime_container_test;

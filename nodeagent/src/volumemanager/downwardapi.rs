@@ -3,16 +3,23 @@
 //!
 //! Supported `fieldRef.fieldPath`s: `metadata.name`, `metadata.namespace`, `metadata.uid`,
 //! `metadata.labels`, `metadata.annotations` (and the subscripted `metadata.labels['k']` /
-//! `metadata.annotations['k']` the extractor understands). `resourceFieldRef` (a container's
-//! requests and limits, with the node's allocatable as the default limit) is not implemented yet:
-//! such an item fails the volume with an error that says so, rather than writing a wrong number.
+//! `metadata.annotations['k']` the extractor understands).
+//!
+//! `resourceFieldRef` (pkg/api/v1/resource's `ExtractContainerResourceValue`, with kubelet's
+//! `defaultPodLimitsForDownwardAPI`): a container's `limits.cpu`, `limits.memory`,
+//! `limits.ephemeral-storage` and the matching `requests.*`, divided by the `divisor` (default 1)
+//! and **rounded up** — so 250m of cpu with the default divisor reads `1`, and with divisor `1m`
+//! reads `250`. A limit the container does not set reads as the node's allocatable, which is what
+//! the container may really use. The same extractor serves environment variables
+//! (kuberuntime_container's `make_environment_variables`).
 //!
 //! Like Kubernetes, the volume is memory-backed (tmpfs) and rewritten through the atomic writer on
 //! every sync, so a label change reaches the files.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, Pod};
+use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, Pod, ResourceFieldSelector};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::atomic_writer::{FileProjection, Payload, file_mode};
 use crate::error::{Error, Result};
@@ -20,19 +27,29 @@ use crate::error::{Error, Result};
 /// The plugin's directory name under `pods/<uid>/volumes`.
 pub const PLUGIN_NAME: &str = "kubernetes.io~downward-api";
 
+/// The node's allocatable resources (`status.allocatable`), by resource name: the value of a
+/// limit a container leaves unset.
+pub type Allocatable = BTreeMap<String, Quantity>;
+
 /// The files the items describe, each with its `mode` or `default_mode`.
-pub fn collect_data(items: &[DownwardAPIVolumeFile], pod: &Pod, default_mode: u32) -> Result<Payload> {
+pub fn collect_data(
+    items: &[DownwardAPIVolumeFile],
+    pod: &Pod,
+    allocatable: &Allocatable,
+    default_mode: u32,
+) -> Result<Payload> {
     let mut payload = Payload::new();
     for item in items {
         let mode = file_mode(item.mode, default_mode)?;
         let data = if let Some(field) = &item.field_ref {
             extract_field_path_as_string(pod, &field.field_path)
                 .map_err(|e| Error::Invalid(format!("unable to extract field {}: {e}", field.field_path)))?
-        } else if item.resource_field_ref.is_some() {
-            return Err(Error::Invalid(format!(
-                "downward API item {:?}: resourceFieldRef is not supported by kubelab yet",
-                item.path
-            )));
+        } else if let Some(sel) = &item.resource_field_ref {
+            let name = sel.container_name.as_deref().unwrap_or_default();
+            let container = find_container(pod, name)
+                .ok_or_else(|| Error::Invalid(format!("downward API item {:?}: container {name:?} not found in the pod", item.path)))?;
+            extract_container_resource_value(sel, container, allocatable)
+                .map_err(|e| Error::Invalid(format!("unable to extract resource {}: {e}", sel.resource)))?
         } else {
             return Err(Error::Invalid(format!(
                 "downward API item {:?}: neither fieldRef nor resourceFieldRef",
@@ -65,6 +82,63 @@ pub fn extract_field_path_as_string(pod: &Pod, field_path: &str) -> std::result:
         "metadata.uid" => Ok(meta.uid.clone().unwrap_or_default()),
         _ => Err(format!("unsupported fieldPath: {field_path}")),
     }
+}
+
+/// A container of the pod by name (app containers first, then init containers).
+pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers.iter().chain(spec.init_containers.iter().flatten()).find(|c| c.name == name)
+}
+
+/// ExtractContainerResourceValue: `limits.cpu` & co. of `container` in units of the divisor,
+/// rounded up; an unset limit is the node's allocatable.
+pub fn extract_container_resource_value(
+    sel: &ResourceFieldSelector,
+    container: &Container,
+    allocatable: &Allocatable,
+) -> std::result::Result<String, String> {
+    use apimachinery::resource::{parse_quantity_milli, parse_quantity_units};
+    let (kind, resource) = sel
+        .resource
+        .split_once('.')
+        .filter(|(k, r)| matches!(*k, "limits" | "requests") && matches!(*r, "cpu" | "memory" | "ephemeral-storage"))
+        .ok_or_else(|| format!("unsupported container resource : {}", sel.resource))?;
+    let res = container.resources.clone().unwrap_or_default();
+    let set = if kind == "limits" { res.limits.as_ref() } else { res.requests.as_ref() };
+    let value = match set.and_then(|m| m.get(resource)) {
+        Some(q) => q.0.clone(),
+        // kubelet's defaultPodLimitsForDownwardAPI: the node's allocatable stands in for a limit.
+        None if kind == "limits" => allocatable
+            .get(resource)
+            .map(|q| q.0.clone())
+            .ok_or_else(|| format!("the container sets no {resource} limit and the node's allocatable {resource} is not known"))?,
+        // An unset request is zero (API defaulting already copied any limit into it).
+        None => "0".to_string(),
+    };
+    // A zero (or absent) divisor means 1, as Kubernetes reads an empty Quantity.
+    let divisor = sel.divisor.as_ref().map(|q| q.0.as_str()).filter(|d| parse_quantity_milli(d).is_some_and(|m| m != 0));
+    let bad = |q: &str| format!("invalid quantity {q:?}");
+    let (amount, per) = if resource == "cpu" {
+        // Millicores over the divisor's millicores: 250m / 1 → 1, 250m / 1m → 250.
+        let v = parse_quantity_milli(&value).ok_or_else(|| bad(&value))?;
+        let d = divisor.map_or(Some(1000), parse_quantity_milli).ok_or_else(|| bad(divisor.unwrap_or_default()))?;
+        (v, d)
+    } else {
+        // Bytes over the divisor's bytes: 128Mi / 1Mi → 128.
+        let v = parse_quantity_units(&value).ok_or_else(|| bad(&value))?;
+        let d = divisor.map_or(Some(1), parse_quantity_units).ok_or_else(|| bad(divisor.unwrap_or_default()))?;
+        (v, d)
+    };
+    if per <= 0 {
+        return Err(format!("invalid divisor {:?}", divisor.unwrap_or_default()));
+    }
+    Ok(ceil_div(amount, per).to_string())
+}
+
+/// ⌈a / b⌉ for b > 0 (Go's `math.Ceil(float64(a) / float64(b))`, without the float).
+fn ceil_div(a: i64, b: i64) -> i64 {
+    let (q, r) = (a.div_euclid(b), a.rem_euclid(b));
+    if r == 0 { q } else { q + 1 }
 }
 
 /// `metadata.labels['app']` → `("metadata.labels", "app")`.
@@ -174,7 +248,7 @@ mod tests {
             field("meta/uid", "metadata.uid", None),
             field("app", "metadata.labels['app']", None),
         ];
-        let p = collect_data(&items, &pod(), DEFAULT_MODE)?;
+        let p = collect_data(&items, &pod(), &Allocatable::new(), DEFAULT_MODE)?;
         let text = |k: &str| String::from_utf8_lossy(&p[k].data).into_owned();
         assert_eq!(text("labels"), "app=\"web\"\nzone=\"us-east\"");
         assert_eq!(text("annotations"), r#"note="say \"hi\"\nthen\tleave \\ é""#);
@@ -189,14 +263,104 @@ mod tests {
 
     #[test]
     fn unsupported_fields_say_so() {
-        let err = collect_data(&[field("ip", "status.podIP", None)], &pod(), DEFAULT_MODE).expect_err("unsupported");
+        let err = collect_data(&[field("ip", "status.podIP", None)], &pod(), &Allocatable::new(), DEFAULT_MODE).expect_err("unsupported");
         assert_eq!(err.to_string(), "unable to extract field status.podIP: unsupported fieldPath: status.podIP");
         let item = DownwardAPIVolumeFile {
             path: "cpu".into(),
-            resource_field_ref: Some(ResourceFieldSelector { resource: "limits.cpu".into(), ..Default::default() }),
+            resource_field_ref: Some(ResourceFieldSelector { resource: "limits.cpu".into(), container_name: Some("nope".into()), ..Default::default() }),
             ..Default::default()
         };
-        let err = collect_data(&[item], &pod(), DEFAULT_MODE).expect_err("not yet");
-        assert!(err.to_string().contains("resourceFieldRef is not supported"), "{err}");
+        let err = collect_data(&[item], &pod(), &Allocatable::new(), DEFAULT_MODE).expect_err("no such container");
+        assert_eq!(err.to_string(), "downward API item \"cpu\": container \"nope\" not found in the pod");
+    }
+
+    fn q(s: &str) -> Quantity {
+        Quantity(s.to_string())
+    }
+
+    fn resources(limits: &[(&str, &str)], requests: &[(&str, &str)]) -> Container {
+        let map = |kv: &[(&str, &str)]| (!kv.is_empty()).then(|| kv.iter().map(|(k, v)| (k.to_string(), q(v))).collect());
+        Container {
+            name: "app".into(),
+            resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                limits: map(limits),
+                requests: map(requests),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn resource_values_table() {
+        let node: Allocatable =
+            [("cpu", "2"), ("memory", "4Gi"), ("ephemeral-storage", "10Gi")].iter().map(|(k, v)| (k.to_string(), q(v))).collect();
+        let sized = resources(&[("cpu", "1250m"), ("memory", "128Mi"), ("ephemeral-storage", "1Gi")], &[("cpu", "250m"), ("memory", "64Mi")]);
+        let bare = resources(&[], &[]);
+        // (container, resource, divisor, want)
+        type Case<'a> = (&'a Container, &'a str, Option<&'a str>, Result<&'a str, &'a str>);
+        let cases: &[Case] = &[
+            // cpu rounds up to whole divisors.
+            (&sized, "limits.cpu", None, Ok("2")),
+            (&sized, "limits.cpu", Some("1m"), Ok("1250")),
+            (&sized, "requests.cpu", None, Ok("1")),
+            (&sized, "requests.cpu", Some("1m"), Ok("250")),
+            (&sized, "requests.cpu", Some("100m"), Ok("3")),
+            (&sized, "requests.cpu", Some("0"), Ok("1")),
+            (&sized, "limits.memory", None, Ok("134217728")),
+            (&sized, "limits.memory", Some("1Mi"), Ok("128")),
+            (&sized, "limits.memory", Some("1M"), Ok("135")),
+            (&sized, "requests.memory", Some("1Mi"), Ok("64")),
+            (&sized, "limits.ephemeral-storage", Some("1Gi"), Ok("1")),
+            (&sized, "requests.ephemeral-storage", None, Ok("0")),
+            // Unset limits are the node's allocatable.
+            (&bare, "limits.cpu", None, Ok("2")),
+            (&bare, "limits.cpu", Some("1m"), Ok("2000")),
+            (&bare, "limits.memory", Some("1Gi"), Ok("4")),
+            (&bare, "limits.ephemeral-storage", Some("1Gi"), Ok("10")),
+            (&bare, "requests.cpu", None, Ok("0")),
+            (&sized, "limits.hugepages-2Mi", None, Err("unsupported container resource : limits.hugepages-2Mi")),
+            (&sized, "cpu", None, Err("unsupported container resource : cpu")),
+        ];
+        for (c, resource, divisor, want) in cases {
+            let sel = ResourceFieldSelector { resource: resource.to_string(), divisor: divisor.map(q), container_name: None };
+            let got = extract_container_resource_value(&sel, c, &node);
+            assert_eq!(got.as_deref().map_err(String::as_str), *want, "{resource} / {divisor:?}");
+        }
+        let err = extract_container_resource_value(
+            &ResourceFieldSelector { resource: "limits.memory".into(), ..Default::default() },
+            &bare,
+            &Allocatable::new(),
+        )
+        .expect_err("no allocatable");
+        assert!(err.contains("allocatable memory is not known"), "{err}");
+    }
+
+    #[test]
+    fn resource_items_in_the_volume() -> Result<()> {
+        let mut p = pod();
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            containers: vec![resources(&[("memory", "256Mi")], &[("cpu", "500m")])],
+            ..Default::default()
+        });
+        let item = |path: &str, resource: &str, divisor: Option<&str>| DownwardAPIVolumeFile {
+            path: path.into(),
+            resource_field_ref: Some(ResourceFieldSelector {
+                container_name: Some("app".into()),
+                resource: resource.into(),
+                divisor: divisor.map(q),
+            }),
+            ..Default::default()
+        };
+        let node: Allocatable = [("cpu".to_string(), q("4"))].into();
+        let payload = collect_data(
+            &[item("mem", "limits.memory", Some("1Mi")), item("cpu_req", "requests.cpu", Some("1m")), item("cpu_lim", "limits.cpu", None)],
+            &p,
+            &node,
+            DEFAULT_MODE,
+        )?;
+        let text = |k: &str| String::from_utf8_lossy(&payload[k].data).into_owned();
+        assert_eq!((text("mem"), text("cpu_req"), text("cpu_lim")), ("256".into(), "500".into(), "4".into()));
+        Ok(())
     }
 }

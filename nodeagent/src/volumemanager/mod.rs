@@ -27,8 +27,8 @@
 //!   configMap/secret sources: the set-up fails saying so.
 //! - No `fsGroup` ownership changes, no `defaultUser`/`user`, no SELinux relabelling, no
 //!   `subPath` (that is the runtime side's job, at container creation).
-//! - downwardAPI `resourceFieldRef` and projected `serviceAccountToken`/`clusterTrustBundle`/
-//!   `podCertificate` are not implemented (see [`downwardapi`], [`projected`]).
+//! - Projected `serviceAccountToken`/`clusterTrustBundle`/`podCertificate` are not implemented
+//!   (see [`projected`]).
 //! - A memory-backed emptyDir without `sizeLimit` (and every secret, downwardAPI and projected
 //!   tmpfs) gets the kernel's default tmpfs size (half the RAM), not kubelet's pod-memory-limit
 //!   sizing; tmpfs usage is not counted against the pod's memory limit by any eviction logic here.
@@ -66,6 +66,8 @@ pub struct VolumeManager {
     root_dir: PathBuf,
     /// `None` when the agent runs without an API server (static pods only).
     client: Option<kube::Client>,
+    /// This node's object, for its allocatable (downwardAPI `resourceFieldRef` of unset limits).
+    node: Option<tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>>,
 }
 
 /// The volumes of one pod, ready on the host, by volume name.
@@ -124,7 +126,20 @@ enum Plan {
 
 impl VolumeManager {
     pub fn new(root_dir: PathBuf, client: Option<kube::Client>) -> Self {
-        VolumeManager { root_dir, client }
+        VolumeManager { root_dir, client, node: None }
+    }
+
+    /// Read the node's allocatable from `node` (for downwardAPI resource fields).
+    pub fn with_node(mut self, node: tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>) -> Self {
+        self.node = Some(node);
+        self
+    }
+
+    fn node_allocatable(&self) -> downwardapi::Allocatable {
+        self.node
+            .as_ref()
+            .and_then(|n| n.borrow().as_ref().and_then(|n| n.status.as_ref()).and_then(|s| s.allocatable.clone()))
+            .unwrap_or_default()
     }
 
     /// Step 3 of SyncPod: every volume of the pod ready on the host; idempotent, so it is called
@@ -236,7 +251,8 @@ impl VolumeManager {
         }
         if let Some(source) = &volume.downward_api {
             let default_mode = file_mode(source.default_mode, DEFAULT_MODE)?;
-            let payload = downwardapi::collect_data(source.items.as_deref().unwrap_or_default(), pod, default_mode)?;
+            let items = source.items.as_deref().unwrap_or_default();
+            let payload = downwardapi::collect_data(items, pod, &self.node_allocatable(), default_mode)?;
             return Ok(Plan::Files {
                 dir: dir(downwardapi::PLUGIN_NAME),
                 medium: Medium::Memory { size_limit: None },
@@ -246,7 +262,7 @@ impl VolumeManager {
         if let Some(source) = &volume.projected {
             let default_mode = file_mode(source.default_mode, DEFAULT_MODE)?;
             let sources = source.sources.as_deref().unwrap_or_default();
-            let mut objects = ProjectedObjects::default();
+            let mut objects = ProjectedObjects { node_allocatable: self.node_allocatable(), ..Default::default() };
             for s in sources {
                 if let Some(cm) = &s.config_map
                     && let Some(object) = self.get::<ConfigMap>(namespace, &cm.name, "configmap").await?

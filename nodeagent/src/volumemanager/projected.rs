@@ -27,6 +27,8 @@ pub const PLUGIN_NAME: &str = "kubernetes.io~projected";
 pub struct ProjectedObjects {
     pub config_maps: BTreeMap<String, ConfigMap>,
     pub secrets: BTreeMap<String, Secret>,
+    /// The node's allocatable, for downwardAPI `resourceFieldRef`s of unset limits.
+    pub node_allocatable: downwardapi::Allocatable,
 }
 
 /// The merged payload of every source, in order (a later source's file wins a path clash, which
@@ -60,7 +62,8 @@ pub fn collect_data(
             payload.extend(part);
         }
         if let Some(d) = &source.downward_api {
-            payload.extend(downwardapi::collect_data(d.items.as_deref().unwrap_or_default(), pod, default_mode)?);
+            let items = d.items.as_deref().unwrap_or_default();
+            payload.extend(downwardapi::collect_data(items, pod, &objects.node_allocatable, default_mode)?);
         }
         if let Some(token) = &source.service_account_token {
             warn!(target: "kubelet::volumes", pod = %uid, volume, path = %token.path,

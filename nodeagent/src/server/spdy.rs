@@ -15,8 +15,8 @@
 //!    no flow control either).
 //! 3. Header blocks. SPDY compresses them with zlib and a preset dictionary; the sender chooses
 //!    how. We only ever send a handful of tiny header blocks, so [`HeaderWriter`] writes *stored*
-//!    (uncompressed) deflate blocks inside one zlib stream per connection — valid zlib that any
-//!    inflater reads, with no compressor needed. Since stored blocks never refer back, the zlib
+//!    (uncompressed) deflate blocks inside one zlib stream per connection, each header block
+//!    ended by a sync flush — valid zlib that any inflater reads, with no compressor needed. Since stored blocks never refer back, the zlib
 //!    header does not announce the dictionary (FDICT unset), which Go's `zlib.NewReaderDict`
 //!    accepts. Received header blocks are skipped: the stream id in the frame is all we need.
 //!
@@ -184,6 +184,9 @@ pub fn goaway_frame(last_good_stream_id: u32, status: u32) -> Bytes {
     control(TYPE_GOAWAY, 0, &body)
 }
 
+/// What zlib's `Z_SYNC_FLUSH` writes: an empty, non-final stored block.
+const SYNC_FLUSH: [u8; 5] = [0x00, 0x00, 0x00, 0xff, 0xff];
+
 /// Writes the header blocks of one connection: one zlib stream, each block a run of stored
 /// deflate blocks, so each frame's bytes are complete on their own (the effect of a sync flush).
 #[derive(Debug, Default)]
@@ -224,6 +227,10 @@ impl HeaderWriter {
             out.put_u16_le(!(chunk.len() as u16));
             out.extend_from_slice(chunk);
         }
+        // The sync flush: an empty stored block. Without it Go's inflater keeps a stored block's
+        // bytes in its window until it has seen the *next* block header, which for the last
+        // block of a frame is past the frame's end, and it fails the whole connection.
+        out.extend_from_slice(&SYNC_FLUSH);
     }
 }
 
@@ -346,6 +353,7 @@ mod tests {
             assert_eq!((0x78u32 << 8 | 0x01) % 31, 0, "FCHECK");
             block = &block[2..];
         }
+        let raw_ends_with_flush = block.ends_with(&SYNC_FLUSH);
         let mut raw = Vec::new();
         while !block.is_empty() {
             assert_eq!(block[0], 0, "a non-final stored block");
@@ -354,6 +362,7 @@ mod tests {
             raw.extend_from_slice(&block[5..5 + len as usize]);
             block = &block[5 + len as usize..];
         }
+        assert!(raw_ends_with_flush, "a header block must end with a sync flush");
         let mut b = &raw[..];
         let mut next = |n: usize| {
             let (head, tail) = b.split_at(n);
@@ -377,7 +386,7 @@ mod tests {
         let mut wire = BytesMut::new();
         wire.extend_from_slice(&w.syn_stream(1, &[("streamType", "error")], false));
         wire.extend_from_slice(&w.syn_stream(3, &[("streamType", "stdin")], true));
-        assert_eq!(&wire[..8], &[0x80, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x2c], "control, v3, SYN_STREAM, length 44");
+        assert_eq!(&wire[..8], &[0x80, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x31], "control, v3, SYN_STREAM, length 49");
 
         let Some(Frame::SynStream { stream_id: 1, flags: 0, header_block }) = decode(&mut wire).expect("frame") else {
             panic!("first frame")

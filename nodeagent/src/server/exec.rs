@@ -304,7 +304,12 @@ enum End {
 const SUCCESS_STATUS: &[u8] = br#"{"metadata":{},"status":"Success"}"#;
 
 /// Step 7: relay until one side ends, then finish the websocket properly.
-async fn relay(mut payload: web::Payload, mut s: Session, protocol: &'static str, out: mpsc::Sender<Bytes>) -> End {
+async fn relay<E>(
+    mut payload: impl futures::Stream<Item = Result<Bytes, E>> + Unpin,
+    mut s: Session,
+    protocol: &'static str,
+    out: mpsc::Sender<Bytes>,
+) -> End {
     let mut messages = ws::MessageReader::new();
     let mut status = BytesMut::new();
     let mut stdin_closed = false;
@@ -437,7 +442,124 @@ async fn from_runtime(frame: Frame, s: &mut Session, out: &mpsc::Sender<Bytes>, 
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     use super::*;
+
+    /// A scripted streaming server: the upgrade, a SYN_REPLY per stream, some output, then stdin
+    /// echoed back once its FIN arrives (it goes on reading until then), a failure Status,
+    /// GOAWAY. Returns what it saw: (stream types in order, stdin bytes, resize bytes).
+    async fn fake_streaming_server(listener: tokio::net::TcpListener) -> (Vec<String>, Vec<u8>, Vec<u8>) {
+        let (mut sock, _) = listener.accept().await.expect("accept");
+        let mut buf = BytesMut::new();
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            assert!(sock.read_buf(&mut buf).await.expect("read") > 0, "closed during the request");
+        }
+        let head = String::from_utf8_lossy(&buf).to_string();
+        assert!(head.contains("Upgrade: SPDY/3.1") && head.contains("X-Stream-Protocol-Version: v4.channel.k8s.io"), "{head}");
+        let end = head.find("\r\n\r\n").expect("end of head") + 4;
+        let _ = buf.split_to(end);
+        sock.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n")
+            .await
+            .expect("101");
+        let mut replies = spdy::HeaderWriter::default();
+        let (mut types, mut ids) = (Vec::new(), HashMap::new());
+        let (mut stdin, mut resize) = (Vec::new(), Vec::new());
+        loop {
+            let frame = loop {
+                if let Some(f) = spdy::decode(&mut buf).expect("valid frames") {
+                    break f;
+                }
+                assert!(sock.read_buf(&mut buf).await.expect("read") > 0, "client closed early");
+            };
+            match frame {
+                Frame::SynStream { stream_id, header_block, .. } => {
+                    // The header block is stored deflate: the stream type is readable in it.
+                    let kind = ["error", "stdin", "stdout", "stderr", "resize"]
+                        .into_iter()
+                        .find(|k| header_block.ends_with(&[k.as_bytes(), &[0, 0, 0, 0xff, 0xff]].concat()))
+                        .expect("a known stream type");
+                    types.push(kind.to_string());
+                    ids.insert(kind, stream_id);
+                    sock.write_all(&replies.syn_reply(stream_id, &[])).await.expect("reply");
+                    if kind == "stderr" {
+                        sock.write_all(&spdy::data_frame(ids["stdout"], false, b"hello ")).await.expect("stdout");
+                        sock.write_all(&spdy::data_frame(stream_id, false, b"oops")).await.expect("stderr");
+                        sock.write_all(&spdy::ping_frame(2)).await.expect("ping");
+                    }
+                }
+                Frame::Data { stream_id, data, flags } if stream_id == ids["stdin"] => {
+                    stdin.extend_from_slice(&data);
+                    if flags & spdy::FLAG_FIN != 0 {
+                        break;
+                    }
+                }
+                Frame::Data { stream_id, data, .. } if Some(&stream_id) == ids.get("resize") => resize.extend_from_slice(&data),
+                _ => {}
+            }
+        }
+        sock.write_all(&spdy::data_frame(ids["stdout"], false, &stdin)).await.expect("echo");
+        let status = br#"{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"2"}]}}"#;
+        sock.write_all(&spdy::data_frame(ids["error"], false, status)).await.expect("status");
+        sock.write_all(&spdy::goaway_frame(0, 0)).await.expect("goaway");
+        (types, stdin, resize)
+    }
+
+    /// (opcode, payload) of one server frame as [`relay`] queues it (one frame per item).
+    fn parse_server_frame(f: &[u8]) -> (u8, Vec<u8>) {
+        let (len, at) = match f[1] {
+            126 => (usize::from(u16::from_be_bytes([f[2], f[3]])), 4),
+            n => (usize::from(n), 2),
+        };
+        assert_eq!(f.len(), at + len, "one whole frame per item");
+        (f[0] & 0x0f, f[at..].to_vec())
+    }
+
+    #[tokio::test]
+    async fn relays_websocket_channels_to_spdy_streams_and_back() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/exec/token", listener.local_addr().expect("addr"));
+        let server = tokio::spawn(fake_streaming_server(listener));
+
+        let opts = StreamOptions::from_query("command=cat&stdin=true&stdout=true&stderr=true").expect("options");
+        let session = open(&url, &opts).await.expect("streams open");
+        let (client_tx, client_rx) = mpsc::channel::<Result<Bytes, Infallible>>(8);
+        let (out_tx, mut out_rx) = mpsc::channel(8);
+        let relay = tokio::spawn(relay(ReceiverStream::new(client_rx), session, ws::V5_PROTOCOL, out_tx));
+
+        // kubectl: stdin in two messages (one split across writes), a ping, then stdin's close.
+        let mask = [9, 8, 7, 6];
+        let first = ws::masked_frame(true, ws::OP_BINARY, b"\x00abc", mask);
+        client_tx.send(Ok(first.slice(..3))).await.expect("send");
+        client_tx.send(Ok(first.slice(3..))).await.expect("send");
+        client_tx.send(Ok(ws::masked_frame(true, ws::OP_PING, b"hb", mask))).await.expect("send");
+        client_tx.send(Ok(ws::masked_frame(true, ws::OP_BINARY, b"\x00def", mask))).await.expect("send");
+        client_tx.send(Ok(ws::masked_frame(true, ws::OP_BINARY, &[ws::CLOSE_STREAM, ws::STDIN], mask))).await.expect("send");
+
+        let mut got = Vec::new();
+        while let Some(frame) = tokio::time::timeout(Duration::from_secs(5), out_rx.recv()).await.expect("output in time") {
+            got.push(parse_server_frame(&frame));
+        }
+        let end = relay.await.expect("relay");
+        assert!(matches!(end, End::Completed), "{end:?}");
+        // The server only finishes once stdin's FIN came.
+        let (types, stdin, resize) = server.await.expect("server");
+        assert_eq!(types, ["error", "stdin", "stdout", "stderr"]);
+        assert_eq!((stdin.as_slice(), resize.as_slice()), (&b"abcdef"[..], &b""[..]));
+
+        let data: Vec<(u8, Vec<u8>)> = got.iter().filter(|(op, _)| *op == ws::OP_BINARY).map(|(_, p)| (p[0], p[1..].to_vec())).collect();
+        assert_eq!(
+            data,
+            vec![
+                (ws::STDOUT, b"hello ".to_vec()),
+                (ws::STDERR, b"oops".to_vec()),
+                (ws::STDOUT, b"abcdef".to_vec()),
+                (ws::ERROR, br#"{"metadata":{},"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"2"}]}}"#.to_vec()),
+            ]
+        );
+        assert!(got.contains(&(ws::OP_PONG, b"hb".to_vec())), "the ping is answered: {got:?}");
+        assert_eq!(got.last(), Some(&(ws::OP_CLOSE, ws::CLOSE_NORMAL.to_be_bytes().to_vec())), "a normal close ends it");
+    }
 
     #[test]
     fn options_from_kubectl_queries() {

@@ -175,6 +175,13 @@ pub fn dry_run(q: &HashMap<String, String>) -> bool {
 /// The single entry point for resource requests.
 pub async fn dispatch(req: HttpRequest, payload: web::Payload, api: web::Data<Api>) -> HttpResponse {
     let started = Instant::now();
+    // exec and attach take the connection over: what follows their request is the upgraded
+    // stream, which must not be read as a body.
+    if let Some((ns, name, sub)) = crate::exec::target(&api, req.path()) {
+        let resp = crate::exec::serve(&req, payload, &api, &ns, &name, sub).await.unwrap_or_else(|e| json_response(e.code(), &e.to_status(), &[]));
+        api.metrics.observe("CONNECT", &format!("pods/{sub}"), resp.status().as_u16(), started.elapsed());
+        return resp;
+    }
     let body = match read_body(payload, api.options.max_request_bytes).await {
         Ok(b) => b,
         Err(e) => return json_response(e.code(), &e.to_status(), &[]),

@@ -19,7 +19,7 @@
 //!
 //! ## Implementation caveats
 //! - JSON only (no protobuf), no TLS, no authentication or authorization, no admission webhooks.
-//! - Resources: namespaces, pods (+status, binding, eviction, log), nodes (+status), events,
+//! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach), nodes (+status), events,
 //!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases. No services, deployments
 //!   or CRDs yet.
 //! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are
@@ -31,6 +31,7 @@
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+pub mod exec;
 pub mod handlers;
 pub mod logs;
 pub mod metrics;

@@ -24,6 +24,8 @@ pub static PODS: ResourceInfo = ResourceInfo {
         Subresource { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] },
         Subresource { name: "eviction", group: "policy", version: "v1", kind: "Eviction", verbs: &["create"] },
         Subresource { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
+        Subresource { name: "exec", group: "", version: "v1", kind: "PodExecOptions", verbs: &["create", "get"] },
+        Subresource { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
     ],
     categories: &["all"],
 };

@@ -1,7 +1,10 @@
 //! Mirrors kubelet's pkg/kubelet/server: the node agent's HTTP endpoints (`/healthz`, `/pods`,
-//! `/metrics`, `/containerLogs/…`), served by actix-web on `--address:--port`.
+//! `/metrics`, `/containerLogs/…`, `/exec/…`, `/attach/…`), served by actix-web on `--address:--port`.
 
+pub mod exec;
 #[allow(clippy::module_inception)]
 pub mod server;
+pub mod spdy;
+pub mod websocket;
 
 pub use server::{Provider, serve};

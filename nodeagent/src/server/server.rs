@@ -1,6 +1,6 @@
 //! Mirrors kubelet's pkg/kubelet/server/server.go: the node agent's HTTP server — `/healthz`,
 //! `/pods`, `/metrics` and `/containerLogs/{namespace}/{pod}/{container}`, which is what the API
-//! server proxies `kubectl logs` to.
+//! server proxies `kubectl logs` to; `/exec/…` and `/attach/…` live in [`super::exec`].
 //!
 //! Serving a container's log, step by step:
 //! 1. Find the pod among the pods the agent runs (404 if it runs no such pod).
@@ -60,13 +60,15 @@ pub async fn serve(
             .route("/metrics", web::get().to(metrics))
             .route("/debug/trace/pods/{uid}", web::get().to(trace))
             .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
+            .route("/exec/{namespace}/{pod}/{container}", web::route().to(super::exec::exec))
+            .route("/attach/{namespace}/{pod}/{container}", web::route().to(super::exec::attach))
     })
     .listen(listener)?
     .shutdown_timeout(SHUTDOWN_TIMEOUT_SECS)
     .disable_signals()
     .run();
     let handle = server.handle();
-    tracing::info!(target: "kubelet::server", %address, "serving /healthz, /pods, /metrics, /containerLogs");
+    tracing::info!(target: "kubelet::server", %address, "serving /healthz, /pods, /metrics, /containerLogs, /exec, /attach");
     tokio::select! {
         result = server => result,
         // The `watch::Ref` is dropped inside, so the future stays `Send` (callers `tokio::spawn` it).
@@ -116,7 +118,7 @@ async fn container_logs(
 }
 
 /// The names a pod's spec gives its containers (init and ephemeral ones have logs too).
-fn container_names(pod: &Pod) -> impl Iterator<Item = &str> {
+pub(super) fn container_names(pod: &Pod) -> impl Iterator<Item = &str> {
     let spec = pod.spec.as_ref();
     let app = spec.into_iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str()));
     let init = spec.into_iter().flat_map(|s| s.init_containers.iter().flatten().map(|c| c.name.as_str()));
@@ -126,7 +128,7 @@ fn container_names(pod: &Pod) -> impl Iterator<Item = &str> {
 
 /// Step 3's decision: the newest instance of a container (highest restart attempt, then latest
 /// creation), or with `previous` the one before it.
-fn select_instance(mut instances: Vec<api::Container>, previous: bool) -> Option<api::Container> {
+pub(super) fn select_instance(mut instances: Vec<api::Container>, previous: bool) -> Option<api::Container> {
     let key = |c: &api::Container| (c.metadata.as_ref().map_or(0, |m| m.attempt), c.created_at);
     instances.sort_by_key(|c| std::cmp::Reverse(key(c)));
     instances.into_iter().nth(usize::from(previous))

@@ -19,6 +19,9 @@
 //!    server's `pods/status`.
 //! 7. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
 //! 8. **HTTP server** ([`server`]): container logs, `/healthz`, `/pods`, `/metrics`.
+//! 9. **Probes** ([`prober`]): one worker per container and probe; a changed result resyncs the
+//!    pod, whose status takes `ready`/`started` from it and whose containers are killed when
+//!    their liveness or startup probe fails.
 //!
 //! The order of work at start ([`run`]): connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources
@@ -26,8 +29,8 @@
 //!
 //! ## Implementation caveats
 //! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
-//! - No probes, lifecycle hooks, exec/attach, image or container garbage collection and no
-//!   eviction yet (issue 7); readiness is "running".
+//! - No lifecycle hooks, exec/attach, image or container garbage collection and no eviction yet
+//!   (issue 7). Probes ([`prober`]) have their own caveats.
 //! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
@@ -51,6 +54,7 @@ pub mod nodestatus;
 pub mod pleg;
 pub mod pod;
 pub mod pod_workers;
+pub mod prober;
 pub mod server;
 pub mod status;
 pub mod volumemanager;

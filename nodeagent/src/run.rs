@@ -310,6 +310,9 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         Ok(t) => crate::kuberuntime::kuberuntime_sandbox::parse_resolv_conf(&t),
         Err(_) => Default::default(),
     };
+    // Probes: exec through the runtime, HTTP and TCP from the node; results feed the status.
+    let prober = crate::prober::Prober::new(cri.clone(), recorder.clone())?;
+    let probes = crate::prober::ProberManager::new(Arc::new(prober), status.clone());
     let kubelet = Arc::new(Kubelet::new(KubeletDeps {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
@@ -318,6 +321,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()),
         pcm,
         status,
+        probes,
         recorder,
         node: node_rx,
         host_ip,

@@ -92,6 +92,10 @@ struct State {
     pull_allowed: bool,
     injected: HashMap<String, VecDeque<Status>>,
     calls: Vec<String>,
+    /// What ExecSync answers in a container: (exit code, output); unset echoes the command.
+    exec_results: HashMap<String, (i32, Vec<u8>)>,
+    /// Every ExecSync: (container id, command, timeout in seconds).
+    exec_calls: Vec<(String, Vec<String>, i64)>,
     /// Keyed by id; ids grow with the counter, so iteration is creation order.
     sandboxes: BTreeMap<String, Sandbox>,
     containers: BTreeMap<String, Container>,
@@ -314,6 +318,17 @@ impl FakeRuntime {
         if let Some(c) = self.state().containers.get_mut(id) {
             exit(c, exit_code);
         }
+    }
+
+    /// What ExecSync in container `id` answers from now on: `exit_code` and `output` (on
+    /// stdout), as if the command ran — how tests make an exec probe pass or fail.
+    pub fn set_exec_result(&self, id: &str, exit_code: i32, output: &str) {
+        self.state().exec_results.insert(id.to_string(), (exit_code, output.as_bytes().to_vec()));
+    }
+
+    /// Every ExecSync received: (container id, command, timeout in seconds).
+    pub fn exec_calls(&self) -> Vec<(String, Vec<String>, i64)> {
+        self.state().exec_calls.clone()
     }
 
     /// Every call received so far, in order, by CRI method name (`"RunPodSandbox"`, …).
@@ -599,11 +614,13 @@ impl RuntimeService for FakeRuntime {
     async fn exec_sync(&self, request: Request<api::ExecSyncRequest>) -> Result<Response<api::ExecSyncResponse>, Status> {
         let mut state = self.begin("ExecSync")?;
         let req = request.into_inner();
+        state.exec_calls.push((req.container_id.clone(), req.cmd.clone(), req.timeout));
         let c = state.container_mut(&req.container_id)?;
         if c.status.state != api::ContainerState::ContainerRunning as i32 {
             return Err(Status::unknown(format!("container {:?} is not running", req.container_id)));
         }
-        Ok(Response::new(api::ExecSyncResponse { stdout: req.cmd.join(" ").into_bytes(), stderr: vec![], exit_code: 0 }))
+        let (exit_code, stdout) = state.exec_results.get(&req.container_id).cloned().unwrap_or((0, req.cmd.join(" ").into_bytes()));
+        Ok(Response::new(api::ExecSyncResponse { stdout, stderr: vec![], exit_code }))
     }
 
     async fn exec(&self, _: Request<api::ExecRequest>) -> Result<Response<api::ExecResponse>, Status> {

@@ -27,6 +27,9 @@
 //! ## Implementation caveats
 //! - gRPC probes are not implemented: such a probe errors, and its result is never changed.
 //! - A probe's own `terminationGracePeriodSeconds` is ignored: a liveness kill uses the pod's.
+//! - An exec probe's command is run as written: `$(VAR)` references are not expanded.
+//! - After an agent restart every readiness result starts again from "not ready" until the
+//!   first probe (as in the kubelet), so adopted pods briefly report Ready=False.
 //! - No `prober_probe_total` metric yet.
 
 pub mod probe;

@@ -28,6 +28,9 @@ pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
 pub const SANDBOX_CHANGED: &str = "SandboxChanged";
 pub const FAILED_SYNC: &str = "FailedSync";
 pub const NETWORK_NOT_READY: &str = "NetworkNotReady";
+// Probe events.
+pub const CONTAINER_UNHEALTHY: &str = "Unhealthy";
+pub const CONTAINER_PROBE_WARNING: &str = "ProbeWarning";
 // Node events.
 pub const STARTING_KUBELET: &str = "Starting";
 pub const NODE_READY: &str = "NodeReady";

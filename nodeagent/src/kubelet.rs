@@ -21,6 +21,7 @@ use crate::events::{self, Recorder};
 use crate::kuberuntime::kuberuntime_container::{Deadline, FORCED_GRACE_PERIOD};
 use crate::kuberuntime::{RuntimeManager, SyncInputs};
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType};
+use crate::prober::{ProbeResult, ProbeType, ProberManager};
 use crate::status::StatusManager;
 use crate::volumemanager::VolumeManager;
 
@@ -62,6 +63,8 @@ pub struct Kubelet {
     pub volumes: VolumeManager,
     pub pcm: PodContainerManager,
     pub status: StatusManager,
+    /// The probe workers and their results (kubelet's probeManager).
+    pub probes: ProberManager,
     pub recorder: Recorder,
     pub pod_manager: Mutex<PodManager>,
     pub node: watch::Receiver<Option<Node>>,
@@ -90,6 +93,7 @@ pub struct KubeletDeps {
     pub volumes: VolumeManager,
     pub pcm: PodContainerManager,
     pub status: StatusManager,
+    pub probes: ProberManager,
     pub recorder: Recorder,
     pub node: watch::Receiver<Option<Node>>,
     pub host_ip: String,
@@ -108,6 +112,7 @@ impl Kubelet {
             volumes: d.volumes,
             pcm: d.pcm,
             status: d.status,
+            probes: d.probes,
             recorder: d.recorder,
             pod_manager: Mutex::new(PodManager::default()),
             node: d.node,
@@ -146,7 +151,7 @@ impl Kubelet {
         let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner()).get(&uid).cloned().unwrap_or_default();
         let old = self.status.get_pod_status(&uid).or_else(|| pod.status.clone());
         let qos = crate::cm::qos::pod_qos(pod);
-        let readiness = HashMap::new();
+        let (readiness, startup) = self.probes.readiness_and_startup(pod, runtime_status);
         let host_ips: Vec<String> = if self.host_ip.is_empty() { vec![] } else { vec![self.host_ip.clone()] };
         let status = crate::status::generate_api_pod_status(&crate::status::StatusInputs {
             pod,
@@ -154,7 +159,7 @@ impl Kubelet {
             old: old.as_ref(),
             waiting_reasons: &reasons,
             readiness: &readiness,
-            startup: &readiness,
+            startup: &startup,
             host_ips: &host_ips,
             qos_class: qos.as_str(),
             pod_is_terminal: crate::status::generate::is_terminal_phase(old.as_ref().and_then(|s| s.phase.as_deref())),
@@ -189,6 +194,8 @@ impl Kubelet {
         if matches!(api_status.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
             return SyncOutcome::Terminal;
         }
+        // Ensure the pod is being probed (idempotent).
+        self.probes.add_pod(pod);
 
         // Step 1: the pod cgroup under kubepods/<qos>/pod<uid>.
         let cgroup_parent = {
@@ -256,6 +263,7 @@ impl Kubelet {
             etc_hosts: Some(etc_hosts),
             cgroup_parent,
             host_ip: self.host_ip.clone(),
+            probes: self.probes.pod_probe_results(&runtime_status),
         };
         let result = self.runtime.sync_pod(pod, &runtime_status, &inputs).await;
         if let Some(e) = &result.error {
@@ -362,6 +370,8 @@ impl Kubelet {
                 .flatten()
                 .filter_map(|p| p.metadata.deletion_grace_period_seconds)
                 .min();
+            // A pod shutting down is not restarted by a failing probe.
+            self.probes.stop_liveness_and_startup(&uid);
             let grace = grace_override
                 .or(deletion_grace)
                 .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
@@ -461,6 +471,7 @@ impl Kubelet {
                 self.reasons.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
                 self.first_seen.lock().unwrap_or_else(|e| e.into_inner()).remove(&uid);
             }
+            self.probes.remove_pod(&uid);
             self.status.pod_resources_released(&uid);
         }
         .instrument(span)
@@ -479,6 +490,7 @@ pub async fn sync_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut workers = PodWorkers::new(kubelet.clone());
+    let mut probe_updates = kubelet.probes.take_updates();
     let mut housekeeping = tokio::time::interval(Duration::from_secs(2));
     housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -496,6 +508,18 @@ pub async fn sync_loop(
             }
             // Kills decided outside the loop (the eviction manager's killPodFunc).
             Some(kill) = pod_kills.recv() => workers.update_pod(kill),
+            Some(u) = next_probe_update(&mut probe_updates) => {
+                // handleProbeSync: a container became (un)ready, started, or failed its
+                // liveness probe — sync its pod now, which regenerates the status or kills it.
+                if u.probe_type == ProbeType::Liveness && u.result != ProbeResult::Failure {
+                    continue;
+                }
+                tracing::debug!(target: "kubelet::prober", pod_uid = %u.pod_uid, probe = %u.probe_type, container_id = %u.container_id, result = ?u.result, "probe result changed; syncing the pod");
+                let pod = kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).pods.get(&u.pod_uid).cloned();
+                if let Some(pod) = pod {
+                    workers.update_pod(UpdatePodOptions { pod, update_type: UpdateType::Sync, grace_override: None, removed: false });
+                }
+            }
             _ = housekeeping.tick() => {
                 crate::kubelet_pods::handle_pod_cleanups(&kubelet, &mut workers, sources_ready()).await;
             }
@@ -503,6 +527,14 @@ pub async fn sync_loop(
         }
     }
     tracing::info!(target: "kubelet", "sync loop stopped; pods keep running until the agent is restarted");
+}
+
+/// The next probe result change, or never when there is no channel.
+async fn next_probe_update(rx: &mut Option<mpsc::UnboundedReceiver<crate::prober::results::Update>>) -> Option<crate::prober::results::Update> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: PodUpdate) {

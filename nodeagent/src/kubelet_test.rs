@@ -42,6 +42,9 @@ async fn harness() -> Harness {
         })
         .collect();
     let (_node_tx, node_rx) = watch::channel(None);
+    let status = StatusManager::new(None, Default::default());
+    let prober = crate::prober::Prober::new(rt.clone(), Recorder::default()).expect("prober");
+    let probes = crate::prober::ProberManager::new(Arc::new(prober), status.clone());
     let kubelet = Arc::new(Kubelet::new(KubeletDeps {
         node_name: "node1".into(),
         root_dir: dir.path().join("root"),
@@ -49,7 +52,8 @@ async fn harness() -> Harness {
         runtime: RuntimeManager::new(rt, Recorder::default(), dir.path().join("logs"), Default::default()),
         volumes: VolumeManager::new(dir.path().join("root"), None),
         pcm: PodContainerManager::with_hierarchies(&cg, hierarchies),
-        status: StatusManager::new(None, Default::default()),
+        status,
+        probes,
         recorder: Recorder::default(),
         node: node_rx,
         host_ip: "10.0.0.1".into(),
@@ -283,4 +287,52 @@ async fn memory_pressure_evicts_the_best_effort_pod_and_reports_the_condition() 
     assert_eq!(kills.recv().await.map(|k| k.grace_override), Some(Some(1)));
     // Next round, still under pressure: the burstable pod is next.
     assert_eq!(m.synchronize().await.as_deref(), Some("bu"));
+}
+
+/// Probes through the agent (fake CRI, exec probes): the readiness probe decides `ready` and the
+/// Ready condition both ways; a failing liveness probe gets the container killed and restarted,
+/// and the new container starts with fresh results.
+#[actix_rt::test]
+async fn probes_drive_readiness_and_restart_unhealthy_containers() {
+    let h = harness().await;
+    let p = Arc::new(pod(
+        "u4",
+        &format!("  containers:\n  - name: c\n    image: '{IMAGE}'\n    readinessProbe: {{exec: {{command: [test, -f, /tmp/ready]}}, periodSeconds: 1, failureThreshold: 1}}\n    livenessProbe: {{exec: {{command: [cat, /tmp/healthy]}}, periodSeconds: 1, failureThreshold: 2}}\n"),
+    ));
+    h.kubelet.pod_manager.lock().expect("lock").pods.insert("u4".into(), p.clone());
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Create, grace_override: None, removed: false });
+    let running = || container_named(&h.fake, "c").into_iter().filter(|c| c.state == api::ContainerState::ContainerRunning as i32).collect::<Vec<_>>();
+    let ready = |want: bool| {
+        let s = h.kubelet.status.get_pod_status("u4").unwrap_or_default();
+        let c = s.container_statuses.unwrap_or_default().first().cloned().unwrap_or_default();
+        let cond = s.conditions.unwrap_or_default().into_iter().find(|c| c.type_ == "Ready").map(|c| c.status);
+        c.ready == want && cond.as_deref() == Some(if want { "True" } else { "False" })
+    };
+    wait_for("the container to run", || !running().is_empty()).await;
+    let first = running()[0].id.clone();
+    assert!(ready(false), "not ready before the readiness probe succeeded");
+
+    // The fake's ExecSync exits 0 by default: both probes pass.
+    wait_for("ready", || ready(true)).await;
+    assert_eq!(h.kubelet.probes.worker_count(), 2);
+
+    // Both commands now fail: not ready at once (failureThreshold 1), then killed for failing
+    // liveness twice, and started again.
+    h.fake.set_exec_result(&first, 1, "cat: can't open '/tmp/healthy': No such file or directory");
+    wait_for("not ready", || ready(false)).await;
+    wait_for("a new container", || running().iter().any(|c| c.id != first)).await;
+    assert!(container_named(&h.fake, "c").iter().any(|c| c.id == first && c.state == api::ContainerState::ContainerExited as i32));
+    let calls = h.fake.exec_calls();
+    assert!(calls.iter().any(|(id, cmd, timeout)| id == &first && cmd == &["cat", "/tmp/healthy"] && *timeout == 1), "{calls:?}");
+
+    // The new container passes its probes (its own fresh results) and counts one restart.
+    wait_for("ready again", || ready(true)).await;
+    let s = h.kubelet.status.get_pod_status("u4").unwrap_or_default();
+    assert_eq!(s.container_statuses.unwrap_or_default()[0].restart_count, 1);
+
+    // Removal stops the workers.
+    h.kubelet.pod_manager.lock().expect("lock").pods.remove("u4");
+    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Kill, grace_override: None, removed: true });
+    wait_for("the workers to stop", || h.kubelet.probes.worker_count() == 0).await;
 }

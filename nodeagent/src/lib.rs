@@ -24,6 +24,9 @@
 //!    ([`images::image_gc_manager`]), and the eviction manager ([`eviction`]), which reports
 //!    memory/disk/PID pressure as node conditions, refuses pods under pressure, and evicts one
 //!    pod per interval when a hard threshold is met.
+//! 10. **Probes** ([`prober`]): one worker per container and probe; a changed result resyncs the
+//!     pod, whose status takes `ready`/`started` from it and whose containers are killed when
+//!     their liveness or startup probe fails.
 //!
 //! The order of work at start ([`run`]): connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources
@@ -33,6 +36,7 @@
 //! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
 //! - Garbage collection ([`kuberuntime::kuberuntime_gc`], [`images::image_gc_manager`]) and
 //!   eviction ([`eviction`]) know hard thresholds only, on cgroup v1.
+//! - Probes ([`prober`]) have their own caveats.
 //! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
@@ -57,6 +61,7 @@ pub mod nodestatus;
 pub mod pleg;
 pub mod pod;
 pub mod pod_workers;
+pub mod prober;
 pub mod server;
 pub mod status;
 pub mod volumemanager;

@@ -336,6 +336,9 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         Err(_) => Default::default(),
     };
     let recorder_for_gc = recorder.clone();
+    // Probes: exec through the runtime, HTTP and TCP from the node; results feed the status.
+    let prober = crate::prober::Prober::new(cri.clone(), recorder.clone())?;
+    let probes = crate::prober::ProberManager::new(Arc::new(prober), status.clone());
     let kubelet = Arc::new(Kubelet::new(KubeletDeps {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
@@ -344,6 +347,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()).with_node(node_rx.clone()),
         pcm,
         status,
+        probes,
         recorder: recorder.clone(),
         node: node_rx,
         host_ip,

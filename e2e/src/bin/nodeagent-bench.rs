@@ -9,6 +9,10 @@
 //! 4. PLEG relist time with about 100 containers on the node, from the agent's own
 //!    kubelet_pleg_relist_duration_seconds histogram, and the agent's RSS with 0 and 100 pods.
 //!
+//! With `--probes`, only the probe overhead instead: the agent's CPU (utime + stime from
+//! /proc/<pid>/stat over `--probe-window` seconds) and RSS with `--probe-pods` pods without
+//! probes, then with the same number of pods each carrying an exec liveness probe every 10 s.
+//!
 //! `cargo run --release -p e2e --bin nodeagent-bench -- --help`
 
 use std::collections::HashMap;
@@ -41,6 +45,18 @@ struct Args {
     /// Pods (one container each) on the node for the relist and RSS figures.
     #[arg(long, env = "BENCH_FULL", default_value_t = 100)]
     full: usize,
+    /// Measure the probe overhead only (see the module docs).
+    #[arg(long)]
+    probes: bool,
+    /// Pods on the node for the probe overhead.
+    #[arg(long, env = "BENCH_PROBE_PODS", default_value_t = 100)]
+    probe_pods: usize,
+    /// Seconds over which the agent's CPU is measured, with and without probes.
+    #[arg(long, env = "BENCH_PROBE_WINDOW", default_value_t = 60)]
+    probe_window: u64,
+    /// The node's pod CIDR is 10.244.<octet>.0/24 (distinct from concurrent tests' bridges).
+    #[arg(long, env = "BENCH_POD_CIDR_OCTET", default_value_t = 90)]
+    octet: u8,
 }
 
 const IMAGE: &str = "docker.io/library/busybox:1.36";
@@ -71,13 +87,69 @@ fn pod(name: &str) -> Pod {
     .expect("valid pod")
 }
 
+/// [`pod`] with an exec liveness probe every 10 s (the issue's "100 pods each carrying an exec
+/// liveness probe").
+fn probed_pod(name: &str) -> Pod {
+    let mut p = pod(name);
+    if let Some(c) = p.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+        c.liveness_probe = Some(k8s_openapi::api::core::v1::Probe {
+            exec: Some(k8s_openapi::api::core::v1::ExecAction { command: Some(vec!["true".into()]) }),
+            period_seconds: Some(10),
+            ..Default::default()
+        });
+    }
+    p
+}
+
+/// The agent's CPU time so far (utime + stime from /proc/<pid>/stat, in clock ticks of 1/100 s:
+/// Linux's USER_HZ).
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name, which is in parentheses and may hold spaces; utime and
+    // stime are fields 14 and 15 of the whole line.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/<pid>/stat")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).context("utime/stime in /proc/<pid>/stat");
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// The agent's mean CPU (percent of one core) over `window`, and its RSS at the end.
+async fn agent_usage(pid: u32, window: Duration) -> anyhow::Result<(f64, f64)> {
+    let (c0, t0) = (cpu_seconds(pid)?, Instant::now());
+    tokio::time::sleep(window).await;
+    let (c1, t1) = (cpu_seconds(pid)?, Instant::now());
+    Ok(((c1 - c0) / (t1 - t0).as_secs_f64() * 100.0, rss_mib(pid)))
+}
+
+/// The probe overhead: `n` pods without probes, then `n` pods with an exec liveness probe every
+/// 10 s; the agent's CPU and RSS with each, measured once the pods run and have settled.
+async fn probe_overhead(pods: &Api<Pod>, pid: u32, n: usize, window: Duration) -> anyhow::Result<[(f64, f64); 2]> {
+    let mut out = [(0.0, 0.0); 2];
+    for (i, make) in [pod as fn(&str) -> Pod, probed_pod].into_iter().enumerate() {
+        let names: Vec<String> = (0..n).map(|j| format!("probes-{i}-{j}")).collect();
+        for chunk in names.chunks(20) {
+            run_pods_with(pods, chunk, make).await?;
+        }
+        // Past the startup work, and past a full probe period (every worker has probed).
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        out[i] = agent_usage(pid, window).await?;
+        delete_all(pods).await?;
+    }
+    Ok(out)
+}
+
 /// Create `names` at once and return each one's create → Running latency (seen on a watch).
 async fn run_pods(pods: &Api<Pod>, names: &[String]) -> anyhow::Result<Vec<Duration>> {
+    run_pods_with(pods, names, pod).await
+}
+
+/// [`run_pods`] with pods made by `make`.
+async fn run_pods_with(pods: &Api<Pod>, names: &[String], make: fn(&str) -> Pod) -> anyhow::Result<Vec<Duration>> {
     let wp = WatchParams::default().labels("bench=nodeagent");
     let mut stream = pods.watch(&wp, "0").await?.boxed();
     let mut sent: HashMap<String, Instant> = HashMap::new();
     let creates = names.iter().map(|n| {
-        let p = pod(n);
+        let p = make(n);
         async move { (n.clone(), Instant::now(), pods.create(&PostParams::default(), &p).await) }
     });
     for (n, t, r) in futures::future::join_all(creates).await {
@@ -154,13 +226,27 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     e2e::containerd::prerequisites().map_err(|e| anyhow::anyhow!(e))?;
     let api = ApiCluster::start(ApiOptions::default()).await?;
-    let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: 90, extra: vec![] }).await?;
+    let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: args.octet, extra: vec![] }).await?;
     let client = api.kube_client()?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pid = agent.pid().context("agent pid")?;
     // Let the agent register, import images and settle.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rss_idle = rss_mib(pid);
+
+    if args.probes {
+        let window = Duration::from_secs(args.probe_window);
+        let [(cpu_off, rss_off), (cpu_on, rss_on)] = probe_overhead(&pods, pid, args.probe_pods, window).await?;
+        let ratio = |on: f64, off: f64| if off > 0.0 { format!("{:.2}×", on / off) } else { "–".into() };
+        println!("{}", machine());
+        println!("One `kubelab nodeagent` on its own containerd; {} busybox pods (`sleep 3600`), CPU averaged over {} s once the pods settled.", args.probe_pods, args.probe_window);
+        println!("| {} pods | agent CPU (% of one core) | agent RSS |", args.probe_pods);
+        println!("| --- | ---: | ---: |");
+        println!("| without probes | {cpu_off:.2} % | {rss_off:.1} MiB |");
+        println!("| each with an exec liveness probe every 10 s | {cpu_on:.2} % | {rss_on:.1} MiB |");
+        println!("| with / without | {} | {} |", ratio(cpu_on, cpu_off), ratio(rss_on, rss_off));
+        return Ok(());
+    }
 
     // 1. The raw CRI floor, once the agent has imported the images (pause, busybox).
     let rt = RemoteRuntime::connect(&agent.containerd().endpoint()).await?;

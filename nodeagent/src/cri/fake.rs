@@ -95,6 +95,10 @@ struct State {
     pull_allowed: bool,
     injected: HashMap<String, VecDeque<Status>>,
     calls: Vec<String>,
+    /// What ExecSync answers in a container: (exit code, output); unset echoes the command.
+    exec_results: HashMap<String, (i32, Vec<u8>)>,
+    /// Every ExecSync: (container id, command, timeout in seconds).
+    exec_calls: Vec<(String, Vec<String>, i64)>,
     /// Keyed by id; ids grow with the counter, so iteration is creation order.
     sandboxes: BTreeMap<String, Sandbox>,
     containers: BTreeMap<String, Container>,
@@ -341,6 +345,17 @@ impl FakeRuntime {
     /// (container id, timeout in seconds) of every StopContainer received, in order.
     pub fn stop_requests(&self) -> Vec<(String, i64)> {
         self.state().stop_requests.clone()
+    }
+
+    /// What ExecSync in container `id` answers from now on: `exit_code` and `output` (on
+    /// stdout), as if the command ran — how tests make an exec probe pass or fail.
+    pub fn set_exec_result(&self, id: &str, exit_code: i32, output: &str) {
+        self.state().exec_results.insert(id.to_string(), (exit_code, output.as_bytes().to_vec()));
+    }
+
+    /// Every ExecSync received: (container id, command, timeout in seconds).
+    pub fn exec_calls(&self) -> Vec<(String, Vec<String>, i64)> {
+        self.state().exec_calls.clone()
     }
 
     /// Every call received so far, in order, by CRI method name (`"RunPodSandbox"`, …).
@@ -627,14 +642,18 @@ impl RuntimeService for FakeRuntime {
     async fn exec_sync(&self, request: Request<api::ExecSyncRequest>) -> Result<Response<api::ExecSyncResponse>, Status> {
         let req = request.into_inner();
         // The command "runs" without the state locked, so other calls go on meanwhile.
-        let script = {
+        let (script, result) = {
             let mut state = self.begin("ExecSync")?;
+            state.exec_calls.push((req.container_id.clone(), req.cmd.clone(), req.timeout));
             let c = state.container_mut(&req.container_id)?;
             if c.status.state != api::ContainerState::ContainerRunning as i32 {
                 return Err(Status::unknown(format!("container {:?} is not running", req.container_id)));
             }
-            state.exec_scripts.get(&req.cmd).cloned()
+            (state.exec_scripts.get(&req.cmd).cloned(), state.exec_results.get(&req.container_id).cloned())
         };
+        if let Some((exit_code, stdout)) = result {
+            return Ok(Response::new(api::ExecSyncResponse { stdout, stderr: vec![], exit_code }));
+        }
         let Some(script) = script else {
             return Ok(Response::new(api::ExecSyncResponse { stdout: req.cmd.join(" ").into_bytes(), stderr: vec![], exit_code: 0 }));
         };

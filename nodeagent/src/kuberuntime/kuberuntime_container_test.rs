@@ -57,6 +57,7 @@ async fn start(e: &Env, pod: &Pod) -> (super::PodSyncResult, crate::container::P
         etc_hosts: None,
         cgroup_parent: String::new(),
         host_ip: "10.0.0.1".into(),
+        probes: Default::default(),
     };
     let result = e.manager.sync_pod(pod, &status, &inputs).await;
     (result, e.manager.get_pod_status("u1", "web", "default").await.expect("status"))

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::events::{self, Recorder};
 use crate::flowcontrol::Backoff;
 use crate::lifecycle::handlers::HandlerRunner;
+use crate::prober::PodProbeResults;
 use crate::volumemanager::MountedVolumes;
 
 /// Waiting reasons a failed start leaves on a container (kubelet's container/sync_result.go).
@@ -84,8 +85,10 @@ fn container_succeeded(c: &Container, status: &PodStatus) -> bool {
     status.find_container(&c.name).is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == 0)
 }
 
-/// computePodActions: the pure decision of what `pod` needs given what the runtime runs.
-pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
+/// computePodActions: the pure decision of what `pod` needs given what the runtime runs and
+/// what the prober says about its running containers (a failed liveness or startup probe kills
+/// the container; it is started again unless the restart policy is Never).
+pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &PodProbeResults) -> PodActions {
     let (changed, attempt, sandbox_id) = pod_sandbox_changed(pod, status);
     let mut a = PodActions { kill_pod: changed, create_sandbox: changed, sandbox_id, attempt, ..Default::default() };
     let inits = init_containers(pod);
@@ -149,6 +152,14 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus) -> PodActions {
                         format!("Container {} definition changed, will be restarted", c.name),
                     ));
                     a.containers_to_start.push(i);
+                } else if let Some(probe) = probes.kill_reason(&s.id) {
+                    let restart = restart_policy(pod) != "Never";
+                    let mut message = format!("Container {} failed {} probe", c.name, probe.to_string().to_lowercase());
+                    if restart {
+                        message.push_str(", will be restarted");
+                        a.containers_to_start.push(i);
+                    }
+                    a.containers_to_kill.push((s.id.clone(), c.name.clone(), message));
                 } else {
                     keep += 1;
                 }
@@ -174,6 +185,8 @@ pub struct SyncInputs<'a> {
     pub etc_hosts: Option<PathBuf>,
     pub cgroup_parent: String,
     pub host_ip: String,
+    /// The prober's liveness and startup results for the pod's containers.
+    pub probes: PodProbeResults,
 }
 
 /// The outcome of one SyncPod: per-container waiting reasons for the status, and when the pod
@@ -290,7 +303,7 @@ impl RuntimeManager {
 
     /// Steps 5–7 of SyncPod for the decided `actions`.
     pub async fn sync_pod(&self, pod: &Pod, status: &PodStatus, inputs: &SyncInputs<'_>) -> PodSyncResult {
-        let actions = compute_pod_actions(pod, status);
+        let actions = compute_pod_actions(pod, status, &inputs.probes);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         tracing::debug!(target: "kuberuntime", pod_uid = %uid, ?actions, "computePodActions");
         let mut result = PodSyncResult::default();
@@ -726,7 +739,91 @@ mod tests {
             },
         ];
         for c in cases {
-            assert_eq!(compute_pod_actions(&c.pod, &c.status), c.want, "{}", c.name);
+            assert_eq!(compute_pod_actions(&c.pod, &c.status, &PodProbeResults::default()), c.want, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn compute_pod_actions_with_probe_results() {
+        use crate::prober::ProbeResult::{Failure, Success, Unknown};
+        let always = pod("Always", &[], &["a", "b"]);
+        let never = pod("Never", &[], &["a"]);
+        let running = |p: &Pod, names: &[&str]| {
+            status(vec![sandbox(true, 0)], names.iter().map(|n| container(p, n, Running, 0, 0)).collect())
+        };
+        let results = |liveness: &[(&str, crate::prober::ProbeResult)], startup: &[(&str, crate::prober::ProbeResult)]| PodProbeResults {
+            liveness: liveness.iter().map(|(id, r)| (id.to_string(), *r)).collect(),
+            startup: startup.iter().map(|(id, r)| (id.to_string(), *r)).collect(),
+        };
+        let kill = |id: &str, name: &str, why: &str| (id.to_string(), name.to_string(), why.to_string());
+        struct Case {
+            name: &'static str,
+            pod: Pod,
+            status: PodStatus,
+            probes: PodProbeResults,
+            want: PodActions,
+        }
+        let cases = vec![
+            Case {
+                name: "passing probes: nothing to do",
+                pod: always.clone(),
+                status: running(&always, &["a", "b"]),
+                probes: results(&[("a-0", Success)], &[("b-0", Success)]),
+                want: PodActions { sandbox_id: "sb0".into(), ..Default::default() },
+            },
+            Case {
+                name: "startup not finished yet (Unknown): keep it",
+                pod: always.clone(),
+                status: running(&always, &["a", "b"]),
+                probes: results(&[], &[("a-0", Unknown)]),
+                want: PodActions { sandbox_id: "sb0".into(), ..Default::default() },
+            },
+            Case {
+                name: "liveness failed under Always: kill and restart that container only",
+                pod: always.clone(),
+                status: running(&always, &["a", "b"]),
+                probes: results(&[("a-0", Failure)], &[]),
+                want: PodActions {
+                    sandbox_id: "sb0".into(),
+                    containers_to_start: vec![0],
+                    containers_to_kill: vec![kill("a-0", "a", "Container a failed liveness probe, will be restarted")],
+                    ..Default::default()
+                },
+            },
+            Case {
+                name: "startup failed: kill and restart",
+                pod: always.clone(),
+                status: running(&always, &["a", "b"]),
+                probes: results(&[("b-0", Success)], &[("b-0", Failure)]),
+                want: PodActions {
+                    sandbox_id: "sb0".into(),
+                    containers_to_start: vec![1],
+                    containers_to_kill: vec![kill("b-0", "b", "Container b failed startup probe, will be restarted")],
+                    ..Default::default()
+                },
+            },
+            Case {
+                name: "a result for another (old) container ID is not this container's",
+                pod: always.clone(),
+                status: running(&always, &["a", "b"]),
+                probes: results(&[("a-old", Failure)], &[]),
+                want: PodActions { sandbox_id: "sb0".into(), ..Default::default() },
+            },
+            Case {
+                name: "liveness failed under Never: no restart, and with nothing left the pod is killed",
+                pod: never.clone(),
+                status: running(&never, &["a"]),
+                probes: results(&[("a-0", Failure)], &[]),
+                want: PodActions {
+                    kill_pod: true,
+                    sandbox_id: "sb0".into(),
+                    containers_to_kill: vec![kill("a-0", "a", "Container a failed liveness probe")],
+                    ..Default::default()
+                },
+            },
+        ];
+        for c in cases {
+            assert_eq!(compute_pod_actions(&c.pod, &c.status, &c.probes), c.want, "{}", c.name);
         }
     }
 
@@ -735,7 +832,7 @@ mod tests {
         let p = pod("Always", &[], &["a"]);
         let mut running = container(&p, "a", Running, 0, 0);
         running.hash ^= 1;
-        let a = compute_pod_actions(&p, &status(vec![sandbox(true, 0)], vec![running]));
+        let a = compute_pod_actions(&p, &status(vec![sandbox(true, 0)], vec![running]), &PodProbeResults::default());
         assert_eq!(a.containers_to_start, vec![0]);
         assert_eq!(a.containers_to_kill.len(), 1);
         assert!(a.containers_to_kill[0].2.contains("definition changed"));

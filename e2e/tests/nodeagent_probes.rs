@@ -1,0 +1,246 @@
+//! Container probes end to end: `kubelab nodeagent` on a real private containerd, with a kubelab
+//! store and API server, driven by the pinned kubectl.
+//!
+//! - An exec liveness probe that starts failing gets the container killed and restarted, with
+//!   the Unhealthy and Killing events `kubectl describe` shows; a tcpSocket liveness probe on a
+//!   closed port does the same.
+//! - An exec readiness probe flips the pod's Ready condition both ways (`kubectl wait`), within
+//!   about a second of the probe's result; an httpGet readiness probe (busybox httpd, named port)
+//!   does the same while a passing tcpSocket liveness probe leaves the container alone; a
+//!   startup probe holds Ready back until it succeeds.
+
+use std::time::{Duration, Instant};
+
+use e2e::apiserver::{ApiCluster, ApiOptions};
+use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+
+/// How long a pod gets to run on an idle node (the CRI floor is ~0.3 s; machines are busy).
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+
+/// Fields drop in order: the agent (and its containerd) before the API cluster.
+struct Lab {
+    agent: NodeAgent,
+    api: ApiCluster,
+    client: kube::Client,
+    node: &'static str,
+}
+
+async fn lab(node: &'static str, octet: u8) -> Lab {
+    if let Err(e) = e2e::containerd::prerequisites() {
+        panic!("the node agent tests need: {e}");
+    }
+    let api = ApiCluster::start(ApiOptions::default()).await.expect("store + API server");
+    let agent = NodeAgent::start(
+        api.root(),
+        NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] },
+    )
+    .await
+    .expect("node agent");
+    let client = api.kube_client().expect("client");
+    let lab = Lab { agent, api, client, node };
+    lab.wait_node_ready().await;
+    lab
+}
+
+impl Lab {
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    fn fail(&self, msg: &str) -> ! {
+        self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(120)))
+    }
+
+    async fn wait_node_ready(&self) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        loop {
+            if let Ok(Some(n)) = nodes.get_opt(self.node).await
+                && n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("node {} did not turn Ready", self.node));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Poll pod `name` until `pred` holds; returns it.
+    async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, pred: impl Fn(&Pod) -> bool) -> Pod {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Ok(Some(p)) = self.pods().get_opt(name).await {
+                if pred(&p) {
+                    return p;
+                }
+                last = Some(p);
+            }
+            if Instant::now() > deadline {
+                let shown = last.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
+                self.fail(&format!("pod {name}: {what} not reached within {timeout:?}; last status:\n{shown}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// A pod bound to this node (no scheduler) with one busybox container named `app`.
+    fn create(&self, name: &str, script: &str, container_extra: &str) {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: {}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: {BUSYBOX}\n    command: [sh, -c, '{script}']\n{container_extra}",
+            self.node
+        );
+        let o = self.api.kubectl_with(&["apply", "-f", "-"], &[], Some(&yaml));
+        if !o.success {
+            self.fail(&format!("kubectl apply failed:\n{}", o.describe()));
+        }
+    }
+
+    /// `kubectl wait --for=<cond> pod/<name>`; how long it took.
+    fn kubectl_wait(&self, name: &str, cond: &str) -> Duration {
+        let start = Instant::now();
+        let o = self.api.kubectl(&["wait", &format!("--for={cond}"), &format!("pod/{name}"), "--timeout=45s"]);
+        if !o.success {
+            self.fail(&format!("kubectl wait {cond} pod/{name} failed:\n{}", o.describe()));
+        }
+        start.elapsed()
+    }
+
+    /// `kubectl describe pod` until its output contains every one of `needles`.
+    async fn wait_describe(&self, name: &str, needles: &[&str]) -> String {
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        loop {
+            let o = self.api.kubectl(&["describe", "pod", name]);
+            if o.success && needles.iter().all(|n| o.stdout.contains(n)) {
+                return o.stdout;
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("kubectl describe pod {name} never showed {needles:?}:\n{}", o.describe()));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+fn container_status(p: &Pod) -> k8s_openapi::api::core::v1::ContainerStatus {
+    p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).and_then(|cs| cs.first().cloned()).unwrap_or_default()
+}
+
+fn restarts(p: &Pod) -> i32 {
+    container_status(p).restart_count
+}
+
+/// Seconds from the container's start to the last transition of the pod's `cond` condition.
+fn transition_after_start(p: &Pod, cond: &str) -> i64 {
+    let started = container_status(p).state.and_then(|s| s.running).and_then(|r| r.started_at).map(|t| t.0.as_second());
+    let transition = p
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == cond).cloned())
+        .and_then(|c| c.last_transition_time)
+        .map(|t| t.0.as_second());
+    match (started, transition) {
+        (Some(s), Some(t)) => t - s,
+        _ => i64::MIN,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_liveness_probes_restart_the_container() {
+    let lab = lab("probe-a", 41).await;
+
+    // exec: healthy for 5 s, then `cat /tmp/healthy` fails; two failures in a row kill it.
+    lab.create(
+        "liveness-exec",
+        "touch /tmp/healthy; sleep 5; rm -f /tmp/healthy; sleep 3600",
+        "    livenessProbe:\n      exec: {command: [cat, /tmp/healthy]}\n      periodSeconds: 1\n      failureThreshold: 2\n",
+    );
+    // tcpSocket: nothing listens on 9999.
+    lab.create(
+        "liveness-tcp",
+        "sleep 3600",
+        "    livenessProbe:\n      tcpSocket: {port: 9999}\n      initialDelaySeconds: 2\n      periodSeconds: 1\n      failureThreshold: 1\n",
+    );
+
+    let p = lab.wait_pod("liveness-exec", "a restart", Duration::from_secs(90), |p| restarts(p) >= 1).await;
+    let c = container_status(&p);
+    let last = c.last_state.and_then(|s| s.terminated).unwrap_or_default();
+    assert_eq!(last.exit_code, 137, "killed (sh ignores SIGTERM: SIGKILL after the grace period): {last:?}");
+    let out = lab
+        .wait_describe(
+            "liveness-exec",
+            &["Unhealthy", "Liveness probe failed: cat: can't open '/tmp/healthy'", "Container app failed liveness probe, will be restarted"],
+        )
+        .await;
+    assert!(out.contains("Killing"), "the kill is an event too:\n{out}");
+    // The restarted container is healthy again for 5 s: it runs.
+    lab.wait_pod("liveness-exec", "running again", RUN_TIMEOUT, |p| {
+        container_status(p).state.is_some_and(|s| s.running.is_some())
+    })
+    .await;
+
+    lab.wait_pod("liveness-tcp", "a restart", Duration::from_secs(90), |p| restarts(p) >= 1).await;
+    lab.wait_describe("liveness-tcp", &["Liveness probe failed: dial tcp 10.244.41.", ":9999: ", "failed liveness probe, will be restarted"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readiness_probes_flip_ready_both_ways() {
+    let lab = lab("probe-b", 42).await;
+
+    // exec: ready while /tmp/ready exists (15 s), then not ready.
+    lab.create(
+        "ready-exec",
+        "touch /tmp/ready; sleep 15; rm -f /tmp/ready; sleep 3600",
+        "    readinessProbe:\n      exec: {command: [test, -f, /tmp/ready]}\n      periodSeconds: 1\n      failureThreshold: 1\n",
+    );
+    // httpGet on a named port: busybox httpd serves /healthz for 15 s, then 404. The tcpSocket
+    // liveness probe on the same port keeps passing.
+    lab.create(
+        "ready-http",
+        "mkdir -p /www; echo ok > /www/healthz; (sleep 15; rm -f /www/healthz) & exec httpd -f -p 8080 -h /www",
+        "    ports: [{name: http, containerPort: 8080}]\n    readinessProbe:\n      httpGet: {path: /healthz, port: http}\n      periodSeconds: 1\n      failureThreshold: 1\n    livenessProbe:\n      tcpSocket: {port: 8080}\n      periodSeconds: 1\n",
+    );
+    // startup: /tmp/started appears after 6 s; no readiness probe, so Ready follows "started".
+    lab.create(
+        "slow-start",
+        "sleep 6; touch /tmp/started; sleep 3600",
+        "    startupProbe:\n      exec: {command: [test, -f, /tmp/started]}\n      periodSeconds: 1\n      failureThreshold: 60\n",
+    );
+
+    lab.kubectl_wait("ready-exec", "condition=Ready");
+    lab.kubectl_wait("ready-http", "condition=Ready");
+    let p = lab.pods().get("ready-exec").await.expect("get");
+    assert!(container_status(&p).ready);
+    let ready_after = transition_after_start(&p, "Ready");
+    assert!((0..=3).contains(&ready_after), "Ready {ready_after} s after the container started");
+
+    lab.kubectl_wait("ready-exec", "condition=Ready=false");
+    lab.kubectl_wait("ready-http", "condition=Ready=false");
+    for name in ["ready-exec", "ready-http"] {
+        let p = lab.pods().get(name).await.expect("get");
+        let c = container_status(&p);
+        assert!(!c.ready && c.started == Some(true), "{name}: running, not ready: {c:?}");
+        // The file goes at 15 s; one failed probe a second later is enough; the status write
+        // follows at once. Seconds are whole on both clocks: allow 1 s each way.
+        let not_ready_after = transition_after_start(&p, "Ready");
+        assert!((14..=18).contains(&not_ready_after), "{name}: Ready=False {not_ready_after} s after the container started");
+        assert_eq!(transition_after_start(&p, "ContainersReady"), not_ready_after, "{name}: ContainersReady flips with Ready");
+        assert_eq!(restarts(&p), 0, "{name}: readiness never restarts a container");
+    }
+    lab.wait_describe("ready-exec", &["Readiness probe failed"]).await;
+    lab.wait_describe("ready-http", &["Readiness probe failed: HTTP probe failed with statuscode: 404"]).await;
+
+    // The startup probe: not started (so not ready) for about 6 s, then both.
+    lab.kubectl_wait("slow-start", "condition=Ready");
+    let p = lab.pods().get("slow-start").await.expect("get");
+    assert_eq!(container_status(&p).started, Some(true));
+    let ready_after = transition_after_start(&p, "Ready");
+    assert!((5..=9).contains(&ready_after), "slow-start Ready {ready_after} s after the container started");
+}

@@ -63,6 +63,9 @@ pub struct UpArgs {
 }
 
 /// One line of start-up progress.
+/// `--eviction-hard` of `kubelab up`'s node: memory only (see where it is used).
+const UP_EVICTION_HARD: &str = "memory.available<100Mi,nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%";
+
 fn step(started: Instant, what: &str) {
     println!("  ✓ {what:<44} {:>6.1} s", started.elapsed().as_secs_f64());
 }
@@ -454,6 +457,11 @@ async fn start(
     opts.node_ip = Some([127, 0, 0, 1].into());
     opts.image_dir = Some(image_dir.to_path_buf());
     opts.cgroup_root = args.cgroup_root.clone();
+    // As kind's nodes: this cluster shares the machine's disk with everything else on it, and
+    // its images come from tarballs with no registry to pull them again, so neither disk pressure
+    // nor image GC may take pods or images away. Memory pressure still evicts.
+    opts.image_gc.high_threshold_percent = 100;
+    opts.eviction.thresholds = nodeagent::eviction::helpers::parse_threshold_config(UP_EVICTION_HARD).map_err(|e| anyhow::anyhow!(e))?;
     let agent = s.agent.insert(spawn_actix("nodeagent", nodeagent::system, move || async move { nodeagent::run(opts, agent_rx).await.map_err(Into::into) }));
 
     let nodes: kube::Api<Node> = kube::Api::all(kube.clone());

@@ -75,10 +75,14 @@ ctr version >/dev/null 2>&1 || { log "containerd did not come up"; tail -n 30 /v
 /opt/kubelab/write-manifests.sh /etc/kubelab/manifests
 
 # 5. The node agent, as this container's main process (tini forwards SIGTERM to it).
+# As kind's nodes: the three nodes share the host's disk and their images come from tarballs
+# (no registry to pull them again), so disk pressure and image GC are off; memory still evicts.
 log "starting kubelab nodeagent"
 exec /usr/local/bin/kubelab nodeagent \
   --master http://127.0.0.1:6443 \
   --node-name "$node" --node-ip "$ip" --pod-cidr "$cidr" \
   --pod-manifest-path /etc/kubelab/manifests \
   --image-dir /opt/kubelab/images \
+  --eviction-hard 'memory.available<100Mi,nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%' \
+  --image-gc-high-threshold 100 \
   --host-gw

@@ -71,7 +71,14 @@ impl NodeAgent {
             "--cgroup-root".into(),
             cgroup_root_flag,
         ]);
-        args.extend(opts.extra);
+        // Like kind's nodes: test nodes share the machine's disk, which other work fills, so disk
+        // pressure and image GC are off unless a test asks for them (which replaces these).
+        for (flag, value) in DEFAULT_FLAGS {
+            set_flag(&mut args, flag, value);
+        }
+        for (flag, value) in flag_pairs(&opts.extra) {
+            set_flag(&mut args, &flag, &value);
+        }
         std::fs::create_dir_all(dir.join("manifests"))?;
         drop(port); // released just before the agent binds it
         let mut agent = NodeAgent { name: opts.node_name.to_string(), containerd: Some(containerd), cgroup_root, bridge: format!("kubelab{}", opts.pod_cidr_octet), bin, dir, args, port: port_number, process: None };
@@ -132,8 +139,12 @@ impl NodeAgent {
 
     /// Start the agent again with `extra` flags added to its command line (each flag may be
     /// given once over the agent's whole life: clap refuses repeats).
+    /// Restarts the agent with `extra` flags (`--flag=value` or `--flag value`), each replacing
+    /// the flag's earlier value.
     pub fn restart_with(&mut self, extra: &[String]) -> anyhow::Result<()> {
-        self.args.extend(extra.iter().cloned());
+        for (flag, value) in flag_pairs(extra) {
+            set_flag(&mut self.args, &flag, &value);
+        }
         self.restart()
     }
 
@@ -162,6 +173,45 @@ impl Drop for NodeAgent {
 }
 
 /// `ip link del <bridge>`: the CNI bridge plugin creates it and nothing else removes it.
+/// Flags every test agent gets unless the test gives its own value.
+const DEFAULT_FLAGS: &[(&str, &str)] = &[
+    ("--eviction-hard", "memory.available<100Mi,nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"),
+    ("--image-gc-high-threshold", "100"),
+];
+
+/// `--flag=value` and `--flag value` arguments as pairs.
+fn flag_pairs(args: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut it = args.iter().peekable();
+    while let Some(a) = it.next() {
+        if let Some((f, v)) = a.split_once('=') {
+            out.push((f.to_string(), v.to_string()));
+        } else if it.peek().is_some_and(|n| !n.starts_with("--")) {
+            out.push((a.clone(), it.next().cloned().unwrap_or_default()));
+        } else {
+            out.push((a.clone(), String::new()));
+        }
+    }
+    out
+}
+
+/// Sets `flag` to `value` in `args` (as `--flag=value`), replacing any earlier value: clap
+/// refuses a flag given twice.
+fn set_flag(args: &mut Vec<String>, flag: &str, value: &str) {
+    let mut i = 0;
+    while i < args.len() {
+        if args[i] == flag {
+            let with_value = args.get(i + 1).is_some_and(|n| !n.starts_with("--"));
+            args.drain(i..i + if with_value { 2 } else { 1 });
+        } else if args[i].starts_with(&format!("{flag}=")) {
+            args.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    args.push(if value.is_empty() { flag.to_string() } else { format!("{flag}={value}") });
+}
+
 pub fn delete_bridge(bridge: &str) {
     let _ = std::process::Command::new("ip")
         .args(["link", "del", bridge])

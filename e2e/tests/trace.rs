@@ -13,12 +13,15 @@ use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
 
 const NODE: &str = "node-trace";
 
-fn trace(api: &ApiCluster, args: &[&str]) -> String {
+fn try_trace(api: &ApiCluster, args: &[&str]) -> Result<String, String> {
     let bin = e2e::kubelab_bin().expect("kubelab binary");
     let out = Command::new(bin).arg("trace").args(args).args(["--server", &api.url()]).output().expect("run kubelab trace");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "kubelab trace {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    stdout
+    if out.status.success() { Ok(stdout) } else { Err(format!("kubelab trace {args:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))) }
+}
+
+fn trace(api: &ApiCluster, args: &[&str]) -> String {
+    try_trace(api, args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The steps' `component name` pairs in the order the table prints them.
@@ -40,8 +43,12 @@ fn position(steps: &[String], want: &str) -> usize {
 /// Traces are written when a component's span closes, a moment after the pod turns Running.
 async fn trace_until(api: &ApiCluster, args: &[&str], want: &[&str]) -> String {
     let mut last = String::new();
-    for _ in 0..40 {
-        last = trace(api, args);
+    for _ in 0..120 {
+        // A mirror pod appears a moment after its static pod runs: until then, not found.
+        last = match try_trace(api, args) {
+            Ok(t) => t,
+            Err(e) => e,
+        };
         let s = steps(&last);
         if want.iter().all(|w| s.iter().any(|x| x.starts_with(w))) {
             return last;
@@ -91,7 +98,7 @@ async fn a_pods_journey_is_traced_through_every_component() {
     ];
     let at: Vec<usize> = order.iter().map(|w| position(&s, w)).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "steps out of order ({order:?} at {at:?}):\n{table}");
-    for w in ["scheduler filter", "scheduler score", "apiserver watch"] {
+    for w in ["scheduler filter", "scheduler reserve", "apiserver watch"] {
         position(&s, w);
     }
     assert!(table.contains("watcher=kube-scheduler") && table.contains("watcher=kubelet"), "watch events to both:\n{table}");

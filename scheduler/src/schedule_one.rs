@@ -110,7 +110,7 @@ pub fn schedule_pod(
     }
     state.nodes_with_affinity = Some(snapshot.nodes_with_affinity());
     state.nodes_with_required_anti_affinity = Some(snapshot.nodes_with_required_anti_affinity());
-    let span = tracing::debug_span!(target: "scheduler::framework", "filter", nodes = nodes.len(), feasible = tracing::field::Empty, rejected = tracing::field::Empty);
+    let span = tracing::debug_span!(target: "scheduler::framework", "filter", pod_uid = tracing::field::Empty, nodes = nodes.len(), feasible = tracing::field::Empty, rejected = tracing::field::Empty);
     let found = span.in_scope(|| find_nodes_that_fit(fwk, state, pod, nodes, next_start));
     match &found {
         Ok((feasible, _)) => span.record("feasible", feasible.len()),

@@ -97,7 +97,7 @@ impl Scheduler {
         };
         // Assume: the next cycle counts this pod on its node before the binding is written.
         self.cache.lock().expect("cache lock").assume_pod(pod.clone(), &node);
-        let s = tracing::debug_span!(target: "scheduler::framework", "reserve", node).in_scope(|| self.framework.run_reserve(&mut state, &pod, &node));
+        let s = tracing::debug_span!(target: "scheduler::framework", "reserve", pod_uid = tracing::field::Empty, node).in_scope(|| self.framework.run_reserve(&mut state, &pod, &node));
         if !s.is_success() {
             self.cache.lock().expect("cache lock").forget_pod(pod.uid());
             self.handle_failure(qp, cycle, ScheduleError::Internal(format!("running Reserve plugin {}: {}", s.plugin, s.message())), start, rt);

@@ -38,8 +38,12 @@ pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
         let value = value.trim();
         let value = if let Some(p) = value.strip_suffix('%') {
             let pct: f64 = p.trim().parse().map_err(|_| format!("eviction threshold {entry:?}: {value:?} is not a percentage"))?;
-            if !(pct > 0.0 && pct <= 100.0) {
-                return Err(format!("eviction threshold {entry:?}: a percentage must be in (0%, 100%]"));
+            if !(0.0..=100.0).contains(&pct) {
+                return Err(format!("eviction threshold {entry:?}: a percentage must be in [0%, 100%]"));
+            }
+            // 0% turns the signal off, as the kubelet reads it (kind's nodes do this for disk).
+            if pct == 0.0 {
+                continue;
             }
             ThresholdValue::Percentage(pct / 100.0)
         } else {
@@ -47,6 +51,9 @@ pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
                 .ok_or_else(|| format!("eviction threshold {entry:?}: {value:?} is not a quantity (e.g. 100Mi)"))?;
             if q < 0 {
                 return Err(format!("eviction threshold {entry:?}: the quantity must not be negative"));
+            }
+            if q == 0 {
+                continue;
             }
             ThresholdValue::Quantity(q)
         };
@@ -393,12 +400,14 @@ mod tests {
         assert_eq!(parse_threshold_config("").expect("empty"), vec![]);
         let defaults = parse_threshold_config(super::super::DEFAULT_EVICTION_HARD).expect("defaults parse");
         assert_eq!(defaults.len(), 4);
+        // Zero turns a signal off (kind's nodes: `nodefs.available<0%`).
+        let off = parse_threshold_config("memory.available<100Mi,nodefs.available<0%,imagefs.available<0").expect("zeros parse");
+        assert_eq!(off.iter().map(|t| t.signal).collect::<Vec<_>>(), vec![Signal::MemoryAvailable]);
         for (input, want) in [
             ("memory.available>100Mi", "the only operator is <"),
             ("memory.free<1Gi", "unknown signal"),
             ("memory.available<lots", "is not a quantity"),
-            ("nodefs.available<0%", "(0%, 100%]"),
-            ("nodefs.available<101%", "(0%, 100%]"),
+            ("nodefs.available<101%", "[0%, 100%]"),
             ("nodefs.available<x%", "not a percentage"),
             ("memory.available<-1", "must not be negative"),
             ("memory.available<1Mi,memory.available<2Mi", "given twice"),

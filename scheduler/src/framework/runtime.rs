@@ -149,7 +149,7 @@ impl Framework {
             if state.skip_score_plugins.contains(p.name()) {
                 continue;
             }
-            let _step = tracing::debug_span!(target: "scheduler::framework", "score", step = format!("score {}", p.name()), nodes = nodes.len()).entered();
+            let _step = tracing::debug_span!(target: "scheduler::framework", "score", pod_uid = tracing::field::Empty, step = format!("score {}", p.name()), nodes = nodes.len()).entered();
             let mut scores = Vec::with_capacity(nodes.len());
             for n in nodes {
                 let score = p.score(state, pod, n).map_err(|s| s.with_plugin(p.name()))?;

@@ -28,7 +28,7 @@ enum Command {
     Store(StoreArgs),
     /// The API server: kubectl-compatible REST API over the store (or a real etcd).
     Apiserver(ApiserverArgs),
-    /// The controller manager: the namespace controller (more control loops come later).
+    /// The controller manager: the namespace and node lifecycle controllers (leader-elected).
     ControllerManager(ControllerManagerArgs),
     /// The scheduler: binds each pending pod to a node (filter and score plugins).
     Scheduler(SchedulerArgs),

@@ -77,6 +77,12 @@ async fn a_pods_journey_is_traced_through_every_component() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
+    // `--follow` waits for the next pod created and prints its steps as they come.
+    let mut follow_cmd = Command::new(e2e::kubelab_bin().expect("kubelab binary"));
+    follow_cmd.args(["trace", "--follow", "--server", &api.url()]);
+    let mut follow = e2e::background::Background::spawn(follow_cmd, "kubelab trace --follow".into()).expect("spawn kubelab trace --follow");
+    follow.expect_stderr_line("the follower waiting", Duration::from_secs(30), |l| l.contains("waiting for the next pod")).expect("--follow waits");
+
     // 1. A pod scheduled and run: every hop, in the order the seed article draws them.
     api.kubectl_ok(&["run", "web", "--image=docker.io/library/busybox:1.36", "--restart=Never", "--", "sleep", "3600"]);
     api.kubectl_ok(&["wait", "--for=condition=Ready", "pod/web", "--timeout=60s"]);
@@ -104,6 +110,14 @@ async fn a_pods_journey_is_traced_through_every_component() {
     assert!(table.contains("watcher=kube-scheduler") && table.contains("watcher=kubelet"), "watch events to both:\n{table}");
     assert!(table.contains(NODE), "the node agent's steps name its node:\n{table}");
     assert!(table.contains("pod_ip=10.244.49."), "the sandbox step shows the pod IP:\n{table}");
+
+    let (ok, lines, stderr) = follow.wait_exit(Duration::from_secs(60)).expect("--follow ends once the pod is Running and quiet");
+    assert!(ok, "--follow failed: {stderr}");
+    let followed = lines.join("\n");
+    assert!(lines.first().is_some_and(|l| l == "pod default/web"), "{followed}");
+    for w in ["request", "bind", "step5_run_pod_sandbox", "StartContainer", "step8_status"] {
+        assert!(followed.contains(w), "--follow never showed {w}:\n{followed}");
+    }
 
     let mermaid = trace(&api, &["pod/web", "--mermaid"]);
     assert!(mermaid.starts_with("sequenceDiagram\n"), "{mermaid}");

@@ -20,7 +20,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-nodeagent walkthrough
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-nodeagent bench-probes walkthrough
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -36,6 +36,7 @@ help:
 	@echo "make bench-apiserver  API server creates/GET/LIST/watch fan-out, overhead over the raw store"
 	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
 	@echo "make bench-nodeagent  pod startup latency on a real containerd against the raw CRI floor"
+	@echo "make bench-probes     node agent CPU and RSS with 100 pods, with and without exec liveness probes"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first).
@@ -100,6 +101,12 @@ bench-scheduler: deps
 bench-nodeagent: deps images
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin nodeagent-bench
 	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/nodeagent-bench"
+
+# The probe overhead: the node agent's CPU and RSS with 100 pods, without and with an exec
+# liveness probe each.
+bench-probes: deps images
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin nodeagent-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/nodeagent-bench" --probes
 
 # docs/walkthrough.md from its template, with a real `kubelab trace` of a pod on a real containerd.
 walkthrough: deps images

@@ -61,6 +61,7 @@ pub mod containerd;
 pub mod etcdctl;
 pub mod lab;
 pub mod nodeagent;
+pub mod nodelab;
 pub mod ports;
 pub mod process;
 pub mod proxy;

@@ -9,65 +9,30 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e::apiserver::{ApiCluster, ApiOptions};
-use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
 use e2e::process::Output;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::Api;
+use e2e::nodelab::{BUSYBOX, Components, NodeLab, RUN_TIMEOUT};
 
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
-const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+/// This file's lab: the shared one plus what only these tests need.
+struct Lab(NodeLab);
 
-/// Fields drop in order: the agent (and its containerd) before the API cluster.
-struct Lab {
-    agent: NodeAgent,
-    api: ApiCluster,
-    client: kube::Client,
-    node: &'static str,
+impl std::ops::Deref for Lab {
+    type Target = NodeLab;
+    fn deref(&self) -> &NodeLab {
+        &self.0
+    }
 }
 
-/// A store, an API server and a node agent on a private containerd; no scheduler, so pods name
-/// their node (and a pod without one stays unscheduled).
-async fn lab(node: &'static str, octet: u8) -> Lab {
-    if let Err(e) = e2e::containerd::prerequisites() {
-        panic!("the exec tests need: {e}");
+impl std::ops::DerefMut for Lab {
+    fn deref_mut(&mut self) -> &mut NodeLab {
+        &mut self.0
     }
-    let api = ApiCluster::start(ApiOptions::default()).await.expect("store + API server");
-    let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] })
-        .await
-        .expect("node agent");
-    let client = api.kube_client().expect("client");
-    let lab = Lab { agent, api, client, node };
-    lab.wait_node_ready().await;
-    lab
+}
+
+async fn lab(node: &str, octet: u8) -> Lab {
+    Lab(NodeLab::start(node, octet, Components::default()).await)
 }
 
 impl Lab {
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), "default")
-    }
-
-    fn fail(&self, msg: &str) -> ! {
-        self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(80)))
-    }
-
-    async fn wait_node_ready(&self) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
-            if let Ok(Some(n)) = nodes.get_opt(self.node).await {
-                let ready = n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                if ready {
-                    return;
-                }
-            }
-            if Instant::now() > deadline {
-                self.fail(&format!("node {} did not turn Ready", self.node));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
     async fn wait_phase(&self, name: &str, phase: &str) {
         let deadline = Instant::now() + RUN_TIMEOUT;
         loop {

@@ -7,100 +7,31 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use e2e::apiserver::{ApiCluster, ApiOptions};
-use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
+use e2e::nodelab::{Components, NodeLab, RUN_TIMEOUT, phase};
 
-/// How long a pod gets to run on an idle node (the CRI floor is ~0.3 s; CI machines are busy).
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+/// This file's lab: the shared one plus what only these tests need.
+struct Lab(NodeLab);
 
-/// Fields drop in order: the agent (and its containerd, whose directory lives in the API
-/// cluster's) before the API cluster.
-struct Lab {
-    agent: NodeAgent,
-    api: ApiCluster,
-    client: kube::Client,
+impl std::ops::Deref for Lab {
+    type Target = NodeLab;
+    fn deref(&self) -> &NodeLab {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Lab {
+    fn deref_mut(&mut self) -> &mut NodeLab {
+        &mut self.0
+    }
 }
 
 async fn lab(node: &str, octet: u8, scheduler: bool) -> Lab {
-    if let Err(e) = e2e::containerd::prerequisites() {
-        panic!("the node agent tests need: {e}");
-    }
-    let mut api = ApiCluster::start(ApiOptions::default()).await.expect("store + API server");
-    if scheduler {
-        api.start_scheduler(&[]).expect("scheduler");
-    }
-    let agent = NodeAgent::start(
-        api.root(),
-        NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] },
-    )
-    .await
-    .expect("node agent");
-    let client = api.kube_client().expect("client");
-    let lab = Lab { agent, api, client };
-    lab.wait_node_ready(node).await;
-    lab
+    Lab(NodeLab::start(node, octet, Components { scheduler, ..Components::default() }).await)
 }
 
 impl Lab {
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), "default")
-    }
-
-    fn fail(&self, msg: &str) -> ! {
-        self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(120)))
-    }
-
-    async fn wait_node_ready(&self, node: &str) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
-            if let Ok(Some(n)) = nodes.get_opt(node).await {
-                let ready = n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-                    cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-                });
-                if ready {
-                    return;
-                }
-            }
-            if Instant::now() > deadline {
-                self.fail(&format!("node {node} did not turn Ready"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Poll pod `name` until `pred` holds; returns it.
-    async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, pred: impl Fn(&Pod) -> bool) -> Pod {
-        let deadline = Instant::now() + timeout;
-        let mut last = None;
-        loop {
-            if let Ok(Some(p)) = self.pods().get_opt(name).await {
-                if pred(&p) {
-                    return p;
-                }
-                last = Some(p);
-            }
-            if Instant::now() > deadline {
-                let shown = last.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
-                self.fail(&format!("pod {name}: {what} not reached within {timeout:?}; last status:\n{shown}"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn wait_running(&self, name: &str) -> Pod {
-        self.wait_pod(name, "Running", RUN_TIMEOUT, |p| phase(p) == "Running").await
-    }
-
-    fn apply(&self, yaml: &str) {
-        let o = self.api.kubectl_with(&["apply", "-f", "-"], &[], Some(yaml));
-        if !o.success {
-            self.fail(&format!("kubectl apply failed:\n{}", o.describe()));
-        }
-    }
-
     /// `kubectl logs` of a pod's container, retried until `pred` holds on the output.
     async fn wait_logs(&self, pod: &str, container: &str, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + RUN_TIMEOUT;
@@ -115,10 +46,6 @@ impl Lab {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
-}
-
-fn phase(p: &Pod) -> &str {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
 }
 
 fn container_ids(p: &Pod) -> BTreeMap<String, (String, i32)> {

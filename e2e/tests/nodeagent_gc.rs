@@ -13,39 +13,32 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use e2e::apiserver::{ApiCluster, ApiOptions};
-use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
+use e2e::nodelab::{BUSYBOX, Components, NodeLab, RUN_TIMEOUT, phase};
 
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
-const VICTIM: &str = "docker.io/library/gc-victim:1";
-const BUSYBOX: &str = "docker.io/library/busybox:1.36";
-const PAUSE: &str = "registry.k8s.io/pause:3.9";
+/// This file's lab: the shared one plus what only these tests need.
+struct Lab(NodeLab);
 
-/// The agent (and its containerd) drop before the API cluster.
-struct Lab {
-    agent: NodeAgent,
-    api: ApiCluster,
-    client: kube::Client,
+impl std::ops::Deref for Lab {
+    type Target = NodeLab;
+    fn deref(&self) -> &NodeLab {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Lab {
+    fn deref_mut(&mut self) -> &mut NodeLab {
+        &mut self.0
+    }
 }
 
 async fn lab(node: &str, octet: u8, controller_manager: bool) -> Lab {
-    if let Err(e) = e2e::containerd::prerequisites() {
-        panic!("the node agent tests need: {e}");
-    }
-    let api = ApiCluster::start(ApiOptions { controller_manager, ..ApiOptions::default() }).await.expect("store + API server");
-    let agent = NodeAgent::start(
-        api.root(),
-        NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] },
-    )
-    .await
-    .expect("node agent");
-    let client = api.kube_client().expect("client");
-    let lab = Lab { agent, api, client };
-    lab.wait_node(node, "Ready", |n| condition(n, "Ready") == "True").await;
-    lab
+    Lab(NodeLab::start(node, octet, Components { controller_manager, ..Components::default() }).await)
 }
+
+const VICTIM: &str = "docker.io/library/gc-victim:1";
+const PAUSE: &str = "registry.k8s.io/pause:3.9";
 
 fn condition(n: &Node, type_: &str) -> String {
     n.status
@@ -56,19 +49,7 @@ fn condition(n: &Node, type_: &str) -> String {
         .unwrap_or_default()
 }
 
-fn phase(p: &Pod) -> &str {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
-}
-
 impl Lab {
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), "default")
-    }
-
-    fn fail(&self, msg: &str) -> ! {
-        self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(150)))
-    }
-
     async fn wait_node(&self, node: &str, what: &str, pred: impl Fn(&Node) -> bool) -> Node {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let deadline = Instant::now() + RUN_TIMEOUT;
@@ -86,28 +67,7 @@ impl Lab {
     }
 
     async fn wait_pod(&self, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        let mut last = None;
-        loop {
-            if let Ok(Some(p)) = self.pods().get_opt(name).await {
-                if pred(&p) {
-                    return p;
-                }
-                last = Some(p);
-            }
-            if Instant::now() > deadline {
-                let shown = last.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
-                self.fail(&format!("pod {name}: {what} not reached within {RUN_TIMEOUT:?}; last status:\n{shown}"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    fn apply(&self, yaml: &str) {
-        let o = self.api.kubectl_with(&["apply", "-f", "-"], &[], Some(yaml));
-        if !o.success {
-            self.fail(&format!("kubectl apply failed:\n{}", o.describe()));
-        }
+        self.0.wait_pod(name, what, RUN_TIMEOUT, pred).await
     }
 
     async fn image_tags(&self) -> Vec<String> {

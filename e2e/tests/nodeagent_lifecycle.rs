@@ -19,86 +19,31 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use e2e::apiserver::{ApiCluster, ApiOptions};
-use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
+use e2e::nodelab::{BUSYBOX, Components, NodeLab, RUN_TIMEOUT};
 
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
-const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+/// This file's lab: the shared one plus what only these tests need.
+struct Lab(NodeLab);
 
-/// Fields drop in order: the agent (and its containerd) before the API cluster.
-struct Lab {
-    agent: NodeAgent,
-    api: ApiCluster,
-    client: kube::Client,
-    node: &'static str,
+impl std::ops::Deref for Lab {
+    type Target = NodeLab;
+    fn deref(&self) -> &NodeLab {
+        &self.0
+    }
 }
 
-async fn lab(node: &'static str, octet: u8) -> Lab {
-    if let Err(e) = e2e::containerd::prerequisites() {
-        panic!("the node agent tests need: {e}");
+impl std::ops::DerefMut for Lab {
+    fn deref_mut(&mut self) -> &mut NodeLab {
+        &mut self.0
     }
-    let api = ApiCluster::start(ApiOptions::default()).await.expect("store + API server");
-    let agent = NodeAgent::start(
-        api.root(),
-        NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] },
-    )
-    .await
-    .expect("node agent");
-    let client = api.kube_client().expect("client");
-    let lab = Lab { agent, api, client, node };
-    lab.wait_node_ready().await;
-    lab
+}
+
+async fn lab(node: &str, octet: u8) -> Lab {
+    Lab(NodeLab::start(node, octet, Components::default()).await)
 }
 
 impl Lab {
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), "default")
-    }
-
-    fn fail(&self, msg: &str) -> ! {
-        self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(150)))
-    }
-
-    async fn wait_node_ready(&self) {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
-            if let Ok(Some(n)) = nodes.get_opt(self.node).await
-                && n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            {
-                return;
-            }
-            if Instant::now() > deadline {
-                self.fail(&format!("node {} did not turn Ready", self.node));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, pred: impl Fn(&Pod) -> bool) -> Pod {
-        let deadline = Instant::now() + timeout;
-        let mut last = None;
-        loop {
-            if let Ok(Some(p)) = self.pods().get_opt(name).await {
-                if pred(&p) {
-                    return p;
-                }
-                last = Some(p);
-            }
-            if Instant::now() > deadline {
-                let shown = last.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
-                self.fail(&format!("pod {name}: {what} not reached within {timeout:?}; last status:\n{shown}"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn wait_running(&self, name: &str) -> Pod {
-        self.wait_pod(name, "Running", RUN_TIMEOUT, |p| phase(p) == "Running").await
-    }
-
     /// Create a pod from its spec (YAML, indented two spaces under `spec:`), bound to the node.
     fn create_pod(&self, name: &str, spec: &str) {
         let yaml = format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: {}\n{spec}", self.node);
@@ -133,10 +78,6 @@ impl Lab {
         cs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
         cs.into_iter().map(|c| c.state).collect()
     }
-}
-
-fn phase(p: &Pod) -> &str {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
 }
 
 fn restart_count(p: &Pod) -> i32 {
@@ -284,7 +225,7 @@ async fn post_start_failures_previous_logs_and_resource_fields() {
 
     // Downward API resources: env and volume; an unset cpu limit reads the node's allocatable.
     let nodes: Api<Node> = Api::all(lab.client.clone());
-    let node = nodes.get(lab.node).await.expect("node");
+    let node = nodes.get(&lab.node).await.expect("node");
     let cpus = node
         .status
         .and_then(|s| s.allocatable)

@@ -1,0 +1,115 @@
+//! One node's worth of cluster for the node agent's end-to-end tests: a store and an API server
+//! (with a scheduler or a controller manager when a test needs them), a private containerd and a
+//! `kubelab nodeagent`, a kube client, and the waits every such test does. Each test file wraps
+//! it in its own `Lab` (through `Deref`) to add what only it needs.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+
+use crate::apiserver::{ApiCluster, ApiOptions};
+use crate::nodeagent::{NodeAgent, NodeAgentOptions};
+
+/// How long a pod gets to run on an idle node (the CRI floor is ~0.3 s; CI machines are busy).
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The busybox image `make images` builds.
+pub const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+
+/// The control-plane components a lab runs besides the store and the API server.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Components {
+    pub scheduler: bool,
+    pub controller_manager: bool,
+}
+
+/// Fields drop in order: the agent (and its containerd, whose directory lives in the API
+/// cluster's) before the API cluster.
+pub struct NodeLab {
+    pub agent: NodeAgent,
+    pub api: ApiCluster,
+    pub client: kube::Client,
+    pub node: String,
+}
+
+impl NodeLab {
+    /// Starts everything and waits for the node to turn Ready. `octet` is the third octet of the
+    /// node's pod CIDR, unique per test so that concurrent tests never share a bridge.
+    pub async fn start(node: &str, octet: u8, with: Components) -> NodeLab {
+        if let Err(e) = crate::containerd::prerequisites() {
+            panic!("the node agent tests need: {e}");
+        }
+        let mut api = ApiCluster::start(ApiOptions { controller_manager: with.controller_manager, ..ApiOptions::default() }).await.expect("store + API server");
+        if with.scheduler {
+            api.start_scheduler(&[]).expect("scheduler");
+        }
+        let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: node, pod_cidr_octet: octet, extra: vec![] })
+            .await
+            .expect("node agent");
+        let client = api.kube_client().expect("client");
+        let lab = NodeLab { agent, api, client, node: node.to_string() };
+        lab.wait_node_ready().await;
+        lab
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// Panics with `msg`, the API server's log tail and the agent's.
+    pub fn fail(&self, msg: &str) -> ! {
+        self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(120)))
+    }
+
+    pub async fn wait_node_ready(&self) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        loop {
+            if let Ok(Some(n)) = nodes.get_opt(&self.node).await
+                && n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("node {} did not turn Ready", self.node));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Polls pod `name` until `pred` holds; returns it.
+    pub async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, pred: impl Fn(&Pod) -> bool) -> Pod {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Ok(Some(p)) = self.pods().get_opt(name).await {
+                if pred(&p) {
+                    return p;
+                }
+                last = Some(p);
+            }
+            if Instant::now() > deadline {
+                let shown = last.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
+                self.fail(&format!("pod {name}: {what} not reached within {timeout:?}; last status:\n{shown}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn wait_running(&self, name: &str) -> Pod {
+        self.wait_pod(name, "Running", RUN_TIMEOUT, |p| phase(p) == "Running").await
+    }
+
+    /// `kubectl apply -f -` of `yaml`.
+    pub fn apply(&self, yaml: &str) {
+        let o = self.api.kubectl_with(&["apply", "-f", "-"], &[], Some(yaml));
+        if !o.success {
+            self.fail(&format!("kubectl apply failed:\n{}", o.describe()));
+        }
+    }
+}
+
+pub fn phase(p: &Pod) -> &str {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("")
+}

@@ -1,7 +1,7 @@
 //! One node's worth of cluster for the node agent's end-to-end tests: a store and an API server
 //! (with a scheduler or a controller manager when a test needs them), a private containerd and a
 //! `kubelab nodeagent`, a kube client, and the waits every such test does. Each test file wraps
-//! it in its own `Lab` (through `Deref`) to add what only it needs.
+//! it in its own `Lab` ([`node_lab!`](crate::node_lab)) to add what only it needs.
 
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,28 @@ impl NodeLab {
             self.fail(&format!("kubectl apply failed:\n{}", o.describe()));
         }
     }
+}
+
+/// `node_lab!(Lab)`: a test file's own lab type, a [`NodeLab`] (through `Deref`) to which the
+/// file adds the methods only its tests need.
+#[macro_export]
+macro_rules! node_lab {
+    ($name:ident) => {
+        struct $name($crate::nodelab::NodeLab);
+
+        impl std::ops::Deref for $name {
+            type Target = $crate::nodelab::NodeLab;
+            fn deref(&self) -> &$crate::nodelab::NodeLab {
+                &self.0
+            }
+        }
+
+        impl std::ops::DerefMut for $name {
+            fn deref_mut(&mut self) -> &mut $crate::nodelab::NodeLab {
+                &mut self.0
+            }
+        }
+    };
 }
 
 pub fn phase(p: &Pod) -> &str {

@@ -17,21 +17,8 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
 use e2e::nodelab::{BUSYBOX, Components, NodeLab, RUN_TIMEOUT, phase};
 
-/// This file's lab: the shared one plus what only these tests need.
-struct Lab(NodeLab);
-
-impl std::ops::Deref for Lab {
-    type Target = NodeLab;
-    fn deref(&self) -> &NodeLab {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Lab {
-    fn deref_mut(&mut self) -> &mut NodeLab {
-        &mut self.0
-    }
-}
+// This file's lab: the shared one plus what only these tests need.
+e2e::node_lab!(Lab);
 
 async fn lab(node: &str, octet: u8, controller_manager: bool) -> Lab {
     Lab(NodeLab::start(node, octet, Components { controller_manager, ..Components::default() }).await)

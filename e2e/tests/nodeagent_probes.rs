@@ -14,21 +14,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use e2e::nodelab::{BUSYBOX, Components, NodeLab, RUN_TIMEOUT};
 
-/// This file's lab: the shared one plus what only these tests need.
-struct Lab(NodeLab);
-
-impl std::ops::Deref for Lab {
-    type Target = NodeLab;
-    fn deref(&self) -> &NodeLab {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Lab {
-    fn deref_mut(&mut self) -> &mut NodeLab {
-        &mut self.0
-    }
-}
+// This file's lab: the shared one plus what only these tests need.
+e2e::node_lab!(Lab);
 
 async fn lab(node: &str, octet: u8) -> Lab {
     Lab(NodeLab::start(node, octet, Components::default()).await)

@@ -37,8 +37,12 @@ pub const STEP_FIELD: &str = "step";
 
 /// Pods remembered per process; the oldest is forgotten first.
 pub const MAX_PODS: usize = 512;
-/// Steps remembered per pod: a crash-looping pod adds steps forever, and only its latest matter.
-pub const MAX_STEPS_PER_POD: usize = 400;
+/// Steps remembered per pod. A running pod adds a dozen steps at every periodic resync, forever,
+/// while what a learner traces is mostly its journey to Running: the first [`HEAD_STEPS`] steps
+/// are kept, and of the rest only the latest.
+pub const MAX_STEPS_PER_POD: usize = 150;
+/// The steps kept from a pod's beginning, whatever comes after.
+pub const HEAD_STEPS: usize = 100;
 
 /// One step a component performed for a pod.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -108,7 +112,7 @@ impl Recorder {
         }
         let steps = ring.steps.entry(pod_uid.to_string()).or_default();
         if steps.len() >= MAX_STEPS_PER_POD {
-            steps.pop_front();
+            steps.remove(HEAD_STEPS);
         }
         steps.push_back(step);
     }
@@ -349,6 +353,10 @@ mod tests {
         }
         let steps = r.steps("busy", &[]);
         assert_eq!(steps.len(), MAX_STEPS_PER_POD);
-        assert_eq!(steps[0].name, "s5");
+        // The journey's beginning stays; the oldest of the later steps went.
+        assert_eq!(steps[0].name, "s0");
+        assert_eq!(steps[HEAD_STEPS - 1].name, format!("s{}", HEAD_STEPS - 1));
+        assert_eq!(steps[HEAD_STEPS].name, format!("s{}", HEAD_STEPS + 5));
+        assert_eq!(steps[MAX_STEPS_PER_POD - 1].name, format!("s{}", MAX_STEPS_PER_POD + 4));
     }
 }

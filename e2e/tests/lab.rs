@@ -193,8 +193,12 @@ async fn lab_end_to_end() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Running can be reported a moment before the pod IP is: without an IP the client below
+    // would dial nothing for its whole life.
+    let ips = wait_running(&lab, "node1", &["pod-node2", "pod-node3"], RUN_TIMEOUT).await.expect("pod IPs on node2 and node3");
     let p = pods(&lab, "node1").await.expect("pods");
-    let server_ip = p["pod-node2"].2.clone();
+    let server_ip = ips["pod-node2"].clone();
+    assert!(server_ip.starts_with("10.244.2."), "pod-node2's IP {server_ip:?} is outside node2's pod CIDR");
     assert_eq!(p["pod-node2"].1, "node2");
     assert_eq!(p["pod-node3"].1, "node3");
 

@@ -6,10 +6,8 @@
 //! a given host and health is a function the tests can call.
 
 use std::collections::BTreeMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 
 use k8s_openapi::api::core::v1::{
     DaemonEndpoint, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus, NodeSystemInfo,
@@ -59,7 +57,7 @@ impl HostInfo {
         HostInfo {
             num_cpus: u64::try_from(cpus).unwrap_or(0),
             memory_kib: std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| parse_meminfo_total(&m)).unwrap_or(0),
-            ephemeral_storage_bytes: filesystem_capacity(&opts.root_dir).unwrap_or(0),
+            ephemeral_storage_bytes: crate::eviction::stats::fs_stats(&opts.root_dir).map_or(0, |fs| fs.capacity.max(0) as u64),
             hostname: client::hostname(),
             internal_ip,
             kernel_version: read_trimmed("/proc/sys/kernel/osrelease"),
@@ -153,21 +151,6 @@ fn interface_ipv4s() -> Vec<(String, Ipv4Addr)> {
     out
 }
 
-/// The size in bytes of the filesystem holding `path` (or its nearest existing ancestor).
-fn filesystem_capacity(path: &Path) -> Option<u64> {
-    let mut p = path;
-    while !p.exists() {
-        p = p.parent()?;
-    }
-    let c = CString::new(p.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs writes into the zeroed struct we own; `c` is NUL-terminated.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    // The field types are platform aliases (u32 on some targets): cast, not convert.
-    Some((st.f_blocks as u64).saturating_mul(st.f_frsize as u64))
-}
 
 /// Kubernetes' architecture names (Go's GOARCH) from Rust's.
 pub fn go_arch() -> &'static str {

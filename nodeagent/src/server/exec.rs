@@ -40,7 +40,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::server::{Provider, container_names, select_instance};
 use super::spdy::{self, Frame};
 use super::websocket::{self as ws, ChannelMessage, Message};
-use crate::container::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
 
 /// remotecommand's protocol over SPDY: v4 puts the exit code into the error stream's Status.
 pub const SPDY_PROTOCOL: &str = "v4.channel.k8s.io";
@@ -230,14 +229,7 @@ async fn running_container(provider: &dyn Provider, namespace: &str, pod_name: &
     if !container_names(&pod).any(|n| n == container) {
         return Err(text(StatusCode::BAD_REQUEST, format!("container {container:?} is not valid for pod {pod_name:?}")));
     }
-    let mut selector = HashMap::from([
-        (POD_NAMESPACE_LABEL.to_string(), namespace.to_string()),
-        (POD_NAME_LABEL.to_string(), pod_name.to_string()),
-        (CONTAINER_NAME_LABEL.to_string(), container.to_string()),
-    ]);
-    if let Some(uid) = pod.metadata.uid.as_ref() {
-        selector.insert(POD_UID_LABEL.to_string(), uid.clone());
-    }
+    let selector = super::server::container_selector(&pod, namespace, pod_name, container);
     let filter = api::ContainerFilter {
         state: Some(api::ContainerStateValue { state: api::ContainerState::ContainerRunning as i32 }),
         label_selector: selector,

@@ -117,6 +117,20 @@ async fn container_logs(
     }
 }
 
+/// The agent's labels that find a container's instances in the runtime; with the pod's UID, so
+/// that a deleted pod's leftovers under the same name never match.
+pub(super) fn container_selector(pod: &Pod, namespace: &str, pod_name: &str, container: &str) -> HashMap<String, String> {
+    let mut selector = HashMap::from([
+        (POD_NAMESPACE_LABEL.to_string(), namespace.to_string()),
+        (POD_NAME_LABEL.to_string(), pod_name.to_string()),
+        (CONTAINER_NAME_LABEL.to_string(), container.to_string()),
+    ]);
+    if let Some(uid) = pod.metadata.uid.as_ref() {
+        selector.insert(POD_UID_LABEL.to_string(), uid.clone());
+    }
+    selector
+}
+
 /// The names a pod's spec gives its containers (init and ephemeral ones have logs too).
 pub(super) fn container_names(pod: &Pod) -> impl Iterator<Item = &str> {
     let spec = pod.spec.as_ref();
@@ -160,14 +174,7 @@ async fn stream_container_logs(
     // Step 3: its instances in the runtime, by the agent's labels (and the pod's UID, so that a
     // deleted pod's leftovers under the same name are never shown).
     let runtime = provider.runtime();
-    let mut selector = HashMap::from([
-        (POD_NAMESPACE_LABEL.to_string(), namespace.to_string()),
-        (POD_NAME_LABEL.to_string(), pod_name.to_string()),
-        (CONTAINER_NAME_LABEL.to_string(), container.to_string()),
-    ]);
-    if let Some(uid) = pod.metadata.uid.as_ref() {
-        selector.insert(POD_UID_LABEL.to_string(), uid.clone());
-    }
+    let selector = container_selector(&pod, namespace, pod_name, container);
     let filter = api::ContainerFilter { label_selector: selector, ..Default::default() };
     let instances = runtime.list_containers(Some(filter)).await.map_err(|e| internal(e.to_string()))?;
     // Without `previous`, nothing is selected only when the container has no instance yet.

@@ -47,6 +47,8 @@ pub enum WriteOutcome {
 #[derive(Clone)]
 pub struct Storage {
     client: Client,
+    /// `--etcd-servers`, for the store's debug service (`kubelab trace`).
+    endpoints: Arc<Vec<String>>,
     prefix: String,
     leases: Arc<LeaseManager>,
 }
@@ -93,7 +95,7 @@ impl Storage {
             .with_timeout(Duration::from_secs(10))
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
         let client = Client::connect(endpoints, Some(opts)).await?;
-        Ok(Self { client, prefix: prefix.trim_end_matches('/').to_string(), leases: Arc::new(LeaseManager::default()) })
+        Ok(Self { client, endpoints: Arc::new(endpoints.to_vec()), prefix: prefix.trim_end_matches('/').to_string(), leases: Arc::new(LeaseManager::default()) })
     }
 
     /// A KV client that accepts responses as large as a big list (gRPC's default is 4 MiB; the
@@ -104,6 +106,11 @@ impl Storage {
 
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// The store's client URLs, as `--etcd-servers` gave them.
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
     }
 
     /// `<prefix>/<resource>/[<namespace>/]<name>`; with an empty name, the prefix of a list.

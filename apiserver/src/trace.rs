@@ -1,12 +1,19 @@
 //! `GET /debug/trace/namespaces/<ns>/pods/<name>[?uid=<uid>]`: one pod's journey through the
 //! cluster, for `kubelab trace`. kubelab's own endpoint — Kubernetes leaves this to an
 //! OpenTelemetry collector — built the way pods/log is: the API server answers with its own
-//! steps (and the store's, when the store runs in this process), and fetches the rest from the
-//! scheduler that bound the pod (the address it put on the binding) and from the node agent that
-//! runs it (the node's address), each at `/debug/trace/pods/<uid>`.
+//! steps, asks the store what it did for the revisions of the pod's writes (each member's
+//! `kubelab.debugpb.Trace` service on its client port; a real etcd has none, and the trace goes
+//! without), and fetches the rest from the scheduler that bound the pod (the address it put on
+//! the binding) and from the node agent that runs it (the node's address), each at
+//! `/debug/trace/pods/<uid>`.
 
 use actix_web::{HttpRequest, HttpResponse, web};
+use std::time::Duration;
+
+use chrono::DateTime;
 use podtrace::Step;
+use proto::debugpb::RevisionsRequest;
+use proto::debugpb::trace_client::TraceClient;
 use podtrace::render::Timeline;
 use serde_json::Value;
 
@@ -51,6 +58,9 @@ async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> 
     };
     let mut steps = podtrace::recorder().steps(&uid, OWN_COMPONENTS);
     let mut warnings = Vec::new();
+    let (store, store_warnings) = store_steps(api.storage.endpoints(), &steps).await;
+    steps.extend(store);
+    warnings.extend(store_warnings);
     if let Some(pod) = &pod {
         if let Some(ep) = pod.pointer("/metadata/annotations").and_then(|a| a.get(SCHEDULER_ENDPOINT_ANNOTATION)).and_then(Value::as_str) {
             match fetch(api, ep, &uid).await {
@@ -98,4 +108,76 @@ async fn fetch(api: &Api, base: &str, uid: &str) -> std::result::Result<Vec<Step
         return Err(format!("{} from {url}", resp.status()));
     }
     resp.json::<Vec<Step>>().await.map_err(|e| format!("a reply that is not a list of steps: {e}"))
+}
+
+/// How long the store's members get to answer for their revisions.
+const STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What each store member did for the revisions of the pod's store writes (the `store write`
+/// steps carry the key and the revision the write got). Members that do not have the debug
+/// service (a real etcd) are skipped silently; members that do not answer are warned about.
+async fn store_steps(endpoints: &[String], steps: &[Step]) -> (Vec<Step>, Vec<String>) {
+    let writes: Vec<(i64, &str)> = steps
+        .iter()
+        .filter(|s| s.component == "apiserver" && s.name == "store write" && s.error.is_none())
+        .filter_map(|s| Some((s.fields.get("revision")?.parse().ok()?, s.fields.get("key").map_or("", String::as_str))))
+        .filter(|(rev, _)| *rev > 0)
+        .collect();
+    if writes.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let asked = RevisionsRequest { revisions: writes.iter().map(|(r, _)| *r).collect() };
+    let answers = futures::future::join_all(endpoints.iter().map(|ep| {
+        let asked = asked.clone();
+        async move { (ep, tokio::time::timeout(STORE_TIMEOUT, ask_member(ep, asked)).await) }
+    }))
+    .await;
+    let (mut out, mut warnings) = (Vec::new(), Vec::new());
+    for (ep, answer) in answers {
+        let reply = match answer {
+            Ok(Ok(r)) => r,
+            Ok(Err(s)) if s.code() == tonic::Code::Unimplemented => continue,
+            Ok(Err(s)) => {
+                warnings.push(format!("store member at {ep}: {}", s.message()));
+                continue;
+            }
+            Err(_) => {
+                warnings.push(format!("store member at {ep}: no answer within {STORE_TIMEOUT:?}"));
+                continue;
+            }
+        };
+        for rs in reply.steps {
+            // A revision the member recorded for another key is not this pod's write (a write
+            // that lost its compare reports the current revision, someone else's).
+            let key = rs.fields.get("key").map_or("", String::as_str);
+            if !writes.iter().any(|(rev, k)| *rev == rs.revision && (k.is_empty() || *k == key)) {
+                continue;
+            }
+            let mut step = Step {
+                component: "store".into(),
+                name: rs.name,
+                start: DateTime::from_timestamp_nanos(rs.start_unix_nanos),
+                end: DateTime::from_timestamp_nanos(rs.end_unix_nanos),
+                fields: rs.fields.into_iter().collect(),
+                error: None,
+                node: None,
+            }
+            .with_field("revision", rs.revision);
+            step.fields.entry("member".into()).or_insert_with(|| reply.member.clone());
+            out.push(step);
+        }
+    }
+    (out, warnings)
+}
+
+/// One member's answer. `--etcd-servers` may name a member without a scheme, as etcdctl allows.
+async fn ask_member(endpoint: &str, asked: RevisionsRequest) -> std::result::Result<proto::debugpb::RevisionsResponse, tonic::Status> {
+    let url = if endpoint.contains("://") { endpoint.to_string() } else { format!("http://{endpoint}") };
+    let channel = tonic::transport::Endpoint::from_shared(url)
+        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
+        .connect_timeout(STORE_TIMEOUT)
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(format!("not answering: {e}")))?;
+    Ok(TraceClient::new(channel).revisions(asked).await?.into_inner())
 }

@@ -60,6 +60,7 @@ pub mod cluster;
 pub mod containerd;
 pub mod etcdctl;
 pub mod lab;
+pub mod mermaid;
 pub mod nodeagent;
 pub mod nodelab;
 pub mod ports;

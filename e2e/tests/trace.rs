@@ -91,6 +91,9 @@ async fn a_pods_journey_is_traced_through_every_component() {
     let order = [
         "apiserver request",
         "apiserver store",
+        "store propose",
+        "store replicate",
+        "store apply",
         "scheduler queued",
         "scheduler schedule_one",
         "scheduler bind",
@@ -120,8 +123,13 @@ async fn a_pods_journey_is_traced_through_every_component() {
     }
 
     let mermaid = trace(&api, &["pod/web", "--mermaid"]);
-    assert!(mermaid.starts_with("sequenceDiagram\n"), "{mermaid}");
-    for arrow in ["U->>API: request POST pods", "API->>ETCD: store write", "S->>API: bind", "K->>CR: RunPodSandbox", "CR->>CNI: ADD", "API->>K: watch event sent"] {
+    let diagram = e2e::mermaid::parse(&mermaid).unwrap_or_else(|e| panic!("the diagram does not parse: {e}\n{mermaid}"));
+    let names: Vec<&str> = diagram.participants.iter().map(|(_, name)| name.as_str()).collect();
+    for who in ["User", "API Server", "etcd", "Scheduler", "kubelet", "Container Runtime", "CNI"] {
+        assert!(names.iter().any(|n| n.starts_with(who)), "no participant {who} in {names:?}");
+    }
+    assert!(diagram.unused_participants().is_empty(), "participants without a message: {:?}\n{mermaid}", diagram.unused_participants());
+    for arrow in ["U->>API: request POST pods", "API->>ETCD: store write", "ETCD->>ETCD: replicate and commit", "S->>API: bind", "K->>CR: RunPodSandbox", "CR->>CNI: ADD", "API->>K: watch event sent"] {
         assert!(mermaid.contains(arrow), "no {arrow:?} in\n{mermaid}");
     }
     let json: serde_json::Value = serde_json::from_str(&trace(&api, &["web", "--json"])).expect("--json is JSON");

@@ -147,8 +147,11 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     up.wait_kubectl(&["get", "nodes"], "node Ready", Duration::from_secs(30), |s| s.contains("up-node") && s.contains(" Ready"));
 
     // Run a pod, see it Running, read its logs, delete it.
+    let submitted = chrono::Utc::now();
     up.kubectl_ok(&["run", "hello", "--image=docker.io/library/busybox:1.36", "--restart=Never", "--", "sh", "-c", "echo hello from kubelab up; sleep 3600"]);
     up.wait_kubectl(&["get", "pod", "hello"], "hello Running", Duration::from_secs(60), |s| s.contains("Running"));
+    let running = chrono::Utc::now();
+    check_trace(&up, submitted, running);
     up.wait_kubectl(&["logs", "hello"], "hello's logs", Duration::from_secs(30), |s| s.contains("hello from kubelab up"));
     up.kubectl_ok(&["delete", "pod", "hello", "--grace-period=1", "--timeout=60s"]);
     let (_, out, err) = up.kubectl(&["get", "pod", "hello"], None);
@@ -169,4 +172,57 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     up.wait_kubectl(&["get", "pod", "durable", "-o", "jsonpath={.status.phase}"], "durable Running again", Duration::from_secs(90), |s| s == "Running");
     up.wait_kubectl(&["logs", "durable"], "durable's logs after the restart", Duration::from_secs(30), |s| s.contains("alive"));
     up.stop();
+}
+
+/// `kubelab trace` of the pod just run: every hop in order, none with a negative duration, all
+/// within the time the test saw between submitting the pod and seeing it Running (the components
+/// and the test share the machine's clock), the hops that follow one another adding up to no more
+/// than that; its diagram parses and names every participant.
+fn check_trace(up: &Up, submitted: chrono::DateTime<chrono::Utc>, running: chrono::DateTime<chrono::Utc>) {
+    let trace = |args: &[&str]| {
+        let mut cmd = Command::new(&up.bin);
+        cmd.arg("trace").args(args).env("KUBECONFIG", up.kubeconfig());
+        let (st, out, err) = run_to_completion(cmd, None, Duration::from_secs(30)).expect("run kubelab trace");
+        if !st.is_some_and(|s| s.success()) {
+            up.fail(&format!("kubelab trace {args:?} failed:\n{out}\n{err}"));
+        }
+        out
+    };
+    let json: serde_json::Value = serde_json::from_str(&trace(&["pod/hello", "--json"])).expect("--json is JSON");
+    let steps: Vec<(String, chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> = json["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            let t = |k: &str| s[k].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).map(|t| t.to_utc()).expect("a step time");
+            (format!("{} {}", s["component"].as_str().unwrap_or_default(), s["name"].as_str().unwrap_or_default()), t("start"), t("end"))
+        })
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|(n, _, _)| n.as_str()).collect();
+    // The journey up to Running: the hops the seed article draws, in its order.
+    let order = ["apiserver request", "store apply", "scheduler schedule_one", "scheduler bind", "nodeagent step1_pod_cgroup", "cri RunPodSandbox", "cri StartContainer", "nodeagent step8_status"];
+    let at: Vec<usize> = order.iter().map(|w| names.iter().position(|n| n == w).unwrap_or_else(|| up.fail(&format!("no {w} in the trace: {names:?}")))).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "hops out of order ({order:?} at {at:?}): {names:?}");
+    let journey = &steps[..=at[at.len() - 1]];
+    let slack = chrono::Duration::milliseconds(5);
+    for (name, start, end) in journey {
+        assert!(end >= start, "{name} has a negative duration ({start} → {end})");
+        assert!(*start >= submitted - slack && *end <= running + slack, "{name} ({start} → {end}) outside create → Running ({submitted} → {running})");
+    }
+    // Hops that follow one another (the create request, scheduling, binding, and SyncPod's steps
+    // of the first sync): their durations add up to no more than create → Running.
+    let sequential = ["apiserver request", "scheduler schedule_one", "scheduler bind"]
+        .into_iter()
+        .chain(names.iter().copied().filter(|n| n.starts_with("nodeagent step")))
+        .collect::<std::collections::BTreeSet<_>>();
+    let mut sum = chrono::Duration::zero();
+    for hop in &sequential {
+        let (_, s, e) = journey.iter().find(|(n, _, _)| n == hop).unwrap_or_else(|| up.fail(&format!("no {hop} before Running: {names:?}")));
+        sum += *e - *s;
+    }
+    assert!(sum <= running - submitted, "the sequential hops {sequential:?} add up to {sum}, more than create → Running ({})", running - submitted);
+    let mermaid = trace(&["pod/hello", "--mermaid"]);
+    let d = e2e::mermaid::parse(&mermaid).unwrap_or_else(|e| up.fail(&format!("the diagram does not parse: {e}\n{mermaid}")));
+    assert!(d.unused_participants().is_empty(), "participants without a message: {:?}\n{mermaid}", d.unused_participants());
+    eprintln!("[e2e] trace of hello: {} steps; the sequential hops add up to {} ms of a create → Running of {} ms", steps.len(), sum.num_milliseconds(), (running - submitted).num_milliseconds());
 }

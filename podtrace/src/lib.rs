@@ -17,6 +17,7 @@ pub mod render;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
@@ -99,8 +100,27 @@ struct Ring {
     steps: HashMap<String, VecDeque<Step>>,
 }
 
+/// Whether this process records steps at all. On unless turned off (`--record-pod-steps=false`),
+/// so that the cost of recording can be measured against its absence in one benchmark run.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Turns recording on or off for the whole process: [`Recorder::record`] and the store's
+/// per-revision record consult it. Call it before [`layer`] is installed; with recording off
+/// the layer should not be installed at all, so that spans cost nothing extra.
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+/// Whether steps are recorded (see [`set_enabled`]).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
 impl Recorder {
     pub fn record(&self, pod_uid: &str, step: Step) {
+        if !enabled() {
+            return;
+        }
         let mut ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if !ring.steps.contains_key(pod_uid) {
             if ring.order.len() >= MAX_PODS

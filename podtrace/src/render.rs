@@ -150,9 +150,14 @@ fn arrow(s: &Step) -> (&'static str, &'static str) {
     }
 }
 
-/// Mermaid message text cannot hold `;` or `#` (they end the statement or start an entity).
+/// Mermaid message text cannot hold `;` (it ends the statement), `#` or `%%` (they start a
+/// comment), or a line break.
 fn mermaid_text(s: &str) -> String {
-    s.replace(';', ",").replace('#', "no.").replace('\n', " ")
+    let mut t = s.replace(';', ",").replace('#', "no.").replace('\n', " ");
+    while t.contains("%%") {
+        t = t.replace("%%", "%");
+    }
+    t
 }
 
 fn ms(d: chrono::Duration) -> f64 {

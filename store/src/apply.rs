@@ -119,6 +119,8 @@ pub struct StateMachine {
     pub lessor: Lessor,
     pub members: BTreeMap<u64, MemberAttributes>,
     pub applied_index: u64,
+    /// The first key the last revision wrote (for the per-revision trace, [`crate::traceutil`]).
+    pub last_key: Vec<u8>,
     engine: Arc<dyn Engine>,
     watch_tx: broadcast::Sender<Arc<WatchBatch>>,
 }
@@ -148,7 +150,7 @@ impl StateMachine {
             None => 0,
         };
         let (watch_tx, _) = broadcast::channel(watch_capacity.max(1));
-        Ok(Self { kv, lessor, members, applied_index, engine, watch_tx })
+        Ok(Self { kv, lessor, members, applied_index, last_key: Vec::new(), engine, watch_tx })
     }
 
     fn attached_keys(kv: &KvStore) -> Vec<(i64, Vec<u8>)> {
@@ -251,8 +253,11 @@ impl StateMachine {
     }
 
     /// Publishes a revision's events to watchers; returns the store's revision.
-    fn publish(&self, events: Vec<PbEvent>) -> i64 {
+    fn publish(&mut self, events: Vec<PbEvent>) -> i64 {
         let revision = self.kv.current_revision();
+        if let Some(kv) = events.first().and_then(|e| e.kv.as_ref()) {
+            self.last_key.clone_from(&kv.key);
+        }
         if !events.is_empty() {
             // No receivers is fine: nobody watches.
             let _ = self.watch_tx.send(Arc::new(WatchBatch { revision, events }));

@@ -52,6 +52,7 @@ pub mod mvcc;
 pub mod raft_node;
 pub mod raft_storage;
 pub mod server;
+pub mod traceutil;
 pub mod transport;
 pub mod v3rpc;
 pub mod wal;
@@ -139,11 +140,13 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
 
     for l in client_listeners {
         let (kv, watch_svc, lease, maintenance, cluster) = v3rpc::services(node.clone());
+        let trace = proto::debugpb::trace_server::TraceServer::new(traceutil::TraceService(node.clone()));
         let routes = tonic::service::Routes::new(kv)
             .add_service(watch_svc)
             .add_service(lease)
             .add_service(maintenance)
             .add_service(cluster)
+            .add_service(trace)
             .into_axum_router()
             .fallback(unimplemented_method);
         let mut stop = stop_rx.clone();

@@ -56,6 +56,7 @@ use crate::engine::{Engine, WriteBatch};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::raft_storage::{PeerStorage, SnapshotSource};
+use crate::traceutil;
 use crate::wal::Written;
 
 /// Where a pass of the Ready loop delivers what may leave before the pass ends: the raft thread
@@ -65,6 +66,8 @@ pub trait ReadySink {
     fn send(&mut self, msgs: Vec<Message>);
     /// The result of one of this member's own proposals, by its sequence number.
     fn applied(&mut self, seq: u64, result: Result<Applied>);
+    /// An entry that made a new revision was applied, with its times ([`crate::traceutil`]).
+    fn traced(&mut self, _entry: crate::traceutil::Applied) {}
 }
 
 /// What one pass of the Ready loop produced, besides what it gave its [`ReadySink`].
@@ -416,14 +419,29 @@ impl RaftNode {
             return Ok(());
         }
         let t = Instant::now();
+        let tracing = podtrace::enabled();
+        let committed = if tracing { traceutil::now_nanos() } else { 0 };
         let mut results = Vec::new();
+        let mut traced = Vec::new();
         let mut sm = self.sm.write().expect("state machine lock");
         for e in entries {
             match e.get_entry_type() {
                 EntryType::EntryNormal => {
-                    if let Some((origin, seq, result)) = sm.apply_entry(e.index, &e.data, now, batch)
-                        && origin == self.id
-                    {
+                    let (before, apply_start) = if tracing { (sm.kv.current_revision(), traceutil::now_nanos()) } else { (0, 0) };
+                    let Some((origin, seq, result)) = sm.apply_entry(e.index, &e.data, now, batch) else { continue };
+                    if tracing && sm.kv.current_revision() > before {
+                        traced.push(traceutil::Applied {
+                            index: e.index,
+                            revision: sm.kv.current_revision(),
+                            origin,
+                            seq,
+                            key: String::from_utf8_lossy(&sm.last_key).into_owned(),
+                            committed,
+                            apply_start,
+                            apply_end: traceutil::now_nanos(),
+                        });
+                    }
+                    if origin == self.id {
                         results.push((seq, result));
                     }
                 }
@@ -446,6 +464,9 @@ impl RaftNode {
         }
         drop(sm);
         self.metrics.apply_duration.observe(t.elapsed().as_secs_f64());
+        for entry in traced {
+            sink.traced(entry);
+        }
         for (seq, result) in results {
             sink.applied(seq, result);
         }

@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::raft_node::{RaftNode, RaftOptions, ReadySink};
 use crate::raft_storage::PeerStorage;
+use crate::traceutil::{self, Proposal, RevisionTrace};
 use crate::transport::Transport;
 
 /// What the raft thread is told.
@@ -73,6 +74,7 @@ struct NodeInner {
     status: SharedStatus,
     metrics: Arc<Metrics>,
     request_timeout: Duration,
+    revision_trace: RevisionTrace,
 }
 
 /// A cheap, cloneable handle to the running member.
@@ -98,6 +100,11 @@ impl Node {
 
     pub fn state_machine(&self) -> &Arc<RwLock<StateMachine>> {
         &self.0.sm
+    }
+
+    /// What this member did for recent revisions (`kubelab trace`).
+    pub fn revision_trace(&self) -> &RevisionTrace {
+        &self.0.revision_trace
     }
 
     pub fn db_size(&self) -> u64 {
@@ -248,6 +255,7 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
         status: SharedStatus::default(),
         metrics,
         request_timeout,
+        revision_trace: RevisionTrace::new(&cfg.name, id),
         cfg,
     }));
     let loop_node = node.clone();
@@ -261,6 +269,8 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
 struct Sink<'a> {
     transport: &'a Transport,
     waiters: &'a mut HashMap<u64, oneshot::Sender<Result<Applied>>>,
+    proposals: &'a mut HashMap<u64, Proposal>,
+    trace: &'a RevisionTrace,
 }
 
 impl ReadySink for Sink<'_> {
@@ -269,9 +279,14 @@ impl ReadySink for Sink<'_> {
     }
 
     fn applied(&mut self, seq: u64, result: Result<Applied>) {
+        self.proposals.remove(&seq);
         if let Some(tx) = self.waiters.remove(&seq) {
             let _ = tx.send(result);
         }
+    }
+
+    fn traced(&mut self, entry: traceutil::Applied) {
+        self.trace.record(&entry, self.proposals.get(&entry.seq).copied());
     }
 }
 
@@ -283,6 +298,8 @@ struct RaftLoop {
     tick: Duration,
     election_timeout: Duration,
     waiters: HashMap<u64, oneshot::Sender<Result<Applied>>>,
+    /// When this member's waiting proposals passed the raft thread, for the revision trace.
+    proposals: HashMap<u64, Proposal>,
     /// Proposals waiting for a leader to be known.
     no_leader: VecDeque<(u64, Vec<u8>)>,
     reads_waiting: Vec<oneshot::Sender<Result<()>>>,
@@ -306,6 +323,7 @@ impl RaftLoop {
             transport,
             node,
             waiters: HashMap::new(),
+            proposals: HashMap::new(),
             no_leader: VecDeque::new(),
             reads_waiting: Vec::new(),
             reads_inflight: HashMap::new(),
@@ -349,7 +367,7 @@ impl RaftLoop {
                 }
             }
             self.flush_pending();
-            let mut sink = Sink { transport: &self.transport, waiters: &mut self.waiters };
+            let mut sink = Sink { transport: &self.transport, waiters: &mut self.waiters, proposals: &mut self.proposals, trace: &self.node.0.revision_trace };
             let out = match self.raft.on_ready(now, &mut sink) {
                 Ok(out) => out,
                 // A WAL or engine error here means the disk failed us (full, or an I/O error).
@@ -392,6 +410,9 @@ impl RaftLoop {
             Input::Propose { seq, data, tx } => {
                 if let Some(tx) = tx {
                     self.waiters.insert(seq, tx);
+                    if podtrace::enabled() {
+                        self.proposals.insert(seq, Proposal { received: traceutil::now_nanos(), proposed: None });
+                    }
                 }
                 self.no_leader.push_back((seq, data));
             }
@@ -418,6 +439,9 @@ impl RaftLoop {
                     tracing::debug!(target: "store::raft", seq, error = %e, "proposal dropped; waiting for a leader");
                     self.no_leader.push_front((seq, data));
                     break;
+                }
+                if let Some(p) = self.proposals.get_mut(&seq) {
+                    p.proposed = Some(traceutil::now_nanos());
                 }
             }
         }
@@ -453,6 +477,7 @@ impl RaftLoop {
     fn housekeeping(&mut self, now: Instant) {
         // Forget waiters whose clients gave up.
         self.waiters.retain(|_, tx| !tx.is_closed());
+        self.proposals.retain(|seq, _| self.waiters.contains_key(seq));
         self.node.0.metrics.proposals_pending.set(self.waiters.len() as i64);
         // ReadIndex requests lost with a leader change are asked again.
         let stale: Vec<u64> = self

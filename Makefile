@@ -20,7 +20,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-nodeagent bench-probes walkthrough
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-nodeagent bench-probes bench-trace walkthrough
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -37,6 +37,7 @@ help:
 	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
 	@echo "make bench-nodeagent  pod startup latency on a real containerd against the raw CRI floor"
 	@echo "make bench-probes     node agent CPU and RSS with 100 pods, with and without exec liveness probes"
+	@echo "make bench-trace      what recording pod steps costs: pod startup and create throughput, recording on vs off"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first).
@@ -107,6 +108,12 @@ bench-nodeagent: deps images
 bench-probes: deps images
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin nodeagent-bench
 	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/nodeagent-bench" --probes
+
+# What recording pod steps for `kubelab trace` costs: pod startup and API server create
+# throughput with --record-pod-steps on and off, alternating rounds.
+bench-trace: deps images
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin trace-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/trace-bench"
 
 # docs/walkthrough.md from its template, with a real `kubelab trace` of a pod on a real containerd.
 walkthrough: deps images

@@ -20,6 +20,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Record each pod's steps for `kubelab trace` (a bounded ring per component). Off, this
+    /// process records nothing: for measuring what recording costs (BENCHMARKS.md).
+    #[arg(long, global = true, default_value_t = true, action = clap::ArgAction::Set, env = "KUBELAB_RECORD_POD_STEPS")]
+    record_pod_steps: bool,
 }
 
 #[derive(Subcommand)]
@@ -373,14 +377,15 @@ fn main() -> anyhow::Result<()> {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::Layer as _;
+    let cli = Cli::parse();
     let log_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Logs go to stderr as RUST_LOG says; pod steps go to the trace recorder whatever it says
     // (`kubelab trace`): each layer carries its own filter.
+    podtrace::set_enabled(cli.record_pod_steps);
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))
-        .with(podtrace::layer())
+        .with(cli.record_pod_steps.then(podtrace::layer))
         .init();
-    let cli = Cli::parse();
     // `up` enters a private mount namespace before any thread exists: handled before the runtime.
     if let Command::Up(args) = cli.command {
         return up::run(args);

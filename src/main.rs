@@ -244,6 +244,9 @@ struct ApiserverArgs {
     /// How long events are kept (e.g. 1h, 30m).
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     event_ttl: Duration,
+    /// How often the store's history is compacted to what it was one interval ago; 0 never.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    etcd_compaction_interval: Duration,
 }
 
 /// Flags as kube-controller-manager names them.
@@ -405,6 +408,7 @@ fn main() -> anyhow::Result<()> {
                 port: args.port,
                 max_request_bytes: args.max_request_bytes,
                 event_ttl: args.event_ttl,
+                etcd_compaction_interval: args.etcd_compaction_interval,
                 ..Default::default()
             };
             // actix-web runs on its own system of single-threaded runtimes.

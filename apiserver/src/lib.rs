@@ -28,6 +28,7 @@
 //! - The OpenAPI v3 documents list paths and operations without schemas; `kubectl explain` has
 //!   nothing to show.
 
+pub mod compact;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
@@ -68,6 +69,8 @@ pub struct Options {
     pub event_ttl: Duration,
     /// Events kept in each watch cache for watchers that resume.
     pub watch_cache_size: usize,
+    /// How often the store's history is compacted ([`compact`]); zero never.
+    pub etcd_compaction_interval: Duration,
 }
 
 impl Default for Options {
@@ -80,6 +83,7 @@ impl Default for Options {
             max_request_bytes: 3 * 1024 * 1024,
             event_ttl: Duration::from_secs(3600),
             watch_cache_size: 10_000,
+            etcd_compaction_interval: Duration::from_secs(300),
         }
     }
 }
@@ -267,6 +271,9 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
     let regs = registries(&storage, &opts);
     for r in &regs {
         actix_web::rt::spawn(r.cache.clone().run(storage.clone()));
+    }
+    if !opts.etcd_compaction_interval.is_zero() {
+        actix_web::rt::spawn(compact::run(storage.client(), opts.etcd_compaction_interval));
     }
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let api = web::Data::new(Api { registries: regs, storage, metrics: metrics::Metrics::new(), http, options: opts.clone() });

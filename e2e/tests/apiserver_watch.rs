@@ -52,6 +52,49 @@ mod apiserver_watch {
     }
 }
 
+mod apiserver_compaction {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kubelab() {
+        super::history_is_compacted(e2e::Flavor::Kubelab).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn etcd() {
+        super::history_is_compacted(e2e::Flavor::Etcd).await
+    }
+}
+
+/// With `--etcd-compaction-interval 1s` the API server compacts the store's history to the
+/// revision it saw one interval earlier, counting compactions in `compact_rev_key`'s version
+/// (kube-apiserver's scheme): an old revision of an object is gone from the store, the current
+/// one is still read and written.
+async fn history_is_compacted(flavor: Flavor) {
+    let opts = ApiOptions { extra_args: vec!["--etcd-compaction-interval".into(), "1s".into()], ..ApiOptions::for_flavor(flavor) };
+    let c = ApiCluster::start(opts).await.expect("cluster");
+    c.kubectl_ok(&["create", "configmap", "history", "--from-literal=v=1"]);
+    let mut etcd = e2e::connect(&c.store.client_endpoints(), e2e::RPC_TIMEOUT).await.expect("store client");
+    let key = "/registry/configmaps/default/history";
+    let first = etcd.get(key, None).await.expect("get").kvs()[0].mod_revision();
+    for v in 2..=3 {
+        c.kubectl_ok(&["patch", "configmap", "history", "-p", &format!("{{\"data\":{{\"v\":\"{v}\"}}}}")]);
+    }
+    // The first attempt has nothing to compact (it only notes the revision); the next ones do.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let compacted = loop {
+        let r = etcd.get(key, Some(etcd_client::GetOptions::new().with_revision(first))).await;
+        match r {
+            Err(e) if e.to_string().contains("compacted") => break e.to_string(),
+            other => assert!(Instant::now() < deadline, "revision {first} of {key} still readable after 30 s: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let counter = etcd.get("compact_rev_key", None).await.expect("get compact_rev_key");
+    let version = counter.kvs().first().map(|kv| kv.version()).unwrap_or(0);
+    assert!(version >= 2, "compact_rev_key version {version} after a compaction ({compacted})");
+    assert_eq!(c.kubectl_ok(&["get", "configmap", "history", "-o", "jsonpath={.data.v}"]), "3");
+    c.kubectl_ok(&["patch", "configmap", "history", "-p", "{\"data\":{\"v\":\"4\"}}"]);
+    assert_eq!(c.kubectl_ok(&["get", "configmap", "history", "-o", "jsonpath={.data.v}"]), "4");
+}
+
 /// How long the reflector gets to catch up after each phase.
 const CONVERGE: Duration = Duration::from_secs(30);
 

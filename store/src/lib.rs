@@ -30,7 +30,8 @@
 //!   A member that lost its disk can rejoin with `--initial-cluster-state existing`.
 //! - No TLS and no authentication (the Auth service answers UNIMPLEMENTED), no alarms (NOSPACE).
 //! - The key space since the last compaction is held in memory, as etcd's index is (etcd keeps
-//!   values in bbolt's mmap). The Kubernetes API server compacts every five minutes.
+//!   values in bbolt's mmap). The API server (kubelab's or Kubernetes') compacts every five
+//!   minutes; there is no `--auto-compaction-*`.
 //! - Snapshots travel as one message (etcd streams them in chunks).
 //! - Lease keep-alives go through the raft log (etcd sends them to the leader only and
 //!   checkpoints remaining TTLs); simpler and agreed by every member, at the cost of a log entry

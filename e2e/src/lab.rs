@@ -51,15 +51,25 @@ pub struct Lab {
     /// `lab up`'s output (its timing lines are the lab's benchmark figures).
     pub up_output: String,
     down: bool,
+    /// Extra environment for every `lab` run (e.g. `KUBELAB_RUST_LOG`), so a `lab up` again
+    /// starts the nodes the same way.
+    env: Vec<(String, String)>,
 }
 
 impl Lab {
     /// `lab up`: blocks (in a blocking thread) until the three nodes are Ready.
     pub async fn up() -> anyhow::Result<Lab> {
+        Lab::up_with_env(&[]).await
+    }
+
+    /// [`Lab::up`] with extra environment for the `lab` script, such as
+    /// `KUBELAB_RUST_LOG=info,kubelet::pleg=debug` (the nodes' `RUST_LOG`).
+    pub async fn up_with_env(env: &[(&str, &str)]) -> anyhow::Result<Lab> {
         let kubectl = crate::apiserver::kubectl_bin()?;
         let home = tempfile::Builder::new().prefix("kubelab-e2e-lab-").tempdir()?;
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         // Any lab left by an earlier, interrupted run would hold the ports and the volumes.
-        let mut lab = Lab { home, kubectl, up_output: String::new(), down: false };
+        let mut lab = Lab { home, kubectl, up_output: String::new(), down: false, env };
         let out = lab.run_script(&["down", "-v"]).await?;
         if !out.status.success() {
             eprintln!("[lab] cleanup before up: {}", String::from_utf8_lossy(&out.stderr));
@@ -71,7 +81,7 @@ impl Lab {
     /// Runs `deploy/lab/lab ARGS…` off the executor; the script's stderr (progress) is echoed.
     pub async fn run_script(&self, args: &[&str]) -> anyhow::Result<Output> {
         let mut cmd = Command::new(lab_script());
-        cmd.args(args).env("KUBECTL_BIN", &self.kubectl).env("HOME", self.home.path()).stdin(Stdio::null());
+        cmd.args(args).env("KUBECTL_BIN", &self.kubectl).env("HOME", self.home.path()).envs(self.env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null());
         if let Ok(bin) = crate::kubelab_bin() {
             cmd.env("KUBELAB_BIN", bin);
         }
@@ -91,14 +101,19 @@ impl Lab {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The pinned kubectl (temporary `$HOME`, no `$KUBECONFIG`) pointed at `node`'s API server,
+    /// without a request timeout: for watches (`get -w`) the caller ends itself.
+    pub fn kubectl_command(&self, node: &str) -> Command {
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.arg("--server").arg(format!("http://127.0.0.1:{}", api_port(node))).env("HOME", self.home.path()).env_remove("KUBECONFIG");
+        cmd
+    }
+
     /// kubectl (pinned, temporary `$HOME`) against `node`'s API server.
     pub async fn kubectl(&self, node: &str, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Output> {
-        let mut cmd = Command::new(&self.kubectl);
-        cmd.arg("--server")
-            .arg(format!("http://127.0.0.1:{}", api_port(node)))
-            .arg("--request-timeout=5s")
+        let mut cmd = self.kubectl_command(node);
+        cmd.arg("--request-timeout=5s")
             .args(args)
-            .env("HOME", self.home.path())
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -136,6 +151,45 @@ impl Lab {
         let out = self.kubectl(node, &["apply", "-f", "-"], Some(manifest)).await?;
         anyhow::ensure!(out.status.success(), "kubectl apply via {node}: {}", String::from_utf8_lossy(&out.stderr));
         Ok(())
+    }
+
+    /// `docker exec kubelab-NODE ARGS…` (a shell, `ctr`, a file edit inside a node), off the
+    /// executor; the caller judges the exit status.
+    pub async fn exec(&self, node: &str, args: &[&str]) -> anyhow::Result<Output> {
+        let mut cmd = Command::new("docker");
+        cmd.arg("exec").arg(format!("kubelab-{node}")).args(args).stdin(Stdio::null());
+        let what = format!("docker exec kubelab-{node} {}", args.join(" "));
+        tokio::task::spawn_blocking(move || cmd.output()).await?.with_context(|| what.clone())
+    }
+
+    /// [`Lab::exec`], failing unless it exits 0; returns stdout.
+    pub async fn exec_ok(&self, node: &str, args: &[&str]) -> anyhow::Result<String> {
+        let out = self.exec(node, args).await?;
+        anyhow::ensure!(out.status.success(), "docker exec kubelab-{node} {} failed ({}): {}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr));
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The node agent's log (the node container's output) written since `since`, without
+    /// colour codes. The host and the containers share one clock.
+    pub async fn agent_log_since(&self, node: &str, since: chrono::DateTime<chrono::Utc>) -> anyhow::Result<String> {
+        let mut cmd = Command::new("docker");
+        cmd.args(["logs", "--since"])
+            .arg(since.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+            .arg(format!("kubelab-{node}"))
+            .stdin(Stdio::null());
+        let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+        anyhow::ensure!(out.status.success(), "docker logs kubelab-{node}: {}", String::from_utf8_lossy(&out.stderr));
+        Ok(strip_ansi(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))))
+    }
+
+    /// `lab logs NODE COMPONENT` (a control-plane pod's CRI log, every restart), without
+    /// colour codes; not echoed.
+    pub async fn component_log(&self, node: &str, component: &str) -> anyhow::Result<String> {
+        let mut cmd = Command::new(lab_script());
+        cmd.args(["logs", node, component]).env("HOME", self.home.path()).stdin(Stdio::null());
+        let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+        anyhow::ensure!(out.status.success(), "lab logs {node} {component}: {}", String::from_utf8_lossy(&out.stderr));
+        Ok(strip_ansi(&String::from_utf8_lossy(&out.stdout)))
     }
 
     /// etcdctl (API v3) run inside `via` against all three store members.
@@ -231,7 +285,12 @@ impl Lab {
         }
         self.down = true;
         let start = Instant::now();
-        let out = Command::new(lab_script()).args(["down", "-v"]).env("HOME", self.home.path()).stdin(Stdio::null()).output();
+        let out = Command::new(lab_script())
+            .args(["down", "-v"])
+            .env("HOME", self.home.path())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output();
         match out {
             Ok(o) if o.status.success() => eprintln!("[lab] down -v in {:.1?}", start.elapsed()),
             Ok(o) => eprintln!("[lab] down -v failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr)),
@@ -249,7 +308,40 @@ impl Drop for Lab {
     }
 }
 
+/// `text` without ANSI colour sequences (`ESC [ … m`): the node agent colours its log even when
+/// it is not a terminal, and tests search the plain text.
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates, up to and including the final byte (@ to ~).
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Seconds with one decimal, for the timing lines.
 pub fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_ansi;
+
+    #[test]
+    fn strip_ansi_keeps_the_text() {
+        let line = "\u{1b}[2m2026-11-30T07:39:12Z\u{1b}[0m \u{1b}[33m WARN\u{1b}[0m \u{1b}[2mkubelet::config\u{1b}[0m\u{1b}[2m:\u{1b}[0m skipped \u{1b}[3mpath\u{1b}[0m\u{1b}[2m=\u{1b}[0m/x.yaml";
+        assert_eq!(strip_ansi(line), "2026-11-30T07:39:12Z  WARN kubelet::config: skipped path=/x.yaml");
+        assert_eq!(strip_ansi("plain [text]"), "plain [text]");
+    }
 }

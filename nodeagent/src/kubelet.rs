@@ -20,7 +20,7 @@ use crate::container::{self as kc, PodLifecycleEvent};
 use crate::events::{self, Recorder};
 use crate::kuberuntime::kuberuntime_container::{Deadline, FORCED_GRACE_PERIOD};
 use crate::kuberuntime::{RuntimeManager, SyncInputs};
-use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType};
+use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType, WorkerState};
 use crate::prober::{ProbeResult, ProbeType, ProberManager};
 use crate::status::StatusManager;
 use crate::volumemanager::VolumeManager;
@@ -628,12 +628,7 @@ fn handle_pod_addition(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, pod: Po
             reject_pod(kubelet, &pod, &reason, &message);
             return;
         }
-        let active: Vec<Pod> = kubelet
-            .desired_pods()
-            .iter()
-            .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded") | Some("Failed")))
-            .map(|p| (**p).clone())
-            .collect();
+        let active = active_pods(kubelet, workers);
         let node = kubelet.node.borrow().clone();
         if let Some(node) = node {
             let r = crate::lifecycle::predicate::can_admit_pod(&node, &active, &pod, kubelet.max_pods as usize);
@@ -651,6 +646,28 @@ fn handle_pod_addition(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, pod: Po
         grace_override: None,
         removed: false,
     });
+}
+
+/// The pods that hold resources on this node, for admission (kubelet's GetActivePods and
+/// filterOutInactivePods): every pod a source wants except those that are done. A pod is done
+/// once its containers have stopped, which the status manager's terminal phase (set at that
+/// moment) and the worker's Terminated state say at once; the API server's copy, which the pod
+/// manager holds, says so only later. The scheduler frees a pod's resources as soon as it sees
+/// that terminal status, and a pod it then binds here must not be refused for them (seen in the
+/// lab: a pod bound the moment the pod filling the node turned Failed was rejected OutOfcpu).
+pub(crate) fn active_pods(kubelet: &Kubelet, workers: &PodWorkers) -> Vec<Pod> {
+    let terminal = |phase: Option<&str>| matches!(phase, Some("Succeeded") | Some("Failed"));
+    kubelet
+        .desired_pods()
+        .iter()
+        .filter(|p| {
+            let uid = uid(p);
+            !terminal(p.status.as_ref().and_then(|s| s.phase.as_deref()))
+                && !kubelet.status.get_pod_status(&uid).is_some_and(|s| terminal(s.phase.as_deref()))
+                && workers.state(&uid) != Some(WorkerState::Terminated)
+        })
+        .map(|p| (**p).clone())
+        .collect()
 }
 
 /// rejectPod: the pod fails on this node with the admission reason, and an event says why.

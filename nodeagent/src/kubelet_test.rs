@@ -336,3 +336,23 @@ async fn probes_drive_readiness_and_restart_unhealthy_containers() {
     workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Kill, grace_override: None, removed: true });
     wait_for("the workers to stop", || h.kubelet.probes.worker_count() == 0).await;
 }
+
+/// Admission stops counting a pod the moment its containers have stopped, before the API
+/// server's copy (what the pod manager holds) turns terminal: the scheduler frees the pod's
+/// resources as soon as it sees the status manager's terminal write.
+#[actix_rt::test]
+async fn a_pod_whose_containers_stopped_holds_nothing_for_admission() {
+    let h = harness().await;
+    let p = Arc::new(pod("u7", &format!("  containers:\n  - {{name: app, image: '{IMAGE}', resources: {{requests: {{cpu: '1'}}}}}}\n")));
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    start(&h, &mut workers, &p);
+    wait_for("a Running status", || phase(&h, "u7") == "Running").await;
+    let active = |w: &PodWorkers| crate::kubelet::active_pods(&h.kubelet, w).into_iter().filter_map(|p| p.metadata.uid).collect::<Vec<_>>();
+    assert_eq!(active(&workers), vec!["u7".to_string()]);
+
+    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Kill, grace_override: Some(0), removed: false });
+    wait_for("the containers to stop", || phase(&h, "u7") == "Failed").await;
+    let api_copy = h.kubelet.pod_manager.lock().expect("lock").pods.get("u7").and_then(|p| p.status.clone()).and_then(|s| s.phase);
+    assert_eq!(api_copy, None, "the pod manager's copy has not heard of the terminal phase");
+    assert!(active(&workers).is_empty(), "a pod whose containers stopped must not count");
+}

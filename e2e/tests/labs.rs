@@ -1,0 +1,463 @@
+//! The hands-on exercises of `docs/labs/`, run the way each page tells a reader to run them, on
+//! one Docker Compose lab (`deploy/lab/lab`), and checked for what each page says to observe.
+//!
+//! One `#[tokio::test]` brings the lab up once (bringing it up costs more than all the exercises
+//! together) and runs the exercises in sequence, one async fn each, named after its page. The
+//! order differs from the pages': the exercises that disturb the cluster come last, and each
+//! one leaves the lab as it found it (or heals it) for the next:
+//!
+//! | fn | page | disturbs |
+//! | --- | --- | --- |
+//! | [`ex01_schedule_a_pod`] | 01-schedule-a-pod.md | nothing |
+//! | [`ex03_mirror_pod`] | 03-mirror-pod.md | a mirror pod (recreated) |
+//! | [`ex04_broken_static_pod`] | 04-broken-static-pod.md | node3's scheduler (restored) |
+//! | [`ex05_fill_a_node`] | 05-fill-a-node.md | node3's CPU (freed) |
+//! | [`ex06_pleg_sees_a_container_die`] | 06-pleg-container-death.md | one container (restarted) |
+//! | [`ex02_store_leader_election`] | 02-store-leader-election.md | a whole node (started again) |
+//!
+//! The lab runs with `KUBELAB_RUST_LOG=info,kubelet::pleg=debug`, as the README asks readers to
+//! start it, so that exercise 06 can show PLEG's own log line.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, ensure};
+use chrono::Utc;
+use e2e::lab::{Lab, NODES, secs, store_endpoints};
+use e2e::poll_until;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+/// The nodes' log filter: info, plus PLEG's one line per event (exercise 06).
+const RUST_LOG: &str = "info,kubelet::pleg=debug";
+/// How long a pod gets to run (three control planes share two cores with other work).
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a log line, an event or a recreated object gets to show up.
+const SHOW_TIMEOUT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(500);
+const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+/// Where the lab's node agents read static pod manifests (node-entrypoint.sh).
+const MANIFESTS: &str = "/etc/kubelab/manifests";
+
+// ---- helpers ----
+
+/// A busybox pod in `default`, as the pages write them: pinned to `node` when given, with a CPU
+/// request when given.
+fn pod(name: &str, node: Option<&str>, command: &[&str], cpu: Option<&str>) -> String {
+    let mut container = json!({"name": "main", "image": BUSYBOX, "imagePullPolicy": "Never", "command": command});
+    if let Some(cpu) = cpu {
+        container["resources"] = json!({"requests": {"cpu": cpu}});
+    }
+    let mut spec = json!({"terminationGracePeriodSeconds": 1, "containers": [container]});
+    if let Some(node) = node {
+        spec["nodeSelector"] = json!({"kubernetes.io/hostname": node});
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}).to_string()
+}
+
+/// Exercise 01's pod, reused by 06.
+fn hello() -> String {
+    pod("hello", None, &["sh", "-c", "echo hello from $(hostname); sleep 100000"], None)
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// Waits until pod `ns/name` is Running with a container ID; returns it.
+async fn wait_running(lab: &Lab, ns: &str, name: &str) -> anyhow::Result<Value> {
+    poll_until(&format!("{ns}/{name} Running"), RUN_TIMEOUT, POLL, || async {
+        let p = lab.get_json("node1", &["pod", "-n", ns, name]).await?;
+        let running = str_at(&p, "/status/phase") == "Running" && !str_at(&p, "/status/containerStatuses/0/containerID").is_empty();
+        Ok(running.then_some(p))
+    })
+    .await
+}
+
+/// (reason, message, count) of the events about pod `name` in `default`.
+async fn events(lab: &Lab, name: &str) -> anyhow::Result<Vec<(String, String, u64)>> {
+    let selector = format!("involvedObject.name={name}");
+    let v = lab.get_json("node1", &["events", "-n", "default", "--field-selector", &selector]).await?;
+    Ok(v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| (str_at(e, "/reason").to_string(), str_at(e, "/message").to_string(), e["count"].as_u64().unwrap_or(1)))
+        .collect())
+}
+
+/// Polls the node agent's log since `since` until `want` holds for one line; returns that line.
+async fn agent_log_line(lab: &Lab, node: &str, since: chrono::DateTime<Utc>, what: &str, want: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+    poll_until(&format!("{node}'s agent to log {what}"), SHOW_TIMEOUT, POLL, || async {
+        let log = lab.agent_log_since(node, since).await?;
+        Ok(log.lines().find(|l| want(l)).map(str::to_string))
+    })
+    .await
+}
+
+/// The container ID without its `containerd://` prefix.
+fn bare_id(container_id: &str) -> &str {
+    container_id.rsplit("://").next().unwrap_or(container_id)
+}
+
+/// `kubectl get … -w` in the background, read line by line as kubectl prints them.
+struct KubectlWatch {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl KubectlWatch {
+    fn start(lab: &Lab, via: &str, args: &[&str]) -> anyhow::Result<KubectlWatch> {
+        let mut cmd = tokio::process::Command::from(lab.kubectl_command(via));
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+        let mut child = cmd.spawn().context("starting kubectl get -w")?;
+        let stdout = child.stdout.take().context("kubectl's stdout")?;
+        Ok(KubectlWatch { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() })
+    }
+
+    /// Reads until a line satisfies `want`; returns every line read so far.
+    async fn until(&mut self, timeout: Duration, want: impl Fn(&str) -> bool) -> anyhow::Result<&[String]> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
+                .await
+                .with_context(|| format!("kubectl -w printed nothing wanted in {timeout:?}: {:?}", self.seen))??
+                .with_context(|| format!("kubectl -w ended: {:?}", self.seen))?;
+            let done = want(&line);
+            self.seen.push(line);
+            if done {
+                return Ok(&self.seen);
+            }
+        }
+    }
+
+    async fn stop(mut self) {
+        // Our own child, by its handle.
+        let _ = self.child.kill().await;
+    }
+}
+
+/// A `kubectl get pods` row's columns: NAME READY STATUS RESTARTS AGE (RESTARTS may read
+/// `1 (2s ago)`, so only the first four are taken at their positions).
+fn row(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// Each answering store member's (node, is leader, raft term), asking from `via`.
+async fn store_members(lab: &Lab, via: &str) -> anyhow::Result<Vec<(String, bool, u64)>> {
+    let eps = store_endpoints();
+    // `endpoint status` exits non-zero when one member is down but prints the others.
+    let out = lab.exec(via, &["env", "ETCDCTL_API=3", "etcdctl", "--command-timeout=3s", "--endpoints", &eps, "endpoint", "status", "-w", "json"]).await?;
+    let v: Value = serde_json::from_slice(&out.stdout).with_context(|| format!("endpoint status: {}", String::from_utf8_lossy(&out.stderr)))?;
+    let mut members = Vec::new();
+    for e in v.as_array().into_iter().flatten() {
+        let ep = str_at(e, "/Endpoint");
+        let node = NODES.iter().find(|n| ep.starts_with(e2e::lab::node_ip(n))).context("an endpoint of no node")?;
+        let id = e.pointer("/Status/header/member_id").and_then(Value::as_u64);
+        let leader = e.pointer("/Status/leader").and_then(Value::as_u64);
+        let term = e.pointer("/Status/raftTerm").or_else(|| e.pointer("/Status/header/raft_term")).and_then(Value::as_u64).unwrap_or(0);
+        members.push((node.to_string(), id.is_some() && id == leader, term));
+    }
+    Ok(members)
+}
+
+/// Waits until the three members answer and one leads; returns (leader, its term).
+async fn store_settled(lab: &Lab, via: &str, timeout: Duration) -> anyhow::Result<(String, u64)> {
+    poll_until("three store members and a leader", timeout, Duration::from_secs(1), || async {
+        let m = store_members(lab, via).await?;
+        let leader = m.iter().find(|(_, l, _)| *l).map(|(n, _, t)| (n.clone(), *t));
+        Ok(leader.filter(|_| m.len() == 3))
+    })
+    .await
+}
+
+// ---- the exercises ----
+
+/// 01: watch a pod being scheduled and started (`kubectl get pods -w`, events, `kubelab trace`).
+async fn ex01_schedule_a_pod(lab: &Lab) -> anyhow::Result<()> {
+    let mut watch = KubectlWatch::start(lab, "node1", &["get", "pods", "-w"])?;
+    // With no pod yet kubectl prints nothing, so there is no line to wait for: give it a moment
+    // to list and open its watch, or the first row could already be past Pending.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    lab.apply("node1", &hello()).await?;
+    let lines = watch.until(RUN_TIMEOUT, |l| row(l).first() == Some(&"hello") && row(l).get(2) == Some(&"Running")).await?;
+    let statuses: Vec<String> = lines.iter().map(|l| row(l)).filter(|r| r.first() == Some(&"hello")).filter_map(|r| r.get(2).map(|s| s.to_string())).collect();
+    watch.stop().await;
+    ensure!(statuses.first().map(String::as_str) == Some("Pending"), "the watch should start at Pending: {statuses:?}");
+    eprintln!("[labs] 01: kubectl get pods -w saw {statuses:?}");
+
+    let p = wait_running(lab, "default", "hello").await?;
+    let node = str_at(&p, "/spec/nodeName").to_string();
+    let ip = str_at(&p, "/status/podIP").to_string();
+    let index = NODES.iter().position(|n| *n == node).context("hello ran on no lab node")? + 1;
+    ensure!(ip.starts_with(&format!("10.244.{index}.")), "hello's IP {ip} is not in {node}'s pod CIDR");
+
+    // The events, one per hop: scheduler, then the node agent.
+    let evs = poll_until("hello's events", SHOW_TIMEOUT, POLL, || async {
+        let e = events(lab, "hello").await?;
+        Ok(["Scheduled", "Pulled", "Created", "Started"].iter().all(|r| e.iter().any(|(reason, _, _)| reason == r)).then_some(e))
+    })
+    .await?;
+    let scheduled = evs.iter().find(|(r, _, _)| r == "Scheduled").map(|(_, m, _)| m.clone()).unwrap_or_default();
+    ensure!(scheduled == format!("Successfully assigned default/hello to {node}"), "Scheduled event: {scheduled:?}");
+
+    let logs = lab.kubectl_ok("node1", &["logs", "hello"]).await?;
+    ensure!(logs.contains("hello from hello"), "kubectl logs hello: {logs:?}");
+
+    // kubelab trace: the API server's, the scheduler's and the node agent's steps in one table.
+    let bin = e2e::kubelab_bin()?;
+    let trace = poll_until("kubelab trace pod/hello with the node agent's steps", SHOW_TIMEOUT, POLL, || async {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.args(["trace", "pod/hello", "--server", "http://127.0.0.1:6443"]).env_remove("KUBECONFIG").stdin(Stdio::null());
+        let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+        ensure!(out.status.success(), "kubelab trace: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        Ok(text.contains("StartContainer").then_some(text))
+    })
+    .await?;
+    for step in ["store write", "schedule_one", "bind", "step5_run_pod_sandbox", "step7_container", "StartContainer"] {
+        ensure!(trace.contains(step), "kubelab trace lacks {step:?}:\n{trace}");
+    }
+    let bind = trace.lines().find(|l| l.contains(" bind ")).unwrap_or_default();
+    ensure!(bind.contains(&format!("node={node}")), "the bind step should name {node}: {bind:?}");
+    ensure!(
+        trace.lines().any(|l| l.contains("step5_run_pod_sandbox") && l.contains(&node) && l.contains(&format!("pod_ip={ip}"))),
+        "the sandbox step should run on {node} and give {ip}:\n{trace}"
+    );
+    Ok(())
+}
+
+/// 03: delete a mirror pod; the node agent makes a new one, and the static pod never stops.
+async fn ex03_mirror_pod(lab: &Lab) -> anyhow::Result<()> {
+    let (node, name) = ("node3", "scheduler-node3");
+    let before = wait_running(lab, "kube-system", name).await?;
+    let uid = str_at(&before, "/metadata/uid").to_string();
+    let cid = str_at(&before, "/status/containerStatuses/0/containerID").to_string();
+    let restarts = before.pointer("/status/containerStatuses/0/restartCount").and_then(Value::as_u64);
+    let hash = str_at(&before, "/metadata/annotations/kubernetes.io~1config.hash");
+    ensure!(!hash.is_empty() && str_at(&before, "/metadata/annotations/kubernetes.io~1config.mirror") == hash, "{name} should carry config.mirror = config.hash");
+    ensure!(str_at(&before, "/metadata/ownerReferences/0/kind") == "Node", "a mirror pod is owned by its Node");
+
+    let since = Utc::now();
+    lab.kubectl_ok("node1", &["delete", "pod", "-n", "kube-system", name]).await?;
+    let after = poll_until(&format!("a new mirror pod {name}"), SHOW_TIMEOUT, POLL, || async {
+        let p = lab.get_json("node1", &["pod", "-n", "kube-system", name]).await?;
+        let fresh = str_at(&p, "/metadata/uid") != uid && str_at(&p, "/status/phase") == "Running";
+        Ok(fresh.then_some(p))
+    })
+    .await?;
+    let new_uid = str_at(&after, "/metadata/uid").to_string();
+    ensure!(str_at(&after, "/status/containerStatuses/0/containerID") == cid, "the static pod's container must not have been restarted");
+    ensure!(after.pointer("/status/containerStatuses/0/restartCount").and_then(Value::as_u64) == restarts, "restart count changed");
+    agent_log_line(lab, node, since, "created mirror pod", |l| l.contains("kubelet::mirror") && l.contains("created mirror pod") && l.contains(&new_uid)).await?;
+    eprintln!("[labs] 03: {name} {uid} → {new_uid}, container {} kept", bare_id(&cid));
+    Ok(())
+}
+
+/// 04: break a static pod manifest twice (bad YAML, then an invalid pod), then fix it.
+async fn ex04_broken_static_pod(lab: &Lab) -> anyhow::Result<()> {
+    let node = "node3";
+    let path = format!("{MANIFESTS}/scheduler.yaml");
+    let others = ["store-node3", "apiserver-node3", "controller-manager-node3"];
+    let snapshot = || async {
+        let mut s = Vec::new();
+        for o in others {
+            let p = lab.get_json("node1", &["pod", "-n", "kube-system", o]).await?;
+            s.push((o, str_at(&p, "/status/containerStatuses/0/containerID").to_string(), p.pointer("/status/containerStatuses/0/restartCount").and_then(Value::as_u64)));
+        }
+        Ok::<_, anyhow::Error>(s)
+    };
+    let others_before = snapshot().await?;
+    let before = wait_running(lab, "kube-system", "scheduler-node3").await?;
+    let old_cid = str_at(&before, "/status/containerStatuses/0/containerID").to_string();
+    lab.exec_ok(node, &["cp", &path, "/root/scheduler.yaml.good"]).await?;
+
+    // Break 1: not YAML any more. The agent says so once, and the pod and its mirror go.
+    let since = Utc::now();
+    lab.exec_ok(node, &["sed", "-i", "s/^spec:/spec: [/", &path]).await?;
+    let warn = agent_log_line(lab, node, since, "the bad YAML", |l| l.contains("WARN") && l.contains("could not read static pod manifest; skipped") && l.contains("invalid YAML")).await?;
+    ensure!(warn.contains(&format!("path={path}")), "the warning should name the file: {warn}");
+    poll_until("scheduler-node3's mirror pod gone", SHOW_TIMEOUT, POLL, || async {
+        let out = lab.kubectl("node1", &["get", "pod", "-n", "kube-system", "scheduler-node3"], None).await?;
+        Ok(String::from_utf8_lossy(&out.stderr).contains("NotFound").then_some(()))
+    })
+    .await?;
+    agent_log_line(lab, node, since, "the mirror pod's removal", |l| l.contains("deleting the mirror pod of a static pod that is gone") && l.contains("scheduler-node3")).await?;
+    let tasks = lab.exec_ok(node, &["ctr", "-n", "k8s.io", "tasks", "ls"]).await?;
+    ensure!(!tasks.contains(bare_id(&old_cid)), "the scheduler's container still runs:\n{tasks}");
+
+    // Break 2: YAML, but not a valid pod (no image). The message names the field.
+    let since = Utc::now();
+    let script = format!("sed 's/image: .*/image: \"\"/' /root/scheduler.yaml.good > {path}.tmp && mv {path}.tmp {path}");
+    lab.exec_ok(node, &["sh", "-c", &script]).await?;
+    agent_log_line(lab, node, since, "the invalid pod", |l| l.contains("could not read static pod manifest; skipped") && l.contains("invalid pod: spec.containers[0].image: Required value")).await?;
+
+    // The other static pods on node3 never noticed.
+    ensure!(snapshot().await? == others_before, "the other static pods on {node} changed");
+
+    // Fix: the pod comes back (a new container), with a new mirror pod.
+    lab.exec_ok(node, &["cp", "/root/scheduler.yaml.good", &path]).await?;
+    let back = wait_running(lab, "kube-system", "scheduler-node3").await?;
+    ensure!(str_at(&back, "/status/containerStatuses/0/containerID") != old_cid, "the restored scheduler should run in a new container");
+    ensure!(snapshot().await? == others_before, "the other static pods on {node} changed");
+    Ok(())
+}
+
+/// The message kube-scheduler gives for a pod pinned to a full node among three.
+const FULL_NODE_MESSAGE: &str = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector.";
+
+/// 05: fill node3's CPU, watch a pod that needs a little more stay Pending with FailedScheduling,
+/// then free the CPU and watch it scheduled.
+async fn ex05_fill_a_node(lab: &Lab) -> anyhow::Result<()> {
+    let node = "node3";
+    let n = lab.get_json("node1", &["node", node]).await?;
+    let cpu = str_at(&n, "/status/allocatable/cpu").to_string();
+    ensure!(!cpu.is_empty(), "{node} reports no allocatable cpu");
+    lab.apply("node1", &pod("filler", Some(node), &["sleep", "100000"], Some(&cpu))).await?;
+    wait_running(lab, "default", "filler").await.context("filler (requests all of node3's allocatable CPU: does another pod on node3 request CPU?)")?;
+
+    lab.apply("node1", &pod("one-more", Some(node), &["sleep", "100000"], Some("100m"))).await?;
+    poll_until("one-more's FailedScheduling event", SHOW_TIMEOUT, POLL, || async {
+        let e = events(lab, "one-more").await?;
+        Ok(e.iter().any(|(r, m, _)| r == "FailedScheduling" && m == FULL_NODE_MESSAGE).then_some(()))
+    })
+    .await?;
+    let p = lab.get_json("node1", &["pod", "one-more"]).await?;
+    ensure!(str_at(&p, "/status/phase") == "Pending" && str_at(&p, "/spec/nodeName").is_empty(), "one-more should be Pending and unbound");
+    let cond = p["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "PodScheduled").cloned().unwrap_or_default();
+    ensure!(cond["status"] == "False" && cond["reason"] == "Unschedulable" && cond["message"] == FULL_NODE_MESSAGE, "PodScheduled condition: {cond}");
+
+    // Room again: the scheduler's queue moves the pod back when a pod on the node is deleted.
+    lab.kubectl_ok("node1", &["delete", "pod", "filler"]).await?;
+    let p = wait_running(lab, "default", "one-more").await?;
+    ensure!(str_at(&p, "/spec/nodeName") == node, "one-more should run on {node}");
+    let e = events(lab, "one-more").await?;
+    ensure!(e.iter().any(|(r, m, _)| r == "Scheduled" && m == &format!("Successfully assigned default/one-more to {node}")), "no Scheduled event: {e:?}");
+    lab.kubectl_ok("node1", &["delete", "pod", "one-more", "--wait=false"]).await?;
+    Ok(())
+}
+
+/// 06: kill a container's process behind the node agent's back; PLEG's relist notices, the pod
+/// worker restarts it, and the status records the death.
+async fn ex06_pleg_sees_a_container_die(lab: &Lab) -> anyhow::Result<()> {
+    lab.apply("node1", &hello()).await?;
+    let p = wait_running(lab, "default", "hello").await?;
+    let node = str_at(&p, "/spec/nodeName").to_string();
+    let cid = str_at(&p, "/status/containerStatuses/0/containerID").to_string();
+    let restarts = p.pointer("/status/containerStatuses/0/restartCount").and_then(Value::as_u64).unwrap_or(0);
+    let started_before: u64 = events(lab, "hello").await?.iter().filter(|(r, _, _)| r == "Started").map(|(_, _, c)| c).sum();
+
+    let mut watch = KubectlWatch::start(lab, "node1", &["get", "pod", "hello", "-w"])?;
+    // The first row is the current state: the watch is open.
+    watch.until(SHOW_TIMEOUT, |l| row(l).first() == Some(&"hello")).await?;
+    let since = Utc::now();
+    lab.exec_ok(&node, &["ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", bare_id(&cid)]).await?;
+    let want = (restarts + 1).to_string();
+    let lines = watch.until(RUN_TIMEOUT, |l| row(l).get(2) == Some(&"Running") && row(l).get(3) == Some(&want.as_str())).await?.to_vec();
+    watch.stop().await;
+    eprintln!("[labs] 06: kubectl get pod hello -w: {lines:?}");
+
+    let died = agent_log_line(lab, &node, since, "PLEG's ContainerDied", |l| l.contains("kubelet::pleg") && l.contains("PLEG event") && l.contains("event=ContainerDied") && l.contains(bare_id(&cid))).await?;
+    eprintln!("[labs] 06: {died}");
+    let p = lab.get_json("node1", &["pod", "hello"]).await?;
+    let s = &p["status"]["containerStatuses"][0];
+    ensure!(s["restartCount"].as_u64() == Some(restarts + 1), "restartCount: {s}");
+    ensure!(s["lastState"]["terminated"]["exitCode"] == 137, "lastState should record the SIGKILL (exit code 137): {s}");
+    ensure!(s["lastState"]["terminated"]["containerID"] == cid.as_str(), "lastState should name the killed container: {s}");
+    let new_cid = s["containerID"].as_str().unwrap_or_default().to_string();
+    ensure!(new_cid != cid && !new_cid.is_empty(), "a new container should run: {s}");
+    agent_log_line(lab, &node, since, "PLEG's ContainerStarted", |l| l.contains("PLEG event") && l.contains("event=ContainerStarted") && l.contains(bare_id(&new_cid))).await?;
+    poll_until("a second Started event", SHOW_TIMEOUT, POLL, || async {
+        let started: u64 = events(lab, "hello").await?.iter().filter(|(r, _, _)| r == "Started").map(|(_, _, c)| c).sum();
+        Ok((started > started_before).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// 02: kill the node of the store's raft leader; the other two elect a new leader at a higher
+/// term and keep serving writes and pods; the node comes back as a follower and catches up.
+async fn ex02_store_leader_election(lab: &Lab) -> anyhow::Result<()> {
+    let (leader, term) = store_settled(lab, "node1", SHOW_TIMEOUT).await?;
+    let survivor = NODES.iter().find(|n| **n != leader).copied().context("no other node")?;
+    eprintln!("[labs] 02: store leader {leader} at term {term}; asking {survivor}");
+
+    let killed = Instant::now();
+    lab.script_ok(&["kill", &leader]).await?;
+    // Writes through a surviving node's API server.
+    poll_until(&format!("a write via {survivor}"), SHOW_TIMEOUT, Duration::from_millis(250), || async {
+        let out = lab.kubectl(survivor, &["create", "configmap", "written-after-the-kill", "--from-literal=k=v"], None).await?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        ensure!(out.status.success() || err.contains("AlreadyExists"), "{}", err.trim());
+        Ok(Some(()))
+    })
+    .await?;
+    let write_gap = killed.elapsed();
+    // A write needs a leader, so there is one by now; ask until the answer is settled.
+    let (new_leader, new_term) = poll_until("a new leader among the two survivors", SHOW_TIMEOUT, Duration::from_secs(1), || async {
+        let members = store_members(lab, survivor).await?;
+        ensure!(members.len() == 2, "two members should answer: {members:?}");
+        Ok(members.iter().find(|(n, l, _)| *l && *n != leader).map(|(n, _, t)| (n.clone(), *t)))
+    })
+    .await?;
+    ensure!(new_term > term, "the new leader's term {new_term} should be above {term}");
+    let log = lab.component_log(&new_leader, "store").await?;
+    ensure!(log.contains(&format!("became leader at term {new_term}")), "{new_leader}'s store log lacks the election");
+    eprintln!("[labs] 02: {new_leader} leads at term {new_term}; a write went through {} after the kill", secs(write_gap));
+
+    // The rest of the control plane carries on: a new pod is scheduled and started.
+    lab.apply(survivor, &pod("after-failover", Some(survivor), &["sleep", "100000"], None)).await?;
+    poll_until("after-failover Running", RUN_TIMEOUT, POLL, || async {
+        let p = lab.get_json(survivor, &["pod", "after-failover"]).await?;
+        Ok((str_at(&p, "/status/phase") == "Running").then_some(()))
+    })
+    .await?;
+
+    // Back: the old leader rejoins as a follower of the new term and serves what it missed.
+    lab.script_ok(&["start", &leader]).await?;
+    let (_, term_after) = store_settled(lab, survivor, Duration::from_secs(120)).await?;
+    ensure!(term_after >= new_term, "the term went back: {term_after} < {new_term}");
+    // Answering `endpoint status` comes a moment before hearing from the leader.
+    poll_until(&format!("{leader}'s store a follower at term {new_term} or later"), SHOW_TIMEOUT, POLL, || async {
+        let log = lab.component_log(&leader, "store").await?;
+        let terms = log.lines().filter_map(|l| l.split("became follower at term ").nth(1)).filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok());
+        Ok(terms.into_iter().any(|t| t >= new_term).then_some(()))
+    })
+    .await?;
+    poll_until(&format!("the write via {leader}'s own API server"), Duration::from_secs(120), Duration::from_secs(1), || async {
+        let v = lab.get_json(&leader, &["configmaps"]).await?;
+        Ok(v["items"].as_array().into_iter().flatten().any(|c| c["metadata"]["name"] == "written-after-the-kill").then_some(()))
+    })
+    .await?;
+    poll_until("three nodes Ready", Duration::from_secs(120), Duration::from_secs(1), || async {
+        let r = lab.node_readiness(survivor).await?;
+        Ok((r.len() == 3 && r.values().all(|s| s == "True")).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+async fn run<F: std::future::Future<Output = anyhow::Result<()>>>(name: &str, exercise: F) {
+    let start = Instant::now();
+    if let Err(e) = exercise.await {
+        panic!("exercise {name} failed: {e:#}");
+    }
+    println!("  exercise {name}: {}", secs(start.elapsed()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_exercises() {
+    let mut lab = Lab::up_with_env(&[("KUBELAB_RUST_LOG", RUST_LOG)]).await.expect("lab up");
+    let start = Instant::now();
+    println!("lab exercises:");
+    run("01-schedule-a-pod", ex01_schedule_a_pod(&lab)).await;
+    run("03-mirror-pod", ex03_mirror_pod(&lab)).await;
+    run("04-broken-static-pod", ex04_broken_static_pod(&lab)).await;
+    run("05-fill-a-node", ex05_fill_a_node(&lab)).await;
+    run("06-pleg-container-death", ex06_pleg_sees_a_container_die(&lab)).await;
+    run("02-store-leader-election", ex02_store_leader_election(&lab)).await;
+    println!("  all exercises: {}", secs(start.elapsed()));
+    lab.down();
+}

@@ -45,7 +45,7 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct OtlpArgs {
     /// Export pod spans with OpenTelemetry (OTLP over HTTP/protobuf) to this base URL, e.g.
     /// http://127.0.0.1:4318 for Jaeger, Tempo or an OpenTelemetry Collector. Off by default.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", value_parser = traces_url)]
     pub otlp_endpoint: Option<String>,
 }
 
@@ -90,14 +90,14 @@ impl Component {
     }
 }
 
-/// `/v1/traces` under the base URL, unless the URL names it already.
-fn traces_url(endpoint: &str) -> anyhow::Result<String> {
+/// `/v1/traces` under the base URL, unless the URL names it already (clap checks the flag with it).
+fn traces_url(endpoint: &str) -> Result<String, String> {
     let base = endpoint.trim().trim_end_matches('/');
-    let uri: http::Uri = base.parse().with_context(|| format!("--otlp-endpoint {endpoint:?} is not a URL like http://127.0.0.1:4318"))?;
-    anyhow::ensure!(
-        matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some(),
-        "--otlp-endpoint {endpoint:?}: want an http:// or https:// URL with a host, like http://127.0.0.1:4318"
-    );
+    let want = "want an http:// or https:// URL with a host, like http://127.0.0.1:4318";
+    let uri: http::Uri = base.parse().map_err(|e| format!("{e}: {want}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none_or(str::is_empty) {
+        return Err(want.into());
+    }
     Ok(if base.ends_with("/v1/traces") { base.to_string() } else { format!("{base}/v1/traces") })
 }
 
@@ -109,8 +109,9 @@ pub struct Exporting {
 impl Exporting {
     /// Builds the pipeline for the components this process runs (the first is the one that owns
     /// spans no component claims).
-    pub fn start(endpoint: &str, components: &[Component]) -> anyhow::Result<Exporting> {
-        let url = traces_url(endpoint)?;
+    /// `url` is the flag's value: the full URL spans are posted to.
+    pub fn start(url: &str, components: &[Component]) -> anyhow::Result<Exporting> {
+        let url = url.to_string();
         let mut exporters = Vec::new();
         for &c in components {
             let e = opentelemetry_otlp::SpanExporter::builder()

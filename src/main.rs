@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod otel;
 mod trace;
 mod up;
 
@@ -129,6 +130,8 @@ struct NodeagentArgs {
     /// The sandbox (pause) image; image garbage collection never removes it.
     #[arg(long, default_value = nodeagent::cri::containerd_config::PAUSE_IMAGE)]
     pod_infra_container_image: String,
+    #[command(flatten)]
+    otlp: otel::OtlpArgs,
 }
 
 impl NodeagentArgs {
@@ -221,6 +224,8 @@ struct SchedulerArgs {
     /// Port to serve /healthz and /metrics on (plain HTTP).
     #[arg(long, default_value_t = 10251)]
     port: u16,
+    #[command(flatten)]
+    otlp: otel::OtlpArgs,
 }
 
 /// Flags as kube-apiserver names them.
@@ -247,6 +252,8 @@ struct ApiserverArgs {
     /// How often the store's history is compacted to what it was one interval ago; 0 never.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
+    #[command(flatten)]
+    otlp: otel::OtlpArgs,
 }
 
 /// Flags as kube-controller-manager names them.
@@ -274,6 +281,8 @@ struct ControllerManagerArgs {
     /// marked unreachable (e.g. 40s).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     node_monitor_grace_period: Duration,
+    #[command(flatten)]
+    otlp: otel::OtlpArgs,
 }
 
 /// Flags as etcd names them.
@@ -324,6 +333,8 @@ struct StoreArgs {
     /// Duration of periodic watch progress notifications (e.g. 10m, 5s).
     #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m", value_parser = parse_duration)]
     watch_progress_notify_interval: Duration,
+    #[command(flatten)]
+    otlp: otel::OtlpArgs,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -376,18 +387,40 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+impl Command {
+    /// `--otlp-endpoint` and the components this process runs, for the components that have it.
+    fn otlp(&self) -> Option<(&str, &'static [otel::Component])> {
+        use otel::Component as C;
+        let (args, components): (&otel::OtlpArgs, &'static [C]) = match self {
+            Command::Store(a) => (&a.otlp, &[C::Store]),
+            Command::Apiserver(a) => (&a.otlp, &[C::Apiserver]),
+            Command::ControllerManager(a) => (&a.otlp, &[C::ControllerManager]),
+            Command::Scheduler(a) => (&a.otlp, &[C::Scheduler]),
+            Command::Nodeagent(a) => (&a.otlp, &[C::Nodeagent]),
+            Command::Up(a) => (&a.otlp, C::ALL),
+            Command::Trace(_) => return None,
+        };
+        Some((args.otlp_endpoint.as_deref()?, components))
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::Layer as _;
+    // The flags come first: --otlp-endpoint decides whether spans are exported, and
+    // --record-pod-steps whether they are recorded.
     let cli = Cli::parse();
+    // Declared before everything it traces, so dropped after: the last spans go out at exit.
+    let exporting = cli.command.otlp().map(|(endpoint, components)| otel::Exporting::start(endpoint, components)).transpose()?;
     let log_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Logs go to stderr as RUST_LOG says; pod steps go to the trace recorder whatever it says
-    // (`kubelab trace`): each layer carries its own filter.
+    // (`kubelab trace`), and with --otlp-endpoint to OpenTelemetry: each layer carries its own filter.
     podtrace::set_enabled(cli.record_pod_steps);
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))
         .with(cli.record_pod_steps.then(podtrace::layer))
+        .with(exporting.as_ref().map(otel::Exporting::layer))
         .init();
     // `up` enters a private mount namespace before any thread exists: handled before the runtime.
     if let Command::Up(args) = cli.command {

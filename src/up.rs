@@ -60,6 +60,10 @@ pub struct UpArgs {
     /// The cgroup the node's pods go under.
     #[arg(long, default_value = "/kubelab")]
     pub cgroup_root: String,
+    // --otlp-endpoint: every component exports its pod spans (one process, one pipeline; each
+    // span under its own component's service name).
+    #[command(flatten)]
+    pub otlp: crate::otel::OtlpArgs,
 }
 
 /// One line of start-up progress.

@@ -298,11 +298,23 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
                 check_name_and_namespace(&t, &obj)?;
                 Ok::<_, Error>((obj, warnings))
             })?;
+            // With --otlp-endpoint, the pod carries this request's trace context to the scheduler
+            // and the node agent (podtrace::otel); without, it is left as it came.
+            let mut obj = obj;
+            if info.kind == "Pod" {
+                podtrace::otel::annotate(&mut obj);
+            }
             if info.namespaced {
                 let admission = tracing::info_span!(target: "apiserver", "admission", check = "NamespaceLifecycle", pod_uid = tracing::field::Empty);
                 api.check_namespace_open(ns.unwrap_or("default")).instrument(admission).await?;
             }
             let created = reg.create_with(ns, api.record_managed_fields(obj, None, &q, "Update"), dry_run(&q)).await?;
+            // The request names its pod too, so a tracing UI finds the create by `pod_uid`.
+            if info.kind == "Pod"
+                && let Some(uid) = created.pointer("/metadata/uid").and_then(Value::as_str)
+            {
+                tracing::Span::current().record("pod_uid", uid);
+            }
             if !dry_run(&q) {
                 api.after_create(&reg, &created).await;
             }

@@ -49,6 +49,8 @@ pub struct ApiOptions {
     pub extra_args: Vec<String>,
     /// Appended to the controller manager's command line (e.g. shorter node monitor periods).
     pub controller_manager_args: Vec<String>,
+    /// Appended to every store member's command line (kubelab's store only).
+    pub store_args: Vec<String>,
 }
 
 impl Default for ApiOptions {
@@ -59,6 +61,7 @@ impl Default for ApiOptions {
             max_request_bytes: None,
             extra_args: Vec::new(),
             controller_manager_args: Vec::new(),
+            store_args: Vec::new(),
         }
     }
 }
@@ -105,6 +108,7 @@ impl ApiCluster {
         };
         let store_opts = StoreOptions {
             proxy: false,
+            extra_args: opts.store_args.clone(),
             ..StoreOptions::for_flavor(opts.flavor)
         };
         let store = StoreCluster::start(members, store_opts).await?;

@@ -174,6 +174,8 @@ impl Kubelet {
     pub async fn sync_pod(&self, pod: &Pod) -> SyncOutcome {
         let uid = uid(pod);
         let span = tracing::info_span!(target: "kubelet::sync_pod", "sync_pod", pod = %full_name(pod), pod_uid = %uid);
+        // One trace per pod with --otlp-endpoint: the sync continues the pod's create request.
+        podtrace::otel::set_parent_from(&span, pod.metadata.annotations.as_ref());
         self.sync_pod_inner(pod, &uid).instrument(span).await
     }
 

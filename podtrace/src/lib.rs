@@ -13,6 +13,7 @@
 //! [`layer`] turns closed spans into [`Step`]s; [`Recorder::record`] takes steps that are not
 //! spans (a watch event sent, a revision applied).
 
+pub mod otel;
 pub mod render;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};

@@ -76,6 +76,8 @@ impl Scheduler {
             return;
         }
         let span = tracing::debug_span!(target: "scheduler::schedule_one", "schedule_one", pod = pod.key(), pod_uid = pod.uid(), attempt = qp.attempts, node = tracing::field::Empty, error = tracing::field::Empty);
+        // One trace per pod with --otlp-endpoint: this cycle continues the pod's create request.
+        podtrace::otel::set_parent_from(&span, pod.pod.metadata.annotations.as_ref());
         let _guard = span.enter();
         self.cache.lock().expect("cache lock").update_snapshot(snapshot);
         let mut state = CycleState::new();
@@ -116,6 +118,7 @@ impl Scheduler {
     async fn binding_cycle(self: Arc<Self>, mut state: CycleState, qp: QueuedPodInfo, pod: Arc<PodInfo>, node: String, start: Instant) {
         let profile = self.framework.scheduler_name.as_str();
         let span = tracing::debug_span!(target: "scheduler::framework", "bind", pod_uid = pod.uid(), node, error = tracing::field::Empty);
+        podtrace::otel::set_parent_from(&span, pod.pod.metadata.annotations.as_ref());
         let s = self.framework.run_bind(&pod, &node).instrument(span.clone()).await;
         if !s.is_success() {
             span.record("error", s.message());

@@ -286,7 +286,8 @@ impl ReadySink for Sink<'_> {
     }
 
     fn traced(&mut self, entry: traceutil::Applied) {
-        self.trace.record(&entry, self.proposals.get(&entry.seq).copied());
+        let proposal = self.proposals.get(&entry.seq).copied();
+        self.trace.record(entry, proposal);
     }
 }
 

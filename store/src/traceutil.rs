@@ -66,10 +66,18 @@ pub struct RevisionTrace {
     inner: Mutex<Ring>,
 }
 
+/// What is kept per revision: the times only, turned into steps when asked. The raft thread
+/// records every revision, and it is the store's one thread for writes: a record costs it one
+/// allocation (the key), not a map per step.
+struct Record {
+    applied: Applied,
+    proposal: Option<Proposal>,
+}
+
 #[derive(Default)]
 struct Ring {
     order: VecDeque<i64>,
-    steps: HashMap<i64, Vec<RevisionStep>>,
+    records: HashMap<i64, Record>,
 }
 
 impl RevisionTrace {
@@ -77,42 +85,46 @@ impl RevisionTrace {
         RevisionTrace { member: member.to_string(), member_id, inner: Mutex::new(Ring::default()) }
     }
 
-    /// Records an applied entry's steps; `proposal` is set when this member proposed it.
-    pub fn record(&self, a: &Applied, proposal: Option<Proposal>) {
+    /// Records an applied entry; `proposal` is set when this member proposed it.
+    pub fn record(&self, applied: Applied, proposal: Option<Proposal>) {
         if !podtrace::enabled() {
             return;
         }
-        let step = |name: &str, start: i64, end: i64| {
-            let mut fields = HashMap::from([("index".to_string(), a.index.to_string()), ("member".to_string(), self.member.clone())]);
-            if !a.key.is_empty() {
-                fields.insert("key".into(), a.key.clone());
-            }
-            RevisionStep { name: name.into(), revision: a.revision, start_unix_nanos: start, end_unix_nanos: end.max(start), fields }
-        };
-        let mut steps = Vec::with_capacity(3);
-        if let Some(p) = proposal.filter(|_| a.origin == self.member_id) {
-            let proposed = p.proposed.unwrap_or(p.received);
-            steps.push(step("propose", p.received, proposed));
-            steps.push(step("replicate and commit", proposed, a.committed));
-        }
-        steps.push(step("apply", a.apply_start, a.apply_end));
-
+        let proposal = proposal.filter(|_| applied.origin == self.member_id);
+        let revision = applied.revision;
         let mut ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if !ring.steps.contains_key(&a.revision) {
+        if ring.records.insert(revision, Record { applied, proposal }).is_none() {
             if ring.order.len() >= MAX_REVISIONS
                 && let Some(oldest) = ring.order.pop_front()
             {
-                ring.steps.remove(&oldest);
+                ring.records.remove(&oldest);
             }
-            ring.order.push_back(a.revision);
+            ring.order.push_back(revision);
         }
-        ring.steps.entry(a.revision).or_default().extend(steps);
     }
 
-    /// The steps recorded for `revisions`, in the order asked.
+    /// The steps recorded for `revisions`, in the order asked: `propose` and `replicate and
+    /// commit` where this member proposed the entry, `apply` everywhere.
     pub fn steps(&self, revisions: &[i64]) -> Vec<RevisionStep> {
         let ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        revisions.iter().filter_map(|r| ring.steps.get(r)).flatten().cloned().collect()
+        let mut out = Vec::new();
+        for r in revisions.iter().filter_map(|r| ring.records.get(r)) {
+            let a = &r.applied;
+            let step = |name: &str, start: i64, end: i64| {
+                let mut fields = HashMap::from([("index".to_string(), a.index.to_string()), ("member".to_string(), self.member.clone())]);
+                if !a.key.is_empty() {
+                    fields.insert("key".into(), a.key.clone());
+                }
+                RevisionStep { name: name.into(), revision: a.revision, start_unix_nanos: start, end_unix_nanos: end.max(start), fields }
+            };
+            if let Some(p) = r.proposal {
+                let proposed = p.proposed.unwrap_or(p.received);
+                out.push(step("propose", p.received, proposed));
+                out.push(step("replicate and commit", proposed, a.committed));
+            }
+            out.push(step("apply", a.apply_start, a.apply_end));
+        }
+        out
     }
 }
 
@@ -142,7 +154,7 @@ mod tests {
     #[test]
     fn the_proposer_records_three_steps_and_the_others_one() {
         let t = RevisionTrace::new("s1", 1);
-        t.record(&applied(5, 1), Some(Proposal { received: 100, proposed: Some(200) }));
+        t.record(applied(5, 1), Some(Proposal { received: 100, proposed: Some(200) }));
         let s = t.steps(&[5]);
         let names: Vec<_> = s.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["propose", "replicate and commit", "apply"]);
@@ -153,7 +165,7 @@ mod tests {
         assert_eq!(s[2].fields["member"], "s1");
 
         // Another member's entry: only the apply is ours, even with a proposal of the same seq.
-        t.record(&applied(6, 2), Some(Proposal { received: 100, proposed: None }));
+        t.record(applied(6, 2), Some(Proposal { received: 100, proposed: None }));
         assert_eq!(t.steps(&[6]).iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["apply"]);
         assert!(t.steps(&[99]).is_empty());
     }
@@ -162,7 +174,7 @@ mod tests {
     fn the_oldest_revisions_are_forgotten_first() {
         let t = RevisionTrace::new("s1", 1);
         for r in 1..=(MAX_REVISIONS as i64 + 5) {
-            t.record(&applied(r, 2), None);
+            t.record(applied(r, 2), None);
         }
         assert!(t.steps(&[1, 5]).is_empty());
         assert_eq!(t.steps(&[6, MAX_REVISIONS as i64 + 5]).len(), 2);

@@ -158,6 +158,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     e2e::containerd::prerequisites().map_err(|e| anyhow::anyhow!(e))?;
+    // Without them the agent would wait forever for a pause image it cannot pull.
+    for tar in ["pause.tar", "busybox.tar"] {
+        e2e::containerd::image_tar(tar)?;
+    }
     let mut on = Vec::new();
     let mut off = Vec::new();
     for i in 0..args.rounds * 2 {

@@ -383,6 +383,19 @@ impl ApiCluster {
         }
     }
 
+    /// Waits until `node` exists and is Ready (`kubectl wait` fails at once on a Node that has
+    /// not registered yet, so it is asked again for up to a minute).
+    pub async fn wait_node_ready(&self, node: &str) {
+        let node = format!("node/{node}");
+        for _ in 0..120 {
+            if self.kubectl(&["wait", "--for=condition=Ready", &node, "--timeout=30s"]).success {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.fail(&format!("{node} never became Ready"));
+    }
+
     /// kubectl `args` must succeed: its stdout, else a panic with its output and the server's log.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         let o = self.kubectl(args);

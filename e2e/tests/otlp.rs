@@ -143,13 +143,7 @@ async fn a_pods_spans_reach_an_otlp_receiver_as_one_trace() {
     let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: 57, extra: otlp.clone() })
         .await
         .expect("node agent");
-    let node = format!("node/{NODE}");
-    for _ in 0..120 {
-        if api.kubectl(&["wait", "--for=condition=Ready", &node, "--timeout=30s"]).success {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    api.wait_node_ready(NODE).await;
 
     api.kubectl_ok(&["run", "traced", "--image=docker.io/library/busybox:1.36", "--restart=Never", "--", "sleep", "3600"]);
     api.kubectl_ok(&["wait", "--for=condition=Ready", "pod/traced", "--timeout=60s"]);

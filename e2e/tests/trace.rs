@@ -68,14 +68,7 @@ async fn a_pods_journey_is_traced_through_every_component() {
     let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: 49, extra: vec![] })
         .await
         .expect("node agent");
-    // The Node appears when the agent registers: `kubectl wait` fails on a missing object.
-    let node = format!("node/{NODE}");
-    for _ in 0..120 {
-        if api.kubectl(&["wait", "--for=condition=Ready", &node, "--timeout=30s"]).success {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    api.wait_node_ready(NODE).await;
 
     // `--follow` waits for the next pod created and prints its steps as they come.
     let mut follow_cmd = Command::new(e2e::kubelab_bin().expect("kubelab binary"));

@@ -44,6 +44,22 @@ pub fn lab_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("deploy").join("lab").join("lab")
 }
 
+/// One store member as `etcdctl endpoint status` reports it.
+#[derive(Clone, Debug)]
+pub struct StoreMember {
+    pub node: String,
+    pub id: u64,
+    /// The leader this member knows (0: none).
+    pub leader: u64,
+    pub term: u64,
+}
+
+impl StoreMember {
+    pub fn is_leader(&self) -> bool {
+        self.leader != 0 && self.leader == self.id
+    }
+}
+
 /// A running lab; `lab down -v` on drop.
 pub struct Lab {
     home: tempfile::TempDir,
@@ -205,10 +221,10 @@ impl Lab {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// The node whose store member leads, asking from `via`, with every reachable member's view:
-    /// `(leader node, members that answered)`. The members that answer must agree on the leader.
-    pub async fn store_leader(&self, via: &str) -> anyhow::Result<(String, usize)> {
-        // `endpoint status` exits non-zero when one endpoint is down but still prints the others.
+    /// Every store member that answers `etcdctl endpoint status`, asking from `via`: its node,
+    /// member id, the leader it knows (0 for none) and its raft term. `endpoint status` exits
+    /// non-zero when one member is down but still prints the others.
+    pub async fn store_members(&self, via: &str) -> anyhow::Result<Vec<StoreMember>> {
         let mut cmd = Command::new("docker");
         cmd.args(["exec", "-e", "ETCDCTL_API=3", &format!("kubelab-{via}"), "etcdctl", "--command-timeout=3s", "--endpoints"])
             .arg(store_endpoints())
@@ -217,26 +233,32 @@ impl Lab {
         let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
         let text = String::from_utf8_lossy(&out.stdout);
         let v: serde_json::Value = serde_json::from_str(text.trim()).with_context(|| format!("endpoint status output {text:?} ({})", String::from_utf8_lossy(&out.stderr)))?;
-        let arr = v.as_array().context("endpoint status: not a list")?;
-        let mut leader_id = None;
-        let mut by_id = std::collections::BTreeMap::new();
-        for e in arr {
+        let mut members = Vec::new();
+        for e in v.as_array().context("endpoint status: not a list")? {
             let ep = e["Endpoint"].as_str().unwrap_or_default();
-            let member = e["Status"]["header"]["member_id"].as_u64();
-            let leader = e["Status"]["leader"].as_u64();
-            let node = NODES.iter().find(|n| ep.starts_with(node_ip(n))).copied();
-            if let (Some(m), Some(n)) = (member, node) {
-                by_id.insert(m, n.to_string());
-            }
-            match (leader_id, leader) {
-                (_, None) | (_, Some(0)) => {}
-                (None, Some(l)) => leader_id = Some(l),
-                (Some(a), Some(b)) => anyhow::ensure!(a == b, "members disagree on the leader: {a:x} vs {b:x}"),
+            let node = NODES.iter().find(|n| ep.starts_with(node_ip(n))).with_context(|| format!("endpoint {ep} is no node's"))?;
+            let id = e.pointer("/Status/header/member_id").and_then(serde_json::Value::as_u64).with_context(|| format!("no member id from {ep}"))?;
+            let leader = e.pointer("/Status/leader").and_then(serde_json::Value::as_u64).unwrap_or(0);
+            let term = e.pointer("/Status/raftTerm").or_else(|| e.pointer("/Status/header/raft_term")).and_then(serde_json::Value::as_u64).unwrap_or(0);
+            members.push(StoreMember { node: node.to_string(), id, leader, term });
+        }
+        Ok(members)
+    }
+
+    /// The node whose store member leads, asking from `via`, with every reachable member's view:
+    /// `(leader node, members that answered)`. The members that answer must agree on the leader.
+    pub async fn store_leader(&self, via: &str) -> anyhow::Result<(String, usize)> {
+        let members = self.store_members(via).await?;
+        let mut leader_id = None;
+        for m in members.iter().filter(|m| m.leader != 0) {
+            match leader_id {
+                None => leader_id = Some(m.leader),
+                Some(l) => anyhow::ensure!(l == m.leader, "members disagree on the leader: {l:x} vs {:x}", m.leader),
             }
         }
         let id = leader_id.context("no member reports a leader")?;
-        let node = by_id.get(&id).cloned().with_context(|| format!("leader {id:x} is not among the members that answered"))?;
-        Ok((node, arr.len()))
+        let leader = members.iter().find(|m| m.id == id).with_context(|| format!("leader {id:x} is not among the members that answered"))?;
+        Ok((leader.node.clone(), members.len()))
     }
 
     /// Every node's Ready condition status ("True", "False", "Unknown"), via `node`.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
 use chrono::Utc;
-use e2e::lab::{Lab, NODES, secs, store_endpoints};
+use e2e::lab::{Lab, NODES, secs};
 use e2e::poll_until;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
@@ -145,29 +145,11 @@ fn row(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
 }
 
-/// Each answering store member's (node, is leader, raft term), asking from `via`.
-async fn store_members(lab: &Lab, via: &str) -> anyhow::Result<Vec<(String, bool, u64)>> {
-    let eps = store_endpoints();
-    // `endpoint status` exits non-zero when one member is down but prints the others.
-    let out = lab.exec(via, &["env", "ETCDCTL_API=3", "etcdctl", "--command-timeout=3s", "--endpoints", &eps, "endpoint", "status", "-w", "json"]).await?;
-    let v: Value = serde_json::from_slice(&out.stdout).with_context(|| format!("endpoint status: {}", String::from_utf8_lossy(&out.stderr)))?;
-    let mut members = Vec::new();
-    for e in v.as_array().into_iter().flatten() {
-        let ep = str_at(e, "/Endpoint");
-        let node = NODES.iter().find(|n| ep.starts_with(e2e::lab::node_ip(n))).context("an endpoint of no node")?;
-        let id = e.pointer("/Status/header/member_id").and_then(Value::as_u64);
-        let leader = e.pointer("/Status/leader").and_then(Value::as_u64);
-        let term = e.pointer("/Status/raftTerm").or_else(|| e.pointer("/Status/header/raft_term")).and_then(Value::as_u64).unwrap_or(0);
-        members.push((node.to_string(), id.is_some() && id == leader, term));
-    }
-    Ok(members)
-}
-
 /// Waits until the three members answer and one leads; returns (leader, its term).
 async fn store_settled(lab: &Lab, via: &str, timeout: Duration) -> anyhow::Result<(String, u64)> {
     poll_until("three store members and a leader", timeout, Duration::from_secs(1), || async {
-        let m = store_members(lab, via).await?;
-        let leader = m.iter().find(|(_, l, _)| *l).map(|(n, _, t)| (n.clone(), *t));
+        let m = lab.store_members(via).await?;
+        let leader = m.iter().find(|m| m.is_leader()).map(|m| (m.node.clone(), m.term));
         Ok(leader.filter(|_| m.len() == 3))
     })
     .await
@@ -397,9 +379,9 @@ async fn ex02_store_leader_election(lab: &Lab) -> anyhow::Result<()> {
     let write_gap = killed.elapsed();
     // A write needs a leader, so there is one by now; ask until the answer is settled.
     let (new_leader, new_term) = poll_until("a new leader among the two survivors", SHOW_TIMEOUT, Duration::from_secs(1), || async {
-        let members = store_members(lab, survivor).await?;
+        let members = lab.store_members(survivor).await?;
         ensure!(members.len() == 2, "two members should answer: {members:?}");
-        Ok(members.iter().find(|(n, l, _)| *l && *n != leader).map(|(n, _, t)| (n.clone(), *t)))
+        Ok(members.iter().find(|m| m.is_leader() && m.node != leader).map(|m| (m.node.clone(), m.term)))
     })
     .await?;
     ensure!(new_term > term, "the new leader's term {new_term} should be above {term}");

@@ -150,17 +150,13 @@ impl Drop for Exporting {
 /// time, and tell nothing about a pod.
 struct PodSpans;
 
-fn is_cri(meta: &Metadata<'_>) -> bool {
-    meta.target() == "cri" || meta.target().starts_with("cri::")
-}
-
 impl<S> Filter<S> for PodSpans
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
         // The context sees only the spans this filter let through: a current span is a pod's.
-        meta.is_span() && (meta.fields().field(podtrace::KEY_FIELD).is_some() || (is_cri(meta) && cx.lookup_current().is_some()))
+        meta.is_span() && (meta.fields().field(podtrace::KEY_FIELD).is_some() || (podtrace::is_cri(meta) && cx.lookup_current().is_some()))
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
@@ -168,7 +164,7 @@ where
             Interest::never()
         } else if meta.fields().field(podtrace::KEY_FIELD).is_some() {
             Interest::always()
-        } else if is_cri(meta) {
+        } else if podtrace::is_cri(meta) {
             Interest::sometimes()
         } else {
             Interest::never()

@@ -173,10 +173,15 @@ pub fn component_of(target: &str) -> &'static str {
     }
 }
 
-/// Whether a callsite can produce steps: spans that name a pod, and CRI calls (which name none
-/// but run inside a pod's step).
+/// Whether a callsite is a CRI call (target `cri` or `cri::…`): it names no pod, but runs inside
+/// a pod's step when a pod's work makes it.
+pub fn is_cri(meta: &Metadata<'_>) -> bool {
+    meta.target() == "cri" || meta.target().starts_with("cri::")
+}
+
+/// Whether a callsite can produce steps: spans that name a pod, and CRI calls.
 fn traced(meta: &Metadata<'_>) -> bool {
-    meta.is_span() && (meta.fields().field(KEY_FIELD).is_some() || meta.target() == "cri" || meta.target().starts_with("cri::"))
+    meta.is_span() && (meta.fields().field(KEY_FIELD).is_some() || is_cri(meta))
 }
 
 /// The layer that records closed pod spans into [`recorder`]. It carries its own filter, so it

@@ -429,10 +429,11 @@ impl RaftNode {
                 EntryType::EntryNormal => {
                     let (before, apply_start) = if tracing { (sm.kv.current_revision(), traceutil::now_nanos()) } else { (0, 0) };
                     let Some((origin, seq, result)) = sm.apply_entry(e.index, &e.data, now, batch) else { continue };
-                    if tracing && sm.kv.current_revision() > before {
+                    let revision = sm.kv.current_revision();
+                    if tracing && revision > before {
                         traced.push(traceutil::Applied {
                             index: e.index,
-                            revision: sm.kv.current_revision(),
+                            revision,
                             origin,
                             seq,
                             key: String::from_utf8_lossy(&sm.last_key).into_owned(),

@@ -404,10 +404,29 @@ impl Command {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+/// The process's subscriber: logs as `log_filter` says, pod steps for `kubelab trace`, and spans
+/// for an OTLP endpoint; each layer carries its own filter.
+///
+/// Only the layers in use are installed. An absent layer given as `Option::None` answers "always"
+/// for every callsite, which next to the per-layer filters turns each of them into "sometimes":
+/// every trace-level span of h2 and hyper would then be created and filtered at run time — a
+/// third more CPU per write in the store, as `make bench-trace` measured.
+fn subscriber(log_filter: tracing_subscriber::EnvFilter, record_pod_steps: bool, exporting: Option<&otel::Exporting>) -> impl tracing::Subscriber + Send + Sync {
     use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::Layer as _;
+    let mut layers: Vec<Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>> =
+        vec![tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(log_filter).boxed()];
+    if record_pod_steps {
+        layers.push(podtrace::layer().boxed());
+    }
+    if let Some(e) = exporting {
+        layers.push(e.layer().boxed());
+    }
+    tracing_subscriber::registry().with(layers)
+}
+
+fn main() -> anyhow::Result<()> {
+    use tracing_subscriber::util::SubscriberInitExt as _;
     // The flags come first: --otlp-endpoint decides whether spans are exported, and
     // --record-pod-steps whether they are recorded.
     let cli = Cli::parse();
@@ -417,11 +436,7 @@ fn main() -> anyhow::Result<()> {
     // Logs go to stderr as RUST_LOG says; pod steps go to the trace recorder whatever it says
     // (`kubelab trace`), and with --otlp-endpoint to OpenTelemetry: each layer carries its own filter.
     podtrace::set_enabled(cli.record_pod_steps);
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))
-        .with(cli.record_pod_steps.then(podtrace::layer))
-        .with(exporting.as_ref().map(otel::Exporting::layer))
-        .init();
+    subscriber(log_filter, cli.record_pod_steps, exporting.as_ref()).init();
     // `up` enters a private mount namespace before any thread exists: handled before the runtime.
     if let Command::Up(args) = cli.command {
         return up::run(args);
@@ -494,4 +509,22 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Spans that neither the log filter nor the step recorder wants are not even created (h2
+    /// opens a trace-level span per frame), while pod spans are, at any level.
+    #[test]
+    fn unwanted_spans_are_never_created() {
+        for record in [true, false] {
+            let subscriber = super::subscriber(tracing_subscriber::EnvFilter::new("info"), record, None);
+            tracing::subscriber::with_default(subscriber, || {
+                assert!(tracing::trace_span!(target: "h2::codec", "poll").is_disabled());
+                assert!(tracing::debug_span!(target: "hyper", "parse").is_disabled());
+                let pod = tracing::trace_span!(target: "kubelet::sync_pod", "step2_data_dir", pod_uid = "u");
+                assert_eq!(pod.is_disabled(), !record, "a pod span with recording {record}");
+            });
+        }
+    }
 }

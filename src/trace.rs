@@ -114,7 +114,7 @@ async fn follow(kube: &kube::Client, namespace: &str) -> anyhow::Result<()> {
         origin = origin.or(t.origin);
         let mut new = false;
         for s in &t.steps {
-            let key = (s.component.clone(), s.name.clone(), s.start.timestamp_micros());
+            let key = (s.component.to_string(), s.name.to_string(), s.start.timestamp_micros());
             if seen.insert(key) {
                 new = true;
                 print_step(s, origin);

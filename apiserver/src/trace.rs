@@ -155,10 +155,10 @@ async fn store_steps(endpoints: &[String], steps: &[Step]) -> (Vec<Step>, Vec<St
             }
             let mut step = Step {
                 component: "store".into(),
-                name: rs.name,
+                name: rs.name.into(),
                 start: DateTime::from_timestamp_nanos(rs.start_unix_nanos),
                 end: DateTime::from_timestamp_nanos(rs.end_unix_nanos),
-                fields: rs.fields.into_iter().collect(),
+                fields: rs.fields.into_iter().map(|(k, v)| (k.into(), v)).collect(),
                 error: None,
                 node: None,
             }

@@ -16,10 +16,11 @@
 pub mod otel;
 pub mod render;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -46,19 +47,23 @@ pub const MAX_STEPS_PER_POD: usize = 150;
 /// The steps kept from a pod's beginning, whatever comes after.
 pub const HEAD_STEPS: usize = 100;
 
+/// A name that is usually known at compile time (a component, a span's name, a field's name):
+/// borrowed then, so that recording a step allocates only for what varies.
+pub type Name = Cow<'static, str>;
+
 /// One step a component performed for a pod.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// apiserver, store, scheduler, nodeagent or cri (the container runtime).
-    pub component: String,
+    pub component: Name,
     /// The step's name, e.g. `step5_run_pod_sandbox` or `filter NodeResourcesFit`.
-    pub name: String,
+    pub name: Name,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     /// The step's other span fields (container, attempt, node, revision, pod IP, …).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub fields: BTreeMap<String, String>,
+    pub fields: BTreeMap<Name, String>,
     /// Why the step failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -69,16 +74,16 @@ pub struct Step {
 
 impl Step {
     /// A step that took no time: something that happened (an event sent, a pod queued).
-    pub fn instant(component: &str, name: &str, at: DateTime<Utc>) -> Step {
+    pub fn instant(component: impl Into<Name>, name: impl Into<Name>, at: DateTime<Utc>) -> Step {
         Step { component: component.into(), name: name.into(), start: at, end: at, fields: BTreeMap::new(), error: None, node: None }
     }
 
     /// A step that happens now and takes no time.
-    pub fn now(component: &str, name: &str) -> Step {
+    pub fn now(component: impl Into<Name>, name: impl Into<Name>) -> Step {
         Step::instant(component, name, Utc::now())
     }
 
-    pub fn with_field(mut self, key: &str, value: impl fmt::Display) -> Step {
+    pub fn with_field(mut self, key: impl Into<Name>, value: impl fmt::Display) -> Step {
         self.fields.insert(key.into(), value.to_string());
         self
     }
@@ -96,9 +101,9 @@ pub struct Recorder {
 
 #[derive(Default)]
 struct Ring {
-    /// Pod UIDs from the oldest recorded to the newest.
-    order: VecDeque<String>,
-    steps: HashMap<String, VecDeque<Step>>,
+    /// Pod UIDs from the oldest recorded to the newest (each shared with its key in `steps`).
+    order: VecDeque<Arc<str>>,
+    steps: HashMap<Arc<str>, VecDeque<Step>>,
 }
 
 /// Whether this process records steps at all. On unless turned off (`--record-pod-steps=false`),
@@ -119,23 +124,35 @@ pub fn enabled() -> bool {
 
 impl Recorder {
     pub fn record(&self, pod_uid: &str, step: Step) {
+        self.record_all(pod_uid, [step]);
+    }
+
+    /// Records several steps of one pod at once (a span and the steps that waited for it).
+    pub fn record_all(&self, pod_uid: &str, new: impl IntoIterator<Item = Step>) {
         if !enabled() {
             return;
         }
         let mut ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if !ring.steps.contains_key(pod_uid) {
-            if ring.order.len() >= MAX_PODS
-                && let Some(oldest) = ring.order.pop_front()
-            {
-                ring.steps.remove(&oldest);
+        let ring = &mut *ring;
+        let steps = match ring.steps.get_mut(pod_uid) {
+            Some(steps) => steps,
+            None => {
+                if ring.order.len() >= MAX_PODS
+                    && let Some(oldest) = ring.order.pop_front()
+                {
+                    ring.steps.remove(&oldest);
+                }
+                let uid: Arc<str> = Arc::from(pod_uid);
+                ring.order.push_back(uid.clone());
+                ring.steps.entry(uid).or_default()
             }
-            ring.order.push_back(pod_uid.to_string());
+        };
+        for step in new {
+            if steps.len() >= MAX_STEPS_PER_POD {
+                steps.remove(HEAD_STEPS);
+            }
+            steps.push_back(step);
         }
-        let steps = ring.steps.entry(pod_uid.to_string()).or_default();
-        if steps.len() >= MAX_STEPS_PER_POD {
-            steps.remove(HEAD_STEPS);
-        }
-        steps.push_back(step);
     }
 
     /// The steps recorded for a pod by the given components (all when `components` is empty),
@@ -145,7 +162,7 @@ impl Recorder {
         let mut out: Vec<Step> = ring
             .steps
             .get(pod_uid)
-            .map(|s| s.iter().filter(|s| components.is_empty() || components.contains(&s.component.as_str())).cloned().collect())
+            .map(|s| s.iter().filter(|s| components.is_empty() || components.contains(&&*s.component)).cloned().collect())
             .unwrap_or_default();
         out.sort_by_key(|s| s.start);
         out
@@ -209,42 +226,57 @@ struct StepLayer;
 
 /// A traced span while it is open. Its pod may be unknown when it opens (an API server request
 /// learns the pod's UID only when the pod is written), so steps that close before the pod is
-/// known wait in their parent's `pending` until it is.
+/// known wait in their parent's `pending` until it is. The UID is shared by every span of the
+/// pod, not copied into each.
 struct Open {
-    pod_uid: Option<String>,
+    pod_uid: Option<Arc<str>>,
     step: Option<String>,
     start: DateTime<Utc>,
-    fields: BTreeMap<String, String>,
+    fields: BTreeMap<Name, String>,
     error: Option<String>,
     pending: Vec<Step>,
 }
 
 #[derive(Default)]
 struct Fields {
-    pod_uid: Option<String>,
+    pod_uid: Option<Arc<str>>,
     step: Option<String>,
-    fields: BTreeMap<String, String>,
+    fields: BTreeMap<Name, String>,
     error: Option<String>,
 }
 
 impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
+        match field.name() {
+            KEY_FIELD => self.pod_uid = Some(Arc::<str>::from(value)).filter(|v| !v.is_empty()),
+            _ => self.put(field, value.to_string()),
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, value.to_string());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
         self.put(field, value.to_string());
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.put(field, format!("{value:?}"));
+        match field.name() {
+            KEY_FIELD => self.record_str(field, &format!("{value:?}")),
+            _ => self.put(field, format!("{value:?}")),
+        }
     }
 }
 
 impl Fields {
     fn put(&mut self, field: &Field, value: String) {
         match field.name() {
-            KEY_FIELD => self.pod_uid = Some(value).filter(|v| !v.is_empty()),
+            KEY_FIELD => self.pod_uid = Some(Arc::<str>::from(value)).filter(|v| !v.is_empty()),
             ERROR_FIELD => self.error = Some(value),
             STEP_FIELD => self.step = Some(value),
             name => {
-                self.fields.insert(name.to_string(), value);
+                self.fields.insert(Cow::Borrowed(name), value);
             }
         }
     }
@@ -283,8 +315,8 @@ where
         let Some(open) = span.extensions_mut().remove::<Open>() else { return };
         let meta = span.metadata();
         let step = Step {
-            component: component_of(meta.target()).to_string(),
-            name: open.step.unwrap_or_else(|| meta.name().to_string()),
+            component: Cow::Borrowed(component_of(meta.target())),
+            name: open.step.map_or(Cow::Borrowed(meta.name()), Cow::Owned),
             start: open.start,
             end: Utc::now(),
             fields: open.fields,
@@ -306,9 +338,7 @@ where
                         o.pod_uid = Some(uid.clone());
                     }
                 }
-                for step in steps {
-                    recorder().record(&uid, step);
-                }
+                recorder().record_all(&uid, steps);
             }
             None => {
                 // Not known yet: the parent may learn the pod later; if nothing does, the steps
@@ -340,7 +370,7 @@ mod tests {
             outer.record("error", "CNI failed");
         });
         let steps = recorder().steps("uid-1", &[]);
-        let names: Vec<_> = steps.iter().map(|s| (s.component.as_str(), s.name.as_str())).collect();
+        let names: Vec<_> = steps.iter().map(|s| (&*s.component, &*s.name)).collect();
         assert_eq!(names, [("nodeagent", "step5_run_pod_sandbox"), ("cri", "RunPodSandbox")]);
         assert_eq!(steps[0].fields.get("ip").map(String::as_str), Some("10.244.1.5"));
         assert_eq!(steps[0].error.as_deref(), Some("CNI failed"));
@@ -375,7 +405,7 @@ mod tests {
         assert!(r.steps("p0", &[]).is_empty());
         assert_eq!(r.steps("p1", &[]).len(), 1);
         for i in 0..MAX_STEPS_PER_POD + 5 {
-            r.record("busy", Step::instant("nodeagent", &format!("s{i}"), now + chrono::Duration::milliseconds(i as i64)));
+            r.record("busy", Step::instant("nodeagent", format!("s{i}"), now + chrono::Duration::milliseconds(i as i64)));
         }
         let steps = r.steps("busy", &[]);
         assert_eq!(steps.len(), MAX_STEPS_PER_POD);

@@ -50,9 +50,9 @@ impl Timeline {
             rows.push([
                 format!("+{:.1}ms", self.offset_ms(s)),
                 format!("{:.1}ms", ms(s.duration())),
-                s.component.clone(),
+                s.component.to_string(),
                 s.node.clone().unwrap_or_else(|| "-".into()),
-                s.name.clone(),
+                s.name.to_string(),
                 detail.join(" "),
             ]);
         }
@@ -118,7 +118,7 @@ const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "type", "watcher", "plugin
 
 /// A step's name with its telling fields: `request create pods`, `watch event sent ADDED kubelet`.
 fn summary(s: &Step) -> String {
-    let mut out = s.name.clone();
+    let mut out = s.name.to_string();
     for f in SUMMARY_FIELDS {
         if let Some(v) = s.fields.get(*f) {
             out.push(' ');
@@ -130,8 +130,8 @@ fn summary(s: &Step) -> String {
 
 /// Who talks to whom in a step, from its component and name.
 fn arrow(s: &Step) -> (&'static str, &'static str) {
-    let n = s.name.as_str();
-    match s.component.as_str() {
+    let n = &*s.name;
+    match &*s.component {
         "apiserver" if n.starts_with("store") => ("API", "ETCD"),
         "apiserver" if n.starts_with("watch event") => match s.fields.get("watcher").map(String::as_str) {
             Some("kube-scheduler") => ("API", "S"),
@@ -168,7 +168,7 @@ fn ms(d: chrono::Duration) -> f64 {
 mod tests {
     use super::*;
 
-    fn step(component: &str, name: &str, start_ms: i64, dur_ms: i64) -> Step {
+    fn step(component: &'static str, name: &'static str, start_ms: i64, dur_ms: i64) -> Step {
         let t0 = DateTime::parse_from_rfc3339("2026-11-30T05:00:00Z").map(|t| t.with_timezone(&Utc)).unwrap_or_default();
         let start = t0 + chrono::Duration::milliseconds(start_ms);
         Step { end: start + chrono::Duration::milliseconds(dur_ms), ..Step::instant(component, name, start) }
@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn steps_are_ordered_deduplicated_and_offset_from_the_first() {
         let t = timeline();
-        let names: Vec<_> = t.steps.iter().map(|s| s.name.as_str()).collect();
+        let names: Vec<_> = t.steps.iter().map(|s| &*s.name).collect();
         assert_eq!(names, ["request", "store write", "bind", "step5_run_pod_sandbox", "RunPodSandbox", "StartContainer"]);
         let table = t.table();
         assert!(table.contains("+40.0ms"), "{table}");

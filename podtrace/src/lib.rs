@@ -262,10 +262,7 @@ impl Visit for Fields {
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        match field.name() {
-            KEY_FIELD => self.record_str(field, &format!("{value:?}")),
-            _ => self.put(field, format!("{value:?}")),
-        }
+        self.put(field, format!("{value:?}"));
     }
 }
 

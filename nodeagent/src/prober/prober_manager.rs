@@ -308,7 +308,8 @@ mod tests {
         assert_eq!(m.readiness_and_startup(&p, &rt).0.get("id-probed"), Some(&false));
         status.set_pod_status(&p, api_status(true));
         wait_for("ready", || m.readiness_and_startup(&p, &rt).0.get("id-probed") == Some(&true)).await;
-        assert_eq!(m.pod_probe_results(&rt).liveness.get("id-probed"), Some(&ProbeResult::Success));
+        // Liveness probes on its own worker, in no set order with readiness.
+        wait_for("liveness success", || m.pod_probe_results(&rt).liveness.get("id-probed") == Some(&ProbeResult::Success)).await;
 
         m.stop_liveness_and_startup("u1");
         assert_eq!(m.worker_count(), 1);

@@ -117,9 +117,10 @@ impl Options {
 
 /// Turns transparent huge pages off for this process (`PR_SET_THP_DISABLE`). The allocator
 /// (mimalloc) asks for huge pages on the memory it reserves, and each one the kernel hands out is
-/// 2 MiB resident even when a few kilobytes of it are in use: with them, 14 of the idle agent's
-/// 16 MiB of heap were huge pages. The agent runs on every node and is sized like the kubelet,
-/// whose memory the node pays for; the control plane keeps huge pages, for throughput.
+/// 2 MiB resident even when a few kilobytes of it are in use: with them, 14 of the 16 MiB of heap
+/// of an agent running 16 pods were huge pages. The agent runs on every node and is sized like
+/// the kubelet, whose memory the node pays for; the control plane keeps huge pages, for
+/// throughput.
 fn no_huge_pages() {
     // SAFETY: prctl with PR_SET_THP_DISABLE only sets a flag on this process's memory map.
     if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0 {

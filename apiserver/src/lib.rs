@@ -134,8 +134,8 @@ impl Api {
         // The watch cache answers without a store round trip (as Kubernetes' namespace lister
         // does); a namespace it does not know yet may just have been created: ask the store.
         let namespace = match namespaces.cache.get(&namespaces.key(None, ns)) {
-            Some(v) => (*v).clone(),
-            None => namespaces.get(None, ns).await?,
+            Some(v) => v,
+            None => Arc::new(namespaces.get(None, ns).await?),
         };
         if namespace.pointer("/metadata/deletionTimestamp").is_some() || namespace.pointer("/status/phase") == Some(&json!("Terminating")) {
             return Err(Error::Forbidden(format!("unable to create new content in namespace {ns} because it is being terminated")));
@@ -205,25 +205,32 @@ fn registries(storage: &Storage, opts: &Options) -> Vec<Arc<Registry>> {
         .collect()
 }
 
-async fn api_root(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
-    discovery::core(&req, &api)
-}
-
-async fn apis_root(req: HttpRequest, api: web::Data<Api>) -> HttpResponse {
-    discovery::apis(&req, &api)
+/// Everything under `/api` and `/apis`: a GET of a root or of a group version is discovery,
+/// the rest is a resource request. Matched here rather than by route patterns: actix-web matches
+/// a pattern with a `{segment}` by regular expression, one pattern after another, for every
+/// request, and this path is taken by every request a client makes.
+async fn api_paths(req: HttpRequest, payload: web::Payload, api: web::Data<Api>) -> HttpResponse {
+    if req.method() == actix_web::http::Method::GET {
+        match req.path() {
+            "/api" | "/api/" => return discovery::core(&req, &api),
+            "/apis" | "/apis/" => return discovery::apis(&req, &api),
+            path => {
+                let segments: Vec<&str> = path.split('/').skip(1).collect();
+                if segments.iter().all(|s| !s.is_empty()) {
+                    match segments.as_slice() {
+                        ["api", version] => return discovery::resources(&api, "", version).unwrap_or_else(|| status(Error::NoRoute)),
+                        ["apis", group, version] => return discovery::resources(&api, group, version).unwrap_or_else(|| status(Error::NoRoute)),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    handlers::dispatch(req, payload, api).await
 }
 
 fn status(e: Error) -> HttpResponse {
     HttpResponse::build(actix_web::http::StatusCode::from_u16(e.code()).unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR)).json(e.to_status())
-}
-
-async fn group_version(path: web::Path<(String, String)>, api: web::Data<Api>) -> HttpResponse {
-    let (g, v) = path.into_inner();
-    discovery::resources(&api, &g, &v).unwrap_or_else(|| status(Error::NoRoute))
-}
-
-async fn core_version(path: web::Path<String>, api: web::Data<Api>) -> HttpResponse {
-    discovery::resources(&api, "", &path.into_inner()).unwrap_or_else(|| status(Error::NoRoute))
 }
 
 async fn openapi_index(api: web::Data<Api>) -> HttpResponse {
@@ -295,6 +302,9 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
     let server = HttpServer::new(move || {
         App::new()
             .app_data(api.clone())
+            // First: patterns are tried in order, and nearly every request is one of these.
+            .service(web::scope("/api").default_service(web::route().to(api_paths)))
+            .service(web::scope("/apis").default_service(web::route().to(api_paths)))
             .route("/version", web::get().to(|| async { HttpResponse::Ok().json(discovery::version()) }))
             .route("/version/", web::get().to(|| async { HttpResponse::Ok().json(discovery::version()) }))
             .route("/healthz", web::get().to(healthz))
@@ -304,14 +314,6 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
             .route("/debug/trace/namespaces/{namespace}/pods/{name}", web::get().to(trace::serve))
             .route("/openapi/v3", web::get().to(openapi_index))
             .route("/openapi/v3/{path:.*}", web::get().to(openapi_doc))
-            .route("/api", web::get().to(api_root))
-            .route("/api/", web::get().to(api_root))
-            .route("/apis", web::get().to(apis_root))
-            .route("/apis/", web::get().to(apis_root))
-            .route("/api/{version}", web::get().to(core_version))
-            .route("/apis/{group}/{version}", web::get().to(group_version))
-            .route("/api/{tail:.*}", web::route().to(handlers::dispatch))
-            .route("/apis/{tail:.*}", web::route().to(handlers::dispatch))
             .default_service(web::route().to(not_found))
     })
     .bind((opts.bind_address.as_str(), opts.port))

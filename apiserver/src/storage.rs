@@ -69,6 +69,10 @@ fn decode(key: &[u8], value: &[u8], mod_revision: i64) -> Result<Stored> {
 }
 
 fn encode(value: &Value) -> Result<Vec<u8>> {
+    // The resourceVersion is the store's revision, not part of the stored object.
+    if value.pointer("/metadata/resourceVersion").is_none() {
+        return serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()));
+    }
     let mut v = value.clone();
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");

@@ -148,7 +148,8 @@ fn set_or_remove(obj: &mut Value, key: &str, v: Option<Value>) {
 
 /// Decodes `v` into `T` and back. Fields the type does not know are returned as paths.
 pub fn typed_roundtrip<T: DeserializeOwned + Serialize>(kind: &str, v: Value) -> Result<(Value, Vec<String>)> {
-    let typed: T = serde_json::from_value(v.clone()).map_err(|e| Error::BadRequest(format!("error decoding {kind}: {e}")))?;
+    // From a borrow: `v` is still needed to find the unknown fields.
+    let typed = T::deserialize(&v).map_err(|e| Error::BadRequest(format!("error decoding {kind}: {e}")))?;
     let canonical = serde_json::to_value(&typed).map_err(|e| Error::Internal(e.to_string()))?;
     let mut unknown = Vec::new();
     unknown_fields(&v, &canonical, "", &mut unknown);
@@ -158,23 +159,30 @@ pub fn typed_roundtrip<T: DeserializeOwned + Serialize>(kind: &str, v: Value) ->
 fn unknown_fields(input: &Value, known: &Value, path: &str, out: &mut Vec<String>) {
     match (input, known) {
         (Value::Object(i), Value::Object(k)) => {
+            // A field's path is only spelled out when it is needed: most fields are known scalars.
+            let p = |key: &str| if path.is_empty() { key.to_string() } else { format!("{path}.{key}") };
             for (key, iv) in i {
-                let p = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
                 match k.get(key) {
-                    Some(kv) => unknown_fields(iv, kv, &p, out),
+                    Some(kv) if has_fields(iv) => unknown_fields(iv, kv, &p(key), out),
+                    Some(_) => {}
                     // Nulls and empty values are dropped by the typed form without being unknown.
                     None if iv.is_null() || is_empty(iv) => {}
-                    None => out.push(p),
+                    None => out.push(p(key)),
                 }
             }
         }
         (Value::Array(i), Value::Array(k)) => {
-            for (n, (iv, kv)) in i.iter().zip(k).enumerate() {
+            for (n, (iv, kv)) in i.iter().zip(k).enumerate().filter(|(_, (iv, _))| has_fields(iv)) {
                 unknown_fields(iv, kv, &format!("{path}[{n}]"), out);
             }
         }
         _ => {}
     }
+}
+
+/// Whether `v` can hold fields of its own (an object, or an array that may hold objects).
+fn has_fields(v: &Value) -> bool {
+    matches!(v, Value::Object(_) | Value::Array(_))
 }
 
 fn is_empty(v: &Value) -> bool {

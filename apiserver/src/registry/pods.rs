@@ -3,6 +3,7 @@
 //! the grace period of a delete.
 
 use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 use super::validation::{causes, label, object_meta, subdomain};
@@ -114,7 +115,7 @@ fn volume_not_found(field: &str, name: &str) -> FieldError {
 pub fn validate_pod(obj: &Value) -> Vec<Cause> {
     let mut c = object_meta(obj, true, subdomain);
     let mut errs = Vec::new();
-    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
     if spec.get("containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
         errs.push(FieldError::required("spec.containers", ""));
     }
@@ -134,8 +135,8 @@ pub fn validate_pod(obj: &Value) -> Vec<Cause> {
         volumes.push(name.to_string());
     }
     let mut names = Vec::new();
-    validate_containers(&spec, "initContainers", true, &mut names, &volumes, &mut errs);
-    validate_containers(&spec, "containers", true, &mut names, &volumes, &mut errs);
+    validate_containers(spec, "initContainers", true, &mut names, &volumes, &mut errs);
+    validate_containers(spec, "containers", true, &mut names, &volumes, &mut errs);
     one_of("spec.restartPolicy", spec.get("restartPolicy"), &["Always", "OnFailure", "Never"], &mut errs);
     one_of("spec.dnsPolicy", spec.get("dnsPolicy"), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], &mut errs);
     if let Some(g) = spec.get("terminationGracePeriodSeconds").and_then(Value::as_i64)
@@ -199,7 +200,7 @@ impl Strategy for PodStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        if let Ok(mut pod) = serde_json::from_value::<Pod>(obj.clone()) {
+        if let Ok(mut pod) = Pod::deserialize(&*obj) {
             pod.status = None;
             crate::defaults::default_pod(&mut pod);
             if let Ok(v) = serde_json::to_value(&pod) {

@@ -8,7 +8,9 @@
 //!
 //! Workloads, in order, each bounded by a count and by `--max-seconds`:
 //! 1. pod creates (POST) from 1 and from `--clients` concurrent clients;
-//! 2. the same creates sent straight to the store, then deleted again (so the pod count stays exact);
+//! 2. the same creates sent straight to the store, then deleted again (so the pod count stays
+//!    exact). The two run in alternating batches (API server, store, store, API server, …), so a
+//!    machine that is faster or slower for a while weighs on both sides of the ratio alike;
 //! 3. GET of one pod;
 //! 4. bulk creation up to `--list-pods` pods, then LIST of all of them as JSON and as a Table,
 //!    from the store (no resourceVersion) and from the watch cache (`resourceVersion=0`);
@@ -45,6 +47,9 @@ struct Args {
     /// Creates in the concurrent workload (API server and store each).
     #[arg(long, env = "BENCH_CONCURRENT_CREATES", default_value_t = 4000)]
     concurrent_creates: u64,
+    /// Batches each create workload is cut into, per target, alternating between the targets.
+    #[arg(long, env = "BENCH_CREATE_BATCHES", default_value_t = 4)]
+    create_batches: u64,
     /// GETs of a single pod.
     #[arg(long, env = "BENCH_GETS", default_value_t = 2000)]
     gets: u64,
@@ -87,6 +92,18 @@ struct Row {
 }
 
 impl Row {
+    /// The batches of one workload as one row: their operations over their summed time.
+    fn merge(rows: Vec<Row>) -> Self {
+        let mut lat = Vec::new();
+        let (mut elapsed, mut errors, mut first_error) = (Duration::ZERO, 0, None);
+        for r in rows {
+            lat.extend(r.lat);
+            elapsed += r.elapsed;
+            errors += r.errors;
+            first_error = first_error.or(r.first_error);
+        }
+        Self::new(lat, elapsed, errors, first_error)
+    }
     fn new(mut lat: Vec<Duration>, elapsed: Duration, errors: u64, first_error: Option<String>) -> Self {
         lat.sort();
         Self {
@@ -114,6 +131,9 @@ struct Report {
     store_create_1: Row,
     api_create_n: Row,
     store_create_n: Row,
+    /// The API server's CPU time (user + system) per create, in the API server's batches.
+    api_cpu_1: Duration,
+    api_cpu_n: Duration,
     bulk_create: Row,
     bulk_pods: u64,
     get: Row,
@@ -284,6 +304,15 @@ fn pod_json(name: &str) -> Vec<u8> {
     .unwrap_or_default()
 }
 
+/// The CPU time (user + system) `pid` has used, from /proc (clock ticks of 10 ms).
+fn cpu_time(pid: u32) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return Duration::ZERO };
+    // Fields after the command name (which may hold spaces) start at the state, field 3.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks: u64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
+}
+
 /// The VmRSS of `pid` in bytes.
 fn rss(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -299,17 +328,18 @@ enum Target {
     Store,
 }
 
-/// Creates pods `<prefix>-<i>` for i in 0..total from `clients` concurrent clients, at most `cap`.
+/// Creates pods `<prefix>-<i>` for i in `indexes` from `clients` concurrent clients, at most `cap`.
 async fn create_pods(
     api: &Api,
     store_url: &str,
     target: Target,
     prefix: &str,
-    total: u64,
+    indexes: std::ops::Range<u64>,
     clients: usize,
     cap: Duration,
 ) -> anyhow::Result<Row> {
-    let next = Arc::new(AtomicU64::new(0));
+    let total = indexes.end;
+    let next = Arc::new(AtomicU64::new(indexes.start));
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(std::sync::Mutex::new(None::<String>));
     // The store gets one connection per client (as store-bench does); HTTP clients share the pool.
@@ -432,19 +462,37 @@ async fn run_workloads(api: &Api, cluster: &StoreCluster, a: &Args) -> anyhow::R
         ..Report::default()
     };
 
-    // 1 + 2. Creates from 1 and N clients, through the API server and straight to the store.
+    // 1 + 2. Creates from 1 and N clients, through the API server and straight to the store, in
+    // alternating batches: A S S A A S S A …
+    let batches = a.create_batches.max(1);
     for (clients, total, api_tag, store_tag) in [
         (1, a.seq_creates, "api1", "store1"),
         (a.clients, a.concurrent_creates, "apin", "storen"),
     ] {
-        eprintln!("[bench] pod creates via the API server, {clients} client(s)");
-        let api_row = create_pods(api, &store_url, Target::Api, api_tag, total, clients, cap).await?;
-        eprintln!("[bench] the same creates straight to the store, {clients} client(s)");
-        let store_row = create_pods(api, &store_url, Target::Store, store_tag, total, clients, cap).await?;
+        eprintln!("[bench] pod creates from {clients} client(s), via the API server and straight to the store, {batches} batches each");
+        let (mut api_rows, mut store_rows) = (Vec::new(), Vec::new());
+        let mut api_cpu = Duration::ZERO;
+        for b in 0..batches {
+            let indexes = b * total / batches..(b + 1) * total / batches;
+            let order = if b % 2 == 0 { [Target::Api, Target::Store] } else { [Target::Store, Target::Api] };
+            for target in order {
+                if target == Target::Api {
+                    eprintln!("[bench]   batch {b}, API server");
+                    let before = cpu_time(api.pid);
+                    api_rows.push(create_pods(api, &store_url, target, api_tag, indexes.clone(), clients, cap).await?);
+                    api_cpu += cpu_time(api.pid).saturating_sub(before);
+                } else {
+                    eprintln!("[bench]   batch {b}, store");
+                    store_rows.push(create_pods(api, &store_url, target, store_tag, indexes.clone(), clients, cap).await?);
+                }
+            }
+        }
+        let (api_row, store_row) = (Row::merge(api_rows), Row::merge(store_rows));
+        let cpu_per_create = api_cpu / api_row.ops().max(1) as u32;
         if clients == 1 {
-            (rep.api_create_1, rep.store_create_1) = (api_row, store_row);
+            (rep.api_create_1, rep.store_create_1, rep.api_cpu_1) = (api_row, store_row, cpu_per_create);
         } else {
-            (rep.api_create_n, rep.store_create_n) = (api_row, store_row);
+            (rep.api_create_n, rep.store_create_n, rep.api_cpu_n) = (api_row, store_row, cpu_per_create);
         }
     }
     // Remove the store-written pods again so the namespace holds exactly what we count.
@@ -498,7 +546,7 @@ async fn run_workloads(api: &Api, cluster: &StoreCluster, a: &Args) -> anyhow::R
         &store_url,
         Target::Api,
         "bulk",
-        bulk,
+        0..bulk,
         a.clients,
         cap.max(Duration::from_secs(120)),
     )
@@ -778,9 +826,9 @@ fn print_table(a: &Args, r: &Report) {
         );
     };
     let ratio = |s: &Row, p: &Row| s.throughput() / p.throughput().max(1e-9);
-    for (clients, api, store) in [
-        (1, &r.api_create_1, &r.store_create_1),
-        (a.clients, &r.api_create_n, &r.store_create_n),
+    for (clients, api, store, cpu) in [
+        (1, &r.api_create_1, &r.store_create_1, r.api_cpu_1),
+        (a.clients, &r.api_create_n, &r.store_create_n, r.api_cpu_n),
     ] {
         let goal = if clients == 1 { "" } else { "≥ 2,000/s" };
         let v = if clients == 1 { "" } else { verdict(api.throughput() >= 2000.0) };
@@ -803,6 +851,7 @@ fn print_table(a: &Args, r: &Report) {
             "| API server overhead at {clients} client(s) (store/API server throughput) | {o:.2}× | | | ≤ 2× | {} |",
             verdict(o <= 2.0)
         );
+        println!("| … the API server's CPU per create (user + system) | {} µs | | | | |", cpu.as_micros());
     }
     row(
         format!("bulk create, {} clients ({} pods, to reach {})", a.clients, r.bulk_pods, a.list_pods),

@@ -206,6 +206,7 @@ impl RaftNode {
     }
 
     /// Asks for a ReadIndex; the answer comes back in a later `ReadyOutput::read_states`.
+    /// `ctx` names the request: make it with `read_context`.
     pub fn read_index(&mut self, ctx: Vec<u8>) {
         self.raw.read_index(ctx)
     }
@@ -488,6 +489,26 @@ impl RaftNode {
         tracing::info!(target: "store::raft", compacted_to = to, applied, "compacted the raft log");
         Ok(())
     }
+}
+
+/// The context of `member`'s ReadIndex request number `number`: the member's ID, then the
+/// number. The leader keeps one pending read per context and silently ignores a second with the
+/// same bytes, so contexts must be unique across the members that forward reads to it (etcd
+/// makes its request IDs from the member ID the same way). Numbers alone collide: two members'
+/// reads numbered alike, and the second is answered only when retried.
+pub fn read_context(member: u64, number: u64) -> Vec<u8> {
+    let mut ctx = member.to_be_bytes().to_vec();
+    ctx.extend_from_slice(&number.to_be_bytes());
+    ctx
+}
+
+/// The number in `member`'s ReadIndex context `ctx` (None for another member's).
+pub fn read_context_number(member: u64, ctx: &[u8]) -> Option<u64> {
+    let (id, number) = ctx.split_at_checked(8)?;
+    if id != member.to_be_bytes() {
+        return None;
+    }
+    Some(u64::from_be_bytes(number.try_into().ok()?))
 }
 
 /// A proposal or a ReadIndex request a follower forwards to the leader. raft-rs puts a

@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::engine::{Engine, SledEngine, WriteBatch, keys};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::raft_node::{RaftNode, RaftOptions, ReadySink};
+use crate::raft_node::{RaftNode, RaftOptions, ReadySink, read_context, read_context_number};
 use crate::raft_storage::PeerStorage;
 use crate::traceutil::{self, Proposal, RevisionTrace};
 use crate::transport::Transport;
@@ -383,7 +383,7 @@ impl RaftLoop {
                 self.revoking.clear();
             }
             for rs in out.read_states {
-                let ctx = u64::from_be_bytes(rs.request_ctx.as_slice().try_into().unwrap_or([0; 8]));
+                let Some(ctx) = read_context_number(self.node.id(), &rs.request_ctx) else { continue };
                 if let Some((_, waiters)) = self.reads_inflight.remove(&ctx) {
                     self.reads_ready.push((rs.index, waiters));
                 }
@@ -448,7 +448,7 @@ impl RaftLoop {
         }
         if !self.reads_waiting.is_empty() {
             self.read_ctx += 1;
-            self.raft.read_index(self.read_ctx.to_be_bytes().to_vec());
+            self.raft.read_index(read_context(self.node.id(), self.read_ctx));
             self.reads_inflight.insert(self.read_ctx, (Instant::now(), std::mem::take(&mut self.reads_waiting)));
         }
     }
@@ -492,7 +492,7 @@ impl RaftLoop {
                 waiters.retain(|tx| !tx.is_closed());
             }
             self.reads_inflight.get_mut(&ctx).expect("present").0 = now;
-            self.raft.read_index(ctx.to_be_bytes().to_vec());
+            self.raft.read_index(read_context(self.node.id(), ctx));
         }
         self.reads_inflight.retain(|_, (_, w)| !w.is_empty());
         // The leader revokes expired leases through the log.

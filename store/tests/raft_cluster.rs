@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use store::apply::{Applied, InternalRaftRequest, Request, StateMachine};
 use store::engine::{Engine, SledEngine};
 use store::metrics::Metrics;
-use store::raft_node::{RaftNode, RaftOptions, ReadySink, logger};
+use store::raft_node::{RaftNode, RaftOptions, ReadySink, logger, read_context, read_context_number};
 use store::raft_storage::PeerStorage;
 use store::wal::Written;
 
@@ -77,6 +77,8 @@ struct Member {
     sm: Arc<RwLock<StateMachine>>,
     /// With a WAL writer thread (as the server runs): its reports.
     written: Option<mpsc::Receiver<store::Result<Written>>>,
+    /// The contexts of the ReadIndex requests answered so far.
+    reads_answered: Vec<Vec<u8>>,
 }
 
 impl Member {
@@ -86,7 +88,8 @@ impl Member {
     fn settle(&mut self, sink: &mut Sink) {
         for _ in 0..100 {
             if self.raft.has_ready() {
-                self.raft.on_ready(Instant::now(), sink).expect("ready");
+                let out = self.raft.on_ready(Instant::now(), sink).expect("ready");
+                self.reads_answered.extend(out.read_states.into_iter().map(|rs| rs.request_ctx));
                 continue;
             }
             if !self.raft.persisting() {
@@ -129,7 +132,7 @@ fn open_member(id: u64, voters: Vec<u64>, dir: &PathBuf, opts: &RaftOptions, bac
         .expect("start the WAL writer");
         rx
     });
-    Member { raft, sm, written }
+    Member { raft, sm, written, reads_answered: Vec::new() }
 }
 
 impl Cluster {
@@ -287,6 +290,29 @@ fn three_members_elect_one_leader_and_replicate() {
     for id in c.ids.clone() {
         assert_eq!(c.get(id, "k").as_deref(), Some("v"));
     }
+}
+
+#[test]
+fn reads_numbered_alike_on_every_member_are_all_answered() {
+    let mut c = Cluster::new(4, RaftOptions::default());
+    let leader = c.wait_leader(100);
+    // raft-rs answers no ReadIndex before the leader has committed an entry of its term.
+    let seq = c.propose_put(leader, "k", "v");
+    c.wait_applied(seq, 20);
+    // Every member asks with its own first number, as each server numbers its reads from 1.
+    for id in c.ids.clone() {
+        c.members.get_mut(&id).and_then(|m| m.as_mut()).expect("running").raft.read_index(read_context(id, 1));
+    }
+    // A forwarded read, a heartbeat round and the answer: a few ticks, far from a retry.
+    c.run(8);
+    for id in c.ids.clone() {
+        let answered = &c.member(id).reads_answered;
+        assert!(answered.contains(&read_context(id, 1)), "member {id}'s read was answered: {answered:?}");
+        assert!(answered.iter().all(|ctx| read_context_number(id, ctx).is_some()), "member {id} got only its own reads");
+    }
+    // The same number on another member is not this member's read.
+    assert_eq!(read_context_number(1, &read_context(2, 1)), None);
+    assert_eq!(read_context_number(2, &read_context(2, 7)), Some(7));
 }
 
 #[test]

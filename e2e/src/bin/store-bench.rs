@@ -1,11 +1,14 @@
 //! store-bench: the same etcd v3 client workload against kubelab's store and real etcd 3.4.
 //!
 //! Both run as three members on loopback with the same durability: each fsyncs its log
-//! per write batch (etcd is *not* given `--unsafe-no-fsync`). One cluster runs at a time,
-//! so the two never compete for the CPU. The absolute numbers depend on the machine; the
-//! kubelab/etcd ratio is the figure that counts.
+//! per write batch (etcd is *not* given `--unsafe-no-fsync`). Both clusters are up for the
+//! whole run, but only one is driven at a time, so the two never compete for the CPU. The
+//! workloads run in `--rounds` rounds that alternate between the stores (kubelab, etcd, etcd,
+//! kubelab, …), each round with its share of the operations: a machine that is faster or
+//! slower for a while weighs on both sides of the ratio alike. A row adds up its rounds. The
+//! absolute numbers depend on the machine; the kubelab/etcd ratio is the figure that counts.
 //!
-//! Workloads, each bounded by a count and by `--max-seconds`:
+//! Workloads, each bounded by a count and by `--max-seconds` per round:
 //! 1. sequential puts from one client;
 //! 2. puts from `--clients` concurrent clients (one connection each);
 //! 3. linearizable range reads of a `--range-keys`-key prefix;
@@ -52,7 +55,10 @@ struct Args {
     /// Value size in bytes.
     #[arg(long, env = "BENCH_VALUE_SIZE", default_value_t = 256)]
     value_size: usize,
-    /// Time cap per workload per store, in seconds.
+    /// Rounds the workloads are split into, alternating between the stores.
+    #[arg(long, env = "BENCH_ROUNDS", default_value_t = 4)]
+    rounds: u64,
+    /// Time cap per workload per store and round, in seconds.
     #[arg(long, env = "BENCH_MAX_SECONDS", default_value_t = 15)]
     max_seconds: u64,
 }
@@ -68,6 +74,16 @@ struct Row {
 }
 
 impl Row {
+    /// The rounds of one workload as one row: their operations over their summed time.
+    fn merge(rows: Vec<Row>) -> Self {
+        let (mut lat, mut elapsed, mut errors) = (Vec::new(), Duration::ZERO, 0);
+        for r in rows {
+            lat.extend(r.lat);
+            elapsed += r.elapsed;
+            errors += r.errors;
+        }
+        Self::new(lat, elapsed, errors)
+    }
     fn new(mut lat: Vec<Duration>, elapsed: Duration, errors: u64) -> Self {
         lat.sort();
         Self {
@@ -106,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
         other => bail!("--only must be both, kubelab or etcd, not {other:?}"),
     };
     let started = Instant::now();
-    let mut results: Vec<(Flavor, Vec<Row>)> = Vec::new();
+    let mut clusters = Vec::new();
     for flavor in flavors {
         eprintln!("[bench] starting a three-member {flavor} cluster");
         // No proxy: peers talk directly, as in production, so neither store pays a hop.
@@ -114,19 +130,52 @@ async fn main() -> anyhow::Result<()> {
             proxy: false,
             ..StoreOptions::for_flavor(flavor)
         };
-        let mut cluster = StoreCluster::start(3, opts)
+        let cluster = StoreCluster::start(3, opts)
             .await
             .with_context(|| format!("starting {flavor}"))?;
-        let rows = run_workloads(&cluster, &args)
-            .await
-            .with_context(|| format!("benchmarking {flavor}"));
-        if let Err(e) = cluster.check_alive() {
-            eprintln!("{}", cluster.log_tails(30));
-            bail!("{flavor} member died during the benchmark: {e:#}");
-        }
-        cluster.stop_all();
-        results.push((flavor, rows?));
+        clusters.push((flavor, cluster));
     }
+    let rounds = args.rounds.max(1);
+    // rows[cluster][workload][round]
+    let mut rows: Vec<Vec<Vec<Row>>> = vec![vec![Vec::new(); WORKLOADS.len()]; clusters.len()];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..clusters.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (flavor, cluster) = &mut clusters[i];
+            eprintln!("[bench] round {}/{rounds}: {flavor}", round + 1);
+            let result = run_workloads(cluster, &args, round, rounds)
+                .await
+                .with_context(|| format!("benchmarking {flavor}"));
+            if let Err(e) = cluster.check_alive() {
+                eprintln!("{}", cluster.log_tails(30));
+                bail!("{flavor} member died during the benchmark: {e:#}");
+            }
+            for (w, row) in result?.into_iter().enumerate() {
+                eprintln!(
+                    "[bench]     {}: {:.0}/s, p50 {}, p99 {}",
+                    WORKLOADS[w],
+                    row.throughput(),
+                    ms(row.pct(0.5)),
+                    ms(row.pct(0.99))
+                );
+                rows[i][w].push(row);
+            }
+        }
+    }
+    for (_, cluster) in &mut clusters {
+        cluster.stop_all();
+    }
+    let results: Vec<(Flavor, Vec<Row>, Vec<Vec<Row>>)> = clusters
+        .iter()
+        .zip(rows)
+        .map(|((flavor, _), per_workload)| {
+            let merged = per_workload.iter().map(|rounds| Row::merge(rounds.clone())).collect();
+            (*flavor, merged, per_workload)
+        })
+        .collect();
     print_table(&args, &results);
     eprintln!("[bench] total {:.1}s", started.elapsed().as_secs_f64());
     Ok(())
@@ -136,10 +185,13 @@ async fn connect_all(c: &StoreCluster) -> anyhow::Result<Client> {
     e2e::connect(&c.client_endpoints(), Duration::from_secs(10)).await
 }
 
-async fn run_workloads(c: &StoreCluster, a: &Args) -> anyhow::Result<Vec<Row>> {
+/// Runs round `round` of `rounds` of every workload on `c`: its share of each count, on keys of
+/// its own.
+async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> anyhow::Result<Vec<Row>> {
     let cap = Duration::from_secs(a.max_seconds);
     let value = "v".repeat(a.value_size);
     let mut rows = Vec::new();
+    let share = |n: u64| (n / rounds).max(1);
 
     // 1. One client, sequential puts.
     eprintln!("[bench]   {}", WORKLOADS[0]);
@@ -147,13 +199,13 @@ async fn run_workloads(c: &StoreCluster, a: &Args) -> anyhow::Result<Vec<Row>> {
         let mut client = connect_all(c).await?;
         let mut lat = Vec::new();
         let start = Instant::now();
-        for i in 0..a.seq_puts {
+        for i in 0..share(a.seq_puts) {
             if start.elapsed() > cap {
                 break;
             }
             let t = Instant::now();
             client
-                .put(format!("/bench/seq/{i:08}"), value.clone(), None)
+                .put(format!("/bench/seq/{round}/{i:08}"), value.clone(), None)
                 .await?;
             lat.push(t.elapsed());
         }
@@ -176,7 +228,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args) -> anyhow::Result<Vec<Row>> {
                 next.clone(),
                 errors.clone(),
                 value.clone(),
-                a.concurrent_puts,
+                share(a.concurrent_puts),
             );
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
@@ -187,7 +239,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args) -> anyhow::Result<Vec<Row>> {
                     }
                     let t = Instant::now();
                     match client
-                        .put(format!("/bench/conc/{i:08}"), value.clone(), None)
+                        .put(format!("/bench/conc/{round}/{i:08}"), value.clone(), None)
                         .await
                     {
                         Ok(_) => lat.push(t.elapsed()),
@@ -239,7 +291,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args) -> anyhow::Result<Vec<Row>> {
         let mut tasks = Vec::new();
         for _ in 0..a.range_clients {
             let mut client = connect_all(c).await?;
-            let (next, total, keys) = (next.clone(), a.range_reads, a.range_keys);
+            let (next, total, keys) = (next.clone(), share(a.range_reads), a.range_keys);
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
                 loop {
@@ -286,11 +338,11 @@ async fn run_workloads(c: &StoreCluster, a: &Args) -> anyhow::Result<Vec<Row>> {
         );
         let mut lat = Vec::new();
         let start = Instant::now();
-        for i in 0..a.watch_events {
+        for i in 0..share(a.watch_events) {
             if start.elapsed() > cap {
                 break;
             }
-            let key = format!("/bench/watch/{i:08}");
+            let key = format!("/bench/watch/{round}/{i:08}");
             let t = Instant::now();
             writer.put(key.clone(), value.clone(), None).await?;
             'wait: loop {
@@ -315,7 +367,7 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn print_table(a: &Args, results: &[(Flavor, Vec<Row>)]) {
+fn print_table(a: &Args, results: &[(Flavor, Vec<Row>, Vec<Vec<Row>>)]) {
     let names: Vec<String> = vec![
         format!("{} ({} puts max)", WORKLOADS[0], a.seq_puts),
         format!(
@@ -336,13 +388,13 @@ fn print_table(a: &Args, results: &[(Flavor, Vec<Row>)]) {
         .unwrap_or(0);
     println!();
     println!(
-        "Three members each on 127.0.0.1, {cpus} CPUs, value size {} B, both fsync per write batch, same etcd-client code; cap {} s per workload.",
-        a.value_size, a.max_seconds
+        "Three members each on 127.0.0.1, {cpus} CPUs, value size {} B, both fsync per write batch, same etcd-client code; {} rounds alternating between the stores, cap {} s per workload and round.",
+        a.value_size, a.rounds.max(1), a.max_seconds
     );
     println!();
     let header: Vec<String> = results
         .iter()
-        .map(|(f, _)| format!("{f} ops/s | {f} p50 | {f} p99"))
+        .map(|(f, _, _)| format!("{f} ops/s | {f} p50 | {f} p99"))
         .collect();
     let both = results.len() == 2;
     println!(
@@ -358,7 +410,7 @@ fn print_table(a: &Args, results: &[(Flavor, Vec<Row>)]) {
     println!("| --- |{}", " ---: |".repeat(cols));
     for (w, name) in names.iter().enumerate() {
         let mut cells = Vec::new();
-        for (_, rows) in results {
+        for (_, rows, _) in results {
             let r = &rows[w];
             let err = if r.errors > 0 {
                 format!(" ({} errors)", r.errors)
@@ -379,8 +431,22 @@ fn print_table(a: &Args, results: &[(Flavor, Vec<Row>)]) {
         }
         println!("| {name} | {} |", cells.join(" | "));
     }
+    if both {
+        // How steady the ratio is: each round on its own.
+        println!();
+        println!("| workload | kubelab/etcd throughput, round by round |");
+        println!("| --- | --- |");
+        for (w, name) in names.iter().enumerate() {
+            let ratios: Vec<String> = results[0].2[w]
+                .iter()
+                .zip(&results[1].2[w])
+                .map(|(k, e)| format!("{:.2}", k.throughput() / e.throughput().max(1e-9)))
+                .collect();
+            println!("| {name} | {} |", ratios.join(", "));
+        }
+    }
     println!();
-    for (f, rows) in results {
+    for (f, rows, _) in results {
         let ops: Vec<String> = rows
             .iter()
             .map(|r| format!("{} ops in {:.1}s", r.ops, r.elapsed.as_secs_f64()))

@@ -425,6 +425,23 @@ fn subscriber(log_filter: tracing_subscriber::EnvFilter, record_pod_steps: bool,
     tracing_subscriber::registry().with(layers)
 }
 
+/// The level up to which `log` records are made. They only reach the log output (the step
+/// recorder and the exporter take spans); left at the subscriber's overall level (trace, since
+/// the step recorder takes every span), each of sled's trace records for every page it touches
+/// was turned into a tracing event and offered to every layer: 2 % of the store's CPU under load.
+fn log_max_level(log_filter: &tracing_subscriber::EnvFilter) -> log::LevelFilter {
+    use tracing::Level;
+    let Some(hint) = log_filter.max_level_hint() else { return log::LevelFilter::Trace };
+    match hint.into_level() {
+        None => log::LevelFilter::Off,
+        Some(l) if l == Level::ERROR => log::LevelFilter::Error,
+        Some(l) if l == Level::WARN => log::LevelFilter::Warn,
+        Some(l) if l == Level::INFO => log::LevelFilter::Info,
+        Some(l) if l == Level::DEBUG => log::LevelFilter::Debug,
+        Some(_) => log::LevelFilter::Trace,
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     use tracing_subscriber::util::SubscriberInitExt as _;
     // The flags come first: --otlp-endpoint decides whether spans are exported, and
@@ -436,7 +453,9 @@ fn main() -> anyhow::Result<()> {
     // Logs go to stderr as RUST_LOG says; pod steps go to the trace recorder whatever it says
     // (`kubelab trace`), and with --otlp-endpoint to OpenTelemetry: each layer carries its own filter.
     podtrace::set_enabled(cli.record_pod_steps);
+    let log_max = log_max_level(&log_filter);
     subscriber(log_filter, cli.record_pod_steps, exporting.as_ref()).init();
+    log::set_max_level(log_max);
     // `up` enters a private mount namespace before any thread exists: handled before the runtime.
     if let Command::Up(args) = cli.command {
         return up::run(args);
@@ -526,5 +545,15 @@ mod tests {
                 assert_eq!(pod.is_disabled(), !record, "a pod span with recording {record}");
             });
         }
+    }
+
+    /// `log` records are made up to the log filter's level, and no further.
+    #[test]
+    fn log_records_stop_at_the_log_filters_level() {
+        use tracing_subscriber::EnvFilter;
+        assert_eq!(super::log_max_level(&EnvFilter::new("info")), log::LevelFilter::Info);
+        assert_eq!(super::log_max_level(&EnvFilter::new("warn,apiserver=debug")), log::LevelFilter::Debug);
+        assert_eq!(super::log_max_level(&EnvFilter::new("info,sled=trace")), log::LevelFilter::Trace);
+        assert_eq!(super::log_max_level(&EnvFilter::new("off")), log::LevelFilter::Off);
     }
 }

@@ -196,8 +196,10 @@ pub async fn dispatch(req: HttpRequest, payload: web::Payload, api: web::Data<Ap
             };
             let verb = verb_of(&req, &t);
             // A request is a step of the pod it writes (`kubelab trace`); the pod's UID is
-            // learned when the store write happens (storage.rs).
-            let span = tracing::info_span!(target: "apiserver", "request", verb = %verb, resource = %resource, pod_uid = tracing::field::Empty);
+            // learned when the store write happens (storage.rs). Its spans are at debug level:
+            // the step recorder and the exporter take them at any level, and the log output
+            // (info by default) would otherwise format their fields for every request.
+            let span = tracing::debug_span!(target: "apiserver", "request", verb = %verb, resource = %resource, pod_uid = tracing::field::Empty);
             let resp = handle(&req, body, &api, t).instrument(span).await.unwrap_or_else(|e| json_response(e.code(), &e.to_status(), &[]));
             (resource, verb, resp)
         }
@@ -292,7 +294,7 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
         }
         ("GET", Some(name), Some("log")) => crate::logs::serve(req, api, ns.unwrap_or("default"), name).await,
         ("POST", None, None) => {
-            let (obj, warnings) = tracing::info_span!(target: "apiserver", "decode", pod_uid = tracing::field::Empty).in_scope(|| {
+            let (obj, warnings) = tracing::debug_span!(target: "apiserver", "decode", pod_uid = tracing::field::Empty).in_scope(|| {
                 let obj = parse_body(req, &body)?;
                 let (obj, warnings) = decode(&reg, obj, &q)?;
                 check_name_and_namespace(&t, &obj)?;
@@ -305,7 +307,7 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
                 podtrace::otel::annotate(&mut obj);
             }
             if info.namespaced {
-                let admission = tracing::info_span!(target: "apiserver", "admission", check = "NamespaceLifecycle", pod_uid = tracing::field::Empty);
+                let admission = tracing::debug_span!(target: "apiserver", "admission", check = "NamespaceLifecycle", pod_uid = tracing::field::Empty);
                 api.check_namespace_open(ns.unwrap_or("default")).instrument(admission).await?;
             }
             let created = reg.create_with(ns, api.record_managed_fields(obj, None, &q, "Update"), dry_run(&q)).await?;

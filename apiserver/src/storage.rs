@@ -191,7 +191,7 @@ impl Storage {
     }
 
     async fn write(&self, txn: Txn, key: &str, value: Option<&Value>) -> Result<WriteOutcome> {
-        let span = tracing::info_span!(target: "apiserver::storage", "store write", key, revision = tracing::field::Empty, pod_uid = tracing::field::Empty);
+        let span = tracing::debug_span!(target: "apiserver::storage", "store write", key, revision = tracing::field::Empty, pod_uid = tracing::field::Empty);
         // A pod's writes are steps of that pod (`kubelab trace`).
         if key.contains("/pods/")
             && let Some(uid) = value.and_then(|v| v.pointer("/metadata/uid")).and_then(Value::as_str)

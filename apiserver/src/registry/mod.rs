@@ -344,7 +344,7 @@ impl Registry {
             meta.remove("selfLink");
         }
         let name = name_of(&obj).to_string();
-        tracing::info_span!(target: "apiserver", "defaulting and validation", pod_uid = tracing::field::Empty).in_scope(|| {
+        tracing::debug_span!(target: "apiserver", "defaulting and validation", pod_uid = tracing::field::Empty).in_scope(|| {
             self.strategy.prepare_for_create(&mut obj);
             let causes = self.strategy.validate(&obj);
             if causes.is_empty() { Ok(()) } else { Err(self.invalid(&name, causes)) }

@@ -215,13 +215,14 @@ async fn api_paths(req: HttpRequest, payload: web::Payload, api: web::Data<Api>)
             "/api" | "/api/" => return discovery::core(&req, &api),
             "/apis" | "/apis/" => return discovery::apis(&req, &api),
             path => {
-                let segments: Vec<&str> = path.split('/').skip(1).collect();
-                if segments.iter().all(|s| !s.is_empty()) {
-                    match segments.as_slice() {
-                        ["api", version] => return discovery::resources(&api, "", version).unwrap_or_else(|| status(Error::NoRoute)),
-                        ["apis", group, version] => return discovery::resources(&api, group, version).unwrap_or_else(|| status(Error::NoRoute)),
-                        _ => {}
-                    }
+                let mut segments = path.split('/').skip(1);
+                let group_version = match (segments.next(), segments.next(), segments.next(), segments.next()) {
+                    (Some("api"), Some(version), None, None) => Some(("", version)),
+                    (Some("apis"), Some(group), Some(version), None) if !group.is_empty() => Some((group, version)),
+                    _ => None,
+                };
+                if let Some((group, version)) = group_version.filter(|(_, v)| !v.is_empty()) {
+                    return discovery::resources(&api, group, version).unwrap_or_else(|| status(Error::NoRoute));
                 }
             }
         }

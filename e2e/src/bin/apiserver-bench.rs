@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use e2e::bench::{machine, ms};
+use e2e::bench::{cpu_time, machine, ms};
 use e2e::process::Process;
 use e2e::{StoreCluster, StoreOptions};
 use etcd_client::{Compare, CompareOp, Txn, TxnOp};
@@ -304,15 +304,6 @@ fn pod_json(name: &str) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-/// The CPU time (user + system) `pid` has used, from /proc (clock ticks of 10 ms).
-fn cpu_time(pid: u32) -> Duration {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return Duration::ZERO };
-    // Fields after the command name (which may hold spaces) start at the state, field 3.
-    let fields: Vec<&str> = stat.rsplit_once(')').map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let ticks: u64 = [11, 12].iter().filter_map(|&i| fields.get(i)?.parse::<u64>().ok()).sum();
-    Duration::from_millis(ticks * 10)
-}
-
 /// The VmRSS of `pid` in bytes.
 fn rss(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -338,7 +329,7 @@ async fn create_pods(
     clients: usize,
     cap: Duration,
 ) -> anyhow::Result<Row> {
-    let total = indexes.end;
+    let end = indexes.end;
     let next = Arc::new(AtomicU64::new(indexes.start));
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(std::sync::Mutex::new(None::<String>));
@@ -361,7 +352,7 @@ async fn create_pods(
             let mut lat = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= total || start.elapsed() > cap {
+                if i >= end || start.elapsed() > cap {
                     break;
                 }
                 let name = format!("{prefix}-{i}");
@@ -478,9 +469,9 @@ async fn run_workloads(api: &Api, cluster: &StoreCluster, a: &Args) -> anyhow::R
             for target in order {
                 if target == Target::Api {
                     eprintln!("[bench]   batch {b}, API server");
-                    let before = cpu_time(api.pid);
+                    let before = cpu_time(api.pid).unwrap_or_default();
                     api_rows.push(create_pods(api, &store_url, target, api_tag, indexes.clone(), clients, cap).await?);
-                    api_cpu += cpu_time(api.pid).saturating_sub(before);
+                    api_cpu += cpu_time(api.pid).unwrap_or_default().saturating_sub(before);
                 } else {
                     eprintln!("[bench]   batch {b}, store");
                     store_rows.push(create_pods(api, &store_url, target, store_tag, indexes.clone(), clients, cap).await?);

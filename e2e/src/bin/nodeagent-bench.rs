@@ -101,16 +101,9 @@ fn probed_pod(name: &str) -> Pod {
     p
 }
 
-/// The agent's CPU time so far (utime + stime from /proc/<pid>/stat, in clock ticks of 1/100 s:
-/// Linux's USER_HZ).
+/// The agent's CPU time so far, in seconds.
 fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name, which is in parentheses and may hold spaces; utime and
-    // stime are fields 14 and 15 of the whole line.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("malformed /proc/<pid>/stat")?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).context("utime/stime in /proc/<pid>/stat");
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
+    Ok(e2e::bench::cpu_time(pid).context("reading utime and stime from /proc/<pid>/stat")?.as_secs_f64())
 }
 
 /// The agent's mean CPU (percent of one core) over `window`, and its RSS at the end.

@@ -75,10 +75,10 @@ struct Row {
 
 impl Row {
     /// The rounds of one workload as one row: their operations over their summed time.
-    fn merge(rows: Vec<Row>) -> Self {
+    fn merge(rows: &[Row]) -> Self {
         let (mut lat, mut elapsed, mut errors) = (Vec::new(), Duration::ZERO, 0);
         for r in rows {
-            lat.extend(r.lat);
+            lat.extend(&r.lat);
             elapsed += r.elapsed;
             errors += r.errors;
         }
@@ -172,7 +172,7 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .zip(rows)
         .map(|((flavor, _), per_workload)| {
-            let merged = per_workload.iter().map(|rounds| Row::merge(rounds.clone())).collect();
+            let merged = per_workload.iter().map(|rounds| Row::merge(rounds)).collect();
             (*flavor, merged, per_workload)
         })
         .collect();

@@ -14,6 +14,10 @@
 //! 3. linearizable range reads of a `--range-keys`-key prefix;
 //! 4. watch latency: a put on one connection until a watcher on another receives it.
 //!
+//! Besides throughput and latency it prints each store's CPU time per operation (the three
+//! members' user + system time, from /proc): the work each store does, whatever the share of
+//! the cores the bench client left it.
+//!
 //! `cargo run --release -p e2e --bin store-bench -- --help`
 
 use std::sync::Arc;
@@ -71,27 +75,35 @@ struct Row {
     /// Sorted latencies.
     lat: Vec<Duration>,
     errors: u64,
+    /// CPU time the three members used during the workload (user + system).
+    cpu: Duration,
 }
 
 impl Row {
     /// The rounds of one workload as one row: their operations over their summed time.
     fn merge(rows: &[Row]) -> Self {
-        let (mut lat, mut elapsed, mut errors) = (Vec::new(), Duration::ZERO, 0);
+        let (mut lat, mut elapsed, mut errors, mut cpu) = (Vec::new(), Duration::ZERO, 0, Duration::ZERO);
         for r in rows {
             lat.extend(&r.lat);
             elapsed += r.elapsed;
             errors += r.errors;
+            cpu += r.cpu;
         }
-        Self::new(lat, elapsed, errors)
+        Self::new(lat, elapsed, errors, cpu)
     }
-    fn new(mut lat: Vec<Duration>, elapsed: Duration, errors: u64) -> Self {
+    fn new(mut lat: Vec<Duration>, elapsed: Duration, errors: u64, cpu: Duration) -> Self {
         lat.sort();
         Self {
             ops: lat.len() as u64,
             elapsed,
             lat,
             errors,
+            cpu,
         }
+    }
+    /// The members' CPU time per operation.
+    fn cpu_per_op(&self) -> Duration {
+        self.cpu / self.ops.max(1) as u32
     }
     fn throughput(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -181,6 +193,14 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// CPU time the cluster's members have used so far (user + system, all three summed).
+fn members_cpu(c: &StoreCluster) -> Duration {
+    (0..c.len())
+        .filter_map(|i| c.member(i).pid())
+        .filter_map(e2e::bench::cpu_time)
+        .sum()
+}
+
 async fn connect_all(c: &StoreCluster) -> anyhow::Result<Client> {
     e2e::connect(&c.client_endpoints(), Duration::from_secs(10)).await
 }
@@ -199,6 +219,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         let mut client = connect_all(c).await?;
         let mut lat = Vec::new();
         let start = Instant::now();
+        let cpu0 = members_cpu(c);
         for i in 0..share(a.seq_puts) {
             if start.elapsed() > cap {
                 break;
@@ -209,7 +230,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
                 .await?;
             lat.push(t.elapsed());
         }
-        rows.push(Row::new(lat, start.elapsed(), 0));
+        rows.push(Row::new(lat, start.elapsed(), 0, members_cpu(c).saturating_sub(cpu0)));
     }
 
     // 2. N concurrent clients, one connection each.
@@ -222,6 +243,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         let next = Arc::new(AtomicU64::new(0));
         let errors = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
+        let cpu0 = members_cpu(c);
         let mut tasks = Vec::new();
         for mut client in clients {
             let (next, errors, value, total) = (
@@ -259,6 +281,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
             lat,
             start.elapsed(),
             errors.load(Ordering::Relaxed),
+            members_cpu(c).saturating_sub(cpu0),
         ));
     }
 
@@ -288,6 +311,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         }
         let next = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
+        let cpu0 = members_cpu(c);
         let mut tasks = Vec::new();
         for _ in 0..a.range_clients {
             let mut client = connect_all(c).await?;
@@ -317,7 +341,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         for t in tasks {
             lat.extend(t.await??);
         }
-        rows.push(Row::new(lat, start.elapsed(), 0));
+        rows.push(Row::new(lat, start.elapsed(), 0, members_cpu(c).saturating_sub(cpu0)));
     }
 
     // 4. Watch latency: put on one connection, until a watcher on another receives it.
@@ -338,6 +362,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         );
         let mut lat = Vec::new();
         let start = Instant::now();
+        let cpu0 = members_cpu(c);
         for i in 0..share(a.watch_events) {
             if start.elapsed() > cap {
                 break;
@@ -358,7 +383,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
             }
             lat.push(t.elapsed());
         }
-        rows.push(Row::new(lat, start.elapsed(), 0));
+        rows.push(Row::new(lat, start.elapsed(), 0, members_cpu(c).saturating_sub(cpu0)));
     }
     Ok(rows)
 }
@@ -444,6 +469,28 @@ fn print_table(a: &Args, results: &[(Flavor, Vec<Row>, Vec<Vec<Row>>)]) {
                 .collect();
             println!("| {name} | {} |", ratios.join(", "));
         }
+    }
+    // CPU per operation, all three members summed: what each store spends, apart from how the
+    // machine's cores were shared with the bench client and the other members.
+    println!();
+    let header: Vec<String> = results.iter().map(|(f, _, _)| format!("{f} CPU per op")).collect();
+    println!(
+        "| workload | {}{} |",
+        header.join(" | "),
+        if both { " | kubelab/etcd CPU per op" } else { "" }
+    );
+    println!("| --- |{}", " ---: |".repeat(results.len() + usize::from(both)));
+    for (w, name) in names.iter().enumerate() {
+        let mut cells: Vec<String> = results
+            .iter()
+            .map(|(_, rows, _)| format!("{:.0} µs", rows[w].cpu_per_op().as_secs_f64() * 1e6))
+            .collect();
+        if both {
+            let k = results[0].1[w].cpu_per_op().as_secs_f64();
+            let e = results[1].1[w].cpu_per_op().as_secs_f64();
+            cells.push(format!("{:.2}", k / e.max(1e-12)));
+        }
+        println!("| {name} | {} |", cells.join(" | "));
     }
     println!();
     for (f, rows, _) in results {

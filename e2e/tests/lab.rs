@@ -141,6 +141,29 @@ async fn lease_stalls(lab: &Lab, via: &str, node: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a failed cross-node check needs looked at: both pods and their logs, each node's routes
+/// (host-gw's `proto 77` ones among them) and what its agent said about them.
+async fn cross_node_diagnostics(lab: &Lab) -> String {
+    let mut out = String::from("[lab] cross-node diagnostics:\n");
+    let mut add = |what: String, r: anyhow::Result<String>| {
+        out.push_str(&format!("--- {what}\n{}\n", r.unwrap_or_else(|e| format!("(failed: {e:#})"))));
+    };
+    add("kubectl get pods -o wide".into(), lab.kubectl_ok("node1", &["get", "pods", "-o", "wide"]).await);
+    for pod in ["pod-node1", "pod-node2"] {
+        add(format!("kubectl logs {pod}"), lab.kubectl_ok("node1", &["logs", pod]).await);
+    }
+    for node in ["node1", "node2"] {
+        add(format!("{node}: ip -4 route"), lab.exec_ok(node, &["ip", "-4", "route"]).await);
+        add(format!("{node}: ip -4 addr"), lab.exec_ok(node, &["ip", "-4", "-brief", "addr"]).await);
+        let since = chrono::Utc::now() - chrono::Duration::minutes(10);
+        let routes = lab.agent_log_since(node, since).await.map(|log| {
+            log.lines().filter(|l| l.contains("host_gw")).collect::<Vec<_>>().join("\n")
+        });
+        add(format!("{node}: agent's host-gw lines"), routes);
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_end_to_end() {
     let mut lab = Lab::up().await.expect("lab up");
@@ -202,18 +225,25 @@ async fn lab_end_to_end() {
     assert_eq!(p["pod-node2"].1, "node2");
     assert_eq!(p["pod-node3"].1, "node3");
 
-    // 5. A pod on node1 reaches the pod on node2 by IP (busybox nc; wget segfaults here).
-    let client = format!("for i in $(seq 1 90); do if nc -w 2 {server_ip} 8080; then break; fi; sleep 1; done; sleep 100000");
+    // 5. A pod on node1 reaches the pod on node2 by IP (busybox nc; wget segfaults here). A try
+    //    counts only if the greeting came back: nc also exits 0 on a connection that closed
+    //    empty. Each failed try is logged, so a failure below shows what nc saw.
+    let client = format!(
+        "for i in $(seq 1 90); do if nc -w 2 {server_ip} 8080 </dev/null | grep hello-from-node2; then break; fi; echo \"try $i: no greeting\"; sleep 1; done; sleep 100000"
+    );
     let t1 = Instant::now();
     lab.apply("node1", &busybox_pod("pod-node1", "node1", &client)).await.expect("pod-node1");
     wait_running(&lab, "node1", &["pod-node1"], RUN_TIMEOUT).await.expect("pod on node1");
     let node1_start = t1.elapsed();
-    poll_until("pod-node1 heard from pod-node2", Duration::from_secs(100), Duration::from_secs(1), || async {
-        let out = lab.kubectl("node1", &["logs", "pod-node1"], None).await?;
-        Ok(String::from_utf8_lossy(&out.stdout).contains("hello-from-node2").then_some(()))
+    let heard = poll_until("pod-node1 heard from pod-node2", Duration::from_secs(100), Duration::from_secs(1), || async {
+        let logs = lab.kubectl_ok("node1", &["logs", "pod-node1"]).await?;
+        Ok(logs.contains("hello-from-node2").then_some(()))
     })
-    .await
-    .expect("cross-node pod traffic");
+    .await;
+    if let Err(e) = heard {
+        eprintln!("{}", cross_node_diagnostics(&lab).await);
+        panic!("cross-node pod traffic: {e:#}");
+    }
     let mut startup = vec![("node1".to_string(), node1_start)];
     startup.extend(started.iter().map(|(n, d)| (n.trim_start_matches("pod-").to_string(), *d)));
     lab.kubectl_ok("node1", &["create", "configmap", "before-faults", "--from-literal=k=v"]).await.expect("write");

@@ -73,6 +73,9 @@ pub async fn handle_pod_cleanups(kubelet: &Arc<Kubelet>, workers: &mut PodWorker
             let _ = tokio::task::spawn_blocking(move || crate::kubelet_getters::remove_pod_dir(&root, &u)).await;
         }
         kubelet.status.remove_orphaned_statuses(&keep);
+        // Probe workers of pods gone from everywhere (kubelet's probeManager.CleanupPods): a
+        // pod's workers are normally stopped when it terminates, but not if it vanished first.
+        kubelet.probes.cleanup_pods(&keep);
     }
     kubelet.set_runtime_pods(in_runtime);
     sync_mirror_pods(kubelet).await;

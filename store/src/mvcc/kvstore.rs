@@ -7,10 +7,13 @@
 //! (re)created; `create_revision` is the revision of that creation.
 //!
 //! The whole history since the last compaction is held in memory (as etcd's index is, while its
-//! values sit in bbolt's mmap) and mirrored to the engine as the writes happen.
+//! values sit in bbolt's mmap) and mirrored to the engine as the writes happen. Each record is
+//! shared by the two maps that find it: by key (reads) and by revision (watch history,
+//! compaction), so a range read finds a key's value without a second lookup.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use prost::Message as _;
 use proto::etcd::{PbEvent, PbKeyValue, event_type};
@@ -109,9 +112,10 @@ impl WriteTxn<'_> {
 
 #[derive(Default)]
 pub struct KvStore {
-    /// key → its revisions in ascending order, with whether each is a tombstone.
-    index: BTreeMap<Vec<u8>, Vec<(Revision, bool)>>,
-    history: BTreeMap<Revision, Record>,
+    /// key → its revisions in ascending order, each with its record.
+    index: BTreeMap<Vec<u8>, Vec<(Revision, Arc<Record>)>>,
+    /// revision → the record written at it.
+    history: BTreeMap<Revision, Arc<Record>>,
     current: i64,
     compacted: i64,
 }
@@ -140,7 +144,13 @@ impl KvStore {
     }
 
     fn insert(&mut self, rev: Revision, rec: Record) {
-        self.index.entry(rec.kv.key.clone()).or_default().push((rev, rec.tombstone));
+        let rec = Arc::new(rec);
+        match self.index.get_mut(&rec.kv.key) {
+            Some(revs) => revs.push((rev, rec.clone())),
+            None => {
+                self.index.insert(rec.kv.key.clone(), vec![(rev, rec.clone())]);
+            }
+        }
         self.history.insert(rev, rec);
     }
 
@@ -154,7 +164,7 @@ impl KvStore {
 
     /// Number of keys that exist now.
     pub fn live_keys(&self) -> usize {
-        self.index.values().filter(|revs| revs.last().is_some_and(|(_, t)| !t)).count()
+        self.index.values().filter(|revs| revs.last().is_some_and(|(_, rec)| !rec.tombstone)).count()
     }
 
     /// Checks a requested read revision (0 = now) and returns the one to read at.
@@ -173,22 +183,22 @@ impl KvStore {
 
     /// The key's value as of `rev`, if it existed then.
     pub fn get_at(&self, key: &[u8], rev: i64) -> Option<&PbKeyValue> {
-        Self::visible(self.index.get(key)?, rev).map(|r| &self.history[&r].kv)
+        Self::visible(self.index.get(key)?, rev)
     }
 
-    fn visible(revs: &[(Revision, bool)], rev: i64) -> Option<Revision> {
+    /// A key's value as of `rev` from its revisions: the newest at or below `rev`, unless that
+    /// is a tombstone.
+    fn visible(revs: &[(Revision, Arc<Record>)], rev: i64) -> Option<&PbKeyValue> {
         let pos = revs.partition_point(|(r, _)| r.main <= rev);
-        match pos.checked_sub(1).map(|i| revs[i]) {
-            Some((r, false)) => Some(r),
-            _ => None,
-        }
+        let (_, rec) = &revs[pos.checked_sub(1)?];
+        (!rec.tombstone).then_some(&rec.kv)
     }
 
     /// Visits the keys of a range as of `rev`, in key order, until `f` returns false.
     pub fn range_at<'a>(&'a self, key: &[u8], range_end: &[u8], rev: i64, mut f: impl FnMut(&'a PbKeyValue) -> bool) {
         for (_, revs) in self.index.range(key_range(key, range_end)) {
-            if let Some(r) = Self::visible(revs, rev)
-                && !f(&self.history[&r].kv)
+            if let Some(kv) = Self::visible(revs, rev)
+                && !f(kv)
             {
                 return;
             }
@@ -269,7 +279,7 @@ impl KvStore {
                 continue;
             }
             // The newest revision at or below `rev` survives unless it is a tombstone.
-            let keep_last = !revs[upto - 1].1;
+            let keep_last = !revs[upto - 1].1.tombstone;
             let drop = if keep_last { upto - 1 } else { upto };
             for (r, _) in revs.drain(..drop) {
                 self.history.remove(&r);
@@ -312,10 +322,8 @@ impl KvStore {
         // The previous value is the key's visible revision just before this one.
         let prev = self.index.get(&rec.kv.key).and_then(|revs| {
             let pos = revs.partition_point(|(r, _)| *r < rev);
-            match pos.checked_sub(1).map(|i| revs[i]) {
-                Some((r, false)) => Some(self.history[&r].kv.clone()),
-                _ => None,
-            }
+            let (_, before) = &revs[pos.checked_sub(1)?];
+            (!before.tombstone).then(|| before.kv.clone())
         });
         let r#type = if rec.tombstone { event_type::DELETE } else { event_type::PUT };
         PbEvent { r#type, kv: Some(rec.kv.clone()), prev_kv: prev }
@@ -323,7 +331,7 @@ impl KvStore {
 
     /// Every record, for a snapshot.
     pub fn records(&self) -> impl Iterator<Item = (&Revision, &Record)> {
-        self.history.iter()
+        self.history.iter().map(|(rev, rec)| (rev, &**rec))
     }
 
     /// Replaces the whole key space (a snapshot from the leader), staging the engine writes.

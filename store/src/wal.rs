@@ -26,8 +26,15 @@
 //!
 //! Segments are preallocated to [`SEGMENT_SIZE`] with `fallocate`, as etcd's are, so that an
 //! append does not change the file's size, which `fdatasync` would otherwise have to persist as
-//! well. A write that would run past the preallocated size *cuts* the segment: the tail is
-//! synced, and a new empty segment (`seq + 1`) is created and becomes the tail. A write or sync
+//! well. That is not all `fdatasync` can be made to persist: `fallocate` reserves *unwritten*
+//! extents, and the first write into one converts it, a change of the file's metadata that ext4
+//! commits to its journal with the data. So each append also writes zeros a little ahead of
+//! itself ([`Wal::zero_ahead`], up to 1 MiB at a time): the appends that follow land in blocks
+//! already written, and their `fdatasync` flushes data alone. On this project's machines that
+//! took a third off the time and the CPU of each `fdatasync` (PostgreSQL zero-fills its WAL
+//! segments for the same reason). A write that would run past the preallocated size *cuts* the
+//! segment: the tail is synced, and a new empty segment (`seq + 1`) is created and becomes the
+//! tail. A write or sync
 //! error is returned (or reported by the writer, which then stops), and the member stops: after
 //! a failed `fsync` the page cache may have dropped the data, so retrying would claim a
 //! durability that never happened.
@@ -382,6 +389,8 @@ pub struct Wal {
     tail: File,
     /// Where the next record goes in the tail segment.
     end: u64,
+    /// The tail is written (records, then zeros) up to here; past it, only allocated.
+    zeroed: u64,
     /// Whether bytes were written to the tail since its last fdatasync.
     unsynced: bool,
 }
@@ -454,7 +463,7 @@ impl Wal {
         preallocate(&tail, segment_size.max(end)).map_err(wal_err(&path))?;
         tail.sync_all().map_err(wal_err(&path))?;
         tracing::info!(target: "store::wal", dir = %dir.display(), segments = seqs.len(), first_index = state.first_index(), last_index = state.last_index(), "replayed the WAL");
-        let wal = Self { dir: dir.to_path_buf(), segment_size, seq: last, tail, end, unsynced: false };
+        let wal = Self { dir: dir.to_path_buf(), segment_size, seq: last, tail, end, zeroed: end, unsynced: false };
         Ok((wal, state))
     }
 
@@ -480,7 +489,30 @@ impl Wal {
         // The segment's path is made only for an error: formatting it per write showed in profiles.
         self.tail.write_all_at(records, self.end).map_err(|e| self.tail_err(e))?;
         self.end += records.len() as u64;
+        self.zero_ahead()?;
         self.unsynced = true;
+        Ok(())
+    }
+
+    /// How far ahead of the end zeros are written at a time: 1 MiB, less in a small segment.
+    fn zero_chunk(&self) -> u64 {
+        (self.segment_size / 16).clamp(4096, 1 << 20)
+    }
+
+    /// Writes zeros after the end when the end has caught up with them (see the module docs):
+    /// one chunk, up to the segment's preallocated size. Past the end there are no records, so
+    /// nothing is overwritten; the next `fdatasync` makes the zeros durable with the records.
+    fn zero_ahead(&mut self) -> Result<()> {
+        if self.end + self.zero_chunk() / 2 <= self.zeroed {
+            return Ok(());
+        }
+        let from = self.end.max(self.zeroed);
+        let to = (self.end + self.zero_chunk()).min(self.segment_size);
+        if to > from {
+            let zeros = vec![0u8; (to - from) as usize];
+            self.tail.write_all_at(&zeros, from).map_err(|e| self.tail_err(e))?;
+            self.zeroed = to;
+        }
         Ok(())
     }
 
@@ -506,6 +538,7 @@ impl Wal {
         self.tail = create_segment(&self.dir, seq, self.segment_size, &[])?;
         self.seq = seq;
         self.end = 0;
+        self.zeroed = 0;
         tracing::debug!(target: "store::wal", segment = seq, "cut a new WAL segment");
         Ok(())
     }
@@ -527,6 +560,7 @@ impl Wal {
         self.tail = create_segment(&self.dir, seq, self.segment_size, &buf)?;
         self.seq = seq;
         self.end = buf.len() as u64;
+        self.zeroed = self.end;
         self.unsynced = false;
         for old in list_segments(&self.dir)?.into_iter().filter(|s| *s < seq) {
             let path = segment_path(&self.dir, old);
@@ -725,6 +759,41 @@ mod tests {
         let (_, state) = Wal::open(dir.path()).unwrap();
         assert_eq!(ids(&state), vec![(1, 1), (2, 2)]);
         assert_eq!(fs::metadata(&path).unwrap().len(), SEGMENT_SIZE, "the tail is preallocated again");
+    }
+
+    #[test]
+    fn appends_write_zeros_ahead_of_themselves_and_replay_reads_only_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 64 << 10;
+        let (mut wal, _) = Wal::open_with_segment_size(dir.path(), size).unwrap();
+        let chunk = wal.zero_chunk();
+        assert_eq!(chunk, 4096);
+        let mut fills = 0;
+        let mut zeroed = wal.zeroed;
+        for i in 1..=600 {
+            save(&mut wal, None, &[entry(i, 1)]);
+            assert!(wal.zeroed >= wal.end + chunk / 2 || wal.zeroed == size, "zeros stay ahead of the end");
+            if wal.zeroed != zeroed {
+                fills += 1;
+                zeroed = wal.zeroed;
+                let mut after = vec![0xffu8; (wal.zeroed - wal.end) as usize];
+                wal.tail.read_exact_at(&mut after, wal.end).unwrap();
+                assert!(after.iter().all(|b| *b == 0), "only zeros after the end");
+            }
+        }
+        assert_eq!(wal.seq, 0, "one segment");
+        assert!(fills > 4 && fills < 600 / 4, "zeros are written a chunk at a time, not per append: {fills} fills");
+        drop(wal);
+
+        // Replay stops at the zeros; the reopened tail zeroes again from its end on.
+        let (mut wal, state) = Wal::open_with_segment_size(dir.path(), size).unwrap();
+        assert_eq!(ids(&state), (1..=600).map(|i| (i, 1)).collect::<Vec<_>>());
+        assert_eq!(wal.zeroed, wal.end);
+        save(&mut wal, None, &[entry(601, 1)]);
+        assert!(wal.zeroed >= wal.end + chunk / 2);
+        drop(wal);
+        let (_, state) = Wal::open_with_segment_size(dir.path(), size).unwrap();
+        assert_eq!(state.last_index(), 601);
     }
 
     #[test]

@@ -29,15 +29,16 @@
 //! well. That is not all `fdatasync` can be made to persist: `fallocate` reserves *unwritten*
 //! extents, and the first write into one converts it, a change of the file's metadata that ext4
 //! commits to its journal with the data. So each append also writes zeros a little ahead of
-//! itself ([`Wal::zero_ahead`], up to 1 MiB at a time): the appends that follow land in blocks
+//! itself (`Wal::zero_ahead`, up to 1 MiB at a time): the appends that follow land in blocks
 //! already written, and their `fdatasync` flushes data alone. On this project's machines that
 //! took a third off the time and the CPU of each `fdatasync` (PostgreSQL zero-fills its WAL
-//! segments for the same reason). A write that would run past the preallocated size *cuts* the
-//! segment: the tail is synced, and a new empty segment (`seq + 1`) is created and becomes the
-//! tail. A write or sync
-//! error is returned (or reported by the writer, which then stops), and the member stops: after
-//! a failed `fsync` the page cache may have dropped the data, so retrying would claim a
-//! durability that never happened.
+//! segments for the same reason).
+//!
+//! A write that would run past the preallocated size *cuts* the segment: the tail is synced, and
+//! a new empty segment (`seq + 1`) is created and becomes the tail. A write or sync error is
+//! returned (or reported by the writer, which then stops), and the member stops: after a failed
+//! `fsync` the page cache may have dropped the data, so retrying would claim a durability that
+//! never happened.
 //!
 //! # Replay
 //! [`Wal::open`] reads the segments in order and folds the records into a [`LogState`]: an entry

@@ -356,3 +356,20 @@ async fn a_pod_whose_containers_stopped_holds_nothing_for_admission() {
     assert_eq!(api_copy, None, "the pod manager's copy has not heard of the terminal phase");
     assert!(active(&workers).is_empty(), "a pod whose containers stopped must not count");
 }
+
+/// Housekeeping stops the probe workers of a pod that no source wants, no worker handles and the
+/// runtime does not run (kubelet's probeManager.CleanupPods); a wanted pod keeps its workers.
+#[actix_rt::test]
+async fn housekeeping_stops_the_probe_workers_of_pods_gone_from_everywhere() {
+    let h = harness().await;
+    let probe = "    readinessProbe: {exec: {command: [true]}, periodSeconds: 1}\n";
+    let gone = pod("u8", &format!("  containers:\n  - name: c\n    image: '{IMAGE}'\n{probe}"));
+    let wanted = Arc::new(pod("u9", &format!("  containers:\n  - name: c\n    image: '{IMAGE}'\n{probe}")));
+    h.kubelet.pod_manager.lock().expect("lock").pods.insert("u9".into(), wanted.clone());
+    h.kubelet.probes.add_pod(&gone);
+    h.kubelet.probes.add_pod(&wanted);
+    assert_eq!(h.kubelet.probes.worker_count(), 2);
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    crate::kubelet_pods::handle_pod_cleanups(&h.kubelet, &mut workers, true).await;
+    assert_eq!(h.kubelet.probes.worker_count(), 1, "only the wanted pod's worker is left");
+}

@@ -145,12 +145,7 @@ impl KvStore {
 
     fn insert(&mut self, rev: Revision, rec: Record) {
         let rec = Arc::new(rec);
-        match self.index.get_mut(&rec.kv.key) {
-            Some(revs) => revs.push((rev, rec.clone())),
-            None => {
-                self.index.insert(rec.kv.key.clone(), vec![(rev, rec.clone())]);
-            }
-        }
+        self.index.entry(rec.kv.key.clone()).or_default().push((rev, rec.clone()));
         self.history.insert(rev, rec);
     }
 

@@ -220,6 +220,9 @@ impl Containerd {
             cmd.pre_exec(|| {
                 // If kubelab up dies, containerd follows (its containers are stopped at the next start).
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                // kubelab gave up transparent huge pages (main.rs); containerd and the containers
+                // it starts get the machine's setting back.
+                libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
                 Ok(())
             });
         }

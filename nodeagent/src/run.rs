@@ -115,19 +115,6 @@ impl Options {
     }
 }
 
-/// Turns transparent huge pages off for this process (`PR_SET_THP_DISABLE`). The allocator
-/// (mimalloc) asks for huge pages on the memory it reserves, and each one the kernel hands out is
-/// 2 MiB resident even when a few kilobytes of it are in use: with them, 14 of the 16 MiB of heap
-/// of an agent running 16 pods were huge pages. The agent runs on every node and is sized like
-/// the kubelet, whose memory the node pays for; the control plane keeps huge pages, for
-/// throughput.
-fn no_huge_pages() {
-    // SAFETY: prctl with PR_SET_THP_DISABLE only sets a flag on this process's memory map.
-    if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } != 0 {
-        tracing::warn!(target: "kubelet", error = %std::io::Error::last_os_error(), "could not turn transparent huge pages off; the agent will use more memory");
-    }
-}
-
 /// At most this many threads run the agent's blocking work (cgroup and volume files, pod
 /// directories). tokio's default allows 512 and keeps an idle one for 10 s — as long as a pod's
 /// resync period — so a burst of pods left dozens of threads alive, each holding its own
@@ -136,10 +123,8 @@ fn no_huge_pages() {
 pub const MAX_BLOCKING_THREADS: usize = 4;
 
 /// The actix System the node agent runs in: one thread for the actors and tasks, and a small
-/// pool for blocking work (see [`MAX_BLOCKING_THREADS`]). The process gives up transparent huge
-/// pages first (see [`no_huge_pages`]).
+/// pool for blocking work (see [`MAX_BLOCKING_THREADS`]).
 pub fn system() -> actix_rt::SystemRunner {
-    no_huge_pages();
     actix_rt::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

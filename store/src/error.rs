@@ -47,6 +47,9 @@ pub enum Error {
     },
     #[error("storage engine: {0}")]
     Engine(#[from] sled::Error),
+    /// A write the engine's writer thread applied failed (see `engine::BackgroundWrites`).
+    #[error("storage engine: an earlier write failed: {0}")]
+    EngineFailed(String),
     #[error("corrupt record {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },
     #[error("raft: {0}")]

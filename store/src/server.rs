@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 
 use crate::apply::{Applied, InternalRaftRequest, MemberAttributes, Request, StateMachine};
 use crate::config::Config;
-use crate::engine::{Engine, SledEngine, WriteBatch, keys};
+use crate::engine::{BackgroundWrites, Engine, SledEngine, WriteBatch, keys};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::raft_node::{RaftNode, RaftOptions, ReadySink, read_context, read_context_number};
@@ -201,9 +201,12 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
     cfg.validate()?;
     let dir = cfg.data_dir.join("member");
     std::fs::create_dir_all(&dir)?;
-    let engine: Arc<dyn Engine> = Arc::new(SledEngine::open(&dir.join("db"))?);
-    let fresh = check_identity(engine.as_ref(), &cfg)?;
     let metrics = Metrics::new();
+    let commit_duration = metrics.backend_commit_duration.clone();
+    let sled: Arc<dyn Engine> = Arc::new(SledEngine::open(&dir.join("db"))?);
+    let engine: Arc<dyn Engine> =
+        Arc::new(BackgroundWrites::start(sled, move |d| commit_duration.observe(d.as_secs_f64()))?);
+    let fresh = check_identity(engine.as_ref(), &cfg)?;
     let ticks = |d: Duration| (d.as_millis() / cfg.heartbeat_interval.as_millis().max(1)) as usize;
     let opts = RaftOptions {
         election_tick: ticks(cfg.election_timeout).max(2),

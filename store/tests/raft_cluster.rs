@@ -14,7 +14,7 @@ use raft::eraftpb::Message;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use store::apply::{Applied, InternalRaftRequest, Request, StateMachine};
-use store::engine::{Engine, SledEngine};
+use store::engine::{BackgroundWrites, Engine, SledEngine};
 use store::metrics::Metrics;
 use store::raft_node::{RaftNode, RaftOptions, ReadySink, logger, read_context, read_context_number};
 use store::raft_storage::PeerStorage;
@@ -114,13 +114,17 @@ struct Cluster {
     seq: u64,
     /// Results of proposals, by sequence number.
     results: BTreeMap<u64, Applied>,
-    /// Whether members write their WAL on a thread of its own, as the server does.
+    /// Whether members write their WAL and their engine on threads of their own, as the server
+    /// does.
     background_wal: bool,
     _tmp: tempfile::TempDir,
 }
 
 fn open_member(id: u64, voters: Vec<u64>, dir: &PathBuf, opts: &RaftOptions, background_wal: bool) -> Member {
-    let engine: Arc<dyn Engine> = Arc::new(SledEngine::open(&dir.join("db")).expect("open engine"));
+    let mut engine: Arc<dyn Engine> = Arc::new(SledEngine::open(&dir.join("db")).expect("open engine"));
+    if background_wal {
+        engine = Arc::new(BackgroundWrites::start(engine, |_| {}).expect("start the engine writer"));
+    }
     let sm = Arc::new(RwLock::new(StateMachine::load(engine.clone(), 2, 1024).expect("load state machine")));
     let storage = PeerStorage::open(&dir.join("wal"), engine, sm.clone()).expect("replay the WAL");
     let mut raft = RaftNode::open(id, voters, storage, sm.clone(), opts.clone(), Metrics::new(), &logger()).expect("open raft node");

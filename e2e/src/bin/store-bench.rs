@@ -10,13 +10,17 @@
 //!
 //! Workloads, each bounded by a count and by `--max-seconds` per round:
 //! 1. sequential puts from one client;
-//! 2. puts from `--clients` concurrent clients (one connection each);
+//! 2. puts from `--clients` concurrent clients, each with one connection of its own to one
+//!    member, the members taken in turn (as etcd's `benchmark` tool dials its connections);
+//!    `--balanced-clients` gives each client a connection to every member instead;
 //! 3. linearizable range reads of a `--range-keys`-key prefix;
 //! 4. watch latency: a put on one connection until a watcher on another receives it.
 //!
 //! Besides throughput and latency it prints each store's CPU time per operation (the three
 //! members' user + system time, from /proc): the work each store does, whatever the share of
-//! the cores the bench client left it.
+//! the cores the bench client left it. The bench client's own CPU per operation is printed
+//! beside it: on a machine whose cores all three members and the client share, what the client
+//! spends is taken from both stores.
 //!
 //! `cargo run --release -p e2e --bin store-bench -- --help`
 
@@ -65,6 +69,10 @@ struct Args {
     /// Time cap per workload per store and round, in seconds.
     #[arg(long, env = "BENCH_MAX_SECONDS", default_value_t = 15)]
     max_seconds: u64,
+    /// Give each concurrent client a balanced connection to every member (etcd-client's
+    /// choice given all endpoints) instead of one connection to one member.
+    #[arg(long, env = "BENCH_BALANCED_CLIENTS")]
+    balanced_clients: bool,
 }
 
 /// One measured workload on one store.
@@ -75,23 +83,26 @@ struct Row {
     /// Sorted latencies.
     lat: Vec<Duration>,
     errors: u64,
-    /// CPU time the three members used during the workload (user + system).
-    cpu: Duration,
+    /// CPU time the three members and the bench client used during the workload.
+    cpu: CpuUse,
 }
 
 impl Row {
     /// The rounds of one workload as one row: their operations over their summed time.
     fn merge(rows: &[Row]) -> Self {
-        let (mut lat, mut elapsed, mut errors, mut cpu) = (Vec::new(), Duration::ZERO, 0, Duration::ZERO);
+        let mut lat = Vec::new();
+        let (mut elapsed, mut errors) = (Duration::ZERO, 0);
+        let mut cpu = CpuUse::default();
         for r in rows {
             lat.extend(&r.lat);
             elapsed += r.elapsed;
             errors += r.errors;
-            cpu += r.cpu;
+            cpu.members += r.cpu.members;
+            cpu.client += r.cpu.client;
         }
         Self::new(lat, elapsed, errors, cpu)
     }
-    fn new(mut lat: Vec<Duration>, elapsed: Duration, errors: u64, cpu: Duration) -> Self {
+    fn new(mut lat: Vec<Duration>, elapsed: Duration, errors: u64, cpu: CpuUse) -> Self {
         lat.sort();
         Self {
             ops: lat.len() as u64,
@@ -103,7 +114,11 @@ impl Row {
     }
     /// The members' CPU time per operation.
     fn cpu_per_op(&self) -> Duration {
-        self.cpu / self.ops.max(1) as u32
+        self.cpu.members / self.ops.max(1) as u32
+    }
+    /// The bench client's CPU time per operation.
+    fn client_cpu_per_op(&self) -> Duration {
+        self.cpu.client / self.ops.max(1) as u32
     }
     fn throughput(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -167,11 +182,12 @@ async fn main() -> anyhow::Result<()> {
             }
             for (w, row) in result?.into_iter().enumerate() {
                 eprintln!(
-                    "[bench]     {}: {:.0}/s, p50 {}, p99 {}",
+                    "[bench]     {}: {:.0}/s, p50 {}, p99 {}, max {}",
                     WORKLOADS[w],
                     row.throughput(),
                     ms(row.pct(0.5)),
-                    ms(row.pct(0.99))
+                    ms(row.pct(0.99)),
+                    ms(row.pct(1.0))
                 );
                 rows[i][w].push(row);
             }
@@ -193,16 +209,45 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// CPU time the cluster's members have used so far (user + system, all three summed).
-fn members_cpu(c: &StoreCluster) -> Duration {
-    (0..c.len())
-        .filter_map(|i| c.member(i).pid())
-        .filter_map(e2e::bench::cpu_time)
-        .sum()
+/// CPU time used so far (user + system): by the cluster's three members, and by this process.
+#[derive(Clone, Copy, Debug, Default)]
+struct CpuUse {
+    members: Duration,
+    client: Duration,
+}
+
+impl CpuUse {
+    fn now(c: &StoreCluster) -> Self {
+        let members = (0..c.len())
+            .filter_map(|i| c.member(i).pid())
+            .filter_map(e2e::bench::cpu_time)
+            .sum();
+        let client = e2e::bench::cpu_time(std::process::id()).unwrap_or_default();
+        Self { members, client }
+    }
+    /// What was used since `earlier`.
+    fn since(c: &StoreCluster, earlier: Self) -> Self {
+        let now = Self::now(c);
+        Self {
+            members: now.members.saturating_sub(earlier.members),
+            client: now.client.saturating_sub(earlier.client),
+        }
+    }
 }
 
 async fn connect_all(c: &StoreCluster) -> anyhow::Result<Client> {
     e2e::connect(&c.client_endpoints(), Duration::from_secs(10)).await
+}
+
+/// Concurrent client number `i`'s client: one connection to one member, the members taken in
+/// turn, as etcd's `benchmark` tool dials; or with `balanced`, a connection to every member.
+async fn connect_client(c: &StoreCluster, i: usize, balanced: bool) -> anyhow::Result<Client> {
+    if balanced {
+        return connect_all(c).await;
+    }
+    let endpoints = c.client_endpoints();
+    let one = endpoints[i % endpoints.len()].clone();
+    e2e::connect(&[one], Duration::from_secs(10)).await
 }
 
 /// Runs round `round` of `rounds` of every workload on `c`: its share of each count, on keys of
@@ -219,7 +264,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         let mut client = connect_all(c).await?;
         let mut lat = Vec::new();
         let start = Instant::now();
-        let cpu0 = members_cpu(c);
+        let cpu0 = CpuUse::now(c);
         for i in 0..share(a.seq_puts) {
             if start.elapsed() > cap {
                 break;
@@ -230,20 +275,20 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
                 .await?;
             lat.push(t.elapsed());
         }
-        rows.push(Row::new(lat, start.elapsed(), 0, members_cpu(c).saturating_sub(cpu0)));
+        rows.push(Row::new(lat, start.elapsed(), 0, CpuUse::since(c, cpu0)));
     }
 
-    // 2. N concurrent clients, one connection each.
+    // 2. N concurrent clients, one connection each (to one member, or balanced over all).
     eprintln!("[bench]   {} ({} clients)", WORKLOADS[1], a.clients);
     {
         let mut clients = Vec::new();
-        for _ in 0..a.clients {
-            clients.push(connect_all(c).await?);
+        for i in 0..a.clients {
+            clients.push(connect_client(c, i, a.balanced_clients).await?);
         }
         let next = Arc::new(AtomicU64::new(0));
         let errors = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
-        let cpu0 = members_cpu(c);
+        let cpu0 = CpuUse::now(c);
         let mut tasks = Vec::new();
         for mut client in clients {
             let (next, errors, value, total) = (
@@ -281,7 +326,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
             lat,
             start.elapsed(),
             errors.load(Ordering::Relaxed),
-            members_cpu(c).saturating_sub(cpu0),
+            CpuUse::since(c, cpu0),
         ));
     }
 
@@ -311,7 +356,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         }
         let next = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
-        let cpu0 = members_cpu(c);
+        let cpu0 = CpuUse::now(c);
         let mut tasks = Vec::new();
         for _ in 0..a.range_clients {
             let mut client = connect_all(c).await?;
@@ -341,7 +386,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         for t in tasks {
             lat.extend(t.await??);
         }
-        rows.push(Row::new(lat, start.elapsed(), 0, members_cpu(c).saturating_sub(cpu0)));
+        rows.push(Row::new(lat, start.elapsed(), 0, CpuUse::since(c, cpu0)));
     }
 
     // 4. Watch latency: put on one connection, until a watcher on another receives it.
@@ -362,7 +407,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
         );
         let mut lat = Vec::new();
         let start = Instant::now();
-        let cpu0 = members_cpu(c);
+        let cpu0 = CpuUse::now(c);
         for i in 0..share(a.watch_events) {
             if start.elapsed() > cap {
                 break;
@@ -383,7 +428,7 @@ async fn run_workloads(c: &StoreCluster, a: &Args, round: u64, rounds: u64) -> a
             }
             lat.push(t.elapsed());
         }
-        rows.push(Row::new(lat, start.elapsed(), 0, members_cpu(c).saturating_sub(cpu0)));
+        rows.push(Row::new(lat, start.elapsed(), 0, CpuUse::since(c, cpu0)));
     }
     Ok(rows)
 }
@@ -396,8 +441,10 @@ fn print_table(a: &Args, results: &[(Flavor, Vec<Row>, Vec<Vec<Row>>)]) {
     let names: Vec<String> = vec![
         format!("{} ({} puts max)", WORKLOADS[0], a.seq_puts),
         format!(
-            "{} clients, concurrent puts ({} max)",
-            a.clients, a.concurrent_puts
+            "{} clients, concurrent puts ({} max{})",
+            a.clients,
+            a.concurrent_puts,
+            if a.balanced_clients { ", each balanced over all members" } else { "" }
         ),
         format!(
             "range reads, {}-key prefix, {} clients ({} reads max)",
@@ -473,17 +520,18 @@ fn print_table(a: &Args, results: &[(Flavor, Vec<Row>, Vec<Vec<Row>>)]) {
     // CPU per operation, all three members summed: what each store spends, apart from how the
     // machine's cores were shared with the bench client and the other members.
     println!();
-    let header: Vec<String> = results.iter().map(|(f, _, _)| format!("{f} CPU per op")).collect();
+    let header: Vec<String> = results.iter().map(|(f, _, _)| format!("{f} CPU per op | bench client's")).collect();
     println!(
         "| workload | {}{} |",
         header.join(" | "),
         if both { " | kubelab/etcd CPU per op" } else { "" }
     );
-    println!("| --- |{}", " ---: |".repeat(results.len() + usize::from(both)));
+    println!("| --- |{}", " ---: |".repeat(results.len() * 2 + usize::from(both)));
+    let us = |d: Duration| format!("{:.0} µs", d.as_secs_f64() * 1e6);
     for (w, name) in names.iter().enumerate() {
         let mut cells: Vec<String> = results
             .iter()
-            .map(|(_, rows, _)| format!("{:.0} µs", rows[w].cpu_per_op().as_secs_f64() * 1e6))
+            .map(|(_, rows, _)| format!("{} | {}", us(rows[w].cpu_per_op()), us(rows[w].client_cpu_per_op())))
             .collect();
         if both {
             let k = results[0].1[w].cpu_per_op().as_secs_f64();

@@ -1,17 +1,18 @@
 //! Mirrors etcd's `rafthttp` (and TiKV's `transport`): carries raft messages between members.
 //!
 //! Sending: one task per peer owns a bounded queue and one long-lived client stream to that
-//! peer. It drains whatever is queued into one batch per write, so a busy leader sends few large
-//! frames. When the peer is gone it reconnects with backoff; raft itself re-sends what was lost,
-//! and is told the peer is unreachable so it stops pipelining to it. A snapshot goes in a call of
-//! its own, and its outcome is reported back to raft.
+//! peer, whose body reads the queue: whatever is queued when the connection can take more goes
+//! as one batch, so a busy leader sends few large frames. When the peer is gone the task
+//! reconnects with backoff; raft itself re-sends what was lost, and is told the peer is
+//! unreachable so it stops pipelining to it. A snapshot goes in a call of its own, and its
+//! outcome is reported back to raft.
 //!
 //! Receiving: the `RaftPeer` service checks every batch (our cluster, addressed to us, from a
 //! member, every message decodable) before any message of it reaches the raft loop.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc as std_mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use protobuf::Message as _;
@@ -20,7 +21,6 @@ use proto::raftpb::raft_peer_server::RaftPeer;
 use proto::raftpb::{Ack, MessageBatch};
 use raft::eraftpb::{Message, MessageType};
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::config::Peer;
@@ -81,17 +81,19 @@ async fn peer_sender(
     peer: Peer,
     cluster_id: u64,
     my_id: u64,
-    mut rx: mpsc::Receiver<Message>,
+    rx: mpsc::Receiver<Message>,
     inputs: std_mpsc::Sender<Input>,
     metrics: Arc<Metrics>,
 ) {
     let mut backoff = MIN_BACKOFF;
     let url = peer.peer_urls[0].clone();
+    // The queue outlives each connection: the stream of the current call reads it.
+    let rx = Arc::new(Mutex::new(rx));
     loop {
         let endpoint = match tonic::transport::Endpoint::from_shared(url.clone()) {
-            // HTTP/2 keepalive finds a connection whose other end vanished (a killed member, a
-            // cut network): the call then fails and the sender reconnects, instead of writing
-            // into a connection nobody reads.
+            // HTTP/2 keepalive finds a connection whose other end vanished or stopped answering
+            // (a killed member, a cut network): the call then fails and the sender reconnects,
+            // instead of writing into a connection nobody reads.
             Ok(e) => e
                 .connect_timeout(Duration::from_secs(1))
                 .tcp_nodelay(true)
@@ -106,15 +108,23 @@ async fn peer_sender(
         let started = tokio::time::Instant::now();
         if let Ok(channel) = endpoint.connect().await {
             tracing::debug!(target: "store::transport", peer = %peer.name, "connected");
-            let client = RaftPeerClient::new(channel)
+            let mut client = RaftPeerClient::new(channel)
                 .max_decoding_message_size(MAX_PEER_MESSAGE)
                 .max_encoding_message_size(MAX_PEER_MESSAGE);
-            if stream_to(&peer, cluster_id, my_id, client, &mut rx, &inputs, &metrics).await.is_err() {
-                return; // the raft loop is gone
-            }
+            let batches = Batches {
+                rx: rx.clone(),
+                head: MessageBatch { cluster_id, from: my_id, to: peer.id, messages: Vec::new() },
+                snapshots: client.clone(),
+                inputs: inputs.clone(),
+                metrics: metrics.clone(),
+            };
+            let _ = client.stream(batches).await;
+        }
+        if rx.lock().expect("peer queue lock").is_closed() {
+            return; // the raft loop is gone
         }
         // Drop what is queued: it is stale by the time the peer is back, and raft resends.
-        while rx.try_recv().is_ok() {}
+        while rx.lock().expect("peer queue lock").try_recv().is_ok() {}
         let _ = inputs.send(Input::Unreachable(peer.id));
         // A connection that ends at once (a peer that accepts and closes) is retried with backoff
         // like one that cannot be made at all.
@@ -130,64 +140,58 @@ async fn peer_sender(
 
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
-/// A stream that accepts nothing for this long is given up and reconnected.
-const STALL_LIMIT: Duration = Duration::from_secs(3);
 
-/// Feeds one stream until it ends or stalls. Never blocks on the stream: a full stream drops the
-/// batch (raft resends) and reports the peer unreachable. Err when the raft loop has gone away.
-async fn stream_to(
-    peer: &Peer,
-    cluster_id: u64,
-    my_id: u64,
-    client: RaftPeerClient<tonic::transport::Channel>,
-    rx: &mut mpsc::Receiver<Message>,
-    inputs: &std_mpsc::Sender<Input>,
-    metrics: &Arc<Metrics>,
-) -> Result<(), ()> {
-    let (stx, srx) = mpsc::channel::<MessageBatch>(64);
-    let mut call = tokio::spawn({
-        let mut client = client.clone();
-        async move { client.stream(ReceiverStream::new(srx)).await }
-    });
-    let batch = |messages| MessageBatch { cluster_id, from: my_id, to: peer.id, messages };
-    let mut stalled_since: Option<tokio::time::Instant> = None;
-    let result = loop {
-        tokio::select! {
-            m = rx.recv() => {
-                let Some(m) = m else { break Err(()) };
-                let mut items = Vec::new();
-                let mut next = Some(m);
-                while let Some(m) = next.take() {
-                    if m.get_msg_type() == MessageType::MsgSnapshot {
-                        send_snapshot(client.clone(), batch(vec![encode(&m)]), peer.id, inputs.clone(), metrics.clone());
-                    } else {
-                        items.push(encode(&m));
-                    }
-                    if items.len() < MAX_BATCH {
-                        next = rx.try_recv().ok();
-                    }
+/// The body of one streaming call to a peer: whatever is queued for the peer when the call can
+/// take more, as one batch. The call's own connection task polls it, so a message goes from the
+/// raft thread's queue to the socket without a task of ours in between. When the peer does not
+/// read, the stream is not polled, the queue fills, and [`Transport::send`] reports the peer
+/// unreachable; a peer gone silent is found by HTTP/2 keepalive, which ends the call.
+struct Batches {
+    rx: Arc<Mutex<mpsc::Receiver<Message>>>,
+    /// The batch's addressing; `messages` stays empty.
+    head: MessageBatch,
+    /// For snapshots, which go in calls of their own.
+    snapshots: RaftPeerClient<tonic::transport::Channel>,
+    inputs: std_mpsc::Sender<Input>,
+    metrics: Arc<Metrics>,
+}
+
+impl futures::Stream for Batches {
+    type Item = MessageBatch;
+
+    fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<MessageBatch>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        let mut rx = this.rx.lock().expect("peer queue lock");
+        let mut items = Vec::new();
+        while items.len() < MAX_BATCH {
+            let m = if items.is_empty() {
+                match rx.poll_recv(cx) {
+                    Poll::Ready(Some(m)) => m,
+                    // The raft loop is gone: the call ends, and with it the sender.
+                    Poll::Ready(None) => return Poll::Ready(None),
+                    Poll::Pending => return Poll::Pending,
                 }
-                if items.is_empty() {
-                    continue;
+            } else {
+                match rx.try_recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
                 }
-                match stx.try_send(batch(items)) {
-                    Ok(()) => stalled_since = None,
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        let _ = inputs.send(Input::Unreachable(peer.id));
-                        let since = *stalled_since.get_or_insert_with(tokio::time::Instant::now);
-                        if since.elapsed() > STALL_LIMIT {
-                            tracing::debug!(target: "store::transport", peer = %peer.name, "stream stalled; reconnecting");
-                            break Ok(());
-                        }
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => break Ok(()),
-                }
+            };
+            if m.get_msg_type() == MessageType::MsgSnapshot {
+                let batch = MessageBatch { messages: vec![encode(&m)], ..this.head.clone() };
+                send_snapshot(this.snapshots.clone(), batch, this.head.to, this.inputs.clone(), this.metrics.clone());
+            } else {
+                items.push(encode(&m));
             }
-            _ = &mut call => break Ok(()),
         }
-    };
-    call.abort();
-    result
+        // Only snapshots were queued: nothing for this stream until the next message.
+        if items.is_empty() {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        Poll::Ready(Some(MessageBatch { messages: items, ..this.head.clone() }))
+    }
 }
 
 fn encode(m: &Message) -> Vec<u8> {

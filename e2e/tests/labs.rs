@@ -111,7 +111,7 @@ struct KubectlWatch {
 impl KubectlWatch {
     fn start(lab: &Lab, via: &str, args: &[&str]) -> anyhow::Result<KubectlWatch> {
         let mut cmd = tokio::process::Command::from(lab.kubectl_command(via));
-        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         let mut child = cmd.spawn().context("starting kubectl get -w")?;
         let stdout = child.stdout.take().context("kubectl's stdout")?;
         Ok(KubectlWatch { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() })
@@ -123,8 +123,17 @@ impl KubectlWatch {
         loop {
             let line = tokio::time::timeout_at(deadline, self.lines.next_line())
                 .await
-                .with_context(|| format!("kubectl -w printed nothing wanted in {timeout:?}: {:?}", self.seen))??
-                .with_context(|| format!("kubectl -w ended: {:?}", self.seen))?;
+                .with_context(|| format!("kubectl -w printed nothing wanted in {timeout:?}: {:?}", self.seen))??;
+            let Some(line) = line else {
+                // kubectl has exited: what it said on stderr is why.
+                let mut stderr = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    use tokio::io::AsyncReadExt as _;
+                    let _ = e.read_to_string(&mut stderr).await;
+                }
+                let status = self.child.wait().await.map(|s| s.to_string()).unwrap_or_default();
+                anyhow::bail!("kubectl -w ended ({status}) after {:?}; its stderr: {}", self.seen, stderr.trim());
+            };
             let done = want(&line);
             self.seen.push(line);
             if done {

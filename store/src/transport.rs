@@ -185,11 +185,7 @@ impl futures::Stream for Batches {
                 items.push(encode(&m));
             }
         }
-        // Only snapshots were queued: nothing for this stream until the next message.
-        if items.is_empty() {
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
+        // The loop waits (Pending) while it has nothing, so `items` holds a message here.
         Poll::Ready(Some(MessageBatch { messages: items, ..this.head.clone() }))
     }
 }

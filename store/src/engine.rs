@@ -251,16 +251,19 @@ impl BackgroundWrites {
         }
     }
 
+    fn writer_gone() -> Error {
+        Error::EngineFailed("the engine's writer thread is gone".into())
+    }
+
     fn send(&self, job: Job) -> Result<()> {
-        let gone = || Error::EngineFailed("the engine's writer thread is gone".into());
-        self.queue.as_ref().ok_or_else(gone)?.send(job).map_err(|_| gone())
+        self.queue.as_ref().ok_or_else(Self::writer_gone)?.send(job).map_err(|_| Self::writer_gone())
     }
 
     /// Waits until every batch written so far is applied (or has failed).
     fn drain(&self) -> Result<()> {
         let (tx, rx) = mpsc::channel();
         self.send(Job::Barrier(tx))?;
-        rx.recv().map_err(|_| Error::EngineFailed("the engine's writer thread is gone".into()))?;
+        rx.recv().map_err(|_| Self::writer_gone())?;
         self.check()
     }
 }

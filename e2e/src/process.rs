@@ -208,3 +208,21 @@ pub fn run_to_completion(
     };
     Ok((status, out.join().unwrap_or_default(), err.join().unwrap_or_default()))
 }
+
+/// Whether transparent huge pages are allowed for process `pid` (`THP_enabled` in
+/// `/proc/<pid>/status`: 0 once the process set `PR_SET_THP_DISABLE`). None if it is gone.
+pub fn thp_enabled(pid: u32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let value = status.lines().find_map(|l| l.strip_prefix("THP_enabled:"))?;
+    Some(value.trim() != "0")
+}
+
+/// The PIDs of `pid`'s children (from every thread's `/proc/<pid>/task/<tid>/children`).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| s.split_whitespace().filter_map(|c| c.parse().ok()).collect::<Vec<u32>>())
+        .collect()
+}

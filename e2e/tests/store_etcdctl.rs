@@ -82,6 +82,17 @@ fn b64(data: &str) -> String {
     out
 }
 
+/// Every `kubelab store` member runs without transparent huge pages (see `no_huge_pages` in
+/// src/main.rs): the kernel zeroing fresh 2 MiB pages cost the store a tenth of its CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelab_members_run_without_transparent_huge_pages() {
+    let c = StoreCluster::start(3, StoreOptions::for_flavor(e2e::Flavor::Kubelab)).await.expect("start cluster");
+    for i in 0..c.len() {
+        let pid = c.member(i).pid().expect("member running");
+        assert_eq!(e2e::process::thp_enabled(pid), Some(false), "member {i} (pid {pid}) has transparent huge pages");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_put_get_del_txn_compact() {
     let (c, ctl) = cluster().await;

@@ -146,6 +146,16 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     assert!(out.contains("✓ store and API server") && out.contains("node up-node Ready"), "progress lines:\n{out}");
     up.wait_kubectl(&["get", "nodes"], "node Ready", Duration::from_secs(30), |s| s.contains("up-node") && s.contains(" Ready"));
 
+    // kubelab gives up transparent huge pages; the containerd it starts gets them back.
+    let pid = up.process.as_ref().expect("running").pid();
+    assert_eq!(e2e::process::thp_enabled(pid), Some(false), "kubelab up runs without transparent huge pages");
+    let containerd: Vec<u32> = e2e::process::children(pid)
+        .into_iter()
+        .filter(|c| std::fs::read_to_string(format!("/proc/{c}/comm")).is_ok_and(|n| n.trim() == "containerd"))
+        .collect();
+    assert_eq!(containerd.len(), 1, "kubelab up's containerd among its children");
+    assert_eq!(e2e::process::thp_enabled(containerd[0]), Some(true), "containerd keeps the machine's transparent huge pages");
+
     // Run a pod, see it Running, read its logs, delete it.
     let submitted = chrono::Utc::now();
     up.kubectl_ok(&["run", "hello", "--image=docker.io/library/busybox:1.36", "--restart=Never", "--", "sh", "-c", "echo hello from kubelab up; sleep 3600"]);

@@ -50,6 +50,7 @@ pub mod engine;
 pub mod error;
 pub mod metrics;
 pub mod mvcc;
+pub mod netutil;
 pub mod raft_node;
 pub mod raft_storage;
 pub mod server;
@@ -76,14 +77,13 @@ async fn listen(url: &str, what: &str) -> Result<TcpListener> {
     })
 }
 
-/// Accepted connections with Nagle's algorithm off: with it, a response larger than a segment
-/// waits for the client's delayed ACK (40 ms). tonic's own `tcp_nodelay` only applies to
-/// listeners it binds itself.
+/// Accepted connections with the socket options of [`netutil::tune`] (tonic's own `tcp_nodelay`
+/// only applies to listeners it binds itself).
 fn incoming(l: TcpListener) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
     use futures::StreamExt;
     TcpListenerStream::new(l).map(|s| {
         let s = s?;
-        s.set_nodelay(true)?;
+        netutil::tune(&s)?;
         Ok(s)
     })
 }

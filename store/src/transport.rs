@@ -96,7 +96,6 @@ async fn peer_sender(
             // instead of writing into a connection nobody reads.
             Ok(e) => e
                 .connect_timeout(Duration::from_secs(1))
-                .tcp_nodelay(true)
                 .http2_keep_alive_interval(Duration::from_secs(1))
                 .keep_alive_timeout(Duration::from_secs(2))
                 .keep_alive_while_idle(true),
@@ -106,7 +105,8 @@ async fn peer_sender(
             }
         };
         let started = tokio::time::Instant::now();
-        if let Ok(channel) = endpoint.connect().await {
+        // Dialed by `netutil::dial`, which sets the socket options accepted connections get.
+        if let Ok(channel) = endpoint.connect_with_connector(tower::service_fn(crate::netutil::dial)).await {
             tracing::debug!(target: "store::transport", peer = %peer.name, "connected");
             let mut client = RaftPeerClient::new(channel)
                 .max_decoding_message_size(MAX_PEER_MESSAGE)

@@ -2,8 +2,8 @@
 //! the applied index, in one ordered key-value tree. (The raft log is not here: it lives in the
 //! WAL, [`crate::wal`].)
 //!
-//! The engine is written in atomic batches (every 100 ms, as etcd commits its backend; see
-//! [`crate::raft_node`]) and is *not* synced then: after a crash it may be behind the WAL, which
+//! The engine is written in atomic batches (every second; etcd commits its backend every 100 ms;
+//! see [`crate::raft_node`]) and is *not* synced then: after a crash it may be behind the WAL, which
 //! replays what it misses (see [`crate::raft_storage`]). [`Engine::flush`] makes it durable where
 //! that ordering needs it: before the WAL is compacted, and when a leader's snapshot is installed.
 //! A member writes its batches on a thread of their own ([`BackgroundWrites`]), so that the
@@ -196,6 +196,12 @@ impl Engine for SledEngine {
 ///   anyway.
 /// - At most [`BackgroundWrites::QUEUE`] batches wait; a `write` beyond that waits for room, so
 ///   an engine slower than the applies slows the Ready loop down instead of filling memory.
+///
+/// The thread runs at the lowest CPU priority (nice 19), as RocksDB runs its compactions: no
+/// client waits for it, and on a machine with two cores its bursts otherwise delay the raft,
+/// WAL and gRPC threads that clients do wait for. Threads sled starts from it inherit the
+/// priority. It still gets the CPU when the others wait for the disk or the network, and if it
+/// falls behind, the queue above makes the Ready loop wait for it.
 pub struct BackgroundWrites {
     inner: Arc<dyn Engine>,
     queue: Option<mpsc::SyncSender<Job>>,
@@ -220,6 +226,9 @@ impl BackgroundWrites {
         let failed = Arc::new(Mutex::new(None));
         let (engine, failure) = (inner.clone(), failed.clone());
         let thread = std::thread::Builder::new().name("engine".into()).spawn(move || {
+            if let Err(e) = lowest_cpu_priority() {
+                tracing::warn!(target: "store::engine", error = %e, "the engine writer runs at normal priority");
+            }
             for job in rx {
                 match job {
                     Job::Write(batch) => {
@@ -266,6 +275,14 @@ impl BackgroundWrites {
         rx.recv().map_err(|_| Self::writer_gone())?;
         self.check()
     }
+}
+
+/// Lowers the calling thread (not the process: on Linux `setpriority` with a thread id acts on
+/// that thread alone) to nice 19. Raising a nice value needs no privilege.
+fn lowest_cpu_priority() -> std::io::Result<()> {
+    // SAFETY: plain syscalls on the calling thread's own id.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
+    if r != 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
 impl Engine for BackgroundWrites {
@@ -347,6 +364,36 @@ mod tests {
         bg.write(b).unwrap();
         bg.flush().unwrap();
         assert_eq!(bg.inner.get(b"k50").unwrap(), Some(b"x".to_vec()), "flush waited for the batch");
+    }
+
+    /// The nice value of each of this process's threads called `name`, and of the calling one.
+    fn nice_values(name: &str) -> (Vec<i64>, i64) {
+        let nice = |stat: &str| -> i64 {
+            // Field 19 of stat; the fields after the command, which may hold spaces, start at 3.
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            after.split(' ').nth(16).unwrap().parse().unwrap()
+        };
+        let mut named = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() == name
+                && let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
+            {
+                named.push(nice(&stat));
+            }
+        }
+        (named, nice(&std::fs::read_to_string("/proc/thread-self/stat").unwrap()))
+    }
+
+    #[test]
+    fn the_writer_thread_alone_runs_at_the_lowest_priority() {
+        let before = nice_values("engine").1;
+        let bg = BackgroundWrites::start(Arc::new(SledEngine::temporary().unwrap()), |_| {}).unwrap();
+        bg.flush().unwrap(); // the thread has started and lowered itself
+        let (writers, caller) = nice_values("engine");
+        assert!(!writers.is_empty(), "no thread called engine");
+        assert!(writers.iter().all(|n| *n == 19), "engine threads at nice {writers:?}");
+        assert_eq!(caller, before, "the rest of the process keeps its priority");
     }
 
     #[test]

@@ -34,10 +34,10 @@
 //! 6. The state machine's sled writes wait in the pending backend batch, written with one atomic
 //!    `apply_batch` and no sync every `backend_batch_interval` (1 s) or `backend_batch_limit`
 //!    keys, as etcd commits its bbolt backend (every 100 ms): sled's `apply_batch` costs two log
-//!    buffer writes and a wake-up of its whole I/O thread pool, too much to pay per Ready, and
-//!    even ten times a second it put a fifth on a single client's p99 on two cores. The server's engine
-//!    applies the batch on a thread of its own ([`crate::engine::BackgroundWrites`]), so the
-//!    loop hands it over and goes on. After a crash, raft replays from the WAL what sled lost.
+//!    buffer writes and a wake-up of its whole I/O thread pool, too much to pay per Ready; even
+//!    ten times a second it put a fifth on a single client's p99 on two cores. The server's
+//!    engine applies the batch on a thread of its own ([`crate::engine::BackgroundWrites`]), so
+//!    the loop hands it over and goes on. After a crash, raft replays from the WAL what sled lost.
 //!    Raft learns how far the state machine has applied.
 //! 7. Compact the log when enough has been applied since the last compaction: the pending batch
 //!    is written and sled flushed durably first (its applied index must not fall below the WAL's

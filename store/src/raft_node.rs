@@ -36,8 +36,8 @@
 //!    keys, as etcd commits its bbolt backend (every 100 ms): sled's `apply_batch` costs two log
 //!    buffer writes and a wake-up of its whole I/O thread pool, too much to pay per Ready; even
 //!    ten times a second it put a fifth on a single client's p99 on two cores. A batch of
-//!    1,000 keys or more goes as soon as 50 ms pass without a new write (`backend_lull`), so
-//!    that what a burst leaves is written in the pause after it. The server's engine applies
+//!    1,000 keys or more goes once 50 ms pass without a new write (`backend_lull`), so that
+//!    what a burst leaves is written in the pause after it. The server's engine applies
 //!    the batch on a thread of its own ([`crate::engine::BackgroundWrites`]), so the loop hands
 //!    it over and goes on. After a crash, raft replays from the WAL what sled lost. Raft learns
 //!    how far the state machine has applied.
@@ -104,10 +104,13 @@ pub struct RaftOptions {
     /// come after the 64-client burst. Much smaller batches cost throughput under load (1,000:
     /// a tenth at 64 clients).
     pub backend_batch_limit: usize,
-    /// A pending batch of at least `backend_lull_keys` is written as soon as no write has joined
-    /// it for this long, without waiting for the interval: after a burst, the leftover is
-    /// written in the first pause of the writes rather than in the middle of the next ones.
+    /// A pending batch of at least `backend_lull_keys` is written once no write has joined it
+    /// for this long (at the Ready loop's next pass: within a tick), without waiting for the
+    /// interval: after a burst, the leftover is written in the first pause of the writes rather
+    /// than in the middle of the next ones.
     pub backend_lull: Duration,
+    /// The fewest keys a batch needs to be written on a pause (smaller ones wait for the
+    /// interval, so that a trickle of writes still shares batches).
     pub backend_lull_keys: usize,
 }
 

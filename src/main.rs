@@ -446,11 +446,9 @@ fn log_max_level(log_filter: &tracing_subscriber::EnvFilter) -> log::LevelFilter
 /// allocates in earnest. mimalloc asks for huge pages on the arenas it reserves; on a kernel in
 /// THP `madvise` mode it gets them, and it pays for them twice:
 /// - in CPU: it returns freed memory to the kernel (`MADV_DONTNEED`), and the next touch of an
-///   emptied 2 MiB range faults in a whole new huge page that the kernel zeroes. In the store at
-///   64 clients that zeroing was a tenth of the members' CPU; without huge pages each put costs
-///   about 7 % less CPU, and the API server's create about 10 % less (BENCHMARKS.md);
-/// - in memory: each huge page is 2 MiB resident however little of it is used (the node agent's
-///   RSS with 100 pods went from 59 to 44 MiB, the API server's at rest from 32 to 22 MiB).
+///   emptied 2 MiB range faults in a whole new huge page that the kernel zeroes (a tenth of the
+///   store's CPU at 64 clients: BENCHMARKS.md has the before and after of each component);
+/// - in memory: each huge page is 2 MiB resident however little of it is used.
 ///
 /// mimalloc is built not to ask (its `no_thp` feature), which is enough on a kernel in `madvise`
 /// mode even for what it allocates before `main`; the flag covers kernels in `always` mode.

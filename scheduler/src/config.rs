@@ -31,39 +31,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::plugins;
+use crate::plugins::{self, PluginArgs};
+use crate::plugins::node_resources_fit::{ScoringStrategy, ScoringStrategyType};
 
 pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
-
-/// How NodeResourcesFit scores (its `scoringStrategy.type`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub enum ScoringStrategyType {
-    /// Prefer the emptiest nodes (spreads pods).
-    #[default]
-    LeastAllocated,
-    /// Prefer the fullest nodes (packs pods, frees whole nodes).
-    MostAllocated,
-}
-
-/// Weights of cpu and memory in NodeResourcesFit's score.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScoringStrategy {
-    pub type_: ScoringStrategyType,
-    pub cpu_weight: i64,
-    pub memory_weight: i64,
-}
-
-impl Default for ScoringStrategy {
-    fn default() -> Self {
-        ScoringStrategy { type_: ScoringStrategyType::LeastAllocated, cpu_weight: 1, memory_weight: 1 }
-    }
-}
-
-/// Arguments of the plugins that take any.
-#[derive(Clone, Debug, Default)]
-pub struct PluginArgs {
-    pub scoring_strategy: ScoringStrategy,
-}
 
 /// The effective configuration of the one profile.
 #[derive(Clone, Debug)]

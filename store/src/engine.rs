@@ -181,9 +181,9 @@ impl Engine for SledEngine {
 }
 
 /// An engine whose writes are applied on a thread of their own (`engine`): `write` hands the
-/// batch over and returns. sled's `apply_batch` costs about 10 µs a key, so at 10,000 puts/s the
-/// Ready loop stood still for about 10 ms of every 100, with every proposal and message behind
-/// it waiting; now the batch is written while the loop goes on.
+/// batch over and returns. sled's `apply_batch` takes time in proportion to the keys (about 10 µs
+/// a key here, BENCHMARKS.md), and on the Ready loop's thread every proposal and message would
+/// wait for it; here the batch is written while the loop goes on.
 ///
 /// Nothing else changes for the caller:
 /// - Batches are applied in the order they were written.

@@ -48,6 +48,7 @@ pub mod apply;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod etcdhttp;
 pub mod metrics;
 pub mod mvcc;
 pub mod netutil;
@@ -120,7 +121,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             cluster_id: node.cluster_id(),
             my_id: node.id(),
             members: cfg.voters().into_iter().collect(),
-            inputs: node.inputs(),
+            raft: node.raft(),
             metrics: node.metrics().clone(),
         })
         .max_decoding_message_size(transport::MAX_PEER_MESSAGE)
@@ -141,7 +142,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
 
     for l in client_listeners {
         let (kv, watch_svc, lease, maintenance, cluster) = v3rpc::services(node.clone());
-        let trace = proto::debugpb::trace_server::TraceServer::new(traceutil::TraceService(node.clone()));
+        let trace = proto::debugpb::trace_server::TraceServer::new(v3rpc::trace::TraceService(node.clone()));
         let routes = tonic::service::Routes::new(kv)
             .add_service(watch_svc)
             .add_service(lease)
@@ -166,7 +167,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
     for l in metrics_listeners {
         let node = node.clone();
         let stop = stop_rx.clone();
-        tasks.push(tokio::spawn(async move { metrics::serve(l, node, stop).await.map_err(Error::from) }));
+        tasks.push(tokio::spawn(async move { etcdhttp::serve(l, node, stop).await.map_err(Error::from) }));
     }
 
     tracing::info!(

@@ -1,5 +1,5 @@
-//! Prometheus metrics, named as etcd names them where etcd has the same figure, and the small
-//! HTTP server for `/health` and `/metrics` on `--listen-metrics-urls`.
+//! Prometheus metrics, named as etcd names them where etcd has the same figure. They are served
+//! on `--listen-metrics-urls` by [`crate::etcdhttp`].
 
 use std::sync::Arc;
 
@@ -60,33 +60,4 @@ impl Metrics {
     pub fn render(&self) -> String {
         TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_default()
     }
-}
-
-/// Serves `/health` (etcd's JSON: 200 with a leader, 503 without) and `/metrics`.
-pub async fn serve(listener: tokio::net::TcpListener, node: crate::server::Node, mut shutdown: tokio::sync::watch::Receiver<bool>) -> std::io::Result<()> {
-    use axum::{Router, http::StatusCode, routing::get};
-    let n1 = node.clone();
-    let app = Router::new()
-        .route(
-            "/health",
-            get(move || {
-                let node = n1.clone();
-                async move {
-                    if node.status().leader != 0 {
-                        (StatusCode::OK, "{\"health\":\"true\"}")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "{\"health\":\"false\",\"reason\":\"no leader\"}")
-                    }
-                }
-            }),
-        )
-        .route("/metrics", get(move || {
-            let node = node.clone();
-            async move { node.metrics().render() }
-        }));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        })
-        .await
 }

@@ -34,8 +34,8 @@
 //! 6. The state machine's sled writes wait in the pending backend batch, written with one atomic
 //!    `apply_batch` and no sync every `backend_batch_interval` (1 s) or `backend_batch_limit`
 //!    keys, as etcd commits its bbolt backend (every 100 ms): sled's `apply_batch` costs two log
-//!    buffer writes and a wake-up of its whole I/O thread pool, too much to pay per Ready; even
-//!    ten times a second it put a fifth on a single client's p99 on two cores. A batch of
+//!    buffer writes and a wake-up of its whole I/O thread pool, too much to pay per Ready, and
+//!    even ten times a second it showed in a single client's p99 (BENCHMARKS.md). A batch of
 //!    1,000 keys or more goes once 50 ms pass without a new write (`backend_lull`), so that
 //!    what a burst leaves is written in the pause after it. The server's engine applies
 //!    the batch on a thread of its own ([`crate::engine::BackgroundWrites`]), so the loop hands
@@ -98,11 +98,11 @@ pub struct RaftOptions {
     /// engine in one batch (etcd's backend `batchInterval`, 100 ms there; see step 6 of the
     /// module docs for why ours is longer). Zero writes every Ready's.
     pub backend_batch_interval: Duration,
-    /// Most keys that wait so (etcd's backend `batchLimit`, 10,000 there). After a burst of
-    /// writes, what is left waits up to the interval and is written in the quiet that follows:
-    /// 10,000 keys of it put 0.2–0.3 ms on the p99 of store-bench's watch workload, whose puts
-    /// come after the 64-client burst. Much smaller batches cost throughput under load (1,000:
-    /// a tenth at 64 clients).
+    /// Most keys that wait so (etcd's backend `batchLimit`, 10,000 there; ours is half that). What
+    /// a burst of writes leaves behind is written in the quiet after it, during the writes that
+    /// follow: the smaller the leftover, the less it delays them, while much smaller batches cost
+    /// throughput under load. BENCHMARKS.md (store, "engine batches of at most 5,000 keys") has
+    /// the figures for 1,000, 5,000 and 10,000.
     pub backend_batch_limit: usize,
     /// A pending batch of at least `backend_lull_keys` is written once no write has joined it
     /// for this long (at the Ready loop's next pass: within a tick), without waiting for the

@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 use crate::raft_node::{RaftNode, RaftOptions, ReadySink, read_context, read_context_number};
 use crate::raft_storage::PeerStorage;
 use crate::traceutil::{self, Proposal, RevisionTrace};
-use crate::transport::Transport;
+use crate::transport::{self, Transport};
 
 /// What the raft thread is told.
 pub enum Input {
@@ -42,6 +42,21 @@ pub enum Input {
     /// The WAL writer failed: the member cannot go on.
     WalFailed(String),
     Shutdown,
+}
+
+/// The transport reaches the raft thread through its input channel.
+impl transport::Raft for std_mpsc::Sender<Input> {
+    fn process(&self, m: Message) -> std::result::Result<(), transport::Stopping> {
+        self.send(Input::Step(m)).map_err(|_| transport::Stopping)
+    }
+
+    fn report_unreachable(&self, id: u64) {
+        let _ = self.send(Input::Unreachable(id));
+    }
+
+    fn report_snapshot(&self, id: u64, ok: bool) {
+        let _ = self.send(Input::SnapshotStatus(id, ok));
+    }
 }
 
 /// A point-in-time view of the raft node, for Status and health.
@@ -160,9 +175,9 @@ impl Node {
         }
     }
 
-    /// The raft thread's input channel (for the peer service).
-    pub fn inputs(&self) -> std_mpsc::Sender<Input> {
-        self.0.inputs.clone()
+    /// The raft loop as the transport's peer service sees it.
+    pub fn raft(&self) -> Arc<dyn transport::Raft> {
+        Arc::new(self.0.inputs.clone())
     }
 
     pub fn shutdown(&self) {
@@ -234,7 +249,7 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
     let storage = PeerStorage::open(&wal_dir, engine.clone(), sm.clone())?;
     let mut raft = RaftNode::open(id, voters, storage, sm.clone(), opts.clone(), metrics.clone(), &crate::raft_node::logger())?;
     let (inputs, rx) = std_mpsc::channel();
-    let transport = Transport::start(cfg.peers().cloned().collect(), cluster_id, id, inputs.clone(), rt, metrics.clone());
+    let transport = Transport::start(cfg.peers().cloned().collect(), cluster_id, id, Arc::new(inputs.clone()), rt, metrics.clone());
     // The WAL writer sends what waited for a write itself (a follower's append responses leave
     // without a detour through the raft thread) and reports to the raft thread.
     let (wal_transport, wal_inputs) = (transport.clone(), inputs.clone());

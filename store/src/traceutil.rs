@@ -4,7 +4,7 @@
 //! etcd keeps the same kind of record (server/etcdserver's use of pkg/traceutil: "trace[…] put …
 //! step: 'process raft request'") but only logs it for requests slower than 100 ms. kubelab keeps
 //! the recent revisions in a bounded ring instead and serves them through a small debug service
-//! on the client port (`kubelab.debugpb.Trace`, [`TraceService`]): the API server knows the
+//! on the client port (`kubelab.debugpb.Trace`, [`crate::v3rpc::trace`]): the API server knows the
 //! revision each of its writes got and asks for those. A real etcd answers UNIMPLEMENTED, and the
 //! trace then goes without the store's steps.
 //!
@@ -16,9 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use proto::debugpb::trace_server::Trace;
-use proto::debugpb::{RevisionStep, RevisionsRequest, RevisionsResponse};
-use tonic::{Request, Response, Status};
+use proto::debugpb::RevisionStep;
 
 /// Revisions remembered per member; the oldest is forgotten first. A pod's journey to Running
 /// takes a handful of revisions, but a busy cluster writes leases and events in between: a few
@@ -26,7 +24,7 @@ use tonic::{Request, Response, Status};
 pub const MAX_REVISIONS: usize = 2048;
 
 /// Most revisions one request may ask for.
-const MAX_ASKED: usize = 256;
+pub const MAX_ASKED: usize = 256;
 
 /// Nanoseconds since the Unix epoch, now (wall-clock: the steps of every component are merged on
 /// one time axis).
@@ -85,6 +83,11 @@ impl RevisionTrace {
         RevisionTrace { member: member.to_string(), member_id, inner: Mutex::new(Ring::default()) }
     }
 
+    /// The name of the member that keeps this record.
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
     /// Records an applied entry; `proposal` is set when this member proposed it.
     pub fn record(&self, applied: Applied, proposal: Option<Proposal>) {
         if !podtrace::enabled() {
@@ -125,21 +128,6 @@ impl RevisionTrace {
             out.push(step("apply", a.apply_start, a.apply_end));
         }
         out
-    }
-}
-
-/// `kubelab.debugpb.Trace` on the client port.
-pub struct TraceService(pub crate::server::Node);
-
-#[tonic::async_trait]
-impl Trace for TraceService {
-    async fn revisions(&self, req: Request<RevisionsRequest>) -> Result<Response<RevisionsResponse>, Status> {
-        let asked = req.into_inner().revisions;
-        if asked.len() > MAX_ASKED {
-            return Err(Status::invalid_argument(format!("at most {MAX_ASKED} revisions per request, not {}", asked.len())));
-        }
-        let trace = self.0.revision_trace();
-        Ok(Response::new(RevisionsResponse { member: trace.member.clone(), steps: trace.steps(&asked) }))
     }
 }
 

@@ -9,9 +9,11 @@
 //!
 //! Receiving: the `RaftPeer` service checks every batch (our cluster, addressed to us, from a
 //! member, every message decodable) before any message of it reaches the raft loop.
+//!
+//! The transport knows the raft loop only as [`Raft`] (rafthttp's `Raft` interface): where
+//! received messages go, and where an unreachable peer and a snapshot's outcome are reported.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,7 +27,6 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::config::Peer;
 use crate::metrics::Metrics;
-use crate::server::Input;
 
 /// Queued messages per peer before new ones are dropped (raft re-sends).
 const PEER_QUEUE: usize = 4096;
@@ -36,11 +37,26 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest frame a peer accepts: snapshots carry the whole key space.
 pub const MAX_PEER_MESSAGE: usize = 1 << 30;
 
+/// What the transport needs of the raft loop (etcd's `rafthttp.Raft`). Every method must return
+/// at once: they are called from the raft thread, the WAL writer and async tasks.
+pub trait Raft: Send + Sync + 'static {
+    /// Hands a received message to the raft loop; an error means the member is stopping.
+    fn process(&self, m: Message) -> Result<(), Stopping>;
+    /// The peer cannot be reached: raft stops pipelining to it until it answers again.
+    fn report_unreachable(&self, id: u64);
+    /// Whether a snapshot reached the peer.
+    fn report_snapshot(&self, id: u64, ok: bool);
+}
+
+/// The raft loop is gone: the member is stopping.
+#[derive(Debug)]
+pub struct Stopping;
+
 /// The raft thread's handle on the peers' queues; the WAL writer holds a clone.
 #[derive(Clone)]
 pub struct Transport {
     peers: HashMap<u64, mpsc::Sender<Message>>,
-    inputs: std_mpsc::Sender<Input>,
+    raft: Arc<dyn Raft>,
 }
 
 impl Transport {
@@ -48,7 +64,7 @@ impl Transport {
         peers: Vec<Peer>,
         cluster_id: u64,
         my_id: u64,
-        inputs: std_mpsc::Sender<Input>,
+        raft: Arc<dyn Raft>,
         rt: &tokio::runtime::Handle,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -56,9 +72,9 @@ impl Transport {
         for peer in peers {
             let (tx, rx) = mpsc::channel(PEER_QUEUE);
             queues.insert(peer.id, tx);
-            rt.spawn(peer_sender(peer, cluster_id, my_id, rx, inputs.clone(), metrics.clone()));
+            rt.spawn(peer_sender(peer, cluster_id, my_id, rx, raft.clone(), metrics.clone()));
         }
-        Self { peers: queues, inputs }
+        Self { peers: queues, raft }
     }
 
     /// Queues messages for their peers; never blocks (called from the raft thread).
@@ -68,7 +84,7 @@ impl Transport {
             match self.peers.get(&to) {
                 Some(q) => {
                     if q.try_send(m).is_err() {
-                        let _ = self.inputs.send(Input::Unreachable(to));
+                        self.raft.report_unreachable(to);
                     }
                 }
                 None => tracing::warn!(target: "store::transport", to = %format!("{to:x}"), "message to an unknown member dropped"),
@@ -82,7 +98,7 @@ async fn peer_sender(
     cluster_id: u64,
     my_id: u64,
     rx: mpsc::Receiver<Message>,
-    inputs: std_mpsc::Sender<Input>,
+    raft: Arc<dyn Raft>,
     metrics: Arc<Metrics>,
 ) {
     let mut backoff = MIN_BACKOFF;
@@ -115,7 +131,7 @@ async fn peer_sender(
                 rx: rx.clone(),
                 head: MessageBatch { cluster_id, from: my_id, to: peer.id, messages: Vec::new() },
                 snapshots: client.clone(),
-                inputs: inputs.clone(),
+                raft: raft.clone(),
                 metrics: metrics.clone(),
             };
             let _ = client.stream(batches).await;
@@ -125,7 +141,7 @@ async fn peer_sender(
         }
         // Drop what is queued: it is stale by the time the peer is back, and raft resends.
         while rx.lock().expect("peer queue lock").try_recv().is_ok() {}
-        let _ = inputs.send(Input::Unreachable(peer.id));
+        raft.report_unreachable(peer.id);
         // A connection that ends at once (a peer that accepts and closes) is retried with backoff
         // like one that cannot be made at all.
         if started.elapsed() < Duration::from_secs(1) {
@@ -152,7 +168,7 @@ struct Batches {
     head: MessageBatch,
     /// For snapshots, which go in calls of their own.
     snapshots: RaftPeerClient<tonic::transport::Channel>,
-    inputs: std_mpsc::Sender<Input>,
+    raft: Arc<dyn Raft>,
     metrics: Arc<Metrics>,
 }
 
@@ -180,7 +196,7 @@ impl futures::Stream for Batches {
             };
             if m.get_msg_type() == MessageType::MsgSnapshot {
                 let batch = MessageBatch { messages: vec![encode(&m)], ..this.head.clone() };
-                send_snapshot(this.snapshots.clone(), batch, this.head.to, this.inputs.clone(), this.metrics.clone());
+                send_snapshot(this.snapshots.clone(), batch, this.head.to, this.raft.clone(), this.metrics.clone());
             } else {
                 items.push(encode(&m));
             }
@@ -198,7 +214,7 @@ fn send_snapshot(
     mut client: RaftPeerClient<tonic::transport::Channel>,
     batch: MessageBatch,
     to: u64,
-    inputs: std_mpsc::Sender<Input>,
+    raft: Arc<dyn Raft>,
     metrics: Arc<Metrics>,
 ) {
     tokio::spawn(async move {
@@ -207,7 +223,7 @@ fn send_snapshot(
             metrics.snapshots_sent.inc();
         }
         tracing::info!(target: "store::transport", to = %format!("{to:x}"), ok, "snapshot sent");
-        let _ = inputs.send(Input::SnapshotStatus(to, ok));
+        raft.report_snapshot(to, ok);
     });
 }
 
@@ -216,7 +232,7 @@ pub struct PeerService {
     pub cluster_id: u64,
     pub my_id: u64,
     pub members: HashSet<u64>,
-    pub inputs: std_mpsc::Sender<Input>,
+    pub raft: Arc<dyn Raft>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -250,7 +266,7 @@ impl PeerService {
             msgs.push(m);
         }
         for m in msgs {
-            self.inputs.send(Input::Step(m)).map_err(|_| Status::unavailable("member is stopping"))?;
+            self.raft.process(m).map_err(|Stopping| Status::unavailable("member is stopping"))?;
         }
         Ok(())
     }
@@ -276,10 +292,23 @@ impl RaftPeer for PeerService {
 mod tests {
     use super::*;
 
-    fn service() -> (PeerService, std_mpsc::Receiver<Input>) {
-        let (tx, rx) = std_mpsc::channel();
-        let svc = PeerService { cluster_id: 7, my_id: 1, members: [1, 2, 3].into(), inputs: tx, metrics: Metrics::new() };
-        (svc, rx)
+    /// The messages handed to raft, in order.
+    #[derive(Default)]
+    struct Delivered(Mutex<Vec<Message>>);
+
+    impl Raft for Delivered {
+        fn process(&self, m: Message) -> Result<(), Stopping> {
+            self.0.lock().expect("test lock").push(m);
+            Ok(())
+        }
+        fn report_unreachable(&self, _: u64) {}
+        fn report_snapshot(&self, _: u64, _: bool) {}
+    }
+
+    fn service() -> (PeerService, Arc<Delivered>) {
+        let delivered = Arc::new(Delivered::default());
+        let svc = PeerService { cluster_id: 7, my_id: 1, members: [1, 2, 3].into(), raft: delivered.clone(), metrics: Metrics::new() };
+        (svc, delivered)
     }
 
     fn msg(from: u64, to: u64) -> Vec<u8> {
@@ -292,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_bad_batch_is_rejected_whole_and_nothing_reaches_raft() {
-        let (svc, rx) = service();
+        let (svc, delivered) = service();
         let garbage = vec![0xff, 0xff, 0xff, 0x01];
         let batch = |cluster_id, from, messages| MessageBatch { cluster_id, from, to: 1, messages };
         let err = svc.deliver(batch(7, 2, vec![msg(2, 1), garbage])).unwrap_err();
@@ -301,9 +330,9 @@ mod tests {
         assert_eq!(svc.deliver(batch(8, 2, vec![msg(2, 1)])).unwrap_err().code(), tonic::Code::FailedPrecondition);
         assert_eq!(svc.deliver(batch(7, 9, vec![msg(9, 1)])).unwrap_err().code(), tonic::Code::PermissionDenied);
         assert_eq!(svc.deliver(batch(7, 2, vec![msg(3, 1)])).unwrap_err().code(), tonic::Code::InvalidArgument);
-        assert!(rx.try_recv().is_err(), "nothing of a rejected batch was delivered");
+        assert!(delivered.0.lock().unwrap().is_empty(), "nothing of a rejected batch was delivered");
         assert_eq!(svc.metrics.peer_messages_rejected.get(), 4);
         svc.deliver(batch(7, 2, vec![msg(2, 1), msg(2, 1)])).unwrap();
-        assert_eq!(rx.try_iter().count(), 2);
+        assert_eq!(delivered.0.lock().unwrap().len(), 2);
     }
 }

@@ -15,9 +15,8 @@ fn parallelism() -> usize {
 }
 
 /// Nodes per chunk: below two chunks' worth, everything runs on the calling thread. Starting a
-/// thread (its stack mapped and zeroed, then unmapped) cost more than filtering a thousand nodes
-/// in scheduler-bench on two cores: at 1,000 nodes, one thread per cycle took the scheduler from
-/// 4.4 s to 6.4 s of CPU for 10,000 pods. So only clusters past a thousand nodes fan out.
+/// thread (its stack mapped and zeroed, then unmapped) costs more than filtering a thousand nodes
+/// on two cores (BENCHMARKS.md, scheduler), so only clusters past a thousand nodes fan out.
 pub const CHUNK: usize = 1024;
 
 /// Calls `f(i)` for every `i` in `0..n` (any order, several threads), until `stop` is set; returns

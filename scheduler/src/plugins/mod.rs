@@ -28,8 +28,8 @@ pub mod taint_toleration;
 
 use std::sync::Arc;
 
-use crate::config::PluginArgs;
 use crate::framework::{BindPlugin, FilterPlugin, Plugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin};
+use node_resources_fit::ScoringStrategy;
 
 /// One plugin, seen through each extension point it implements.
 #[derive(Clone, Default)]
@@ -56,6 +56,12 @@ pub const ALL: &[&str] = &[
     node_resources_balanced_allocation::NAME,
     default_binder::NAME,
 ];
+
+/// Arguments of the plugins that take any (a profile's `pluginConfig`).
+#[derive(Clone, Debug, Default)]
+pub struct PluginArgs {
+    pub scoring_strategy: ScoringStrategy,
+}
 
 /// Builds the plugin called `name` (kube-scheduler's in-tree registry). `client` is only used by
 /// the binder; tests pass `None` and get no Bind point.

@@ -10,12 +10,37 @@
 //! Scoring uses "non-zero" requests: a container without a cpu or memory request counts as 100m
 //! and 200 MB, so best-effort pods still spread over nodes.
 
-use crate::config::{ScoringStrategy, ScoringStrategyType};
+use serde::Deserialize;
+
 use crate::framework::{
     ClusterEvent, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, ScorePlugin, Status,
 };
 
 pub const NAME: &str = "NodeResourcesFit";
+
+/// How NodeResourcesFit scores (its `scoringStrategy.type`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum ScoringStrategyType {
+    /// Prefer the emptiest nodes (spreads pods).
+    #[default]
+    LeastAllocated,
+    /// Prefer the fullest nodes (packs pods, frees whole nodes).
+    MostAllocated,
+}
+
+/// Weights of cpu and memory in NodeResourcesFit's score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScoringStrategy {
+    pub type_: ScoringStrategyType,
+    pub cpu_weight: i64,
+    pub memory_weight: i64,
+}
+
+impl Default for ScoringStrategy {
+    fn default() -> Self {
+        ScoringStrategy { type_: ScoringStrategyType::LeastAllocated, cpu_weight: 1, memory_weight: 1 }
+    }
+}
 
 pub struct Fit {
     strategy: ScoringStrategy,

@@ -45,6 +45,63 @@ enum Command {
     /// A pod's journey through the components, step by step with real timings (a table,
     /// --mermaid or --json), gathered by the API server; --follow shows the next pod live.
     Trace(trace::TraceArgs),
+    /// Prints the containerd config.toml a node agent's containerd runs with: a machine's layout
+    /// (the lab's nodes), or with --dir the one-directory layout of `kubelab up`.
+    ContainerdConfig(ContainerdConfigArgs),
+}
+
+/// Flags as containerd names its own (`containerd --root --state --address`), each overriding
+/// what the layout says.
+#[derive(Args)]
+struct ContainerdConfigArgs {
+    /// Everything under this directory, as `kubelab up` lays out `<data-dir>/containerd`
+    /// (default: a machine's layout: /var/lib/containerd, /run/containerd, /etc/cni/net.d).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// containerd's root: content, snapshots, metadata.
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// containerd's state directory: task bundles, pod network namespaces.
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// containerd's gRPC socket (the CRI endpoint); its ttrpc socket goes next to it, <address>.ttrpc.
+    #[arg(long)]
+    address: Option<PathBuf>,
+    /// Where the CRI plugin reads CNI network configs (the node agent's --cni-conf-dir).
+    #[arg(long)]
+    cni_conf_dir: Option<PathBuf>,
+    /// The CRI streaming server's port on 127.0.0.1 (exec, attach, port-forward); 0 is any free port.
+    #[arg(long, default_value_t = 0)]
+    stream_port: u16,
+    /// The sandbox (pause) image; it must be imported, as no registry is reachable.
+    #[arg(long, default_value = nodeagent::cri::containerd_config::PAUSE_IMAGE)]
+    sandbox_image: String,
+}
+
+impl ContainerdConfigArgs {
+    fn into_config(self) -> nodeagent::cri::containerd_config::ContainerdConfig {
+        use nodeagent::cri::containerd_config::{ContainerdConfig, ttrpc_address_for};
+        let mut c = match self.dir {
+            Some(dir) => ContainerdConfig::private(dir, self.stream_port),
+            None => ContainerdConfig::node(),
+        };
+        c.stream_server_port = self.stream_port;
+        c.sandbox_image = self.sandbox_image;
+        if let Some(root) = self.root {
+            c.root = root;
+        }
+        if let Some(state) = self.state {
+            c.state = state;
+        }
+        if let Some(address) = self.address {
+            c.ttrpc_address = ttrpc_address_for(&address);
+            c.address = address;
+        }
+        if let Some(dir) = self.cni_conf_dir {
+            c.cni_conf_dir = dir;
+        }
+        c
+    }
 }
 
 /// Flags as the kubelet names them.
@@ -398,7 +455,7 @@ impl Command {
             Command::Scheduler(a) => (&a.otlp, &[C::Scheduler]),
             Command::Nodeagent(a) => (&a.otlp, &[C::Nodeagent]),
             Command::Up(a) => (&a.otlp, C::ALL),
-            Command::Trace(_) => return None,
+            Command::Trace(_) | Command::ContainerdConfig(_) => return None,
         };
         Some((args.otlp_endpoint.as_deref()?, components))
     }
@@ -483,6 +540,11 @@ fn main() -> anyhow::Result<()> {
     if let Command::Up(args) = cli.command {
         return up::run(args);
     }
+    if let Command::ContainerdConfig(args) = cli.command {
+        use std::io::Write as _;
+        let text = args.into_config().render();
+        return std::io::stdout().lock().write_all(text.as_bytes()).context("kubelab containerd-config: writing to stdout");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the async runtime")?;
     match cli.command {
         Command::Store(args) => {
@@ -532,7 +594,7 @@ fn main() -> anyhow::Result<()> {
             };
             rt.block_on(scheduler::run(opts, shutdown_signal())).context("kubelab scheduler")?;
         }
-        Command::Up(_) => unreachable!("handled above"),
+        Command::Up(_) | Command::ContainerdConfig(_) => unreachable!("handled above"),
         Command::Trace(args) => rt.block_on(trace::run(args))?,
         Command::Nodeagent(args) => {
             drop(rt);
@@ -568,6 +630,53 @@ mod tests {
                 assert_eq!(pod.is_disabled(), !record, "a pod span with recording {record}");
             });
         }
+    }
+
+    /// `kubelab containerd-config` without flags prints the node layout, which the lab's nodes
+    /// run; with --dir, `kubelab up`'s.
+    #[test]
+    fn containerd_config_prints_the_layout_asked_for() {
+        use clap::Parser as _;
+        use nodeagent::cri::containerd_config::ContainerdConfig;
+        let config = |args: &[&str]| match super::Cli::try_parse_from(args) {
+            Ok(super::Cli { command: super::Command::ContainerdConfig(a), .. }) => a.into_config(),
+            Ok(_) => panic!("{args:?}: another subcommand"),
+            Err(e) => panic!("{args:?}: {e}"),
+        };
+        assert_eq!(config(&["kubelab", "containerd-config"]), ContainerdConfig::node());
+        assert_eq!(
+            config(&["kubelab", "containerd-config", "--dir", "/d", "--stream-port", "10010"]),
+            ContainerdConfig::private("/d", 10010)
+        );
+        let c = config(&[
+            "kubelab", "containerd-config", "--root", "/r", "--state", "/s", "--address", "/a/c.sock",
+            "--cni-conf-dir", "/n", "--stream-port", "7", "--sandbox-image", "example.com/pause:1",
+        ]);
+        let want = ContainerdConfig {
+            root: "/r".into(),
+            state: "/s".into(),
+            address: "/a/c.sock".into(),
+            ttrpc_address: "/a/c.sock.ttrpc".into(),
+            cni_conf_dir: "/n".into(),
+            stream_server_port: 7,
+            sandbox_image: "example.com/pause:1".into(),
+            ..ContainerdConfig::node()
+        };
+        assert_eq!(c, want);
+    }
+
+    /// The lab starts `kubelab nodeagent` without --container-runtime-endpoint or
+    /// --cni-conf-dir: their defaults must be where the node layout puts the socket and the
+    /// CNI configs.
+    #[test]
+    fn the_node_agents_defaults_meet_the_node_layout() {
+        use clap::Parser as _;
+        let node = nodeagent::cri::containerd_config::ContainerdConfig::node();
+        let Ok(super::Cli { command: super::Command::Nodeagent(a), .. }) = super::Cli::try_parse_from(["kubelab", "nodeagent"]) else {
+            panic!("kubelab nodeagent without flags does not parse");
+        };
+        assert_eq!(a.container_runtime_endpoint, node.endpoint());
+        assert_eq!(a.cni_conf_dir, node.cni_conf_dir);
     }
 
     /// `log` records are made up to the log filter's level, and no further.

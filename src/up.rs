@@ -208,12 +208,12 @@ struct Containerd {
 }
 
 impl Containerd {
-    fn start(config: ContainerdConfig, log: &Path) -> anyhow::Result<Containerd> {
-        std::fs::create_dir_all(config.cni_conf_dir())?;
-        std::fs::write(config.config_path(), config.render())?;
+    fn start(config: ContainerdConfig, config_path: &Path, log: &Path) -> anyhow::Result<Containerd> {
+        std::fs::create_dir_all(&config.cni_conf_dir)?;
+        std::fs::write(config_path, config.render())?;
         let log = std::fs::File::options().create(true).append(true).open(log)?;
         let mut cmd = Command::new("containerd");
-        cmd.arg("--config").arg(config.config_path()).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        cmd.arg("--config").arg(config_path).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         // SAFETY: prctl in the child before exec; no allocation.
         unsafe {
             use std::os::unix::process::CommandExt;
@@ -379,12 +379,14 @@ async fn start(
     let api_url = format!("http://127.0.0.1:{}", args.port);
 
     // containerd, a child process in our mount namespace.
+    let containerd_dir = data.join("containerd");
     let containerd = s.containerd.insert(Containerd::start(
-        ContainerdConfig::new(data.join("containerd"), args.stream_port),
+        ContainerdConfig::private(&containerd_dir, args.stream_port),
+        &containerd_dir.join("config.toml"),
         &data.join("logs/containerd.log"),
     )?);
     let cri = containerd.wait_ready().await?;
-    let (endpoint, cni_conf_dir) = (containerd.config.endpoint(), containerd.config.cni_conf_dir());
+    let (endpoint, cni_conf_dir) = (containerd.config.endpoint(), containerd.config.cni_conf_dir.clone());
     s.cri = Some(cri.clone());
     // Pods a killed cluster left behind are restarted from their objects by the node agent.
     let leftovers = remove_all_pods(&cri).await;

@@ -27,39 +27,14 @@ mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
 # 2. Packets between pods leave through this node.
 echo 1 >/proc/sys/net/ipv4/ip_forward
 
-# 3. containerd: this node's only one, so the default socket and root (a volume: overlayfs on
-#    the container's own overlay root fails). Its state is on /run (tmpfs): a restarted node
-#    starts with no running tasks, as a rebooted machine would.
+# 3. containerd: this node's only one, so a machine's layout, printed by `kubelab
+#    containerd-config` (the code that writes `kubelab up`'s config too): root /var/lib/containerd
+#    (a volume: overlayfs on the container's own overlay root fails); state and socket under
+#    /run/containerd, on tmpfs (a restarted node starts with no running tasks, as a rebooted
+#    machine would); CNI configs in /etc/cni/net.d, the node agent's default --cni-conf-dir.
 mkdir -p /etc/containerd /etc/cni/net.d /var/log /opt/cni
 [ -e /opt/cni/bin ] || ln -s /usr/lib/cni /opt/cni/bin
-cat >/etc/containerd/config.toml <<TOML
-# Written by the lab node entrypoint; see /work/shared/docs/containerd-cri.md.
-version = 2
-root = "/var/lib/containerd"
-state = "/run/containerd"
-# No CAP_SYS_RESOURCE here: containerd must not lower its own OOM score adjustment.
-oom_score = 0
-[grpc]
-  address = "/run/containerd/containerd.sock"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.9"
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  enable_selinux = false
-  netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "/usr/sbin/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "/etc/cni/net.d"
-    max_conf_num = 1
-TOML
+/usr/local/bin/kubelab containerd-config >/etc/containerd/config.toml
 log "starting containerd (log: /var/log/containerd.log)"
 containerd --config /etc/containerd/config.toml >>/var/log/containerd.log 2>&1 &
 for _ in $(seq 1 300); do

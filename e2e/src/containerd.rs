@@ -361,7 +361,7 @@ impl Containerd {
     }
 
     fn config_toml(&self) -> String {
-        nodeagent::cri::containerd_config::ContainerdConfig::new(&self.dir, self.stream_port.port).render()
+        nodeagent::cri::containerd_config::ContainerdConfig::private(&self.dir, self.stream_port.port).render()
     }
 
     /// containerd, exec'd by nsenter inside the namespace (so the recorded PID is containerd's).

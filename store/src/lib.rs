@@ -45,6 +45,7 @@
 //!   before the WAL, with the raft log in sled, are refused rather than converted.
 
 pub mod apply;
+pub mod authority;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -87,6 +88,13 @@ fn incoming(l: TcpListener) -> impl futures::Stream<Item = std::io::Result<tokio
         netutil::tune(&s)?;
         Ok(s)
     })
+}
+
+/// Client connections: as [`incoming`], read through [`authority::AuthorityFix`] so that etcd
+/// clients whose `:authority` h2 would refuse are served.
+fn incoming_clients(l: TcpListener) -> impl futures::Stream<Item = std::io::Result<authority::AuthorityFix<tokio::net::TcpStream>>> {
+    use futures::StreamExt;
+    incoming(l).map(|s| s.map(authority::AuthorityFix::new))
 }
 
 /// Answers any gRPC method we do not serve with UNIMPLEMENTED naming the method.
@@ -156,7 +164,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
             tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(Duration::from_secs(30)))
                 .add_routes(tonic::service::Routes::from(routes))
-                .serve_with_incoming_shutdown(incoming(l), async move {
+                .serve_with_incoming_shutdown(incoming_clients(l), async move {
                     let _ = stop.wait_for(|s| *s).await;
                 })
                 .await

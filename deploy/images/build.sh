@@ -14,7 +14,7 @@
 # printed in a fixed key order; nothing records the time or the build host). An unchanged digest
 # means containerd sees the same image and an import is a no-op.
 #
-# Layout of each tarball (see /work/shared/docs/containerd-cri.md, "Images without a registry"):
+# Layout of each tarball (what containerd 1.6's `ctr images import` takes):
 #   oci-layout                 {"imageLayoutVersion":"1.0.0"}
 #   index.json                 one manifest, annotated with the image's fully qualified name
 #                              (io.containerd.image.name; without it ctr imports nothing and

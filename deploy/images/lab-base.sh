@@ -6,8 +6,8 @@
 # Usage: deploy/images/lab-base.sh        prints the image's tag (kubelab-lab-base:<hash>) last
 #
 # The tag is a hash of the package list, the suite and this script: an existing tag means the
-# image is already there, and the ~1–2 min debootstrap is skipped (see compose-lab.md,
-# "Images without a registry"). Environment: LAB_MIRROR overrides the Debian mirror (default:
+# image is already there, and the ~1–2 min debootstrap is skipped (docs/architecture/lab.md).
+# Environment: LAB_MIRROR overrides the Debian mirror (default:
 # the first bookworm URI in /etc/apt/sources.list.d/*.sources, else deb.debian.org).
 set -euo pipefail
 export LC_ALL=C

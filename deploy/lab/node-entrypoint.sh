@@ -5,7 +5,8 @@
 #   KUBELAB_NODE           node1              KUBELAB_NODE_IP     172.31.250.11
 #   KUBELAB_POD_CIDR       10.244.1.0/24      KUBELAB_ETCD_SERVERS  the API server's --etcd-servers
 #   KUBELAB_STORE_CLUSTER  name=peer-url,…  (the store's --initial-cluster)
-# Each step follows /work/shared/docs/compose-lab.md ("Node containers that run containerd inside").
+# Each step is one that a node container needs before containerd can run containers inside it
+# (docs/architecture/lab.md).
 set -euo pipefail
 
 node=${KUBELAB_NODE:?} ip=${KUBELAB_NODE_IP:?} cidr=${KUBELAB_POD_CIDR:?}

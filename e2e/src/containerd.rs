@@ -1,8 +1,8 @@
 //! A private containerd for one test: its own root, state, sockets, runc root and CNI config,
 //! started inside its own persistent mount namespace so that nothing it does reaches a system
 //! containerd (docker may be using `/run/containerd`), and torn down without touching anything it
-//! did not create. The recipe is the one measured in `/work/shared/docs/containerd-cri.md`,
-//! "Running a private containerd".
+//! did not create. It is the recipe `kubelab up` follows (docs/architecture/lab.md): a persistent
+//! mount namespace, because containerd 1.6 hard-codes its shims' socket directory.
 //!
 //! Layout under the directory given to [`Containerd::start`]:
 //! ```text

@@ -5,7 +5,7 @@
 //!
 //! The host reaches the lab only through loopback-published ports (the API servers on
 //! 127.0.0.1:6443/6444/6445) and `docker exec` (etcdctl inside a node): the 172.31.250.0/24 lab
-//! addresses are not for host-side clients (compose-lab.md).
+//! addresses are not for host-side clients (docs/architecture/lab.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

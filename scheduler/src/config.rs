@@ -29,11 +29,10 @@
 
 use std::collections::BTreeMap;
 
+use api::core::v1::well_known::DEFAULT_SCHEDULER_NAME;
 use serde::Deserialize;
 
 use crate::plugins;
-
-pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
 /// How NodeResourcesFit scores (its `scoringStrategy.type`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]

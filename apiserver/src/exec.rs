@@ -95,7 +95,7 @@ pub fn check(pod: &Value, name: &str, subresource: &str, asked: Option<&str>) ->
         return Err(Error::BadRequest(format!("pod {name} does not have a host assigned")));
     }
     let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
-    if phase == "Succeeded" || phase == "Failed" {
+    if api::pod::is_pod_phase_terminal(Some(phase)) {
         let what = if subresource == "attach" { "cannot attach a container" } else { "cannot exec into a container" };
         return Err(Error::BadRequest(format!("{what} in a completed pod; current phase is {phase}")));
     }

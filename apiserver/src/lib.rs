@@ -10,8 +10,11 @@
 //!    [`registry::Registry`] (namespace, name, subresource) and picks the verb.
 //! 2. Bodies are decoded through the typed object (k8s-openapi) — unknown fields become
 //!    warnings, or 400 under `fieldValidation=Strict`.
-//! 3. The registry runs the resource's [`registry::Strategy`] (defaulting, validation, status
-//!    split) and writes with a store Txn conditioned on the object's revision.
+//! 3. The registry runs the resource's [`registry::Strategy`] and writes with a store Txn
+//!    conditioned on the object's revision. The strategy defaults the object (the `api` crate's
+//!    `SetDefaults_*`, then on a pod create the mutating admission and `PrepareForCreate` of
+//!    [`defaults`]), validates it (the `api` crate's `validate_*`, whose field errors
+//!    [`registry::validation::causes`] turns into a 422's causes) and splits spec from status.
 //! 4. Lists and watches with a resourceVersion are served by the resource's
 //!    [`watch_cache::WatchCache`]: one store watch per resource, fanned out to every watcher.
 //! 5. Errors leave as a `metav1.Status` ([`error::Error::to_status`]); Tables

@@ -15,6 +15,7 @@ use podtrace::Step;
 use proto::debugpb::RevisionsRequest;
 use proto::debugpb::trace_client::TraceClient;
 use podtrace::render::Timeline;
+use api::core::v1::well_known::MIRROR_POD_ANNOTATION_KEY;
 use serde_json::Value;
 
 use crate::Api;
@@ -24,10 +25,6 @@ use crate::logs::node_agent_url;
 /// The annotation a scheduler puts on its bindings (the registry copies a binding's
 /// annotations onto the pod, as Kubernetes' BindingREST does): where its steps can be fetched.
 pub const SCHEDULER_ENDPOINT_ANNOTATION: &str = "kubelab.io/scheduler-debug-endpoint";
-
-/// The annotation on a mirror pod naming the static pod it mirrors (by its config hash, which
-/// kubelab's node agent sets to the static pod's UID).
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The components whose steps the API server's own recorder answers for.
 pub const OWN_COMPONENTS: &[&str] = &["apiserver", "store"];
@@ -72,7 +69,7 @@ async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> 
         // mirror annotation carries.
         let agent_uid = pod
             .pointer("/metadata/annotations")
-            .and_then(|a| a.get(MIRROR_ANNOTATION))
+            .and_then(|a| a.get(MIRROR_POD_ANNOTATION_KEY))
             .and_then(Value::as_str)
             .unwrap_or(&uid)
             .to_string();

@@ -12,6 +12,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use api::core::v1::well_known::FINALIZER_KUBERNETES;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
@@ -20,8 +21,6 @@ use kube::runtime::watcher;
 
 use crate::error::{Error, Result};
 
-/// The finalizer this controller owns.
-pub const FINALIZER: &str = "kubernetes";
 /// How soon a namespace that still has content is looked at again.
 const REQUEUE: Duration = Duration::from_secs(1);
 
@@ -87,7 +86,7 @@ impl NamespaceController {
         // Step 3: remove our finalizer; the API server deletes the namespace.
         let mut ns = ns;
         if let Some(spec) = ns.spec.as_mut() {
-            spec.finalizers = Some(spec.finalizers.take().unwrap_or_default().into_iter().filter(|f| f != FINALIZER).collect());
+            spec.finalizers = Some(spec.finalizers.take().unwrap_or_default().into_iter().filter(|f| f != FINALIZER_KUBERNETES).collect());
         }
         api.replace_subresource("finalize", name, &PostParams::default(), &ns).await.map_err(Error::Kube)?;
         tracing::info!(target: "controllers::namespace", namespace = %name, "namespace finalized");
@@ -125,5 +124,5 @@ impl NamespaceController {
 
 pub fn is_terminating(ns: &Namespace) -> bool {
     ns.metadata.deletion_timestamp.is_some()
-        && ns.spec.as_ref().and_then(|s| s.finalizers.as_ref()).is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+        && ns.spec.as_ref().and_then(|s| s.finalizers.as_ref()).is_some_and(|f| f.iter().any(|x| x == FINALIZER_KUBERNETES))
 }

@@ -29,6 +29,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use api::core::v1::well_known::{
+    TAINT_NODE_DISK_PRESSURE, TAINT_NODE_MEMORY_PRESSURE, TAINT_NODE_NETWORK_UNAVAILABLE, TAINT_NODE_NOT_READY,
+    TAINT_NODE_PID_PRESSURE, TAINT_NODE_UNREACHABLE, TAINT_NODE_UNSCHEDULABLE,
+};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference, Pod, PodCondition, Taint};
@@ -49,13 +53,6 @@ pub const DEFAULT_NODE_MONITOR_PERIOD: Duration = Duration::from_secs(5);
 /// lease renewals (10 s each) must be missed, so one slow write does not fail a node.
 pub const DEFAULT_NODE_MONITOR_GRACE_PERIOD: Duration = Duration::from_secs(40);
 
-pub const TAINT_NODE_NOT_READY: &str = "node.kubernetes.io/not-ready";
-pub const TAINT_NODE_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
-pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
-pub const TAINT_NODE_MEMORY_PRESSURE: &str = "node.kubernetes.io/memory-pressure";
-pub const TAINT_NODE_DISK_PRESSURE: &str = "node.kubernetes.io/disk-pressure";
-pub const TAINT_NODE_PID_PRESSURE: &str = "node.kubernetes.io/pid-pressure";
-pub const TAINT_NODE_NETWORK_UNAVAILABLE: &str = "node.kubernetes.io/network-unavailable";
 
 /// The conditions the kubelet posts, and so the ones that go Unknown when it falls silent.
 pub const KUBELET_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
@@ -406,7 +403,7 @@ impl NodeLifecycleController {
             let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
             match api.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
                 Ok(_) => {
-                    tracing::info!(target: "controllers::nodelifecycle", pod = %format!("{ns}/{name}"), uid = pod.metadata.uid.as_deref().unwrap_or(""), node, "updating ready status of pod to false");
+                    tracing::info!(target: "controllers::nodelifecycle", pod = %format!("{ns}/{name}"), uid = api::pod::uid(&pod), node, "updating ready status of pod to false");
                     self.recorder.event(client::record::pod_reference(&pod), client::record::WARNING, "NodeNotReady", "Node is not ready");
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {}

@@ -10,6 +10,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use api::core::v1::helper::qos::compute_pod_qos;
+use api::pod::kubelet_types::{APISERVER_SOURCE, CONFIG_SOURCE_ANNOTATION_KEY};
+use api::pod::{full_name, is_mirror_pod, is_pod_phase_terminal, is_pod_terminal, uid};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
@@ -44,14 +47,6 @@ pub struct PodManager {
     pub pods: HashMap<String, Arc<Pod>>,
     /// `<namespace>/<name>` → the mirror pod the API server has for that static pod.
     pub mirrors: HashMap<String, Pod>,
-}
-
-pub fn full_name(pod: &Pod) -> String {
-    format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or_default(), pod.metadata.name.as_deref().unwrap_or_default())
-}
-
-pub fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
 }
 
 /// The node agent. Shared by the sync loop, the pod workers, housekeeping and the HTTP server.
@@ -147,10 +142,10 @@ impl Kubelet {
 
     /// Build the API status from what the runtime reports and hand it to the status manager.
     async fn update_status(&self, pod: &Pod, runtime_status: &kc::PodStatus) -> k8s_openapi::api::core::v1::PodStatus {
-        let uid = uid(pod);
+        let uid = uid(pod).to_string();
         let reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner()).get(&uid).cloned().unwrap_or_default();
         let old = self.status.get_pod_status(&uid).or_else(|| pod.status.clone());
-        let qos = crate::cm::qos::pod_qos(pod);
+        let qos = compute_pod_qos(pod);
         let (readiness, startup) = self.probes.readiness_and_startup(pod, runtime_status);
         let host_ips: Vec<String> = if self.host_ip.is_empty() { vec![] } else { vec![self.host_ip.clone()] };
         let status = crate::status::generate_api_pod_status(&crate::status::StatusInputs {
@@ -162,7 +157,7 @@ impl Kubelet {
             startup: &startup,
             host_ips: &host_ips,
             qos_class: qos.as_str(),
-            pod_is_terminal: crate::status::generate::is_terminal_phase(old.as_ref().and_then(|s| s.phase.as_deref())),
+            pod_is_terminal: is_pod_phase_terminal(old.as_ref().and_then(|s| s.phase.as_deref())),
             now: chrono::Utc::now(),
         });
         self.status.set_pod_status(pod, status.clone());
@@ -172,7 +167,7 @@ impl Kubelet {
     /// SyncPod: the eight steps that make the runtime match the pod. Each step is a tracing span
     /// carrying the pod UID.
     pub async fn sync_pod(&self, pod: &Pod) -> SyncOutcome {
-        let uid = uid(pod);
+        let uid = uid(pod).to_string();
         let span = tracing::info_span!(target: "kubelet::sync_pod", "sync_pod", pod = %full_name(pod), pod_uid = %uid);
         // One trace per pod with --otlp-endpoint: the sync continues the pod's create request.
         podtrace::otel::set_parent_from(&span, pod.metadata.annotations.as_ref());
@@ -193,7 +188,7 @@ impl Kubelet {
             }
         };
         let api_status = self.update_status(pod, &runtime_status).await;
-        if matches!(api_status.phase.as_deref(), Some("Succeeded") | Some("Failed")) {
+        if is_pod_phase_terminal(api_status.phase.as_deref()) {
             return SyncOutcome::Terminal;
         }
         // Ensure the pod is being probed (idempotent).
@@ -295,7 +290,7 @@ impl Kubelet {
             !cs.is_empty() && cs.iter().all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
         });
         if all_running
-            && let Some(t) = self.first_seen.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&uid(pod))
+            && let Some(t) = self.first_seen.lock().unwrap_or_else(|e| e.into_inner()).get_mut(uid(pod))
             && t.elapsed() < Duration::from_secs(24 * 3600)
         {
             crate::metrics::metrics().pod_start_duration.observe(t.elapsed().as_secs_f64());
@@ -361,7 +356,7 @@ impl Kubelet {
     /// already finished (0 s). While the containers stop, a shorter grace period from the sync
     /// loop ([`Kubelet::shorten_termination`]) moves the deadline earlier.
     pub async fn sync_terminating_pod(&self, pod: &Pod, grace_override: Option<i64>) -> bool {
-        let uid = uid(pod);
+        let uid = uid(pod).to_string();
         let span = tracing::info_span!(target: "kubelet::sync_terminating_pod", "sync_terminating_pod", pod = %full_name(pod), pod_uid = %uid);
         async {
             // The newest version of the pod may carry a shorter grace period than the one this
@@ -423,7 +418,7 @@ impl Kubelet {
             }
         };
         let terminations = self.terminations.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(tx) = terminations.get(&uid(pod)) {
+        if let Some(tx) = terminations.get(uid(pod)) {
             tx.send_if_modified(|current| {
                 let shorter = current.is_shortened_by(&new);
                 if shorter {
@@ -439,7 +434,7 @@ impl Kubelet {
     /// and, for a pod no source wants any more, its containers, sandbox and directories; then
     /// let the status manager complete an API deletion.
     pub async fn sync_terminated_pod(&self, pod: &Pod, removed: bool) {
-        let uid = uid(pod);
+        let uid = uid(pod).to_string();
         let span = tracing::info_span!(target: "kubelet::sync_terminated_pod", "sync_terminated_pod", pod = %full_name(pod), pod_uid = %uid, removed);
         async {
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -545,7 +540,7 @@ async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: 
             let mut pods = u.pods;
             pods.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
             for pod in pods {
-                if crate::pod::mirror_client::is_mirror_pod(&pod) {
+                if is_mirror_pod(&pod) {
                     kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).mirrors.insert(full_name(&pod), pod);
                     continue;
                 }
@@ -554,11 +549,11 @@ async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: 
         }
         PodOperation::Update => {
             for pod in u.pods {
-                if crate::pod::mirror_client::is_mirror_pod(&pod) {
+                if is_mirror_pod(&pod) {
                     kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).mirrors.insert(full_name(&pod), pod);
                     continue;
                 }
-                let uid = uid(&pod);
+                let uid = uid(&pod).to_string();
                 let pod = Arc::new(pod);
                 let known = {
                     let mut pm = kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner());
@@ -586,14 +581,14 @@ async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: 
         }
         PodOperation::Remove => {
             for pod in u.pods {
-                if crate::pod::mirror_client::is_mirror_pod(&pod) {
+                if is_mirror_pod(&pod) {
                     let mut pm = kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner());
                     if pm.mirrors.get(&full_name(&pod)).and_then(|m| m.metadata.uid.clone()) == pod.metadata.uid {
                         pm.mirrors.remove(&full_name(&pod));
                     }
                     continue;
                 }
-                let uid = uid(&pod);
+                let uid = uid(&pod).to_string();
                 kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).pods.remove(&uid);
                 // Gone from the API server while still running here: a forced delete
                 // (`--force --grace-period=0`). The containers get 1 s, not the pod's grace
@@ -602,8 +597,8 @@ async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: 
                     .metadata
                     .annotations
                     .as_ref()
-                    .and_then(|a| a.get(kc::CONFIG_SOURCE_ANNOTATION))
-                    .is_some_and(|s| s == kc::API_SERVER_SOURCE);
+                    .and_then(|a| a.get(CONFIG_SOURCE_ANNOTATION_KEY))
+                    .is_some_and(|s| s == APISERVER_SOURCE);
                 if from_api {
                     kubelet.shorten_termination(&pod, true);
                 }
@@ -620,8 +615,8 @@ async fn handle_pod_update(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, u: 
 
 /// HandlePodAdditions: admit the pod (or reject it with a reason), then hand it to a worker.
 fn handle_pod_addition(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, pod: Pod) {
-    let uid = uid(&pod);
-    let terminal = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded") | Some("Failed"));
+    let uid = uid(&pod).to_string();
+    let terminal = is_pod_terminal(&pod);
     let already_running = kubelet.has_runtime_state(&uid) || workers.state(&uid).is_some();
     if !terminal && !already_running && pod.metadata.deletion_timestamp.is_none() {
         // The eviction manager's admit handler comes first, as in kubelet.
@@ -658,15 +653,14 @@ fn handle_pod_addition(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, pod: Po
 /// that terminal status, and a pod it then binds here must not be refused for them (seen in the
 /// lab: a pod bound the moment the pod filling the node turned Failed was rejected OutOfcpu).
 pub(crate) fn active_pods(kubelet: &Kubelet, workers: &PodWorkers) -> Vec<Pod> {
-    let terminal = |phase: Option<&str>| matches!(phase, Some("Succeeded") | Some("Failed"));
     kubelet
         .desired_pods()
         .iter()
         .filter(|p| {
             let uid = uid(p);
-            !terminal(p.status.as_ref().and_then(|s| s.phase.as_deref()))
-                && !kubelet.status.get_pod_status(&uid).is_some_and(|s| terminal(s.phase.as_deref()))
-                && workers.state(&uid) != Some(WorkerState::Terminated)
+            !is_pod_terminal(p)
+                && !kubelet.status.get_pod_status(uid).is_some_and(|s| is_pod_phase_terminal(s.phase.as_deref()))
+                && workers.state(uid) != Some(WorkerState::Terminated)
         })
         .map(|p| (**p).clone())
         .collect()

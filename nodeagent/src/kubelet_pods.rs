@@ -6,9 +6,10 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use api::pod::{full_name, is_static_pod, uid};
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::kubelet::{Kubelet, full_name, uid};
+use crate::kubelet::Kubelet;
 use crate::pod::mirror_client;
 use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType};
 
@@ -17,7 +18,7 @@ use crate::pod_workers::{PodWorkers, UpdatePodOptions, UpdateType};
 /// server has not listed yet is not an orphan.
 pub async fn handle_pod_cleanups(kubelet: &Arc<Kubelet>, workers: &mut PodWorkers, sources_ready: bool) {
     workers.forget_stopped();
-    let desired: HashSet<String> = kubelet.desired_pods().iter().map(|p| uid(p)).collect();
+    let desired: HashSet<String> = kubelet.desired_pods().iter().map(|p| uid(p).to_string()).collect();
 
     let runtime_pods = match kubelet.runtime.get_pods().await {
         Ok(p) => p,
@@ -87,7 +88,7 @@ pub async fn handle_pod_cleanups(kubelet: &Arc<Kubelet>, workers: &mut PodWorker
 async fn sync_mirror_pods(kubelet: &Kubelet) {
     let Some(client) = &kubelet.client else { return };
     let Some(node) = kubelet.node.borrow().clone() else { return };
-    let statics: Vec<Arc<Pod>> = kubelet.desired_pods().into_iter().filter(|p| mirror_client::is_static_pod(p)).collect();
+    let statics: Vec<Arc<Pod>> = kubelet.desired_pods().into_iter().filter(|p| is_static_pod(p)).collect();
     let mirrors = kubelet.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).mirrors.clone();
     let static_names: HashSet<String> = statics.iter().map(|p| full_name(p)).collect();
     for pod in &statics {

@@ -5,7 +5,8 @@
 //!
 //! 1. **Pod sources** ([`config`]): the API server (a watch of pods with
 //!    `spec.nodeName=<node>`), the static manifest directory and an HTTP URL, merged into one
-//!    desired set of pods.
+//!    desired set of pods. Static pods are defaulted and validated by the `api` crate, as the API
+//!    server defaults and validates the others.
 //! 2. **Admission** ([`lifecycle::predicate`]): does the pod fit what is left of the node?
 //! 3. **Pod workers** ([`pod_workers`]): one actor per pod UID with a serial mailbox.
 //! 4. **SyncPod** ([`kuberuntime::kuberuntime_manager`]): `compute_pod_actions` decides, then eight
@@ -27,6 +28,11 @@
 //! 10. **Probes** ([`prober`]): one worker per container and probe; a changed result resyncs the
 //!     pod, whose status takes `ready`/`started` from it and whose containers are killed when
 //!     their liveness or startup probe fails.
+//!
+//! What a pod means — its QoS class, whether it is static, a mirror, critical or terminal, its UID
+//! and restart policy — is asked of the `api` crate ([`api::pod`],
+//! [`api::core::v1::helper::qos`]), which the API server, the scheduler and the controllers
+//! share.
 //!
 //! The order of work at start ([`run`]): connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use api::pod::kubelet_types::{APISERVER_SOURCE, FILE_SOURCE, HTTP_SOURCE};
 use k8s_openapi::api::core::v1::{Pod, Taint};
 use tokio::sync::watch;
 
 use crate::cm::PodContainerManager;
 use crate::config::PodConfig;
-use crate::container::{API_SERVER_SOURCE, FILE_SOURCE, HTTP_SOURCE};
 use crate::cri::RemoteRuntime;
 use crate::error::{Error, Result};
 use crate::events::Recorder;
@@ -312,7 +312,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     // The pod sources.
     let mut sources = vec![];
     if client.is_some() {
-        sources.push(API_SERVER_SOURCE);
+        sources.push(APISERVER_SOURCE);
     }
     if opts.pod_manifest_path.is_some() {
         sources.push(FILE_SOURCE);

@@ -234,7 +234,7 @@ impl Cache {
     /// A pod the watch reports bound to a node: confirms an assumption, or adds/updates it.
     pub fn add_or_update_pod(&mut self, pod: Arc<Pod>) {
         let Some(node) = node_name(&pod).map(str::to_string) else { return };
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let uid = api::pod::uid(&pod).to_string();
         if let Some(old) = self.pods.remove(&uid) {
             self.unplace(&uid, &old.node);
         }

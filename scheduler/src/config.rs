@@ -29,12 +29,12 @@
 
 use std::collections::BTreeMap;
 
+use api::core::v1::well_known::DEFAULT_SCHEDULER_NAME;
 use serde::Deserialize;
 
 use crate::plugins::{self, PluginArgs};
 use crate::plugins::node_resources_fit::{ScoringStrategy, ScoringStrategyType};
 
-pub const DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
 
 /// The effective configuration of the one profile.
 #[derive(Clone, Debug)]

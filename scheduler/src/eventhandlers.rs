@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use api::pod::{is_pod_terminal, uid};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
@@ -28,14 +29,6 @@ fn assigned(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
 }
 
-fn terminal(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
-}
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
-
 impl Scheduler {
     fn move_on(&self, event: ClusterEvent) {
         self.queue.move_all_to_active_or_backoff(&self.framework.plugins_interested_in(event));
@@ -43,10 +36,10 @@ impl Scheduler {
 
     pub fn on_pod(&self, pod: Pod) {
         let pod = Arc::new(pod);
-        let id = uid(&pod);
+        let id = uid(&pod).to_string();
         if assigned(&pod) {
             self.queue.delete(&id);
-            if terminal(&pod) {
+            if is_pod_terminal(&pod) {
                 // A finished pod holds no resources any more.
                 self.on_pod_delete(&pod);
                 return;
@@ -58,7 +51,7 @@ impl Scheduler {
                 known
             };
             self.move_on(if known { ClusterEvent::AssignedPodUpdate } else { ClusterEvent::AssignedPodAdd });
-        } else if self.responsible_for(&pod) && pod.metadata.deletion_timestamp.is_none() && !terminal(&pod) {
+        } else if self.responsible_for(&pod) && pod.metadata.deletion_timestamp.is_none() && !is_pod_terminal(&pod) {
             if self.cache.lock().expect("cache lock").is_assumed(&id) {
                 return; // scheduled already; its binding is on the way
             }
@@ -70,12 +63,12 @@ impl Scheduler {
 
     pub fn on_pod_delete(&self, pod: &Pod) {
         let id = uid(pod);
-        self.queue.delete(&id);
+        self.queue.delete(id);
         let removed = {
             let mut cache = self.cache.lock().expect("cache lock");
-            let known = assigned(pod) || cache.contains_pod(&id);
+            let known = assigned(pod) || cache.contains_pod(id);
             if known {
-                cache.remove_pod(&id);
+                cache.remove_pod(id);
             }
             known
         };
@@ -118,8 +111,8 @@ impl Scheduler {
             match ev {
                 Ok(watcher::Event::Init) => relisted.clear(),
                 Ok(watcher::Event::InitApply(p)) => {
-                    relisted.insert(uid(&p));
-                    by_uid.insert(uid(&p), skeleton(&p));
+                    relisted.insert(uid(&p).to_string());
+                    by_uid.insert(uid(&p).to_string(), skeleton(&p));
                     self.on_pod(p);
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -132,13 +125,13 @@ impl Scheduler {
                     let _ = synced.send(true);
                 }
                 Ok(watcher::Event::Apply(p)) => {
-                    known.insert(uid(&p));
-                    by_uid.insert(uid(&p), skeleton(&p));
+                    known.insert(uid(&p).to_string());
+                    by_uid.insert(uid(&p).to_string(), skeleton(&p));
                     self.on_pod(p);
                 }
                 Ok(watcher::Event::Delete(p)) => {
-                    known.remove(&uid(&p));
-                    by_uid.remove(&uid(&p));
+                    known.remove(uid(&p));
+                    by_uid.remove(uid(&p));
                     self.on_pod_delete(&p);
                 }
                 Err(e) => tracing::warn!(target: "scheduler::eventhandlers", "pod watch: {e}"),

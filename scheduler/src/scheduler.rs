@@ -50,7 +50,7 @@ impl Scheduler {
 
     /// Whether this scheduler is responsible for the pod (its `spec.schedulerName`).
     pub fn responsible_for(&self, pod: &Pod) -> bool {
-        let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).unwrap_or(crate::config::DEFAULT_SCHEDULER_NAME);
+        let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).unwrap_or(api::core::v1::well_known::DEFAULT_SCHEDULER_NAME);
         name == self.framework.scheduler_name
     }
 

@@ -43,7 +43,7 @@ pub struct QueuedPodInfo {
 
 impl QueuedPodInfo {
     fn priority(&self) -> i32 {
-        self.pod.pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+        api::pod::pod_priority(&self.pod.pod)
     }
 
     /// When its backoff ends.

@@ -1,14 +1,18 @@
 //! Strategies of the core/v1 and coordination.k8s.io/v1 resources that have no behaviour beyond
 //! validation: configmaps, secrets, serviceaccounts, events, leases (pkg/registry/core/<r>/strategy.go).
+//! The validation itself is the `api` crate's ([`api::core::validation`],
+//! [`api::coordination::validation`]).
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret, ServiceAccount};
 use serde_json::{Value, json};
 
-use super::validation::{causes, object_meta, subdomain};
+use super::validation::causes;
 use super::{ResourceInfo, Strategy, Typed, meta_field, typed_roundtrip};
 use crate::error::{Cause, Result};
-use apimachinery::validation::FieldError;
+use api::core::validation::{
+    validate_config_map, validate_event_create, validate_secret, validate_secret_update, validate_service_account,
+};
 
 pub static CONFIGMAPS: ResourceInfo = ResourceInfo {
     group: "", version: "v1", kind: "ConfigMap", plural: "configmaps", singular: "configmap", namespaced: true,
@@ -31,27 +35,6 @@ pub static LEASES: ResourceInfo = ResourceInfo {
     short_names: &[], storage_name: "leases", subresources: &[], categories: &[],
 };
 
-/// Keys of configMap and secret data: `[-._a-zA-Z0-9]+`, not `.` or `..`.
-fn validate_data_keys(obj: &Value, fields: &[&str]) -> Vec<Cause> {
-    let mut errs = Vec::new();
-    for f in fields {
-        if let Some(map) = obj.get(*f).and_then(Value::as_object) {
-            for k in map.keys() {
-                let ok = !k.is_empty() && k.len() <= 253 && k != "." && k != ".." && !k.starts_with("..")
-                    && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-                if !ok {
-                    errs.push(FieldError::invalid(
-                        &format!("{f}[{k}]"),
-                        &json!(k),
-                        "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
-                    ));
-                }
-            }
-        }
-    }
-    causes(errs)
-}
-
 impl Strategy for Typed<ConfigMap> {
     fn info(&self) -> &'static ResourceInfo {
         self.info
@@ -60,9 +43,7 @@ impl Strategy for Typed<ConfigMap> {
         typed_roundtrip::<ConfigMap>("ConfigMap", v)
     }
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        let mut c = object_meta(obj, true, subdomain);
-        c.extend(validate_data_keys(obj, &["data", "binaryData"]));
-        c
+        causes(validate_config_map(obj))
     }
 }
 
@@ -89,16 +70,10 @@ impl Strategy for Typed<Secret> {
         }
     }
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        let mut c = object_meta(obj, true, subdomain);
-        c.extend(validate_data_keys(obj, &["data"]));
-        c
+        causes(validate_secret(obj))
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
-        let mut c = self.validate(new);
-        if new.get("type") != old.get("type") {
-            c.extend(causes(vec![FieldError::invalid("type", new.get("type").unwrap_or(&Value::Null), "field is immutable")]));
-        }
-        c
+        causes(validate_secret_update(new, old))
     }
     fn field(&self, obj: &Value, field: &str) -> Option<String> {
         match field {
@@ -119,7 +94,7 @@ impl Strategy for Typed<ServiceAccount> {
         typed_roundtrip::<ServiceAccount>("ServiceAccount", v)
     }
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        object_meta(obj, true, subdomain)
+        causes(validate_service_account(obj))
     }
 }
 
@@ -136,16 +111,7 @@ impl Strategy for EventStrategy {
         typed_roundtrip::<Event>("Event", v)
     }
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        let mut c = object_meta(obj, true, subdomain);
-        if obj.pointer("/involvedObject").is_none() {
-            c.extend(causes(vec![FieldError::required("involvedObject", "")]));
-        }
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
-        let involved_ns = obj.pointer("/involvedObject/namespace").and_then(Value::as_str).unwrap_or("");
-        if !involved_ns.is_empty() && involved_ns != ns {
-            c.extend(causes(vec![FieldError::invalid("involvedObject.namespace", &json!(involved_ns), "does not match event.namespace")]));
-        }
-        c
+        causes(validate_event_create(obj))
     }
     fn field(&self, obj: &Value, field: &str) -> Option<String> {
         let s = |p: &str| Some(obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_string());
@@ -184,12 +150,6 @@ impl Strategy for Typed<Lease> {
         typed_roundtrip::<Lease>("Lease", v)
     }
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        let mut c = object_meta(obj, true, subdomain);
-        if let Some(d) = obj.pointer("/spec/leaseDurationSeconds").and_then(Value::as_i64)
-            && d <= 0
-        {
-            c.extend(causes(vec![FieldError::invalid("spec.leaseDurationSeconds", &json!(d), "must be greater than 0")]));
-        }
-        c
+        causes(api::coordination::validation::validate_lease(obj))
     }
 }

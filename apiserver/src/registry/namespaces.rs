@@ -6,9 +6,10 @@
 use k8s_openapi::api::core::v1::Namespace;
 use serde_json::{Value, json};
 
-use super::validation::{label, object_meta};
+use super::validation::causes;
 use super::{ResourceInfo, Strategy, Subresource, meta_field, typed_roundtrip};
 use crate::error::{Cause, Result};
+use api::core::v1::well_known::FINALIZER_KUBERNETES;
 
 pub static NAMESPACES: ResourceInfo = ResourceInfo {
     group: "",
@@ -26,9 +27,6 @@ pub static NAMESPACES: ResourceInfo = ResourceInfo {
     categories: &[],
 };
 
-/// The finalizer the namespace controller removes when the namespace is empty.
-pub const FINALIZER: &str = "kubernetes";
-
 pub struct NamespaceStrategy;
 
 impl Strategy for NamespaceStrategy {
@@ -39,7 +37,7 @@ impl Strategy for NamespaceStrategy {
         typed_roundtrip::<Namespace>("Namespace", v)
     }
     fn prepare_for_create(&self, obj: &mut Value) {
-        obj["spec"]["finalizers"] = json!([FINALIZER]);
+        obj["spec"]["finalizers"] = json!([FINALIZER_KUBERNETES]);
         obj["status"] = json!({"phase": "Active"});
     }
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
@@ -48,7 +46,7 @@ impl Strategy for NamespaceStrategy {
         new["status"] = old.get("status").cloned().unwrap_or(json!({}));
     }
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        object_meta(obj, false, label)
+        causes(api::core::validation::validate_namespace(obj))
     }
     fn field(&self, obj: &Value, field: &str) -> Option<String> {
         match field {

@@ -1,15 +1,14 @@
-//! Mirrors pkg/registry/core/pod/strategy.go (and pod validation from pkg/apis/core/validation):
-//! defaulting, validation, the status split, what a pod update may change, field selectors, and
-//! the grace period of a delete.
+//! Mirrors pkg/registry/core/pod/strategy.go: defaulting (with create-time admission,
+//! [`crate::defaults::default_pod`]), validation (the `api` crate's ValidatePodCreate and
+//! ValidatePodUpdate), field selectors, and the grace period of a delete.
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize as _;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::validation::{causes, label, object_meta, subdomain};
+use super::validation::causes;
 use super::{ResourceInfo, Strategy, Subresource, meta_field, typed_roundtrip};
 use crate::error::{Cause, Result};
-use apimachinery::validation::FieldError;
 
 pub static PODS: ResourceInfo = ResourceInfo {
     group: "",
@@ -33,163 +32,6 @@ pub static PODS: ResourceInfo = ResourceInfo {
 
 pub struct PodStrategy;
 
-/// The message Kubernetes gives when a pod update touches a field it may not.
-pub const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
-
-fn one_of(field: &str, v: Option<&Value>, allowed: &[&str], errs: &mut Vec<FieldError>) {
-    if let Some(s) = v.and_then(Value::as_str)
-        && !allowed.contains(&s)
-    {
-        errs.push(FieldError::not_supported(field, &json!(s), allowed));
-    }
-}
-
-fn validate_containers(spec: &Value, list: &str, require_image: bool, seen: &mut Vec<String>, volumes: &[String], errs: &mut Vec<FieldError>) {
-    let Some(containers) = spec.get(list).and_then(Value::as_array) else { return };
-    for (i, c) in containers.iter().enumerate() {
-        let path = format!("spec.{list}[{i}]");
-        let name = c.get("name").and_then(Value::as_str).unwrap_or("");
-        if name.is_empty() {
-            errs.push(FieldError::required(&format!("{path}.name"), ""));
-        } else {
-            for msg in label(name) {
-                errs.push(FieldError::invalid(&format!("{path}.name"), &json!(name), &msg));
-            }
-            if seen.iter().any(|s| s == name) {
-                errs.push(FieldError::duplicate(&format!("{path}.name"), &json!(name)));
-            }
-            seen.push(name.to_string());
-        }
-        if require_image && c.get("image").and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
-            errs.push(FieldError::required(&format!("{path}.image"), ""));
-        }
-        one_of(&format!("{path}.imagePullPolicy"), c.get("imagePullPolicy"), &["Always", "IfNotPresent", "Never"], errs);
-        one_of(&format!("{path}.terminationMessagePolicy"), c.get("terminationMessagePolicy"), &["File", "FallbackToLogsOnError"], errs);
-        for (j, p) in c.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
-            let pp = format!("{path}.ports[{j}]");
-            match p.get("containerPort").and_then(Value::as_i64) {
-                Some(n) if (1..=65535).contains(&n) => {}
-                Some(n) => errs.push(FieldError::invalid(&format!("{pp}.containerPort"), &json!(n), "must be between 1 and 65535, inclusive")),
-                None => errs.push(FieldError::required(&format!("{pp}.containerPort"), "")),
-            }
-            if let Some(n) = p.get("hostPort").and_then(Value::as_i64)
-                && !(0..=65535).contains(&n)
-            {
-                errs.push(FieldError::invalid(&format!("{pp}.hostPort"), &json!(n), "must be between 1 and 65535, inclusive"));
-            }
-            one_of(&format!("{pp}.protocol"), p.get("protocol"), &["TCP", "UDP", "SCTP"], errs);
-        }
-        for (j, e) in c.get("env").and_then(Value::as_array).into_iter().flatten().enumerate() {
-            if e.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
-                errs.push(FieldError::required(&format!("{path}.env[{j}].name"), ""));
-            }
-        }
-        let mut mount_paths: Vec<&str> = Vec::new();
-        for (j, m) in c.get("volumeMounts").and_then(Value::as_array).into_iter().flatten().enumerate() {
-            let mp = format!("{path}.volumeMounts[{j}]");
-            let vname = m.get("name").and_then(Value::as_str).unwrap_or("");
-            if vname.is_empty() {
-                errs.push(FieldError::required(&format!("{mp}.name"), ""));
-            } else if !volumes.iter().any(|v| v == vname) {
-                errs.push(volume_not_found(&format!("{mp}.name"), vname));
-            }
-            match m.get("mountPath").and_then(Value::as_str) {
-                Some(p) if !p.is_empty() => {
-                    if mount_paths.contains(&p) {
-                        errs.push(FieldError::invalid(&format!("{mp}.mountPath"), &json!(p), "must be unique"));
-                    }
-                    mount_paths.push(p);
-                }
-                _ => errs.push(FieldError::required(&format!("{mp}.mountPath"), "")),
-            }
-        }
-    }
-}
-
-/// field.NotFound ("Not found: \"name\""); reported with the Invalid reason.
-fn volume_not_found(field: &str, name: &str) -> FieldError {
-    FieldError { field: field.into(), reason: apimachinery::validation::FieldErrorReason::Invalid, message: format!("Not found: {}", json!(name)) }
-}
-
-/// Pod validation on create (ValidatePodCreate, the parts kubelab enforces).
-pub fn validate_pod(obj: &Value) -> Vec<Cause> {
-    let mut c = object_meta(obj, true, subdomain);
-    let mut errs = Vec::new();
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    if spec.get("containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
-        errs.push(FieldError::required("spec.containers", ""));
-    }
-    let mut volumes: Vec<String> = Vec::new();
-    for (i, v) in spec.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        let name = v.get("name").and_then(Value::as_str).unwrap_or("");
-        if name.is_empty() {
-            errs.push(FieldError::required(&format!("spec.volumes[{i}].name"), ""));
-            continue;
-        }
-        for msg in label(name) {
-            errs.push(FieldError::invalid(&format!("spec.volumes[{i}].name"), &json!(name), &msg));
-        }
-        if volumes.iter().any(|x| x == name) {
-            errs.push(FieldError::duplicate(&format!("spec.volumes[{i}].name"), &json!(name)));
-        }
-        volumes.push(name.to_string());
-    }
-    let mut names = Vec::new();
-    validate_containers(spec, "initContainers", true, &mut names, &volumes, &mut errs);
-    validate_containers(spec, "containers", true, &mut names, &volumes, &mut errs);
-    one_of("spec.restartPolicy", spec.get("restartPolicy"), &["Always", "OnFailure", "Never"], &mut errs);
-    one_of("spec.dnsPolicy", spec.get("dnsPolicy"), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], &mut errs);
-    if let Some(g) = spec.get("terminationGracePeriodSeconds").and_then(Value::as_i64)
-        && g < 0
-    {
-        errs.push(FieldError::invalid("spec.terminationGracePeriodSeconds", &json!(g), "must be greater than or equal to 0"));
-    }
-    if let Some(node) = spec.get("nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-        for msg in subdomain(node) {
-            errs.push(FieldError::invalid("spec.nodeName", &json!(node), &msg));
-        }
-    }
-    c.extend(causes(errs));
-    c
-}
-
-/// The spec a pod update may produce from `old`: only the mutable fields taken from `new`.
-fn with_mutable_fields(old: &Value, new: &Value) -> Value {
-    let mut spec = old.get("spec").cloned().unwrap_or(json!({}));
-    for list in ["containers", "initContainers"] {
-        if let (Some(olds), Some(news)) = (spec.get_mut(list).and_then(Value::as_array_mut), new.pointer(&format!("/spec/{list}")).and_then(Value::as_array))
-            && olds.len() == news.len()
-        {
-            for (o, n) in olds.iter_mut().zip(news) {
-                if let Some(img) = n.get("image") {
-                    o["image"] = img.clone();
-                }
-            }
-        }
-    }
-    for field in ["activeDeadlineSeconds", "terminationGracePeriodSeconds"] {
-        match new.pointer(&format!("/spec/{field}")) {
-            Some(v) => spec[field] = v.clone(),
-            None => {
-                if let Some(m) = spec.as_object_mut() {
-                    m.remove(field);
-                }
-            }
-        }
-    }
-    // Tolerations may only grow.
-    if let (Some(o), Some(n)) = (old.pointer("/spec/tolerations").and_then(Value::as_array), new.pointer("/spec/tolerations").and_then(Value::as_array))
-        && o.iter().all(|t| n.contains(t))
-    {
-        spec["tolerations"] = json!(n);
-    } else if old.pointer("/spec/tolerations").is_none()
-        && let Some(n) = new.pointer("/spec/tolerations")
-    {
-        spec["tolerations"] = n.clone();
-    }
-    spec
-}
-
 impl Strategy for PodStrategy {
     fn info(&self) -> &'static ResourceInfo {
         &PODS
@@ -210,21 +52,11 @@ impl Strategy for PodStrategy {
     }
 
     fn validate(&self, obj: &Value) -> Vec<Cause> {
-        validate_pod(obj)
+        causes(api::core::validation::validate_pod_create(obj))
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
-        let mut c = object_meta(new, true, subdomain);
-        let allowed = with_mutable_fields(old, new);
-        if new.get("spec") != Some(&allowed) {
-            c.extend(causes(vec![FieldError::forbidden("spec", POD_UPDATE_FORBIDDEN)]));
-        }
-        for (i, ctr) in new.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten().enumerate() {
-            if ctr.get("image").and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
-                c.extend(causes(vec![FieldError::required(&format!("spec.containers[{i}].image"), "")]));
-            }
-        }
-        c
+        causes(api::core::validation::validate_pod_update(new, old))
     }
 
     fn field(&self, obj: &Value, field: &str) -> Option<String> {
@@ -253,7 +85,7 @@ impl Strategy for PodStrategy {
     /// never ran (unscheduled) or has finished.
     fn grace_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
         let unscheduled = obj.pointer("/spec/nodeName").and_then(Value::as_str).is_none_or(str::is_empty);
-        let finished = matches!(obj.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        let finished = api::pod::is_pod_phase_terminal(obj.pointer("/status/phase").and_then(Value::as_str));
         if unscheduled || finished {
             return Some(0);
         }
@@ -265,51 +97,12 @@ impl Strategy for PodStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pod() -> Value {
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
-               "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
-    }
-
-    #[test]
-    fn validation_reports_every_problem_with_its_field() {
-        assert!(validate_pod(&pod()).is_empty());
-        let mut bad = pod();
-        bad["metadata"]["name"] = json!("Web_1");
-        bad["spec"]["containers"] = json!([{"name": "c", "image": ""}, {"name": "c", "image": "x", "ports": [{"containerPort": 70000}]}]);
-        bad["spec"]["restartPolicy"] = json!("Sometimes");
-        let fields: Vec<String> = validate_pod(&bad).into_iter().map(|c| format!("{}:{}", c.field, c.reason)).collect();
-        assert_eq!(
-            fields,
-            vec![
-                "metadata.name:FieldValueInvalid",
-                "spec.containers[0].image:FieldValueRequired",
-                "spec.containers[1].name:FieldValueDuplicate",
-                "spec.containers[1].ports[0].containerPort:FieldValueInvalid",
-                "spec.restartPolicy:FieldValueNotSupported",
-            ]
-        );
-    }
-
-    #[test]
-    fn a_pod_update_may_change_only_images_deadlines_and_add_tolerations() {
-        let old = pod();
-        let mut image = pod();
-        image["spec"]["containers"][0]["image"] = json!("busybox:1.36");
-        assert!(PodStrategy.validate_update(&image, &old).is_empty());
-        let mut tol = pod();
-        tol["spec"]["tolerations"] = json!([{"key": "k", "operator": "Exists"}]);
-        assert!(PodStrategy.validate_update(&tol, &old).is_empty());
-        let mut restart = pod();
-        restart["spec"]["restartPolicy"] = json!("Never");
-        let c = PodStrategy.validate_update(&restart, &old);
-        assert_eq!(c.len(), 1);
-        assert!(c[0].message.contains("pod updates may not change fields"));
-    }
+    use serde_json::json;
 
     #[test]
     fn grace_period_follows_the_registry() {
-        let mut p = pod();
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+                           "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
         assert_eq!(PodStrategy.grace_period(&p, None), Some(0), "unscheduled pods go at once");
         p["spec"]["nodeName"] = json!("n1");
         assert_eq!(PodStrategy.grace_period(&p, None), Some(30));

@@ -1,5 +1,6 @@
 //! Mirrors kubelet's cm/helpers_linux.go (and the pod arithmetic of
-//! k8s.io/component-helpers/resource): what a pod's cgroup is limited to, in cgroup v1 units.
+//! k8s.io/component-helpers/resource, over the `api` crate's container arithmetic): what a pod's
+//! cgroup is limited to, in cgroup v1 units.
 //!
 //! CPU requests become `cpu.shares` (a relative weight: 1 CPU = 1024 shares), CPU limits become a CFS
 //! quota (`cpu.cfs_quota_us` microseconds of CPU time per `cpu.cfs_period_us`), memory limits become
@@ -8,9 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
-
-use super::qos::{self, QosClass};
+use api::core::v1::helper::qos::{PodQOSClass, compute_pod_qos};
+use api::pod::is_restartable_init_container;
+use api::resource;
+use k8s_openapi::api::core::v1::Pod;
 
 /// The smallest and largest `cpu.shares` the kernel accepts.
 pub const MIN_SHARES: u64 = 2;
@@ -68,24 +70,33 @@ fn max<'a>(into: &mut ResourceList<'a>, from: &ResourceList<'a>) {
     }
 }
 
-fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
+/// The resources pod-level `spec.resources` may set (IsSupportedPodLevelResource, hugepages aside).
+const POD_LEVEL_RESOURCES: [&str; 2] = ["cpu", "memory"];
+
+/// With PodLevelResources, what the pod sets for itself replaces what its containers add up to.
+fn with_pod_level<'a>(into: &mut ResourceList<'a>, pod_level: ResourceList<'a>) {
+    for (name, value) in pod_level {
+        if POD_LEVEL_RESOURCES.contains(&name) {
+            into.insert(name, value);
+        }
+    }
 }
 
 /// PodRequests: app containers and sidecars (restartable init containers) run together, so they
 /// add up; a plain init container runs alone (next to the sidecars started before it), so the pod
-/// needs the larger of that and the sum. Overhead is added on top.
+/// needs the larger of that and the sum. Pod-level requests, when set, replace the sum (a missing
+/// one taken from the pod-level limit, as for a container). Overhead is added on top.
 fn pod_requests(pod: &Pod) -> ResourceList<'_> {
     let Some(spec) = pod.spec.as_ref() else { return ResourceList::new() };
     let mut requests = ResourceList::new();
     for c in &spec.containers {
-        add(&mut requests, &qos::effective_requests(c));
+        add(&mut requests, &resource::effective_requests(c.resources.as_ref()));
     }
     let mut sidecars = ResourceList::new();
     let mut init_max = ResourceList::new();
     for c in spec.init_containers.iter().flatten() {
-        let own = qos::effective_requests(c);
-        if is_sidecar(c) {
+        let own = resource::effective_requests(c.resources.as_ref());
+        if is_restartable_init_container(c) {
             add(&mut requests, &own);
             add(&mut sidecars, &own);
             max(&mut init_max, &sidecars);
@@ -96,27 +107,31 @@ fn pod_requests(pod: &Pod) -> ResourceList<'_> {
         }
     }
     max(&mut requests, &init_max);
-    add(&mut requests, &qos::parsed(spec.overhead.as_ref()));
+    if let Some(pod_level) = spec.resources.as_ref() {
+        with_pod_level(&mut requests, resource::effective_requests(Some(pod_level)));
+    }
+    add(&mut requests, &resource::parsed(spec.overhead.as_ref()));
     requests
 }
 
 /// PodLimits: the same arithmetic over limits. `each` sees every container's limits as they count
 /// (a plain init container's together with the sidecars before it), which is how the caller learns
-/// whether every container declared a limit. Overhead is added only to resources that have a
-/// limit (adding it to "unlimited" would make a limit out of nothing).
+/// whether every container declared a limit. Pod-level limits, when set, replace the sum. Overhead
+/// is added only to resources that have a limit (adding it to "unlimited" would make a limit out
+/// of nothing).
 fn pod_limits<'a>(pod: &'a Pod, mut each: impl FnMut(&ResourceList<'a>)) -> ResourceList<'a> {
     let Some(spec) = pod.spec.as_ref() else { return ResourceList::new() };
     let mut limits = ResourceList::new();
     for c in &spec.containers {
-        let own = qos::limits(c);
+        let own = resource::limits(c.resources.as_ref());
         each(&own);
         add(&mut limits, &own);
     }
     let mut sidecars = ResourceList::new();
     let mut init_max = ResourceList::new();
     for c in spec.init_containers.iter().flatten() {
-        let own = qos::limits(c);
-        if is_sidecar(c) {
+        let own = resource::limits(c.resources.as_ref());
+        if is_restartable_init_container(c) {
             add(&mut limits, &own);
             add(&mut sidecars, &own);
             each(&sidecars);
@@ -129,7 +144,10 @@ fn pod_limits<'a>(pod: &'a Pod, mut each: impl FnMut(&ResourceList<'a>)) -> Reso
         }
     }
     max(&mut limits, &init_max);
-    for (name, value) in qos::parsed(spec.overhead.as_ref()) {
+    if let Some(pod_level) = spec.resources.as_ref() {
+        with_pod_level(&mut limits, resource::limits(Some(pod_level)));
+    }
+    for (name, value) in resource::parsed(spec.overhead.as_ref()) {
         if let Some(limit) = limits.get_mut(name) {
             *limit += value;
         }
@@ -146,7 +164,8 @@ fn ceil_div(nanos: i128, per: i128) -> i64 {
 /// ResourceConfigForPod (with CFS quota enforced, as kubelet's default `--cpu-cfs-quota=true`):
 /// - Guaranteed: shares from requests, quota from limits, memory limit.
 /// - Burstable: shares from requests; quota only if *every* container has a CPU limit, memory limit
-///   only if every container has a memory limit (one unlimited container makes the pod unlimited).
+///   only if every container has a memory limit (one unlimited container makes the pod unlimited),
+///   or if the pod sets that limit at pod level.
 /// - BestEffort: the minimum shares, nothing else.
 pub fn resource_config_for_pod(pod: &Pod) -> ResourceConfig {
     let requests = pod_requests(pod);
@@ -160,35 +179,69 @@ pub fn resource_config_for_pod(pod: &Pod) -> ResourceConfig {
             memory_limits_declared = false;
         }
     });
+    let pod_level_limits = resource::limits(pod.spec.as_ref().and_then(|s| s.resources.as_ref()));
+    if pod_level_limits.get("cpu").is_some_and(|l| *l != 0) {
+        cpu_limits_declared = true;
+    }
+    if pod_level_limits.get("memory").is_some_and(|l| *l != 0) {
+        memory_limits_declared = true;
+    }
     let cpu_requests = requests.get("cpu").map_or(0, |n| ceil_div(*n, 1_000_000));
     let cpu_limits = limits.get("cpu").map_or(0, |n| ceil_div(*n, 1_000_000));
     let memory_limit = limits.get("memory").map_or(0, |n| ceil_div(*n, 1_000_000_000));
 
     let shares = milli_cpu_to_shares(cpu_requests);
     let quota = milli_cpu_to_quota(cpu_limits, QUOTA_PERIOD as i64);
-    match qos::pod_qos(pod) {
-        QosClass::Guaranteed => ResourceConfig {
+    match compute_pod_qos(pod) {
+        PodQOSClass::Guaranteed => ResourceConfig {
             cpu_shares: Some(shares),
             cpu_quota: Some(quota),
             cpu_period: Some(QUOTA_PERIOD),
             memory_limit: Some(memory_limit),
         },
-        QosClass::Burstable => ResourceConfig {
+        PodQOSClass::Burstable => ResourceConfig {
             cpu_shares: Some(shares),
             cpu_quota: cpu_limits_declared.then_some(quota),
             cpu_period: cpu_limits_declared.then_some(QUOTA_PERIOD),
             memory_limit: memory_limits_declared.then_some(memory_limit),
         },
-        QosClass::BestEffort => ResourceConfig { cpu_shares: Some(MIN_SHARES), ..Default::default() },
+        PodQOSClass::BestEffort => ResourceConfig { cpu_shares: Some(MIN_SHARES), ..Default::default() },
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
+    use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     use super::*;
-    use crate::cm::qos::tests::{container, pod};
+
+    /// A container from `("cpu", "100m")`-style requests and limits.
+    pub(crate) fn container(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
+        let list = |l: &[(&str, &str)]| {
+            (!l.is_empty()).then(|| l.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect())
+        };
+        Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                requests: list(requests),
+                limits: list(limits),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn pod(containers: Vec<Container>, init: Vec<Container>) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                containers,
+                init_containers: (!init.is_empty()).then_some(init),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn shares_table() {
@@ -293,6 +346,23 @@ mod tests {
             ]));
         }
         assert_eq!(resource_config_for_pod(&p), cfg(409, Some(40_000), Some(32 * MI)));
+    }
+
+    #[test]
+    fn pod_level_resources_replace_the_containers() {
+        const MI: i64 = 1 << 20;
+        let with_pod_level = |mut p: Pod, requests: &[(&str, &str)], limits: &[(&str, &str)]| {
+            if let Some(spec) = p.spec.as_mut() {
+                spec.resources = container(requests, limits).resources;
+            }
+            p
+        };
+        // Limited at pod level only: Guaranteed, the requests taken from the limits.
+        let p = with_pod_level(pod(vec![container(&[], &[])], vec![]), &[], &[("cpu", "500m"), ("memory", "64Mi")]);
+        assert_eq!(resource_config_for_pod(&p), cfg(512, Some(50_000), Some(64 * MI)));
+        // A pod-level cpu limit counts as declared although no container declares one.
+        let p = with_pod_level(pod(vec![container(&[("cpu", "100m")], &[])], vec![]), &[("cpu", "200m")], &[("cpu", "400m")]);
+        assert_eq!(resource_config_for_pod(&p), cfg(204, Some(40_000), None));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Mirrors kubelet's pkg/kubelet/cm ("container manager"): the node's cgroups, for cgroup v1 with
 //! the cgroupfs driver (what the machines kubelab runs on have; see docs/containerd-cri.md).
 //!
-//! 1. [`qos`]: a pod's QoS class (Guaranteed, Burstable, BestEffort) from its requests and limits.
+//! 1. The pod's QoS class (Guaranteed, Burstable, BestEffort) from its requests and limits: the
+//!    `api` crate's [`api::core::v1::helper::qos::compute_pod_qos`], the same function that
+//!    writes `status.qosClass` in the API server.
 //! 2. [`helpers`]: what the pod cgroup is limited to (`cpu.shares`, CFS quota, memory limit).
 //! 3. [`pod_container_manager`]: the cgroups themselves — `/kubepods/{burstable,besteffort}` at
 //!    start, `pod<uid>` below the right one in step 1 of SyncPod (its path becomes the sandbox's
@@ -15,14 +17,12 @@
 //!   enforcement), and `kubepods/burstable`'s `cpu.shares` is not kept at the sum of burstable
 //!   requests (kubelet's periodic QoS update): both stay at the kernel default.
 //! - No pod PID limit (`--pod-max-pids`), no hugetlb limits, no memory QoS (`memory.min`, v2 only),
-//!   no pod-level `spec.resources`, no in-place resize.
+//!   no in-place resize. Pod-level `spec.resources` count for cpu and memory only.
 //! - Processes left in a pod cgroup are not killed: [`PodContainerManager::destroy`] fails (EBUSY,
 //!   naming the pids) and the caller retries.
 
 pub mod helpers;
 pub mod pod_container_manager;
-pub mod qos;
 
 pub use helpers::{ResourceConfig, milli_cpu_to_quota, milli_cpu_to_shares, resource_config_for_pod};
 pub use pod_container_manager::{DEFAULT_CGROUP_ROOT, Hierarchy, PodContainerManager};
-pub use qos::{QosClass, pod_qos};

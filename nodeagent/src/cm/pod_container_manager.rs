@@ -21,11 +21,11 @@ use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use api::core::v1::helper::qos::{PodQOSClass, compute_pod_qos};
 use k8s_openapi::api::core::v1::Pod;
 use tracing::{debug, info, warn};
 
 use super::helpers::{MIN_SHARES, resource_config_for_pod};
-use super::qos::{QosClass, pod_qos};
 use crate::error::{Error, Result};
 use crate::volumemanager::mount::{self, MountInfo};
 
@@ -147,12 +147,12 @@ impl PodContainerManager {
         [pods.join(BURSTABLE), pods.join(BEST_EFFORT), pods]
     }
 
-    fn pod_relative(&self, qos: QosClass, uid: &str) -> PathBuf {
+    fn pod_relative(&self, qos: PodQOSClass, uid: &str) -> PathBuf {
         let pods = PathBuf::from(&self.pods_cgroup);
         let parent = match qos {
-            QosClass::Guaranteed => pods,
-            QosClass::Burstable => pods.join(BURSTABLE),
-            QosClass::BestEffort => pods.join(BEST_EFFORT),
+            PodQOSClass::Guaranteed => pods,
+            PodQOSClass::Burstable => pods.join(BURSTABLE),
+            PodQOSClass::BestEffort => pods.join(BEST_EFFORT),
         };
         parent.join(format!("{POD_CGROUP_PREFIX}{uid}"))
     }
@@ -174,8 +174,8 @@ impl PodContainerManager {
     /// The pod's cgroup as RunPodSandbox's `cgroup_parent` wants it: `/kubepods/burstable/pod<uid>`,
     /// `/kubepods/besteffort/pod<uid>`, or `/kubepods/pod<uid>` for a Guaranteed pod.
     pub fn cgroup_parent(&self, pod: &Pod) -> String {
-        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-        format!("/{}", self.pod_relative(pod_qos(pod), uid).display())
+        let uid = api::pod::uid(pod);
+        format!("/{}", self.pod_relative(compute_pod_qos(pod), uid).display())
     }
 
     /// Step 1 of SyncPod: the pod's cgroup in every v1 hierarchy (the QoS cgroups too), with
@@ -183,8 +183,8 @@ impl PodContainerManager {
     /// [`resource_config_for_pod`]. Idempotent; a value already in place is not rewritten. Returns
     /// [`Self::cgroup_parent`].
     pub fn ensure_exists(&self, pod: &Pod) -> Result<String> {
-        let uid = valid_uid(pod.metadata.uid.as_deref().unwrap_or_default())?;
-        let relative = self.pod_relative(pod_qos(pod), uid);
+        let uid = valid_uid(api::pod::uid(pod))?;
+        let relative = self.pod_relative(compute_pod_qos(pod), uid);
         self.ensure_qos_cgroups()?;
         let config = resource_config_for_pod(pod);
         for h in self.v1() {
@@ -371,7 +371,7 @@ fn remove_cgroup_tree(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cm::qos::tests::{container, pod};
+    use crate::cm::helpers::tests::{container, pod};
 
     fn with_uid(mut p: Pod, uid: &str) -> Pod {
         p.metadata.uid = Some(uid.into());

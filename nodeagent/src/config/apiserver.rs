@@ -15,6 +15,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use api::pod::kubelet_types::APISERVER_SOURCE;
+use api::pod::uid;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
@@ -23,16 +25,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::{Outage, SourceUpdate};
-use crate::container::API_SERVER_SOURCE;
 
 /// How long the watch must be quiet before a snapshot is sent.
 pub const BATCH_QUIET: Duration = Duration::from_millis(10);
 /// The longest a change waits for quiet: a steady trickle of events still gets through.
 pub const BATCH_MAX_DELAY: Duration = Duration::from_millis(100);
-
-fn uid(pod: &Pod) -> String {
-    pod.metadata.uid.clone().unwrap_or_default()
-}
 
 /// Runs the API server source until `shutdown` turns true or the merger is gone.
 pub async fn run(client: kube::Client, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
@@ -54,13 +51,13 @@ pub async fn run(client: kube::Client, node_name: String, tx: mpsc::Sender<Sourc
                 let changed = match ev {
                     Ok(ev) => {
                         if outage.recovered() {
-                            tracing::info!(target: "kubelet::config", source = API_SERVER_SOURCE, "pod watch reconnected");
+                            tracing::info!(target: "kubelet::config", source = APISERVER_SOURCE, "pod watch reconnected");
                         }
                         apply_event(&mut pods, &mut relist, ev)
                     }
                     Err(e) => {
                         if outage.failed() {
-                            tracing::warn!(target: "kubelet::config", source = API_SERVER_SOURCE, error = %e, "pod watch failed; keeping the pods known so far and retrying");
+                            tracing::warn!(target: "kubelet::config", source = APISERVER_SOURCE, error = %e, "pod watch failed; keeping the pods known so far and retrying");
                         }
                         false
                     }
@@ -73,8 +70,8 @@ pub async fn run(client: kube::Client, node_name: String, tx: mpsc::Sender<Sourc
             () = sleep_until(due) => {
                 pending = None;
                 let snapshot: Vec<Pod> = pods.values().cloned().collect();
-                tracing::debug!(target: "kubelet::config", source = API_SERVER_SOURCE, pods = snapshot.len(), "snapshot");
-                if tx.send(SourceUpdate { source: API_SERVER_SOURCE, pods: snapshot }).await.is_err() {
+                tracing::debug!(target: "kubelet::config", source = APISERVER_SOURCE, pods = snapshot.len(), "snapshot");
+                if tx.send(SourceUpdate { source: APISERVER_SOURCE, pods: snapshot }).await.is_err() {
                     return;
                 }
             }
@@ -103,7 +100,7 @@ fn apply_event(pods: &mut BTreeMap<String, Pod>, relist: &mut Option<BTreeMap<St
             false
         }
         watcher::Event::InitApply(p) => {
-            relist.get_or_insert_with(BTreeMap::new).insert(uid(&p), p);
+            relist.get_or_insert_with(BTreeMap::new).insert(uid(&p).to_string(), p);
             false
         }
         watcher::Event::InitDone => {
@@ -111,12 +108,12 @@ fn apply_event(pods: &mut BTreeMap<String, Pod>, relist: &mut Option<BTreeMap<St
             true
         }
         watcher::Event::Apply(p) => {
-            let id = uid(&p);
+            let id = uid(&p).to_string();
             let changed = pods.get(&id) != Some(&p);
             pods.insert(id, p);
             changed
         }
-        watcher::Event::Delete(p) => pods.remove(&uid(&p)).is_some(),
+        watcher::Event::Delete(p) => pods.remove(uid(&p)).is_some(),
     }
 }
 

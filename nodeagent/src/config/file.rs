@@ -14,34 +14,38 @@
 //! later); a directory that cannot be read for another reason keeps the last set.
 //!
 //! What turns a manifest into a static pod ([`static_pod_from_value`], common.go's
-//! applyDefaults, then the API server's defaulting and validation as kubelet runs them):
+//! applyDefaults, then the defaulting and validation of the API's core types, as kubelet runs
+//! them):
 //! 1. UID: the manifest's own if it has one, else a hash of the parsed object, the node name and
 //!    the file path (kubelet hashes the same three). The same manifest gives the same UID across
 //!    restarts; an edit gives a new UID, so the old pod is removed and the new one added.
 //! 2. name `<name>-<node>`, namespace `default` if empty, `spec.nodeName` = this node.
 //! 3. annotations `kubernetes.io/config.hash` = UID and `kubernetes.io/config.source`.
 //! 4. file pods only: a toleration of every NoExecute taint, so node problems never evict them.
-//! 5. the API server's pod defaulting ([`apiserver::defaults::default_pod`]) and validation
-//!    ([`apiserver::registry::pods::validate_pod`]), so that a static pod looks exactly like its
-//!    mirror in the API server and a manifest the API server would refuse is refused here too.
+//! 5. the pod defaulting ([`api::core::v1::defaults::set_defaults_pod`]) and create validation
+//!    ([`api::core::validation::validate_pod_create`]) the API server also runs, so that a static
+//!    pod's spec reads as the API server would store it and a manifest the API server would
+//!    refuse is refused here too. Only the defaulting functions run, not the API server's
+//!    mutating admission: as in kubelet's config/common.go, a static pod gets no
+//!    serviceAccountName, no priority and no 300 s not-ready/unreachable tolerations on its node.
+//!    Its mirror pod gets the priority and the tolerations when the API server admits it (the
+//!    ServiceAccount plugin leaves mirror pods alone).
 //!
 //! Implementation caveats:
 //! - Kubelet reads every non-hidden file whatever its extension; kubelab only the three above,
 //!   so that editor backups (`pod.yaml~`) are not read as pods.
-//! - `default_pod` also runs the API server's defaulting admission (serviceAccountName
-//!   `default`, priority, the two 300 s not-ready/unreachable tolerations — already covered by
-//!   step 4 for file pods). Kubelet runs only the defaulting functions; the extra fields are the
-//!   ones the mirror pod gets anyway.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use api::core::v1::defaults::set_defaults_pod;
+use api::core::validation::validate_pod_create;
+use api::pod::kubelet_types::{CONFIG_HASH_ANNOTATION_KEY, CONFIG_SOURCE_ANNOTATION_KEY, FILE_SOURCE};
 use k8s_openapi::api::core::v1::{Pod, Toleration};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::{FILE_CHECK_FREQUENCY, SourceUpdate, fnv128_hex};
-use crate::container::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE};
 
 /// Runs the file source until `shutdown` turns true or the merger is gone.
 pub async fn run(dir: PathBuf, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
@@ -209,8 +213,8 @@ pub fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str,
 
     // Step 3: where it came from.
     let annotations = pod.metadata.annotations.get_or_insert_with(BTreeMap::new);
-    annotations.insert(CONFIG_HASH_ANNOTATION.to_string(), uid);
-    annotations.insert(CONFIG_SOURCE_ANNOTATION.to_string(), source.to_string());
+    annotations.insert(CONFIG_HASH_ANNOTATION_KEY.to_string(), uid);
+    annotations.insert(CONFIG_SOURCE_ANNOTATION_KEY.to_string(), source.to_string());
 
     // Step 4: file pods tolerate every NoExecute taint (AddOrUpdateTolerationInPod).
     if source == FILE_SOURCE {
@@ -225,12 +229,12 @@ pub fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str,
         }
     }
 
-    // Step 5: the API server's defaulting and validation.
-    apiserver::defaults::default_pod(&mut pod);
+    // Step 5: defaulting and validation, as the API server runs them.
+    set_defaults_pod(&mut pod);
     let value = serde_json::to_value(&pod).map_err(|e| e.to_string())?;
-    let causes = apiserver::registry::pods::validate_pod(&value);
-    if !causes.is_empty() {
-        let msgs: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+    let errs = validate_pod_create(&value);
+    if !errs.is_empty() {
+        let msgs: Vec<String> = errs.iter().map(ToString::to_string).collect();
         return Err(format!("invalid pod: {}", msgs.join("; ")));
     }
     Ok(pod)
@@ -260,8 +264,8 @@ mod tests {
         assert_eq!(pod.metadata.name.as_deref(), Some("web-node1"));
         assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
         let a = pod.metadata.annotations.as_ref().expect("annotations");
-        assert_eq!(a.get(CONFIG_HASH_ANNOTATION), Some(&uid));
-        assert_eq!(a.get(CONFIG_SOURCE_ANNOTATION).map(String::as_str), Some("file"));
+        assert_eq!(a.get(CONFIG_HASH_ANNOTATION_KEY), Some(&uid));
+        assert_eq!(a.get(CONFIG_SOURCE_ANNOTATION_KEY).map(String::as_str), Some("file"));
         let spec = pod.spec.as_ref().expect("spec");
         assert_eq!(spec.node_name.as_deref(), Some("node1"));
         assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
@@ -273,7 +277,7 @@ mod tests {
         assert_eq!(c.termination_message_policy.as_deref(), Some("File"));
         let tolerations = spec.tolerations.as_ref().expect("tolerations");
         assert!(tolerations.iter().any(|t| t.key.is_none() && t.operator.as_deref() == Some("Exists") && t.effect.as_deref() == Some("NoExecute")));
-        assert!(crate::pod::is_static_pod(&pod));
+        assert!(api::pod::is_static_pod(&pod));
 
         // Deterministic, and tied to node and path.
         let again = decode_manifest(WEB_YAML.as_bytes(), Path::new("/etc/kubelab/manifests/web.yaml"), "node1").expect("pod");

@@ -12,13 +12,13 @@
 
 use std::time::Duration;
 
+use api::pod::kubelet_types::HTTP_SOURCE;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::file::{parse_object, static_pod_from_value};
 use super::{HTTP_CHECK_FREQUENCY, Outage, SourceUpdate};
-use crate::container::HTTP_SOURCE;
 
 /// A manifest bigger than this is refused rather than read into memory.
 pub const MAX_BODY_BYTES: usize = 10 << 20;
@@ -137,7 +137,7 @@ mod tests {
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].metadata.name.as_deref(), Some("web-n1"));
         let a = one[0].metadata.annotations.as_ref().expect("annotations");
-        assert_eq!(a.get(crate::container::CONFIG_SOURCE_ANNOTATION).map(String::as_str), Some("http"));
+        assert_eq!(a.get(api::pod::kubelet_types::CONFIG_SOURCE_ANNOTATION_KEY).map(String::as_str), Some("http"));
         let tolerations = one[0].spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default();
         assert!(!tolerations.iter().any(|t| t.key.is_none()), "no blanket toleration for HTTP pods");
 

@@ -13,7 +13,7 @@
 //! `podStorage.merge` orders them), keyed by pod UID.
 //!
 //! The merger stamps every pod, as kubelet does, with `kubernetes.io/config.source` (so that
-//! [`crate::pod::is_static_pod`] can tell where it came from) and `kubernetes.io/config.seen`
+//! [`api::pod::is_static_pod`] can tell where it came from) and `kubernetes.io/config.seen`
 //! (when this agent first saw it; kept across updates).
 //!
 //! [`PodConfig::sources_ready`] says whether every source has delivered at least once. Until then
@@ -35,10 +35,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use api::pod::kubelet_types::{CONFIG_FIRST_SEEN_ANNOTATION_KEY, CONFIG_SOURCE_ANNOTATION_KEY};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
-
-use crate::container::{CONFIG_SEEN_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 
 /// Capacity of the channel sources send snapshots on. Small: a source that gets ahead of the
 /// merger waits (its next snapshot supersedes the one it is holding anyway).
@@ -90,7 +89,7 @@ pub struct PodConfig {
 }
 
 impl PodConfig {
-    /// A merger for `sources` (names from [`crate::container`]: `API_SERVER_SOURCE`,
+    /// A merger for `sources` (names from [`api::pod::kubelet_types`]: `APISERVER_SOURCE`,
     /// `FILE_SOURCE`, `HTTP_SOURCE`). Snapshots from any other source are dropped with a warning.
     ///
     /// # Panics
@@ -152,7 +151,7 @@ fn now() -> String {
 fn apply_snapshot(source: &'static str, old: &[Pod], new: Vec<Pod>, now: String) -> (Vec<Pod>, Vec<PodUpdate>) {
     let first_seen: BTreeMap<&str, &str> = old
         .iter()
-        .filter_map(|p| Some((p.metadata.uid.as_deref()?, annotation(p, CONFIG_SEEN_ANNOTATION)?)))
+        .filter_map(|p| Some((p.metadata.uid.as_deref()?, annotation(p, CONFIG_FIRST_SEEN_ANNOTATION_KEY)?)))
         .collect();
     let mut current = Vec::with_capacity(new.len());
     for mut pod in new {
@@ -162,8 +161,8 @@ fn apply_snapshot(source: &'static str, old: &[Pod], new: Vec<Pod>, now: String)
         };
         let seen = first_seen.get(uid.as_str()).map_or_else(|| now.clone(), |s| s.to_string());
         let annotations = pod.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        annotations.insert(CONFIG_SOURCE_ANNOTATION.to_string(), source.to_string());
-        annotations.entry(CONFIG_SEEN_ANNOTATION.to_string()).or_insert(seen);
+        annotations.insert(CONFIG_SOURCE_ANNOTATION_KEY.to_string(), source.to_string());
+        annotations.entry(CONFIG_FIRST_SEEN_ANNOTATION_KEY.to_string()).or_insert(seen);
         current.push(pod);
     }
     let (adds, updates, removes) = diff(old, &current);
@@ -193,7 +192,7 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 pub fn pod_changed(old: &Pod, new: &Pod) -> bool {
     let annotations = |p: &Pod| -> BTreeMap<String, String> {
         let mut a = p.metadata.annotations.clone().unwrap_or_default();
-        a.remove(CONFIG_SEEN_ANNOTATION);
+        a.remove(CONFIG_FIRST_SEEN_ANNOTATION_KEY);
         a
     };
     let (o, n) = (&old.metadata, &new.metadata);
@@ -273,7 +272,7 @@ impl Outage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::container::{API_SERVER_SOURCE, FILE_SOURCE};
+    use api::pod::kubelet_types::{APISERVER_SOURCE, FILE_SOURCE};
     use serde_json::{Value, json};
 
     fn pod(uid: &str, extra: Value) -> Pod {
@@ -368,15 +367,15 @@ mod tests {
         assert_eq!(updates.len(), 1);
         assert_eq!(updates[0].op, PodOperation::Add);
         let p = &updates[0].pods[0];
-        assert_eq!(annotation(p, CONFIG_SOURCE_ANNOTATION), Some("file"));
-        assert_eq!(annotation(p, CONFIG_SEEN_ANNOTATION), Some("t1"));
-        assert!(crate::pod::is_static_pod(p));
+        assert_eq!(annotation(p, CONFIG_SOURCE_ANNOTATION_KEY), Some("file"));
+        assert_eq!(annotation(p, CONFIG_FIRST_SEEN_ANNOTATION_KEY), Some("t1"));
+        assert!(api::pod::is_static_pod(p));
 
         let edited = pod("a", json!({"metadata": {"labels": {"v": "2"}}}));
         let (stored, updates) = apply_snapshot(FILE_SOURCE, &stored, vec![edited], "t2".into());
         assert_eq!(updates.len(), 1);
         assert_eq!(updates[0].op, PodOperation::Update);
-        assert_eq!(annotation(&updates[0].pods[0], CONFIG_SEEN_ANNOTATION), Some("t1"), "first-seen survives updates");
+        assert_eq!(annotation(&updates[0].pods[0], CONFIG_FIRST_SEEN_ANNOTATION_KEY), Some("t1"), "first-seen survives updates");
 
         let (stored, updates) = apply_snapshot(FILE_SOURCE, &stored, vec![pod("b", json!({}))], "t3".into());
         assert_eq!(updates.iter().map(|u| u.op).collect::<Vec<_>>(), vec![PodOperation::Remove, PodOperation::Add]);
@@ -385,19 +384,19 @@ mod tests {
 
     #[tokio::test]
     async fn merger_reports_changes_and_readiness() {
-        let (config, mut updates) = PodConfig::new(&[API_SERVER_SOURCE, FILE_SOURCE]);
+        let (config, mut updates) = PodConfig::new(&[APISERVER_SOURCE, FILE_SOURCE]);
         assert!(!config.sources_ready());
         let tx = config.sender();
-        tx.send(SourceUpdate { source: API_SERVER_SOURCE, pods: vec![pod("a", json!({}))] }).await.expect("send");
+        tx.send(SourceUpdate { source: APISERVER_SOURCE, pods: vec![pod("a", json!({}))] }).await.expect("send");
         let u = updates.recv().await.expect("update");
-        assert_eq!((u.op, u.source, uids(&u.pods)), (PodOperation::Add, API_SERVER_SOURCE, vec!["a"]));
+        assert_eq!((u.op, u.source, uids(&u.pods)), (PodOperation::Add, APISERVER_SOURCE, vec!["a"]));
         assert!(!config.sources_ready(), "the file source has not reported yet");
 
         // An empty snapshot emits nothing but marks the source as seen.
         tx.send(SourceUpdate { source: FILE_SOURCE, pods: vec![] }).await.expect("send");
         // A source that is not configured is ignored.
-        tx.send(SourceUpdate { source: crate::container::HTTP_SOURCE, pods: vec![pod("h", json!({}))] }).await.expect("send");
-        tx.send(SourceUpdate { source: API_SERVER_SOURCE, pods: vec![] }).await.expect("send");
+        tx.send(SourceUpdate { source: api::pod::kubelet_types::HTTP_SOURCE, pods: vec![pod("h", json!({}))] }).await.expect("send");
+        tx.send(SourceUpdate { source: APISERVER_SOURCE, pods: vec![] }).await.expect("send");
         let u = updates.recv().await.expect("update");
         assert_eq!((u.op, uids(&u.pods)), (PodOperation::Remove, vec!["a"]));
         assert!(config.sources_ready());

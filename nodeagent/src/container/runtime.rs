@@ -17,17 +17,6 @@ pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.re
 pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str = "io.kubernetes.container.terminationMessagePath";
 pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.terminationGracePeriod";
 
-/// Pod annotations of static pods and their mirrors (kubelet/types/pod_update.go).
-pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
-pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
-pub const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
-
-/// The sources a pod can come from (kubelet/types: ApiserverSource, FileSource, HTTPSource).
-pub const API_SERVER_SOURCE: &str = "api";
-pub const FILE_SOURCE: &str = "file";
-pub const HTTP_SOURCE: &str = "http";
-
 /// A container's state as the runtime reports it (kubecontainer.State).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContainerState {

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use api::pod::{full_name, is_critical_pod, is_pod_phase_terminal, uid};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use tokio::sync::{mpsc, watch};
 
@@ -142,9 +143,8 @@ impl EvictionManager {
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter(|p| {
-                let uid = p.metadata.uid.as_deref().unwrap_or_default();
-                let phase = self.kubelet.status.get_pod_status(uid).and_then(|s| s.phase).or_else(|| p.status.as_ref().and_then(|s| s.phase.clone()));
-                !crate::status::generate::is_terminal_phase(phase.as_deref())
+                let phase = self.kubelet.status.get_pod_status(uid(p)).and_then(|s| s.phase).or_else(|| p.status.as_ref().and_then(|s| s.phase.clone()));
+                !is_pod_phase_terminal(phase.as_deref())
             })
             .collect();
         pods.sort_by(|a, b| a.metadata.uid.cmp(&b.metadata.uid));
@@ -189,7 +189,7 @@ impl EvictionManager {
         tokio::task::spawn_blocking(move || {
             let mut out = HashMap::new();
             for pod in pods {
-                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                let uid = uid(&pod).to_string();
                 let mine: Vec<&(String, String, String)> = running.iter().filter(|(u, _, _)| *u == uid).collect();
                 let mut u = PodUsage { disk_known: true, ..Default::default() };
                 if let Some(mem) = &memory_root {
@@ -233,7 +233,7 @@ impl EvictionManager {
 
         // Step 2: pods over their own local-storage limits go first, whatever the node has.
         for pod in &pods {
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let uid = uid(pod).to_string();
             if let Some(message) = usage.get(&uid).and_then(|u| helpers::local_storage_violation(pod, u))
                 && self.evict_pod(pod, 0, message).await
             {
@@ -289,8 +289,8 @@ impl EvictionManager {
         // Step 5: rank the pods and evict one.
         let mut candidates: Vec<Candidate> = pods
             .iter()
-            .filter(|p| !helpers::is_critical_pod(p))
-            .map(|p| Candidate { pod: p.clone(), usage: usage.get(p.metadata.uid.as_deref().unwrap_or_default()).cloned().unwrap_or_default() })
+            .filter(|p| !is_critical_pod(p))
+            .map(|p| Candidate { pod: p.clone(), usage: usage.get(uid(p)).cloned().unwrap_or_default() })
             .collect();
         match signal.node_condition() {
             NodeConditionType::MemoryPressure => helpers::rank_memory_pressure(&mut candidates),
@@ -310,12 +310,12 @@ impl EvictionManager {
 
     /// evictPod: the final status, the event, and a Kill for the pod's worker.
     async fn evict_pod(&self, pod: &Arc<Pod>, grace: i64, message: String) -> bool {
-        if helpers::is_critical_pod(pod) {
-            tracing::warn!(target: TARGET, pod = %crate::kubelet::full_name(pod), "cannot evict a critical pod");
+        if is_critical_pod(pod) {
+            tracing::warn!(target: TARGET, pod = %full_name(pod), "cannot evict a critical pod");
             return false;
         }
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        tracing::info!(target: TARGET, pod = %crate::kubelet::full_name(pod), pod_uid = %uid, %message, "evicting");
+        let uid = uid(pod).to_string();
+        tracing::info!(target: TARGET, pod = %full_name(pod), pod_uid = %uid, %message, "evicting");
         let mut status = self.kubelet.status.get_pod_status(&uid).or_else(|| pod.status.clone()).unwrap_or_default();
         status.phase = Some("Failed".into());
         status.reason = Some(helpers::REASON.into());

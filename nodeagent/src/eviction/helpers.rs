@@ -8,6 +8,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use api::core::v1::helper::qos::{PodQOSClass, compute_pod_qos};
+use api::core::v1::well_known::TAINT_NODE_MEMORY_PRESSURE;
+use api::pod::{is_critical_pod, pod_priority};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::types::{NodeConditionType, Signal, SignalObservation, SignalObservations, Threshold, ThresholdValue};
@@ -16,9 +19,6 @@ use super::types::{NodeConditionType, Signal, SignalObservation, SignalObservati
 pub const REASON: &str = "Evicted";
 /// The node event when a threshold is met (kubelet's EvictionThresholdMet).
 pub const EVICTION_THRESHOLD_MET: &str = "EvictionThresholdMet";
-
-/// Priority at and above which a pod is critical (scheduling.SystemCriticalPriority).
-pub const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// Parse an `--eviction-hard` list: `signal<quantity` or `signal<percent%`, comma-separated.
 /// Errors say which entry is wrong and why.
@@ -211,16 +211,6 @@ pub fn pod_request(pod: &Pod, resource: &str) -> i64 {
     apps.max(init)
 }
 
-pub fn pod_priority(pod: &Pod) -> i32 {
-    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
-}
-
-/// Static, mirror, or system-critical priority: never evicted, always admitted
-/// (kubelettypes.IsCriticalPod).
-pub fn is_critical_pod(pod: &Pod) -> bool {
-    crate::pod::is_static_pod(pod) || crate::pod::is_mirror_pod(pod) || pod_priority(pod) >= SYSTEM_CRITICAL_PRIORITY
-}
-
 /// One pod to rank, with what it uses.
 #[derive(Clone, Debug)]
 pub struct Candidate {
@@ -363,10 +353,10 @@ pub fn admit_under_pressure(conditions: &[NodeConditionType], pod: &Pod) -> Opti
         return None;
     }
     if conditions == [NodeConditionType::MemoryPressure] {
-        let best_effort = crate::cm::qos::pod_qos(pod) == crate::cm::QosClass::BestEffort;
+        let best_effort = compute_pod_qos(pod) == PodQOSClass::BestEffort;
         let tolerates = pod.spec.as_ref().and_then(|s| s.tolerations.as_ref()).is_some_and(|ts| {
             ts.iter().any(|t| {
-                (t.key.as_deref() == Some(MEMORY_PRESSURE_TAINT) || (t.key.is_none() && t.operator.as_deref() == Some("Exists")))
+                (t.key.as_deref() == Some(TAINT_NODE_MEMORY_PRESSURE) || (t.key.is_none() && t.operator.as_deref() == Some("Exists")))
                     && t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "NoSchedule")
             })
         });
@@ -377,9 +367,6 @@ pub fn admit_under_pressure(conditions: &[NodeConditionType], pod: &Pod) -> Opti
     let names: Vec<&str> = conditions.iter().map(|c| c.as_str()).collect();
     Some((REASON.to_string(), format!("The node had condition: [{}]. ", names.join(" "))))
 }
-
-/// The taint the node lifecycle controller puts on a node with MemoryPressure.
-pub const MEMORY_PRESSURE_TAINT: &str = "node.kubernetes.io/memory-pressure";
 
 #[cfg(test)]
 mod tests {

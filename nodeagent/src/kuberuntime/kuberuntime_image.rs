@@ -5,6 +5,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use ::api::core::v1::defaults::default_image_pull_policy;
 use k8s_cri::v1 as api;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -32,20 +33,12 @@ pub enum PullDecision {
     NeverPullMissing,
 }
 
-/// The pull policy as Kubernetes defaults it when the spec leaves it out: Always for `:latest`
-/// or no tag, IfNotPresent otherwise.
+/// The container's pull policy, or the one defaulting would give it if the spec leaves it out
+/// (Always for `:latest` or no tag, IfNotPresent otherwise).
 pub fn pull_policy(container: &Container) -> &str {
     match container.image_pull_policy.as_deref() {
         Some(p) if !p.is_empty() => p,
-        _ => {
-            let image = container.image.as_deref().unwrap_or_default();
-            let name = image.rsplit('/').next().unwrap_or(image);
-            if image.contains('@') || name.split_once(':').is_some_and(|(_, tag)| tag != "latest") {
-                "IfNotPresent"
-            } else {
-                "Always"
-            }
-        }
+        _ => default_image_pull_policy(container.image.as_deref().unwrap_or_default()),
     }
 }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use ::api::pod::{app_containers, init_containers, restart_policy};
 use chrono::Utc;
 use k8s_cri::v1 as api;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -49,18 +50,6 @@ pub struct PodActions {
     pub containers_to_start: Vec<usize>,
     /// Running containers to stop: (container ID, name, why).
     pub containers_to_kill: Vec<(String, String, String)>,
-}
-
-fn restart_policy(pod: &Pod) -> &str {
-    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
-}
-
-fn init_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().and_then(|s| s.init_containers.as_deref()).unwrap_or_default()
-}
-
-fn app_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default()
 }
 
 /// podSandboxChanged: whether the pod needs a new sandbox, the attempt it gets, the current one.

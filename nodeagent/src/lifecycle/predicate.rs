@@ -27,13 +27,12 @@
 
 use std::sync::Arc;
 
+use api::pod::{is_pod_terminal, is_static_pod, uid};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use scheduler::framework::NodeInfo;
 use scheduler::framework::types::{HostPort, Resource, host_ports, pod_requests};
 use scheduler::plugins::helper::find_untolerated;
 use scheduler::plugins::{node_affinity, node_name, node_ports};
-
-use crate::pod::is_static_pod;
 
 /// Kubernetes' taint-toleration plugin name and ErrReasonNotMatch, which kubelet reports.
 pub const TAINT_TOLERATION: &str = "TaintToleration";
@@ -86,10 +85,6 @@ impl Insufficient {
     }
 }
 
-fn is_terminal(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
-}
-
 /// noderesources.Fits with every failure in order: pods, cpu, memory, ephemeral-storage.
 /// `pods` is the number of pods already admitted; a pod that requests nothing only needs a slot.
 fn insufficient(want: &Resource, used: &Resource, pods: i64, allocatable: &Resource) -> Vec<Insufficient> {
@@ -117,10 +112,10 @@ fn insufficient(want: &Resource, used: &Resource, pods: i64, allocatable: &Resou
 /// agent's own `--max-pods`: it wins over the Node object's `allocatable.pods`, which may be
 /// stale or edited.
 pub fn can_admit_pod(node: &Node, running: &[Pod], pod: &Pod, max_pods: usize) -> PodAdmitResult {
-    let uid = pod.metadata.uid.as_deref().unwrap_or("");
+    let uid = uid(pod);
     let others: Vec<&Pod> = running
         .iter()
-        .filter(|p| !is_terminal(p) && (uid.is_empty() || p.metadata.uid.as_deref() != Some(uid)))
+        .filter(|p| !is_pod_terminal(p) && (uid.is_empty() || p.metadata.uid.as_deref() != Some(uid)))
         .collect();
     let spec = pod.spec.as_ref();
 

@@ -305,6 +305,8 @@ impl GenericPleg {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Named, not only glob-imported: a glob would leave `api` ambiguous with the `api` crate.
+    use super::api;
     use ContainerState::*;
     use PodLifecycleEventType::*;
 

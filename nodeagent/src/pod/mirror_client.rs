@@ -1,5 +1,5 @@
-//! Mirrors kubelet's pod/mirror_client.go and kubelet/types/pod_update.go: static pods and their
-//! mirror pods.
+//! Mirrors kubelet's pod/mirror_client.go: the mirror pods of static pods (which pods are static
+//! or mirrors is the `api` crate's [`api::pod::kubelet_types`]).
 //!
 //! A static pod comes from a manifest file or URL, so the API server does not know it. To make it
 //! visible (`kubectl get pods`) the node agent creates a *mirror pod*: a copy carrying the
@@ -8,38 +8,27 @@
 //! when the manifest changes the static pod gets a new UID and hash, so the agent deletes the
 //! stale mirror (by UID, so that it never deletes a newer one by mistake) and creates a new one.
 
+use api::pod::kubelet_types::{CONFIG_HASH_ANNOTATION_KEY, CONFIG_MIRROR_ANNOTATION_KEY};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 
 use tracing::Instrument as _;
 
-use crate::container::{API_SERVER_SOURCE, CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION};
 use crate::error::{Error, Result};
 
 fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
-/// Whether the pod came from a file or URL rather than the API server (kubetypes.IsStaticPod).
-/// A pod without a `config.source` annotation has no known source and is not static.
-pub fn is_static_pod(pod: &Pod) -> bool {
-    annotation(pod, CONFIG_SOURCE_ANNOTATION).is_some_and(|s| s != API_SERVER_SOURCE)
-}
-
-/// Whether the pod is the API server's copy of some node's static pod (kubetypes.IsMirrorPod).
-pub fn is_mirror_pod(pod: &Pod) -> bool {
-    annotation(pod, CONFIG_MIRROR_ANNOTATION).is_some()
-}
-
 /// The static pod's hash (`kubernetes.io/config.hash`, which the pod sources set to its UID).
 pub fn static_pod_hash(pod: &Pod) -> Option<&str> {
-    annotation(pod, CONFIG_HASH_ANNOTATION)
+    annotation(pod, CONFIG_HASH_ANNOTATION_KEY)
 }
 
 /// The hash of the static pod a mirror pod was made from (`kubernetes.io/config.mirror`).
 pub fn mirror_pod_hash(pod: &Pod) -> Option<&str> {
-    annotation(pod, CONFIG_MIRROR_ANNOTATION)
+    annotation(pod, CONFIG_MIRROR_ANNOTATION_KEY)
 }
 
 /// Whether `mirror_pod` is an up-to-date mirror of `static_pod` (kubelet's IsMirrorPodOf): same
@@ -60,9 +49,9 @@ pub fn mirror_matches(static_pod: &Pod, mirror_pod: &Pod) -> bool {
 /// writes that through `pods/status`).
 pub fn mirror_pod_for(static_pod: &Pod, node: &Node) -> Result<Pod> {
     let hash = static_pod_hash(static_pod)
-        .ok_or_else(|| Error::Invalid(format!("static pod {} has no {CONFIG_HASH_ANNOTATION} annotation", key(static_pod))))?;
+        .ok_or_else(|| Error::Invalid(format!("static pod {} has no {CONFIG_HASH_ANNOTATION_KEY} annotation", key(static_pod))))?;
     let mut annotations = static_pod.metadata.annotations.clone().unwrap_or_default();
-    annotations.insert(CONFIG_MIRROR_ANNOTATION.to_string(), hash.to_string());
+    annotations.insert(CONFIG_MIRROR_ANNOTATION_KEY.to_string(), hash.to_string());
     let owner = OwnerReference {
         api_version: "v1".to_string(),
         kind: "Node".to_string(),
@@ -145,14 +134,15 @@ pub async fn delete_mirror_pod(client: &kube::Client, namespace: &str, name: &st
 #[cfg(test)]
 pub(crate) fn static_annotations(source: &str, hash: &str) -> std::collections::BTreeMap<String, String> {
     std::collections::BTreeMap::from([
-        (CONFIG_SOURCE_ANNOTATION.to_string(), source.to_string()),
-        (CONFIG_HASH_ANNOTATION.to_string(), hash.to_string()),
+        (api::pod::kubelet_types::CONFIG_SOURCE_ANNOTATION_KEY.to_string(), source.to_string()),
+        (CONFIG_HASH_ANNOTATION_KEY.to_string(), hash.to_string()),
     ])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::pod::{is_mirror_pod, is_static_pod};
     use serde_json::json;
 
     fn static_pod(hash: &str) -> Pod {

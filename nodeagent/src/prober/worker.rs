@@ -21,6 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use api::pod::is_pod_phase_terminal;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Probe};
 use tokio::sync::{Notify, oneshot};
@@ -28,7 +29,7 @@ use tokio::sync::{Notify, oneshot};
 use super::results::{Manager, ProbeResult};
 use super::{ProbeRunner, ProbeType};
 use crate::status::StatusManager;
-use crate::status::generate::{is_terminal_phase, parse_container_id};
+use crate::status::generate::parse_container_id;
 
 /// A probe's timing, with Kubernetes' defaults filled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,7 +122,7 @@ impl Worker {
     pub fn check(&mut self, status: Option<&PodStatus>, now: DateTime<Utc>, results: &Manager) -> Step {
         // Step 1: a status to look at; a terminal pod is never probed again.
         let Some(status) = status else { return Step::Wait };
-        if is_terminal_phase(status.phase.as_deref()) {
+        if is_pod_phase_terminal(status.phase.as_deref()) {
             return Step::Stop;
         }
         let Some(c) = status.container_statuses.iter().flatten().find(|c| c.name == self.container.name) else {

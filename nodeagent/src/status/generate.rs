@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 
+use api::pod::{app_containers, init_containers, is_pod_phase_terminal, is_static_pod, restart_policy};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
@@ -107,34 +108,9 @@ pub fn parse_container_id(id: &str) -> &str {
     id.split_once("://").map_or(id, |(_, rest)| rest)
 }
 
-pub fn is_terminal_phase(phase: Option<&str>) -> bool {
-    matches!(phase, Some(PHASE_SUCCEEDED | PHASE_FAILED))
-}
-
 /// The conditions this agent writes; every other condition belongs to someone else and is kept.
 pub fn condition_owned_by_kubelet(type_: &str) -> bool {
     matches!(type_, POD_SCHEDULED | POD_READY_TO_START_CONTAINERS | POD_INITIALIZED | POD_READY | CONTAINERS_READY)
-}
-
-/// A pod from a manifest file or URL rather than the API server.
-pub fn is_static_pod(pod: &Pod) -> bool {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(kc::CONFIG_SOURCE_ANNOTATION))
-        .is_some_and(|s| s != kc::API_SERVER_SOURCE)
-}
-
-fn restart_policy(pod: &Pod) -> &str {
-    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")
-}
-
-fn init_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().and_then(|s| s.init_containers.as_deref()).unwrap_or(&[])
-}
-
-fn app_containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().map_or(&[], |s| s.containers.as_slice())
 }
 
 fn waiting(reason: Option<&str>, message: Option<&str>) -> ContainerState {
@@ -606,14 +582,14 @@ pub fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
     let mut phase = get_phase(pod, &init, &app, i.pod_is_terminal);
     let old_phase = old.and_then(|o| o.phase.as_deref());
     let api_phase = api_status.and_then(|o| o.phase.as_deref());
-    if !is_terminal_phase(Some(phase)) {
-        if is_terminal_phase(old_phase) {
+    if !is_pod_phase_terminal(Some(phase)) {
+        if is_pod_phase_terminal(old_phase) {
             phase = if old_phase == Some(PHASE_SUCCEEDED) { PHASE_SUCCEEDED } else { PHASE_FAILED };
-        } else if is_terminal_phase(api_phase) {
+        } else if is_pod_phase_terminal(api_phase) {
             phase = if api_phase == Some(PHASE_SUCCEEDED) { PHASE_SUCCEEDED } else { PHASE_FAILED };
         }
     }
-    if is_terminal_phase(api_phase) && api_phase != Some(phase) {
+    if is_pod_phase_terminal(api_phase) && api_phase != Some(phase) {
         tracing::error!(target: "kubelet::status", pod_uid = %i.runtime.uid, from = ?api_phase, to = phase, "pod attempted illegal phase transition");
         phase = if api_phase == Some(PHASE_SUCCEEDED) { PHASE_SUCCEEDED } else { PHASE_FAILED };
     }

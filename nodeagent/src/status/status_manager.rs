@@ -23,6 +23,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use api::pod::kubelet_types::{CONFIG_HASH_ANNOTATION_KEY, CONFIG_MIRROR_ANNOTATION_KEY};
+use api::pod::{is_pod_phase_terminal, is_static_pod};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
@@ -31,9 +33,8 @@ use tokio::sync::Notify;
 
 use super::generate::{
     self, CONTAINER_STATUS_UNKNOWN, CONTAINERS_READY, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, POD_READY,
-    condition_owned_by_kubelet, containers_ready_condition_for_terminal_phase, is_static_pod, is_terminal_phase,
+    condition_owned_by_kubelet, containers_ready_condition_for_terminal_phase,
 };
-use crate::container::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION};
 use crate::error::{Error, Result};
 
 const TARGET: &str = "kubelet::status";
@@ -216,13 +217,13 @@ pub fn merge_pod_status(api: &PodStatus, mut new: PodStatus, could_have_running_
     let mut conditions: Vec<_> = api.conditions.iter().flatten().filter(|c| !condition_owned_by_kubelet(&c.type_)).cloned().collect();
     conditions.extend(new.conditions.take().into_iter().flatten().filter(|c| condition_owned_by_kubelet(&c.type_)));
     new.conditions = Some(conditions);
-    let to_terminal = !is_terminal_phase(api.phase.as_deref()) && is_terminal_phase(new.phase.as_deref());
+    let to_terminal = !is_pod_phase_terminal(api.phase.as_deref()) && is_pod_phase_terminal(new.phase.as_deref());
     if to_terminal && could_have_running_containers {
         new.phase = api.phase.clone();
         new.reason = api.reason.clone();
         new.message = api.message.clone();
     }
-    if is_terminal_phase(new.phase.as_deref()) {
+    if is_pod_phase_terminal(new.phase.as_deref()) {
         let phase = new.phase.clone().unwrap_or_default();
         for c in new.conditions.iter_mut().flatten() {
             if (c.type_ == POD_READY || c.type_ == CONTAINERS_READY) && c.status == "True" {
@@ -268,7 +269,7 @@ fn is_conflict(e: &Error) -> bool {
 }
 
 fn is_mirror_of(api_pod: &Pod, hash: &str) -> bool {
-    api_pod.metadata.annotations.as_ref().and_then(|a| a.get(CONFIG_MIRROR_ANNOTATION)).is_some_and(|m| m == hash)
+    api_pod.metadata.annotations.as_ref().and_then(|a| a.get(CONFIG_MIRROR_ANNOTATION_KEY)).is_some_and(|m| m == hash)
 }
 
 impl StatusManager {
@@ -335,7 +336,7 @@ impl StatusManager {
                 }
             }
         }
-        if !is_static_pod(pod) && !is_terminal_phase(status.phase.as_deref()) {
+        if !is_static_pod(pod) && !is_pod_phase_terminal(status.phase.as_deref()) {
             if status.phase.as_deref() == Some(PHASE_RUNNING) {
                 tracing::info!(target: TARGET, pod_uid = %uid, "terminated pod was still Running: marking it Failed");
             }
@@ -381,7 +382,7 @@ impl StatusManager {
         let cached = st.statuses.get(&uid);
         let old = cached.map(|v| v.status.clone()).or_else(|| pod.status.clone()).unwrap_or_default();
 
-        if is_terminal_phase(old.phase.as_deref()) && !is_terminal_phase(status.phase.as_deref()) {
+        if is_pod_phase_terminal(old.phase.as_deref()) && !is_pod_phase_terminal(status.phase.as_deref()) {
             tracing::error!(target: TARGET, pod = %pod_key, pod_uid = %uid, from = ?old.phase, to = ?status.phase, "status update refused: a pod never leaves a terminal phase");
             return;
         }
@@ -405,7 +406,7 @@ impl StatusManager {
         let (version, containers_stopped, resources_released) =
             cached.map_or((0, false, false), |c| (c.version, c.containers_stopped, c.resources_released));
         let static_hash = is_static_pod(pod)
-            .then(|| pod.metadata.annotations.as_ref().and_then(|a| a.get(CONFIG_HASH_ANNOTATION)).cloned())
+            .then(|| pod.metadata.annotations.as_ref().and_then(|a| a.get(CONFIG_HASH_ANNOTATION_KEY)).cloned())
             .flatten();
         tracing::debug!(target: TARGET, pod = %pod_key, pod_uid = %uid, version = version + 1, phase = ?status.phase, "status set");
         st.statuses.insert(
@@ -550,7 +551,7 @@ impl StatusManager {
         // pod: its life follows the manifest, not this status.
         let can_be_deleted = pod_after.metadata.deletion_timestamp.is_some()
             && v.static_hash.is_none()
-            && is_terminal_phase(pod_after.status.as_ref().and_then(|s| s.phase.as_deref()))
+            && is_pod_phase_terminal(pod_after.status.as_ref().and_then(|s| s.phase.as_deref()))
             && v.resources_released;
         if !can_be_deleted {
             return;
@@ -828,7 +829,7 @@ mod tests {
         let mut p = pod("static-hash", "Always");
         let ann = p.metadata.annotations.get_or_insert_with(Default::default);
         ann.insert("kubernetes.io/config.source".into(), "file".into());
-        ann.insert(CONFIG_HASH_ANNOTATION.into(), "static-hash".into());
+        ann.insert(CONFIG_HASH_ANNOTATION_KEY.into(), "static-hash".into());
         let (m, fake) = setup(&[]);
         m.set_pod_status(&p, status(PHASE_RUNNING, running(), true));
         m.sync_batch(false).await;
@@ -842,7 +843,7 @@ mod tests {
         // The mirror appears: the next batch writes to it, with the mirror's UID.
         let mut mirror = stranger.clone();
         mirror.metadata.uid = Some("mirror-uid".into());
-        mirror.metadata.annotations = Some([(CONFIG_MIRROR_ANNOTATION.to_string(), "static-hash".to_string())].into());
+        mirror.metadata.annotations = Some([(CONFIG_MIRROR_ANNOTATION_KEY.to_string(), "static-hash".to_string())].into());
         fake.put(&mirror);
         m.sync_batch(false).await;
         assert_eq!(fake.take_writes(), ["patch default/p-static-hash phase=Running"]);

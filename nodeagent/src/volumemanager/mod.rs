@@ -357,10 +357,11 @@ async fn run_blocking<T: Send + 'static>(path: PathBuf, f: impl FnOnce() -> Resu
         .map_err(|e| Error::io(path, std::io::Error::other(format!("volume task failed: {e}"))))?
 }
 
+/// The pod's UID, refused if it could not name the pod's directory.
 fn pod_uid(pod: &Pod) -> Result<&str> {
-    match pod.metadata.uid.as_deref() {
-        Some(uid) if !uid.is_empty() && !uid.contains('/') && uid != "." && uid != ".." => Ok(uid),
-        other => Err(Error::Invalid(format!("pod has no usable UID: {other:?}"))),
+    match api::pod::uid(pod) {
+        uid if !uid.is_empty() && !uid.contains('/') && uid != "." && uid != ".." => Ok(uid),
+        _ => Err(Error::Invalid(format!("pod has no usable UID: {:?}", pod.metadata.uid))),
     }
 }
 

@@ -41,7 +41,7 @@ pub fn collect_data(
     objects: &ProjectedObjects,
 ) -> Result<Payload> {
     let mut payload = Payload::new();
-    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let uid = api::pod::uid(pod);
     for source in sources {
         if let Some(cm) = &source.config_map {
             let optional = cm.optional.unwrap_or(false);

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use api::pod::is_restartable_init_container;
 use apimachinery::resource::{parse_quantity_milli, parse_quantity_units};
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -67,10 +68,6 @@ fn requests(c: &Container) -> Resource {
     Resource::from_list(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
 }
 
-fn is_restartable_init(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
 /// The pod's effective request, as Kubernetes computes it (resourcehelper.PodRequests): the sum of
 /// the app containers and sidecars (init containers with restartPolicy Always), or — if larger —
 /// what any one init container needs on top of the sidecars started before it; plus the pod's
@@ -97,7 +94,7 @@ pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resource {
     let mut init_max = Resource::default();
     for c in spec.init_containers.iter().flatten() {
         let r = req(c);
-        if is_restartable_init(c) {
+        if is_restartable_init_container(c) {
             sidecars.add(&r);
             total.add(&r);
             init_max.set_max(&sidecars);
@@ -176,7 +173,7 @@ impl PodInfo {
     }
 
     pub fn uid(&self) -> &str {
-        self.pod.metadata.uid.as_deref().unwrap_or("")
+        api::pod::uid(&self.pod)
     }
 
     /// "namespace/name", as kube-scheduler names pods in messages.

@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use api::core::v1::well_known::LABEL_METADATA_NAME;
 use apimachinery::labels::{Operator, Requirement, Selector};
 use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, WeightedPodAffinityTerm};
 
@@ -41,8 +42,6 @@ pub const ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH: &str =
 /// What an existing pod's required affinity toward the incoming pod weighs in Score
 /// (InterPodAffinityArgs.hardPodAffinityWeight, default 1).
 pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
-/// The label the API server puts on every namespace, naming it.
-const LABEL_METADATA_NAME: &str = "kubernetes.io/metadata.name";
 
 const PRE_FILTER_STATE_KEY: &str = "InterPodAffinity/PreFilter";
 const PRE_SCORE_STATE_KEY: &str = "InterPodAffinity/PreScore";

@@ -2,6 +2,7 @@
 //! what `kubectl cordon` sets) takes no new pods, unless the pod tolerates the
 //! `node.kubernetes.io/unschedulable:NoSchedule` taint that stands for it.
 
+use api::core::v1::well_known::TAINT_NODE_UNSCHEDULABLE;
 use k8s_openapi::api::core::v1::Taint;
 
 use super::helper::tolerates;
@@ -9,7 +10,6 @@ use crate::framework::{ClusterEvent, CycleState, FilterPlugin, NodeInfo, Plugin,
 
 pub const NAME: &str = "NodeUnschedulable";
 pub const ERR_REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
-pub const TAINT_NODE_UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
 
 pub struct NodeUnschedulable;
 

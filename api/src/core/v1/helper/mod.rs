@@ -1,0 +1,5 @@
+//! Mirrors pkg/apis/core/v1/helper: what is computed from a core/v1 object rather than stored.
+
+pub mod qos;
+
+pub use qos::{PodQOSClass, compute_pod_qos};

@@ -1,0 +1,5 @@
+//! Mirrors pkg/apis/core/v1 (and the constants of k8s.io/api/core/v1).
+
+pub mod defaults;
+pub mod helper;
+pub mod well_known;

@@ -1,0 +1,77 @@
+//! Mirrors Kubernetes' pkg/apis/core (defaulting, validation), pkg/api/v1/pod and
+//! pkg/kubelet/types (pod helpers): what the core API types mean, shared by every component.
+//!
+//! # Tour
+//!
+//! The types themselves are k8s-openapi's; this crate is what Kubernetes attaches to them: what
+//! an unset field means, what makes an object valid, and the small questions every component
+//! asks of a pod. It does no I/O and knows no server: plain functions over objects, usable from
+//! the API server, the node agent, the scheduler and the controllers alike.
+//!
+//! ## The flow
+//!
+//! An object is first defaulted, then validated:
+//! 1. **Defaulting** ([`core::v1::defaults`]): `set_defaults_pod`, `set_defaults_namespace`,
+//!    `set_defaults_node`, `set_defaults_secret` fill in what the client left out. The API server
+//!    runs them on every write before anything else; the node agent runs `set_defaults_pod` on
+//!    every static pod it reads from a manifest (kubelet's config/common.go does the same).
+//! 2. **Validation** ([`core::validation`], [`coordination::validation`]): each kind's
+//!    `validate_*` returns every problem as a [`apimachinery::validation::FieldError`]
+//!    (Kubernetes' `field.ErrorList`), empty when the object is valid. The API server turns the
+//!    list into a 422 `Status` at its edge; the node agent refuses a static pod manifest with it
+//!    (`validate_pod_create`, as kubelet does).
+//!
+//! What the API server adds on create beyond defaulting — mutating admission (a service account,
+//! a priority, the 300-second tolerations) and the strategy's `PrepareForCreate` (a Pending
+//! status with its QoS class) — is the API server's own, not this crate's: a static pod gets none
+//! of it on its node, and its mirror pod gets it from the API server.
+//!
+//! Beside the flow, for every component:
+//! - [`core::v1::helper::qos`]: `compute_pod_qos`, the pod's QoS class — written into
+//!   `status.qosClass` by the API server, and deciding the pod's cgroup and eviction order on
+//!   the node.
+//! - [`pod::util`]: a pod's UID, full name, restart policy, init and app containers, whether it
+//!   is terminal, its priority — used by the scheduler, the controllers and the node agent.
+//! - [`pod::kubelet_types`]: where a pod came from (config source, hash and mirror annotations),
+//!   whether it is static, a mirror, or critical.
+//! - [`resource`]: requests (defaulted from limits) and limits as numbers.
+//! - [`core::v1::well_known`] and [`scheduling`]: the names every component must spell alike
+//!   (taints, labels, annotations, defaults, system priority classes).
+//!
+//! ## Public surface
+//!
+//! - `core::v1::defaults`: `set_defaults_pod`, `set_defaults_pod_spec`, `set_defaults_namespace`,
+//!   `set_defaults_node`, `set_defaults_secret`, `default_image_pull_policy`.
+//! - `core::v1::helper::qos`: `PodQOSClass` (with `as_str`), `compute_pod_qos`.
+//! - `core::v1::well_known`: the core/v1 constants; `scheduling`: `SYSTEM_CRITICAL_PRIORITY`,
+//!   `SYSTEM_CLUSTER_CRITICAL`, `SYSTEM_NODE_CRITICAL`.
+//! - `core::validation`: `validate_object_meta`, `validate_pod_create`, `validate_pod_update`,
+//!   `POD_UPDATE_FORBIDDEN`, `validate_node`, `validate_node_update`, `validate_namespace`,
+//!   `validate_config_map`, `validate_secret`, `validate_secret_update`,
+//!   `validate_service_account`, `validate_event_create`; `coordination::validation`:
+//!   `validate_lease`.
+//! - `pod` (re-exporting `pod::util` and `pod::kubelet_types`): `uid`, `full_name`,
+//!   `restart_policy`, `init_containers`, `app_containers`, `is_restartable_init_container`,
+//!   `is_pod_phase_terminal`, `is_pod_terminal`, `pod_priority`, `is_static_pod`, `is_mirror_pod`, `is_critical_pod`,
+//!   `is_critical_pod_based_on_priority`, and the `CONFIG_*_ANNOTATION_KEY` and `*_SOURCE`
+//!   constants.
+//! - `resource`: `effective_requests`, `limits`, `parsed`.
+//!
+//! ## Implementation caveats
+//!
+//! - Quantities are not canonicalized (`SetDefaults_ResourceList` rounds to milli-units and the
+//!   serializer rewrites `1000m` as `1`); they are kept as written.
+//! - Pod-level resources are not defaulted from the containers' (`defaultPodRequests`,
+//!   `defaultPodLimits`, `defaultHugePagePodLimits`), though `compute_pod_qos` honours them (taking
+//!   a missing pod-level request from the pod-level limit).
+//! - Ephemeral containers are not defaulted: they arrive only through the `ephemeralcontainers`
+//!   subresource, never on create.
+//! - Legacy in-tree volume defaults (iSCSI, RBD, AzureDisk, ScaleIO…) are not applied.
+//! - Validation checks the parts of each kind that kubelab enforces (each `validate_*` says
+//!   which), on the object as JSON; Kubernetes checks every field of the typed object.
+
+pub mod coordination;
+pub mod core;
+pub mod pod;
+pub mod resource;
+pub mod scheduling;

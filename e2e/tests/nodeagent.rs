@@ -22,19 +22,19 @@ impl Lab {
     /// `kubectl logs` of a pod's container, retried until `pred` holds on the output.
     async fn wait_logs(&self, pod: &str, container: &str, pred: impl Fn(&str) -> bool) -> String {
         let what = format!("logs of {pod}/{container} to match");
-        let matched = e2e::poll_until(&what, RUN_TIMEOUT, POLL, || async {
+        self.wait_until(&what, RUN_TIMEOUT, || async {
             let o = self.api.kubectl(&["logs", pod, "-c", container]);
             anyhow::ensure!(o.success && pred(&o.stdout), "{}", o.describe());
             Ok(Some(o.stdout))
-        });
-        matched.await.unwrap_or_else(|e| self.fail(&format!("{e:#}")))
+        })
+        .await
     }
 
     /// Holds for `period` that pod `uid`'s containers in the runtime are exactly `want` (names
     /// to container IDs, as the pod's status gave them) and all running.
     async fn hold_containers(&self, what: &str, uid: &str, want: &BTreeMap<String, (String, i32)>, period: Duration) {
         let want: BTreeMap<String, String> = want.iter().map(|(name, (id, _))| (name.clone(), id.rsplit("://").next().unwrap_or(id).to_string())).collect();
-        let held = e2e::hold_for(what, period, POLL, || async {
+        self.hold_for(what, period, || async {
             let all = self.runtime_containers(uid).await?;
             let running: BTreeMap<String, String> = all
                 .iter()
@@ -43,15 +43,10 @@ impl Lab {
                 .collect();
             anyhow::ensure!(running == want, "running containers {running:?}, want {want:?} (all instances: {:?})", all.iter().map(|c| (&c.id, c.state)).collect::<Vec<_>>());
             Ok(())
-        });
-        if let Err(e) = held.await {
-            self.fail(&format!("{e:#}"));
-        }
+        })
+        .await
     }
 }
-
-/// How often the waits and holds look.
-const POLL: Duration = Duration::from_millis(300);
 
 fn container_ids(p: &Pod) -> BTreeMap<String, (String, i32)> {
     p.status
@@ -185,15 +180,13 @@ async fn static_pods_run_and_get_mirror_pods() {
     // Removing the file stops the pod and deletes its mirror.
     std::fs::remove_file(&manifest).expect("remove manifest");
     let pods = lab.pods();
-    let gone = e2e::poll_until("the mirror pod to go with its static pod", RUN_TIMEOUT, POLL, || async {
+    lab.wait_until("the mirror pod to go with its static pod", RUN_TIMEOUT, || async {
         match pods.get_opt("web-node-c").await? {
             None => Ok(Some(())),
             Some(p) => anyhow::bail!("web-node-c still there: {}", serde_json::to_string(&p.status).unwrap_or_default()),
         }
-    });
-    if let Err(e) = gone.await {
-        lab.fail(&format!("{e:#}"));
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,7 +11,6 @@
 //! CRI in nodeagent's `kuberuntime_gc` unit tests.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
@@ -40,23 +39,12 @@ impl Lab {
     async fn wait_node(&self, node: &str, what: &str, pred: impl Fn(&Node) -> bool) -> Node {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let what = format!("node {node}: {what}");
-        self.wait_until(&what, || async {
+        self.wait_until(&what, RUN_TIMEOUT, || async {
             let n = nodes.get(node).await?;
             anyhow::ensure!(pred(&n), "last status:\n{}", serde_json::to_string_pretty(&n.status).unwrap_or_default());
             Ok(Some(n))
         })
         .await
-    }
-
-    /// [`e2e::poll_until`] `check` for up to [`RUN_TIMEOUT`]; on timeout the test fails with what
-    /// was last seen.
-    async fn wait_until<T, F, Fut>(&self, what: &str, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        let polled = e2e::poll_until(what, RUN_TIMEOUT, Duration::from_millis(500), check).await;
-        polled.unwrap_or_else(|e| self.fail(&format!("{e:#}")))
     }
 
     async fn wait_pod(&self, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
@@ -122,7 +110,7 @@ async fn image_gc_removes_unused_images_and_keeps_used_and_pause_images() {
     let flags = ["--image-gc-high-threshold=1", "--image-gc-low-threshold=0", "--minimum-image-ttl-duration=0s"];
     lab.agent.restart_with(&flags.map(String::from)).expect("restart the agent");
     let after = lab
-        .wait_until("the unused image collected", || async {
+        .wait_until("the unused image collected", RUN_TIMEOUT, || async {
             let tags = lab.image_tags().await;
             anyhow::ensure!(!tags.contains(&VICTIM.to_string()), "images: {tags:?}");
             Ok(Some(tags))
@@ -135,7 +123,7 @@ async fn image_gc_removes_unused_images_and_keeps_used_and_pause_images() {
     assert_eq!(phase(&p), "Running", "the pod using busybox is untouched");
 
     // With a low threshold of 0% the disk can never be freed enough: the node says so.
-    lab.wait_until("a FreeDiskSpaceFailed event on the node", || async {
+    lab.wait_until("a FreeDiskSpaceFailed event on the node", RUN_TIMEOUT, || async {
         let evs = lab.events("involvedObject.kind=Node,involvedObject.name=gc-a").await;
         let reasons: Vec<_> = evs.iter().map(|e| e.reason.clone().unwrap_or_default()).collect();
         anyhow::ensure!(reasons.iter().any(|r| r == "FreeDiskSpaceFailed"), "the node's events: {reasons:?}");

@@ -59,20 +59,7 @@ impl Lab {
         cs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
         Ok(cs.into_iter().map(|c| c.state).collect())
     }
-
-    /// [`e2e::poll_until`] `check`; on timeout the test fails with what was last seen.
-    async fn wait_until<T, F, Fut>(&self, what: &str, timeout: Duration, check: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
-    {
-        let polled = e2e::poll_until(what, timeout, POLL, check).await;
-        polled.unwrap_or_else(|e| self.fail(&format!("{e:#}")))
-    }
 }
-
-/// How often the waits and holds look.
-const POLL: Duration = Duration::from_millis(200);
 
 const RUNNING: i32 = k8s_cri::v1::ContainerState::ContainerRunning as i32;
 
@@ -161,15 +148,13 @@ async fn pre_stop_hooks_and_grace_periods() {
     // keeps running. Held, checked all along: this is the state the second DELETE must cut short.
     let pods = lab.pods();
     let until_2s = (deleted + Duration::from_secs(2)).saturating_duration_since(Instant::now());
-    let held = e2e::hold_for("stubborn-2 terminating for 2 s of its 60", until_2s, POLL, || async {
+    lab.hold_for("stubborn-2 terminating for 2 s of its 60", until_2s, || async {
         anyhow::ensure!(pods.get_opt("stubborn-2").await?.is_some(), "the pod is gone");
         let states = lab.runtime_states(&uid, "app").await?;
         anyhow::ensure!(states.first() == Some(&RUNNING), "the container stopped: {states:?}");
         Ok(())
-    });
-    if let Err(e) = held.await {
-        lab.fail(&format!("{e:#}"));
-    }
+    })
+    .await;
     let took = lab.delete(&["stubborn-2", "--grace-period=1", "--timeout=60s"]);
     assert!(took < Duration::from_secs(8), "a shorter grace period must cut the termination in progress short; took {took:?}");
 

@@ -47,12 +47,12 @@ impl Lab {
     /// `kubectl describe pod` until its output contains every one of `needles`.
     async fn wait_describe(&self, name: &str, needles: &[&str]) -> String {
         let what = format!("kubectl describe pod {name} showing {needles:?}");
-        let shown = e2e::poll_until(&what, RUN_TIMEOUT, Duration::from_millis(500), || async {
+        self.wait_until(&what, RUN_TIMEOUT, || async {
             let o = self.api.kubectl(&["describe", "pod", name]);
             anyhow::ensure!(o.success && needles.iter().all(|n| o.stdout.contains(n)), "{}", o.describe());
             Ok(Some(o.stdout))
-        });
-        shown.await.unwrap_or_else(|e| self.fail(&format!("{e:#}")))
+        })
+        .await
     }
 }
 

@@ -90,8 +90,10 @@ async fn exec_output_stdin_exit_codes_tty_and_errors() {
     assert!(!o.success, "a missing binary must fail:\n{}", o.describe());
 
     // A tty under `script`: the container sees a terminal of the size kubectl's terminal has
-    // (sent as a resize message), and its output comes with \r\n.
-    let line = lab.kubectl_line(&["exec", "-it", "shell", "--", "sh", "-c", "sleep 1; tty; stty size"]);
+    // (sent as a resize message), and its output comes with \r\n. The resize may land a moment
+    // after the command starts: it waits for it (up to 10 s), then prints what it has.
+    let await_size = "i=0; while [ \"$(stty size)\" != '33 111' ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; tty; stty size";
+    let line = lab.kubectl_line(&["exec", "-it", "shell", "--", "sh", "-c", await_size]);
     let mut cmd = Command::new("script");
     cmd.env_clear()
         .env("HOME", lab.home())

@@ -28,6 +28,9 @@
 //! 8. [`containerd`] is [`containerd::Containerd`]: a private containerd (own sockets, state and
 //!    persistent mount namespace) with a CNI bridge, for the node agent's tests; it imports the
 //!    images `make images` builds and tears down every pod, shim and mount it made.
+//! 9. Time: a test never sleeps to let something happen. [`poll_until`] waits for a condition,
+//!    with a deadline and what was last seen when it passes; [`hold_for`] checks, all through a
+//!    period, that something does *not* happen (a pod is not restarted, a Lease not renewed).
 //!
 //! # Environment
 //! - `KUBELAB_BIN`: the kubelab binary (default: next to the test executable).
@@ -144,8 +147,11 @@ pub async fn connect(
     }
 }
 
-/// Runs `f` until it returns `Ok(Some(_))`, sleeping `every` between tries, for at most `deadline`.
-/// The last error (or "condition not met") is returned with `what` on timeout.
+/// Runs `f` until it returns `Ok(Some(_))`, sleeping `every` between tries, for at most `deadline`:
+/// the harness's one way to wait for a condition (never a fixed sleep). `Ok(None)` means "not
+/// yet"; an `Err` is retried too, and says what was seen instead, so a check that ends in
+/// `anyhow::ensure!(phase == "Running", "phase {phase}")` explains its own timeout: the last
+/// error (or "condition not met") is returned with `what` on timeout.
 pub async fn poll_until<T, F, Fut>(
     what: &str,
     deadline: Duration,
@@ -174,5 +180,92 @@ where
             anyhow::bail!("timed out after {deadline:?} waiting for {what}: {last}");
         }
         tokio::time::sleep(every).await;
+    }
+}
+
+/// Runs `check` every `every` for the whole of `period` (the first time at once, the last time
+/// once `period` has passed), failing at the first check that fails. For tests whose point is
+/// that something does *not* happen for a while — a container is not restarted, a Lease is not
+/// renewed, a second leader does not appear: the period is the assertion, not a wait for
+/// something to finish (that is [`poll_until`]), and checking all along also catches a change
+/// that comes and goes within it.
+pub async fn hold_for<F, Fut>(
+    what: &str,
+    period: Duration,
+    every: Duration,
+    mut check: F,
+) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Err(e) = check().await {
+            anyhow::bail!(
+                "{what}: broken {:?} into the {period:?} it must hold: {e:#}",
+                start.elapsed()
+            );
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= period {
+            return Ok(());
+        }
+        tokio::time::sleep(every.min(period - elapsed)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test]
+    async fn hold_for_checks_all_through_the_period_and_once_at_its_end() {
+        let checks = AtomicU32::new(0);
+        let start = tokio::time::Instant::now();
+        hold_for("nothing", Duration::from_millis(50), Duration::from_millis(10), || async {
+            checks.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .await
+        .expect("holds");
+        assert!(start.elapsed() >= Duration::from_millis(50), "{:?}", start.elapsed());
+        assert!(checks.load(Ordering::SeqCst) >= 3, "checked {} times", checks.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn hold_for_fails_at_the_first_check_that_does_not_hold() {
+        let checks = AtomicU32::new(0);
+        let err = hold_for("the pod kept", Duration::from_secs(10), Duration::from_millis(1), || async {
+            let n = checks.fetch_add(1, Ordering::SeqCst) + 1;
+            anyhow::ensure!(n < 3, "restarted at check {n}");
+            Ok(())
+        })
+        .await
+        .expect_err("broken at the third check");
+        assert_eq!(checks.load(Ordering::SeqCst), 3);
+        let msg = format!("{err:#}");
+        assert!(msg.starts_with("the pod kept: broken ") && msg.ends_with("restarted at check 3"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn poll_until_returns_the_value_or_what_was_last_seen() {
+        let tries = AtomicU32::new(0);
+        let v = poll_until("three", Duration::from_secs(10), Duration::from_millis(1), || async {
+            let n = tries.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok((n == 3).then_some(n))
+        })
+        .await
+        .expect("third try");
+        assert_eq!(v, 3);
+
+        let err = poll_until::<(), _, _>("Running", Duration::from_millis(20), Duration::from_millis(5), || async {
+            anyhow::bail!("phase Pending")
+        })
+        .await
+        .expect_err("never Running");
+        let msg = format!("{err:#}");
+        assert!(msg.starts_with("timed out after 20ms waiting for Running: phase Pending"), "{msg}");
     }
 }

@@ -3,8 +3,10 @@
 //! `kubelab nodeagent`, a kube client, and the waits every such test does. Each test file wraps
 //! it in its own `Lab` ([`node_lab!`](crate::node_lab)) to add what only it needs.
 
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::time::Duration;
 
+use k8s_cri::v1 as cri;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 
@@ -13,6 +15,9 @@ use crate::nodeagent::{NodeAgent, NodeAgentOptions};
 
 /// How long a pod gets to run on an idle node (the CRI floor is ~0.3 s; CI machines are busy).
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often the waits and holds look.
+const POLL: Duration = Duration::from_millis(200);
 
 /// The busybox image `make images` builds.
 pub const BUSYBOX: &str = "docker.io/library/busybox:1.36";
@@ -62,43 +67,66 @@ impl NodeLab {
         self.api.fail(&format!("{msg}\n{}", self.agent.log_tail(120)))
     }
 
+    /// [`crate::poll_until`] `check` (an `Err` says what was seen instead); on timeout the test
+    /// fails with what was last seen and the logs.
+    pub async fn wait_until<T, F, Fut>(&self, what: &str, timeout: Duration, check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<Option<T>>>,
+    {
+        let polled = crate::poll_until(what, timeout, POLL, check).await;
+        polled.unwrap_or_else(|e| self.fail(&format!("{e:#}")))
+    }
+
+    /// [`crate::hold_for`] `check` over `period`; the test fails at the first check that does not
+    /// hold, with the logs.
+    pub async fn hold_for<F, Fut>(&self, what: &str, period: Duration, check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        if let Err(e) = crate::hold_for(what, period, POLL, check).await {
+            self.fail(&format!("{e:#}"));
+        }
+    }
+
     pub async fn wait_node_ready(&self) {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
-            if let Ok(Some(n)) = nodes.get_opt(&self.node).await
-                && n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            {
-                return;
-            }
-            if Instant::now() > deadline {
-                self.fail(&format!("node {} did not turn Ready", self.node));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let what = format!("node {} Ready", self.node);
+        self.wait_until(&what, RUN_TIMEOUT, || async {
+            let n = nodes.get_opt(&self.node).await?.ok_or_else(|| anyhow::anyhow!("not registered"))?;
+            let conditions = n.status.and_then(|s| s.conditions).unwrap_or_default();
+            let ready = conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+            anyhow::ensure!(ready, "conditions {:?}", conditions.iter().map(|c| (&c.type_, &c.status)).collect::<Vec<_>>());
+            Ok(Some(()))
+        })
+        .await
     }
 
     /// Polls pod `name` until `pred` holds; returns it.
     pub async fn wait_pod(&self, name: &str, what: &str, timeout: Duration, pred: impl Fn(&Pod) -> bool) -> Pod {
-        let deadline = Instant::now() + timeout;
-        let mut last = None;
-        loop {
-            if let Ok(Some(p)) = self.pods().get_opt(name).await {
-                if pred(&p) {
-                    return p;
-                }
-                last = Some(p);
+        let pods = self.pods();
+        let what = format!("pod {name}: {what}");
+        self.wait_until(&what, timeout, || async {
+            let p = pods.get_opt(name).await?.ok_or_else(|| anyhow::anyhow!("no such pod"))?;
+            if pred(&p) {
+                return Ok(Some(p));
             }
-            if Instant::now() > deadline {
-                let shown = last.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
-                self.fail(&format!("pod {name}: {what} not reached within {timeout:?}; last status:\n{shown}"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            anyhow::bail!("last status:\n{}", serde_json::to_string_pretty(&p.status).unwrap_or_default())
+        })
+        .await
     }
 
     pub async fn wait_running(&self, name: &str) -> Pod {
         self.wait_pod(name, "Running", RUN_TIMEOUT, |p| phase(p) == "Running").await
+    }
+
+    /// The containers the runtime has for pod `uid` (every instance, running or not), read from
+    /// containerd itself rather than from the pod's status.
+    pub async fn runtime_containers(&self, uid: &str) -> anyhow::Result<Vec<cri::Container>> {
+        let rt = self.agent.containerd().runtime().await?;
+        let filter = cri::ContainerFilter { label_selector: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(), ..Default::default() };
+        Ok(rt.list_containers(Some(filter)).await?)
     }
 
     /// `kubectl apply -f -` of `yaml`.

@@ -77,21 +77,34 @@ fn pod_ready(pod: &Pod) -> Option<(String, Option<String>)> {
     Some((c.status.clone(), c.reason.clone()))
 }
 
-/// Polls `check` every 200 ms until it returns Some, or fails the test with `what` and the last
-/// thing seen.
+/// How often the waits and holds below look.
+const POLL: Duration = Duration::from_millis(200);
+
+/// [`e2e::poll_until`] `check` (`Err` carries what was seen instead); on timeout the test fails
+/// with `what`, the last thing seen and the processes' logs.
 async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match check().await {
-            Ok(v) => return v,
-            Err(last) if Instant::now() > deadline => c.fail(&format!("{what}: not within {timeout:?}; last seen: {last}")),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
+    let polled = e2e::poll_until(what, timeout, POLL, || {
+        let attempt = check();
+        async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
+    });
+    polled.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
+}
+
+/// [`e2e::hold_for`] `check` over `period`; the test fails at the first check that does not hold.
+async fn hold_for<F, Fut>(c: &ApiCluster, what: &str, period: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let held = e2e::hold_for(what, period, POLL, || {
+        let attempt = check();
+        async move { attempt.await.map_err(anyhow::Error::msg) }
+    });
+    held.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,12 +156,19 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     pods.patch_status("web", &PatchParams::default(), &Patch::Strategic(&status)).await.expect("post pod status");
 
     // Only the Lease keeps the node alive: its status heartbeat never moves, yet for well over a
-    // grace period nothing happens to it.
+    // grace period nothing happens to it. The period is what is tested (held, checked all along).
     let renewer = start_renewing(leases.clone(), "n1");
-    tokio::time::sleep(GRACE * 2 + Duration::from_secs(1)).await;
-    let n = nodes.get("n1").await.expect("get node");
-    assert_eq!(ready_of(&n).map(|r| r.0).as_deref(), Some("True"), "a node renewing its lease stays Ready: {n:?}");
-    assert!(taints_of(&n).is_empty(), "a node renewing its lease is not tainted: {:?}", taints_of(&n));
+    hold_for(&c, "node n1 Ready and untainted while its Lease is renewed", GRACE * 2 + Duration::from_secs(1), || async {
+        let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
+        if ready_of(&n).map(|r| r.0).as_deref() != Some("True") {
+            return Err(format!("a node renewing its lease stays Ready: {n:?}"));
+        }
+        if !taints_of(&n).is_empty() {
+            return Err(format!("a node renewing its lease is not tainted: {:?}", taints_of(&n)));
+        }
+        Ok(())
+    })
+    .await;
 
     // The "kubelet" stops: the node is marked within the grace period, not before.
     renewer.abort();
@@ -252,16 +272,38 @@ async fn controller_manager_leader_election_one_leads_and_hands_over_on_shutdown
     })
     .await;
     eprintln!("[e2e] lease holder: {holder}");
-    // Give the standby a few retry periods (2 s each) to try, and fail, to take the Lease.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let leading: Vec<usize> = (0..2).filter(|&i| log_of(&c, names[i]).contains("starting controllers")).collect();
-    assert_eq!(leading.len(), 1, "exactly one controller manager runs its controllers:\n{}\n{}", log_of(&c, "cm-a"), log_of(&c, "cm-b"));
-    let (leader, standby) = (leading[0], 1 - leading[0]);
-    for i in 0..2 {
-        assert!(cms[i].exited().is_none(), "{} exited:\n{}", names[i], log_of(&c, names[i]));
-    }
-    let l = leases.get("kube-controller-manager").await.expect("lease");
-    assert_eq!(l.spec.and_then(|s| s.holder_identity), Some(holder.clone()), "the holder did not change while both ran");
+    let leading = || (0..2).filter(|&i| log_of(&c, names[i]).contains("starting controllers")).collect::<Vec<usize>>();
+    wait_for(&c, "the lease holder starting its controllers", Duration::from_secs(10), || {
+        let l = leading();
+        async move { if l.is_empty() { Err("neither log says so yet".to_string()) } else { Ok(()) } }
+    })
+    .await;
+    // The standby tries, and fails, to take the Lease every retry period (2 s): over a few of
+    // them, exactly one runs its controllers, neither exits and the holder stays. The period is
+    // what is tested (held, checked all along).
+    let (leases, holder) = (&leases, &holder);
+    hold_for(&c, "one leader while both run", Duration::from_secs(5), || {
+        // In the closure, not the future: `exited` needs the processes mutably, once per check.
+        let exited: Vec<String> = (0..2).filter_map(|i| cms[i].exited().map(|st| format!("{} exited ({st}):\n{}", names[i], log_of(&c, names[i])))).collect();
+        let one_leads = match leading().len() {
+            1 => Ok(()),
+            _ => Err(format!("exactly one controller manager runs its controllers:\n{}\n{}", log_of(&c, "cm-a"), log_of(&c, "cm-b"))),
+        };
+        async move {
+            if !exited.is_empty() {
+                return Err(exited.join("\n"));
+            }
+            one_leads?;
+            let now = leases.get("kube-controller-manager").await.map_err(|e| e.to_string())?.spec.and_then(|s| s.holder_identity);
+            if now.as_ref() != Some(holder) {
+                return Err(format!("the holder changed from {holder} to {now:?} while both ran"));
+            }
+            Ok(())
+        }
+    })
+    .await;
+    let leader = leading()[0];
+    let standby = 1 - leader;
 
     // The leader stops cleanly: it releases the Lease, and the standby takes over long before the
     // 15 s lease duration would have run out.
@@ -270,7 +312,7 @@ async fn controller_manager_leader_election_one_leads_and_hands_over_on_shutdown
     assert!(log_of(&c, names[leader]).contains("released the lease"), "the leader released the lease:\n{}", log_of(&c, names[leader]));
     let new_holder = wait_for(&c, "the standby holding the lease", Duration::from_secs(10), || async {
         let l = leases.get("kube-controller-manager").await.map_err(|e| e.to_string())?;
-        l.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty() && *h != holder).ok_or_else(|| "not yet".to_string())
+        l.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty() && h != holder).ok_or_else(|| "not yet".to_string())
     })
     .await;
     eprintln!("[e2e] new holder after {:?}: {new_holder}", stopped.elapsed());

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::process::Output;
 use e2e::nodelab::{BUSYBOX, Components, NodeLab, RUN_TIMEOUT};
@@ -21,19 +21,7 @@ async fn lab(node: &str, octet: u8) -> Lab {
 
 impl Lab {
     async fn wait_phase(&self, name: &str, phase: &str) {
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
-            let p = self.pods().get_opt(name).await.ok().flatten();
-            let now = p.as_ref().and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone()).unwrap_or_default();
-            if now == phase {
-                return;
-            }
-            if Instant::now() > deadline {
-                let shown = p.map(|p| serde_json::to_string_pretty(&p.status).unwrap_or_default()).unwrap_or_default();
-                self.fail(&format!("pod {name} not {phase} within {RUN_TIMEOUT:?}:\n{shown}"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.wait_pod(name, phase, RUN_TIMEOUT, |p| e2e::nodelab::phase(p) == phase).await;
     }
 
     /// A pod on our node with one busybox container `main` running `command` (plus `extra`
@@ -102,8 +90,10 @@ async fn exec_output_stdin_exit_codes_tty_and_errors() {
     assert!(!o.success, "a missing binary must fail:\n{}", o.describe());
 
     // A tty under `script`: the container sees a terminal of the size kubectl's terminal has
-    // (sent as a resize message), and its output comes with \r\n.
-    let line = lab.kubectl_line(&["exec", "-it", "shell", "--", "sh", "-c", "sleep 1; tty; stty size"]);
+    // (sent as a resize message), and its output comes with \r\n. The resize may land a moment
+    // after the command starts: it waits for it (up to 10 s), then prints what it has.
+    let await_size = "i=0; while [ \"$(stty size)\" != '33 111' ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; tty; stty size";
+    let line = lab.kubectl_line(&["exec", "-it", "shell", "--", "sh", "-c", await_size]);
     let mut cmd = Command::new("script");
     cmd.env_clear()
         .env("HOME", lab.home())

@@ -27,7 +27,7 @@ use e2e::lab::{Lab, NODES, secs};
 use e2e::poll_until;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader, Lines};
-use tokio::process::{Child, ChildStdout};
+use tokio::process::{Child, ChildStderr, ChildStdout};
 
 /// The nodes' log filter: info, plus PLEG's one line per event (exercise 06).
 const RUST_LOG: &str = "info,kubelet::pleg=debug";
@@ -101,43 +101,58 @@ fn bare_id(container_id: &str) -> &str {
     container_id.rsplit("://").next().unwrap_or(container_id)
 }
 
-/// `kubectl get … -w` in the background, read line by line as kubectl prints them.
+/// `kubectl get … -w` in the background, read line by line as kubectl prints them. It runs with
+/// `-v=6`, which logs each request kubectl makes to stderr (stdout, what the pages show, is the
+/// same), so that a test can tell when its watch is open.
 struct KubectlWatch {
     child: Child,
     lines: Lines<BufReader<ChildStdout>>,
     seen: Vec<String>,
+    log: Lines<BufReader<ChildStderr>>,
+    logged: Vec<String>,
 }
 
 impl KubectlWatch {
     fn start(lab: &Lab, via: &str, args: &[&str]) -> anyhow::Result<KubectlWatch> {
         let mut cmd = tokio::process::Command::from(lab.kubectl_command(via));
-        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        cmd.args(args).arg("-v=6").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         let mut child = cmd.spawn().context("starting kubectl get -w")?;
         let stdout = child.stdout.take().context("kubectl's stdout")?;
-        Ok(KubectlWatch { child, lines: BufReader::new(stdout).lines(), seen: Vec::new() })
+        let stderr = child.stderr.take().context("kubectl's stderr")?;
+        Ok(KubectlWatch { child, lines: BufReader::new(stdout).lines(), seen: Vec::new(), log: BufReader::new(stderr).lines(), logged: Vec::new() })
     }
 
-    /// Reads until a line satisfies `want`; returns every line read so far.
+    /// Reads stdout until a line satisfies `want`; returns every line read so far.
     async fn until(&mut self, timeout: Duration, want: impl Fn(&str) -> bool) -> anyhow::Result<&[String]> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
-                .await
-                .with_context(|| format!("kubectl -w printed nothing wanted in {timeout:?}: {:?}", self.seen))??;
-            let Some(line) = line else {
-                // kubectl has exited: what it said on stderr is why.
-                let mut stderr = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    use tokio::io::AsyncReadExt as _;
-                    let _ = e.read_to_string(&mut stderr).await;
+        if let Err(e) = read_until(&mut self.lines, &mut self.seen, timeout, want).await {
+            let what = format!("kubectl -w printed nothing wanted in {timeout:?}: {:?}", self.seen);
+            return Err(self.failed(e, what).await);
+        }
+        Ok(&self.seen)
+    }
+
+    /// Waits until kubectl's watch of `path` is open: its `-v=6` line for the watch request's
+    /// response (which the API server sends before any event).
+    async fn watching(&mut self, path: &str, timeout: Duration) -> anyhow::Result<()> {
+        let want = |l: &str| l.contains(&format!("{path}?")) && l.contains("watch=true") && l.contains("200 OK");
+        if let Err(e) = read_until(&mut self.log, &mut self.logged, timeout, want).await {
+            let what = format!("kubectl -w logged no open watch of {path} in {timeout:?}: {:?}", self.logged);
+            return Err(self.failed(e, what).await);
+        }
+        Ok(())
+    }
+
+    /// Why reading failed: `timed_out` for a timeout; for kubectl's exit, what it said on stderr.
+    async fn failed(&mut self, e: ReadError, timed_out: String) -> anyhow::Error {
+        match e {
+            ReadError::TimedOut => anyhow::anyhow!(timed_out),
+            ReadError::Io(e) => e.into(),
+            ReadError::Ended => {
+                while let Ok(Some(l)) = self.log.next_line().await {
+                    self.logged.push(l);
                 }
                 let status = self.child.wait().await.map(|s| s.to_string()).unwrap_or_default();
-                anyhow::bail!("kubectl -w ended ({status}) after {:?}; its stderr: {}", self.seen, stderr.trim());
-            };
-            let done = want(&line);
-            self.seen.push(line);
-            if done {
-                return Ok(&self.seen);
+                anyhow::anyhow!("kubectl -w ended ({status}) after {:?}; its stderr: {}", self.seen, self.logged.join("\n"))
             }
         }
     }
@@ -145,6 +160,30 @@ impl KubectlWatch {
     async fn stop(mut self) {
         // Our own child, by its handle.
         let _ = self.child.kill().await;
+    }
+}
+
+enum ReadError {
+    TimedOut,
+    Ended,
+    Io(std::io::Error),
+}
+
+/// Reads `lines` into `seen` until one satisfies `want`.
+async fn read_until<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut Lines<R>, seen: &mut Vec<String>, timeout: Duration, want: impl Fn(&str) -> bool) -> Result<(), ReadError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let line = match tokio::time::timeout_at(deadline, lines.next_line()).await {
+            Err(_) => return Err(ReadError::TimedOut),
+            Ok(Err(e)) => return Err(ReadError::Io(e)),
+            Ok(Ok(None)) => return Err(ReadError::Ended),
+            Ok(Ok(Some(line))) => line,
+        };
+        let done = want(&line);
+        seen.push(line);
+        if done {
+            return Ok(());
+        }
     }
 }
 
@@ -169,9 +208,9 @@ async fn store_settled(lab: &Lab, via: &str, timeout: Duration) -> anyhow::Resul
 /// 01: watch a pod being scheduled and started (`kubectl get pods -w`, events, `kubelab trace`).
 async fn ex01_schedule_a_pod(lab: &Lab) -> anyhow::Result<()> {
     let mut watch = KubectlWatch::start(lab, "node1", &["get", "pods", "-w"])?;
-    // With no pod yet kubectl prints nothing, so there is no line to wait for: give it a moment
-    // to list and open its watch, or the first row could already be past Pending.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // With no pod yet kubectl prints nothing: wait for its watch to open instead, or the first
+    // row could already be past Pending.
+    watch.watching("/api/v1/namespaces/default/pods", SHOW_TIMEOUT).await?;
     lab.apply("node1", &hello()).await?;
     let lines = watch.until(RUN_TIMEOUT, |l| row(l).first() == Some(&"hello") && row(l).get(2) == Some(&"Running")).await?;
     let statuses: Vec<String> = lines.iter().map(|l| row(l)).filter(|r| r.first() == Some(&"hello")).filter_map(|r| r.get(2).map(|s| s.to_string())).collect();

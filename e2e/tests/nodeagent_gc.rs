@@ -11,7 +11,6 @@
 //! CRI in nodeagent's `kuberuntime_gc` unit tests.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams};
@@ -39,18 +38,13 @@ fn condition(n: &Node, type_: &str) -> String {
 impl Lab {
     async fn wait_node(&self, node: &str, what: &str, pred: impl Fn(&Node) -> bool) -> Node {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
-            if let Ok(Some(n)) = nodes.get_opt(node).await
-                && pred(&n)
-            {
-                return n;
-            }
-            if Instant::now() > deadline {
-                self.fail(&format!("node {node}: {what} not reached within {RUN_TIMEOUT:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        let what = format!("node {node}: {what}");
+        self.wait_until(&what, RUN_TIMEOUT, || async {
+            let n = nodes.get(node).await?;
+            anyhow::ensure!(pred(&n), "last status:\n{}", serde_json::to_string_pretty(&n.status).unwrap_or_default());
+            Ok(Some(n))
+        })
+        .await
     }
 
     async fn wait_pod(&self, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
@@ -115,17 +109,13 @@ async fn image_gc_removes_unused_images_and_keeps_used_and_pause_images() {
     // Every byte of the disk over the threshold, no minimum age: the first pass collects.
     let flags = ["--image-gc-high-threshold=1", "--image-gc-low-threshold=0", "--minimum-image-ttl-duration=0s"];
     lab.agent.restart_with(&flags.map(String::from)).expect("restart the agent");
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let after = loop {
-        let tags = lab.image_tags().await;
-        if !tags.contains(&VICTIM.to_string()) {
-            break tags;
-        }
-        if Instant::now() > deadline {
-            lab.fail(&format!("the unused image was never collected; images: {tags:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
+    let after = lab
+        .wait_until("the unused image collected", RUN_TIMEOUT, || async {
+            let tags = lab.image_tags().await;
+            anyhow::ensure!(!tags.contains(&VICTIM.to_string()), "images: {tags:?}");
+            Ok(Some(tags))
+        })
+        .await;
     assert!(after.contains(&BUSYBOX.to_string()), "the image a running pod uses stays: {after:?}");
     assert!(after.contains(&PAUSE.to_string()), "the sandbox image stays: {after:?}");
     assert!(lab.agent.log().contains("removing an unused image"), "the agent logs what it collects");
@@ -133,13 +123,13 @@ async fn image_gc_removes_unused_images_and_keeps_used_and_pause_images() {
     assert_eq!(phase(&p), "Running", "the pod using busybox is untouched");
 
     // With a low threshold of 0% the disk can never be freed enough: the node says so.
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    while !lab.events("involvedObject.kind=Node,involvedObject.name=gc-a").await.iter().any(|e| e.reason.as_deref() == Some("FreeDiskSpaceFailed")) {
-        if Instant::now() > deadline {
-            lab.fail("no FreeDiskSpaceFailed event on the node");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    lab.wait_until("a FreeDiskSpaceFailed event on the node", RUN_TIMEOUT, || async {
+        let evs = lab.events("involvedObject.kind=Node,involvedObject.name=gc-a").await;
+        let reasons: Vec<_> = evs.iter().map(|e| e.reason.clone().unwrap_or_default()).collect();
+        anyhow::ensure!(reasons.iter().any(|r| r == "FreeDiskSpaceFailed"), "the node's events: {reasons:?}");
+        Ok(Some(()))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

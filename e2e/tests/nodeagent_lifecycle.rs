@@ -19,8 +19,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, ListParams};
 use e2e::nodelab::{BUSYBOX, Components, NodeLab, RUN_TIMEOUT};
 
 // This file's lab: the shared one plus what only these tests need.
@@ -53,19 +53,15 @@ impl Lab {
     }
 
     /// The runtime's state of the pod's container `name`, newest instance first.
-    async fn runtime_states(&self, uid: &str, name: &str) -> Vec<i32> {
-        use k8s_cri::v1 as cri;
-        let rt = self.agent.containerd().runtime().await.expect("CRI client");
-        let filter = cri::ContainerFilter {
-            label_selector: [("io.kubernetes.pod.uid".to_string(), uid.to_string())].into(),
-            ..Default::default()
-        };
-        let mut cs = rt.list_containers(Some(filter)).await.expect("list containers");
+    async fn runtime_states(&self, uid: &str, name: &str) -> anyhow::Result<Vec<i32>> {
+        let mut cs = self.runtime_containers(uid).await?;
         cs.retain(|c| c.metadata.as_ref().is_some_and(|m| m.name == name));
         cs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
-        cs.into_iter().map(|c| c.state).collect()
+        Ok(cs.into_iter().map(|c| c.state).collect())
     }
 }
+
+const RUNNING: i32 = k8s_cri::v1::ContainerState::ContainerRunning as i32;
 
 fn restart_count(p: &Pod) -> i32 {
     p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).and_then(|cs| cs.first()).map_or(0, |c| c.restart_count)
@@ -105,13 +101,12 @@ async fn pre_stop_hooks_and_grace_periods() {
     );
     lab.wait_running("stopper").await;
     let log = dir.join("log");
-    let started = Instant::now();
-    while marks(&log).is_empty() {
-        if started.elapsed() > RUN_TIMEOUT {
-            lab.fail("the stopper container never wrote its START line");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    lab.wait_until("the stopper container's START line", RUN_TIMEOUT, || async {
+        let m = marks(&log);
+        anyhow::ensure!(!m.is_empty(), "{} holds no marks yet", log.display());
+        Ok(Some(()))
+    })
+    .await;
     let took = lab.delete(&["stopper", "--timeout=60s"]);
     let m = marks(&log);
     let words: Vec<&str> = m.iter().map(|(w, _)| w.as_str()).collect();
@@ -133,11 +128,33 @@ async fn pre_stop_hooks_and_grace_periods() {
     // The same while a 60 s termination is already under way: the second DELETE shortens it.
     lab.create_pod("stubborn-2", &ignore_term);
     lab.wait_running("stubborn-2").await;
+    let deleted = Instant::now();
     lab.delete(&["stubborn-2", "--wait=false"]);
     let p = lab.wait_pod("stubborn-2", "Terminating", RUN_TIMEOUT, |p| p.metadata.deletion_timestamp.is_some()).await;
     assert_eq!(p.metadata.deletion_grace_period_seconds, Some(60));
-    tokio::time::sleep(Duration::from_secs(2)).await; // the node agent is inside StopContainer(60 s) now
-    assert!(lab.pods().get_opt("stubborn-2").await.expect("get").is_some(), "still terminating after 2 s of 60");
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    // The agent records Killing just before it calls StopContainer(60 s): from then on the
+    // termination is under way.
+    let events: Api<Event> = Api::namespaced(lab.client.clone(), "default");
+    let selector = format!("involvedObject.name=stubborn-2,involvedObject.uid={uid}");
+    lab.wait_until("the node agent killing stubborn-2 (a Killing event)", RUN_TIMEOUT, || async {
+        let evs = events.list(&ListParams::default().fields(&selector)).await?.items;
+        let reasons: Vec<_> = evs.iter().map(|e| e.reason.clone().unwrap_or_default()).collect();
+        anyhow::ensure!(reasons.iter().any(|r| r == "Killing"), "events so far: {reasons:?}");
+        Ok(Some(()))
+    })
+    .await;
+    // Still terminating 2 s into the 60: the pod stays and its container (which ignores SIGTERM)
+    // keeps running. Held, checked all along: this is the state the second DELETE must cut short.
+    let pods = lab.pods();
+    let until_2s = (deleted + Duration::from_secs(2)).saturating_duration_since(Instant::now());
+    lab.hold_for("stubborn-2 terminating for 2 s of its 60", until_2s, || async {
+        anyhow::ensure!(pods.get_opt("stubborn-2").await?.is_some(), "the pod is gone");
+        let states = lab.runtime_states(&uid, "app").await?;
+        anyhow::ensure!(states.first() == Some(&RUNNING), "the container stopped: {states:?}");
+        Ok(())
+    })
+    .await;
     let took = lab.delete(&["stubborn-2", "--grace-period=1", "--timeout=60s"]);
     assert!(took < Duration::from_secs(8), "a shorter grace period must cut the termination in progress short; took {took:?}");
 
@@ -145,21 +162,16 @@ async fn pre_stop_hooks_and_grace_periods() {
     lab.create_pod("forced", &ignore_term);
     let p = lab.wait_running("forced").await;
     let uid = p.metadata.uid.clone().unwrap_or_default();
-    assert_eq!(lab.runtime_states(&uid, "app").await.first(), Some(&(k8s_cri::v1::ContainerState::ContainerRunning as i32)));
+    assert_eq!(lab.runtime_states(&uid, "app").await.expect("list containers").first(), Some(&RUNNING));
     let took = lab.delete(&["forced", "--force", "--grace-period=0"]);
     assert!(took < Duration::from_secs(5), "a forced delete does not wait for the node: {took:?}");
     assert!(lab.pods().get_opt("forced").await.expect("get").is_none(), "gone from the API at once");
-    let stopped_by = Instant::now() + Duration::from_secs(10);
-    loop {
-        let states = lab.runtime_states(&uid, "app").await;
-        if states.first().is_none_or(|s| *s != k8s_cri::v1::ContainerState::ContainerRunning as i32) {
-            break;
-        }
-        if Instant::now() > stopped_by {
-            lab.fail(&format!("the force-deleted pod's container still runs 10 s later: {states:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    lab.wait_until("the force-deleted pod's container stopped (within 10 s)", Duration::from_secs(10), || async {
+        let states = lab.runtime_states(&uid, "app").await?;
+        anyhow::ensure!(states.first().is_none_or(|s| *s != RUNNING), "the container still runs: {states:?}");
+        Ok(Some(()))
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -189,24 +201,15 @@ async fn post_start_failures_previous_logs_and_resource_fields() {
     );
     lab.wait_pod("counter", "restartCount >= 1", Duration::from_secs(90), |p| restart_count(p) >= 1).await;
     let run_of = |out: &str| out.lines().find_map(|l| l.strip_prefix("run ")).and_then(|n| n.trim().parse::<u32>().ok());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    lab.wait_until("logs --previous showing the run before the current one", Duration::from_secs(60), || async {
         // Read both between restarts: retry if a restart slipped in between the two calls.
         let previous = lab.api.kubectl(&["logs", "counter", "--previous"]);
         let current = lab.api.kubectl(&["logs", "counter"]);
-        if previous.success && current.success {
-            let (p, c) = (run_of(&previous.stdout), run_of(&current.stdout));
-            if let (Some(p), Some(c)) = (p, c)
-                && c == p + 1
-            {
-                break;
-            }
-        }
-        if Instant::now() > deadline {
-            lab.fail(&format!("logs --previous never showed the run before the current one:\n{}\n{}", previous.describe(), current.describe()));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+        let ok = previous.success && current.success && matches!((run_of(&previous.stdout), run_of(&current.stdout)), (Some(p), Some(c)) if c == p + 1);
+        anyhow::ensure!(ok, "{}\n{}", previous.describe(), current.describe());
+        Ok(Some(()))
+    })
+    .await;
     let o = lab.api.kubectl(&["logs", "hooked", "--previous", "-c", "nope"]);
     assert!(!o.success, "a wrong container name is an error");
 
@@ -227,15 +230,10 @@ async fn post_start_failures_previous_logs_and_resource_fields() {
     );
     lab.wait_running("sized").await;
     let want = format!("mem=64 cpu_req=1 cpu_lim={cpus} file=250");
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    loop {
+    lab.wait_until(&format!("resource fields {want:?} in sized's log"), RUN_TIMEOUT, || async {
         let o = lab.api.kubectl(&["logs", "sized"]);
-        if o.success && o.stdout.contains(&want) {
-            break;
-        }
-        if Instant::now() > deadline {
-            lab.fail(&format!("resource fields: want {want:?}\n{}", o.describe()));
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        anyhow::ensure!(o.success && o.stdout.contains(&want), "{}", o.describe());
+        Ok(Some(()))
+    })
+    .await;
 }

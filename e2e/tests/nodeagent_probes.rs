@@ -46,17 +46,13 @@ impl Lab {
 
     /// `kubectl describe pod` until its output contains every one of `needles`.
     async fn wait_describe(&self, name: &str, needles: &[&str]) -> String {
-        let deadline = Instant::now() + RUN_TIMEOUT;
-        loop {
+        let what = format!("kubectl describe pod {name} showing {needles:?}");
+        self.wait_until(&what, RUN_TIMEOUT, || async {
             let o = self.api.kubectl(&["describe", "pod", name]);
-            if o.success && needles.iter().all(|n| o.stdout.contains(n)) {
-                return o.stdout;
-            }
-            if Instant::now() > deadline {
-                self.fail(&format!("kubectl describe pod {name} never showed {needles:?}:\n{}", o.describe()));
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+            anyhow::ensure!(o.success && needles.iter().all(|n| o.stdout.contains(n)), "{}", o.describe());
+            Ok(Some(o.stdout))
+        })
+        .await
     }
 }
 

@@ -103,7 +103,7 @@ pub fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value> {
             serde_norway::from_slice(body).map_err(|e| Error::BadRequest(format!("the body of the request could not be decoded as YAML: {e}")))
         }
         // kubectl's typed generators (`create namespace`, `create configmap`, ...) send protobuf.
-        crate::protobuf::CONTENT_TYPE => crate::protobuf::decode(body).map_err(|e| {
+        crate::serializer::protobuf::CONTENT_TYPE => crate::serializer::protobuf::decode(body).map_err(|e| {
             if e.is_unsupported() { Error::UnsupportedMediaType(format!("application/json, application/yaml ({e})")) } else { Error::BadRequest(e.to_string()) }
         }),
         other => Err(Error::UnsupportedMediaType(format!("application/json, application/yaml (not {other})"))),

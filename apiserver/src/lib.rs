@@ -16,7 +16,7 @@
 //!    [`defaults`]), validates it (the `api` crate's `validate_*`, whose field errors
 //!    [`registry::validation::causes`] turns into a 422's causes) and splits spec from status.
 //! 4. Lists and watches with a resourceVersion are served by the resource's
-//!    [`watch_cache::WatchCache`]: one store watch per resource, fanned out to every watcher.
+//!    [`storage::watch_cache::WatchCache`]: one store watch per resource, fanned out to every watcher.
 //! 5. Errors leave as a `metav1.Status` ([`error::Error::to_status`]); Tables
 //!    ([`printers`]) when kubectl asks for them.
 //!
@@ -31,7 +31,6 @@
 //! - The OpenAPI v3 documents list paths and operations without schemas; `kubectl explain` has
 //!   nothing to show.
 
-pub mod compact;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
@@ -43,12 +42,11 @@ pub mod openapi;
 pub mod patch;
 pub mod pods;
 pub mod printers;
-pub mod protobuf;
+pub mod serializer;
 pub mod registry;
 pub mod storage;
 pub mod trace;
 pub mod watch;
-pub mod watch_cache;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,8 +56,8 @@ use serde_json::{Value, json};
 
 pub use error::{Error, Result};
 use registry::{Registry, Strategy, Typed};
-use storage::Storage;
-use watch_cache::WatchCache;
+use storage::store::Storage;
+use storage::watch_cache::WatchCache;
 
 /// Flags as kube-apiserver names them.
 #[derive(Clone, Debug)]
@@ -72,7 +70,7 @@ pub struct Options {
     pub event_ttl: Duration,
     /// Events kept in each watch cache for watchers that resume.
     pub watch_cache_size: usize,
-    /// How often the store's history is compacted ([`compact`]); zero never.
+    /// How often the store's history is compacted ([`storage::compact`]); zero never.
     pub etcd_compaction_interval: Duration,
 }
 
@@ -284,7 +282,7 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
         actix_web::rt::spawn(r.cache.clone().run(storage.clone()));
     }
     if !opts.etcd_compaction_interval.is_zero() {
-        actix_web::rt::spawn(compact::run(storage.client(), opts.etcd_compaction_interval));
+        actix_web::rt::spawn(storage::compact::run(storage.client(), opts.etcd_compaction_interval));
     }
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let api = web::Data::new(Api { registries: regs, storage, metrics: metrics::Metrics::new(), http, options: opts.clone() });

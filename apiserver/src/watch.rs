@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::handlers::wants_table;
 use crate::printers;
 use crate::registry::{ListOptions, Registry};
-use crate::watch_cache::{EventType, WatchEvent, event_for};
+use crate::storage::watch_cache::{EventType, WatchEvent, event_for};
 
 /// How often an idle watch that allows bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
@@ -151,7 +151,7 @@ fn record_sent(e: &WatchEvent, kind: EventType, watcher: &str) {
 /// the same).
 fn object_for(e: &WatchEvent, kind: EventType) -> Value {
     match (&e.prev, kind, e.kind) {
-        (Some(prev), EventType::Deleted, EventType::Modified) => crate::storage::with_resource_version((**prev).clone(), e.revision),
+        (Some(prev), EventType::Deleted, EventType::Modified) => crate::storage::store::with_resource_version((**prev).clone(), e.revision),
         _ => (*e.object).clone(),
     }
 }

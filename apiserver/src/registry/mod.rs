@@ -22,8 +22,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::error::{Cause, Error, Result};
-use crate::storage::{Storage, Stored, WriteOutcome};
-use crate::watch_cache::WatchCache;
+use crate::storage::store::{Storage, Stored, WriteOutcome};
+use crate::storage::watch_cache::WatchCache;
 
 /// What discovery, routing and storage need to know about a resource.
 #[derive(Debug)]
@@ -357,7 +357,7 @@ impl Registry {
             };
         }
         match self.storage.create(&key, &obj, self.strategy.ttl()).await? {
-            WriteOutcome::Written(rev) => Ok(crate::storage::with_resource_version(obj, rev)),
+            WriteOutcome::Written(rev) => Ok(crate::storage::store::with_resource_version(obj, rev)),
             WriteOutcome::Mismatch(_) => Err(Error::AlreadyExists { kind: info.plural.into(), name }),
         }
     }
@@ -452,12 +452,12 @@ impl Registry {
             && new.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0
         {
             return match self.storage.delete(&self.key(namespace, name), current.mod_revision).await? {
-                WriteOutcome::Written(rev) => Ok(crate::storage::with_resource_version(new, rev)),
+                WriteOutcome::Written(rev) => Ok(crate::storage::store::with_resource_version(new, rev)),
                 WriteOutcome::Mismatch(_) => Err(self.conflict(name)),
             };
         }
         match self.storage.update(&self.key(namespace, name), &new, current.mod_revision).await? {
-            WriteOutcome::Written(rev) => Ok(crate::storage::with_resource_version(new, rev)),
+            WriteOutcome::Written(rev) => Ok(crate::storage::store::with_resource_version(new, rev)),
             WriteOutcome::Mismatch(None) => Err(self.not_found(name)),
             WriteOutcome::Mismatch(Some(_)) => Err(self.conflict(name)),
         }
@@ -551,7 +551,7 @@ impl Registry {
                 return Ok((current.value, false));
             }
             match self.storage.update(&self.key(namespace, name), &marked, current.mod_revision).await? {
-                WriteOutcome::Written(rev) => return Ok((crate::storage::with_resource_version(marked, rev), false)),
+                WriteOutcome::Written(rev) => return Ok((crate::storage::store::with_resource_version(marked, rev), false)),
                 WriteOutcome::Mismatch(None) => return Err(self.not_found(name)),
                 WriteOutcome::Mismatch(Some(_)) => continue,
             }
@@ -587,7 +587,7 @@ pub fn decode_continue(token: &str) -> Result<(i64, String)> {
 
 impl Registry {
     /// The predicate of a list or watch: namespace, label selector, field selector.
-    pub fn filter(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<crate::watch_cache::Filter> {
+    pub fn filter(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<crate::storage::watch_cache::Filter> {
         use apimachinery::fields::FieldSelector;
         use apimachinery::labels::Selector;
         let labels = match opts.label_selector.as_deref().filter(|s| !s.trim().is_empty()) {
@@ -686,7 +686,7 @@ impl Registry {
     }
 
     /// A watch from the cache. `None` revision: the current objects as ADDED events first.
-    pub fn watch(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<(crate::watch_cache::Subscription, crate::watch_cache::Filter)> {
+    pub fn watch(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<(crate::storage::watch_cache::Subscription, crate::storage::watch_cache::Filter)> {
         let filter = self.filter(namespace, opts)?;
         let rv = match opts.resource_version.as_deref() {
             _ if opts.send_initial_events => None,
@@ -705,7 +705,7 @@ impl Registry {
             let current = self.get_stored(namespace, name).await?;
             let new = f(&current.value)?;
             match self.storage.update(&self.key(namespace, name), &new, current.mod_revision).await? {
-                WriteOutcome::Written(rev) => return Ok(crate::storage::with_resource_version(new, rev)),
+                WriteOutcome::Written(rev) => return Ok(crate::storage::store::with_resource_version(new, rev)),
                 WriteOutcome::Mismatch(None) => return Err(self.not_found(name)),
                 WriteOutcome::Mismatch(Some(_)) => continue,
             }

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
 use crate::error::{Error, Result};
-use crate::storage::{Storage, with_resource_version};
+use super::store::{Storage, with_resource_version};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {

@@ -6,7 +6,7 @@ use actix_web::{HttpRequest, HttpResponse, http::header};
 use serde_json::{Value, json};
 
 use crate::Api;
-use crate::registry::ResourceInfo;
+use crate::registry::generic::strategy::ResourceInfo;
 
 pub const AGGREGATED_CONTENT_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 

@@ -36,7 +36,7 @@ use tokio::net::TcpStream;
 
 use crate::Api;
 use crate::error::{Error, Result};
-use crate::logs::node_agent_url;
+use crate::registry::core::node::kubelet_client::node_agent_url;
 
 /// The annotation kubectl (and we) read for the container to use when none is named.
 pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";

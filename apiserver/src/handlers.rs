@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 use tracing::Instrument as _;
 
 use crate::error::{Error, Result};
-use crate::registry::{DeleteOptions, ListOptions, Registry, name_of};
-use crate::{Api, printers, watch};
+use crate::printers::tablegenerator::{table, table_json};
+use crate::registry::generic::options::{DeleteOptions, ListOptions};
+use crate::registry::generic::store::{Registry, name_of};
+use crate::{Api, watch};
 
 /// Where a request goes.
 pub struct Target {
@@ -159,7 +161,7 @@ fn check_name_and_namespace(t: &Target, obj: &Value) -> Result<()> {
 /// Decodes through the typed object; unknown fields are warnings, or 400 under Strict.
 fn decode(reg: &Registry, mut obj: Value, q: &HashMap<String, String>) -> Result<(Value, Vec<String>)> {
     check_type(reg, &mut obj)?;
-    let (canonical, unknown) = reg.strategy.decode(obj)?;
+    let (canonical, unknown) = reg.info().codec.decode(reg.info().kind, obj)?;
     let warnings: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
     if !warnings.is_empty() && q.get("fieldValidation").map(String::as_str) == Some("Strict") {
         let kind = reg.info().kind;
@@ -260,7 +262,7 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             }
             let list = reg.list(ns, &opts).await?;
             if wants_table(req) {
-                let table = printers::table_json(info.kind, &list.items, &list.resource_version, list.continue_token.as_deref(), chrono::Utc::now());
+                let table = table_json(info.printer, &list.items, &list.resource_version, list.continue_token.as_deref(), chrono::Utc::now());
                 return Ok(HttpResponse::Ok().content_type("application/json").body(table));
             }
             let mut meta = json!({"resourceVersion": list.resource_version});
@@ -288,7 +290,7 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
             let obj = reg.get(ns, name).await?;
             if wants_table(req) {
                 let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
-                return Ok(json_response(200, &printers::table(info.kind, &[obj], &rv, None, chrono::Utc::now()), &[]));
+                return Ok(json_response(200, &table(info.printer, &[obj], &rv, None, chrono::Utc::now()), &[]));
             }
             Ok(json_response(200, &obj, &[]))
         }
@@ -310,7 +312,7 @@ async fn handle(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Re
                 let admission = tracing::debug_span!(target: "apiserver", "admission", check = "NamespaceLifecycle", pod_uid = tracing::field::Empty);
                 api.check_namespace_open(ns.unwrap_or("default")).instrument(admission).await?;
             }
-            let created = reg.create_with(ns, api.record_managed_fields(obj, None, &q, "Update"), dry_run(&q)).await?;
+            let created = reg.create_with(ns, api.record_managed_fields(obj, None, &q, "Update"), dry_run(&q), &|_| Ok(())).await?;
             // The request names its pod too, so a tracing UI finds the create by `pod_uid`.
             if info.kind == "Pod"
                 && let Some(uid) = created.pointer("/metadata/uid").and_then(Value::as_str)

@@ -55,7 +55,8 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
 
 pub use error::{Error, Result};
-use registry::{Registry, Strategy, Typed};
+use registry::generic::store::Registry;
+use registry::generic::strategy::Strategy;
 use storage::store::Storage;
 use storage::watch_cache::WatchCache;
 
@@ -147,7 +148,7 @@ impl Api {
     /// What follows a create: every new namespace gets its `default` service account.
     pub async fn after_create(&self, reg: &Registry, created: &Value) {
         if reg.info().kind == "Namespace" {
-            let ns = registry::name_of(created).to_string();
+            let ns = registry::generic::store::name_of(created).to_string();
             self.ensure_default_service_account(&ns).await;
         }
     }
@@ -163,7 +164,7 @@ impl Api {
     /// Records who wrote which fields (metadata.managedFields) for a non-apply write.
     pub fn record_managed_fields(&self, mut obj: Value, old: Option<&Value>, q: &std::collections::HashMap<String, String>, operation: &str) -> Value {
         if let Some(manager) = q.get("fieldManager").filter(|m| !m.is_empty()) {
-            apimachinery::managedfields::update_managed_fields(old, &mut obj, manager, operation, &registry::now_rfc3339());
+            apimachinery::managedfields::update_managed_fields(old, &mut obj, manager, operation, &registry::generic::store::now_rfc3339());
         }
         obj
     }
@@ -183,18 +184,23 @@ impl Api {
 }
 
 fn registries(storage: &Storage, opts: &Options) -> Vec<Arc<Registry>> {
-    use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
-    use registry::core::*;
+    use registry::coordination::lease::strategy::LeaseStrategy;
+    use registry::core::configmap::strategy::ConfigMapStrategy;
+    use registry::core::event::strategy::EventStrategy;
+    use registry::core::namespace::strategy::NamespaceStrategy;
+    use registry::core::node::strategy::NodeStrategy;
+    use registry::core::pod::strategy::PodStrategy;
+    use registry::core::secret::strategy::SecretStrategy;
+    use registry::core::serviceaccount::strategy::ServiceAccountStrategy;
     let strategies: Vec<Arc<dyn Strategy>> = vec![
-        Arc::new(registry::namespaces::NamespaceStrategy),
-        Arc::new(registry::pods::PodStrategy),
-        Arc::new(registry::nodes::NodeStrategy),
+        Arc::new(NamespaceStrategy),
+        Arc::new(PodStrategy),
+        Arc::new(NodeStrategy),
         Arc::new(EventStrategy { ttl_seconds: opts.event_ttl.as_secs() as i64 }),
-        Arc::new(Typed::<ConfigMap>::new(&CONFIGMAPS)),
-        Arc::new(Typed::<Secret>::new(&SECRETS)),
-        Arc::new(Typed::<ServiceAccount>::new(&SERVICEACCOUNTS)),
-        Arc::new(Typed::<Lease>::new(&LEASES)),
+        Arc::new(ConfigMapStrategy),
+        Arc::new(SecretStrategy),
+        Arc::new(ServiceAccountStrategy),
+        Arc::new(LeaseStrategy),
     ];
     strategies
         .into_iter()

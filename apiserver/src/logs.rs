@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::Api;
 use crate::error::{Error, Result};
+use crate::registry::core::node::kubelet_client::node_agent_url;
 
 /// The query parameters the node agent understands, passed through as they came.
 const PASSED: &[&str] = &["follow", "tailLines", "timestamps", "sinceSeconds", "sinceTime", "limitBytes", "previous"];
@@ -17,20 +18,6 @@ fn containers(pod: &Value) -> Vec<String> {
         .flat_map(|p| pod.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default())
         .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
         .collect()
-}
-
-/// The node agent's address: the node's InternalIP (else its first address) and its daemon port.
-pub fn node_agent_url(node: &Value) -> Option<String> {
-    let addrs = node.pointer("/status/addresses").and_then(Value::as_array)?;
-    let ip = addrs
-        .iter()
-        .find(|a| a["type"] == "InternalIP")
-        .or_else(|| addrs.first())
-        .and_then(|a| a.get("address"))
-        .and_then(Value::as_str)?;
-    let port = node.pointer("/status/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64).unwrap_or(10250);
-    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
-    Some(format!("http://{host}:{port}"))
 }
 
 pub async fn serve(req: &HttpRequest, api: &Api, namespace: &str, name: &str) -> Result<HttpResponse> {

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::Api;
-use crate::registry::ResourceInfo;
+use crate::registry::generic::strategy::ResourceInfo;
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
@@ -42,31 +42,19 @@ fn operation(info: &ResourceInfo, action: &str, mutating: bool) -> Value {
     })
 }
 
-/// The real schemas of the group-version's kinds (from k8s-openapi), each top-level kind marked
-/// with `x-kubernetes-group-version-kind` as kube-openapi marks it (what `kubectl explain` looks for).
+/// The real schemas of the group-version's kinds (from k8s-openapi, through each resource's codec),
+/// each top-level kind marked with `x-kubernetes-group-version-kind` as kube-openapi marks it (what
+/// `kubectl explain` looks for).
 fn schemas(api: &Api, group: &str, version: &str) -> Value {
-    use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod, Secret, ServiceAccount};
     let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
-    let mut kinds = Vec::new();
-    for r in api.registries().filter(|r| r.info().group == group && r.info().version == version) {
-        let info = r.info();
-        let name = match info.kind {
-            "Pod" => { generator.subschema_for::<Pod>(); "io.k8s.api.core.v1.Pod" }
-            "Node" => { generator.subschema_for::<Node>(); "io.k8s.api.core.v1.Node" }
-            "Namespace" => { generator.subschema_for::<Namespace>(); "io.k8s.api.core.v1.Namespace" }
-            "Event" => { generator.subschema_for::<Event>(); "io.k8s.api.core.v1.Event" }
-            "ConfigMap" => { generator.subschema_for::<ConfigMap>(); "io.k8s.api.core.v1.ConfigMap" }
-            "Secret" => { generator.subschema_for::<Secret>(); "io.k8s.api.core.v1.Secret" }
-            "ServiceAccount" => { generator.subschema_for::<ServiceAccount>(); "io.k8s.api.core.v1.ServiceAccount" }
-            "Lease" => { generator.subschema_for::<Lease>(); "io.k8s.api.coordination.v1.Lease" }
-            _ => continue,
-        };
-        kinds.push((name, info));
-    }
+    let kinds: Vec<(String, &ResourceInfo)> = api
+        .registries()
+        .filter(|r| r.info().group == group && r.info().version == version)
+        .map(|r| (r.info().codec.openapi_schema(&mut generator), r.info()))
+        .collect();
     let mut defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     for (name, info) in kinds {
-        if let Some(Value::Object(schema)) = defs.get_mut(name) {
+        if let Some(Value::Object(schema)) = defs.get_mut(&name) {
             schema.insert("x-kubernetes-group-version-kind".into(), json!([{"group": info.group, "version": info.version, "kind": info.kind}]));
         }
     }

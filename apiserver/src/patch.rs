@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::Api;
 use crate::error::{Error, Result};
 use crate::handlers::{check_target, decode_for, dry_run, parse_body, respond};
-use crate::registry::{Registry, now_rfc3339};
+use crate::registry::generic::store::{Registry, now_rfc3339};
 
 fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
     match code {
@@ -58,7 +58,7 @@ pub async fn serve(
                 if reg.info().namespaced {
                     api.check_namespace_open(ns.unwrap_or("default")).await?;
                 }
-                let created = reg.create_with(ns, obj, dry_run(q)).await?;
+                let created = reg.create_with(ns, obj, dry_run(q), &|_| Ok(())).await?;
                 if !dry_run(q) {
                     api.after_create(reg, &created).await;
                 }

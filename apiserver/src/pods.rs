@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::registry::{Registry, now_rfc3339};
+use crate::registry::generic::store::{Registry, now_rfc3339};
 
 pub async fn bind(pods: &Registry, namespace: &str, name: &str, binding: &Value) -> Result<()> {
     let node = binding

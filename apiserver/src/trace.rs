@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::Api;
 use crate::error::{Error, Result};
-use crate::logs::node_agent_url;
+use crate::registry::core::node::kubelet_client::node_agent_url;
 
 /// The annotation a scheduler puts on its bindings (the registry copies a binding's
 /// annotations onto the pod, as Kubernetes' BindingREST does): where its steps can be fetched.

@@ -11,8 +11,9 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::{Error, Result};
 use crate::handlers::wants_table;
-use crate::printers;
-use crate::registry::{ListOptions, Registry};
+use crate::printers::tablegenerator;
+use crate::registry::generic::options::ListOptions;
+use crate::registry::generic::store::Registry;
 use crate::storage::watch_cache::{EventType, WatchEvent, event_for};
 
 /// How often an idle watch that allows bookmarks gets one.
@@ -39,7 +40,7 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
     let shape = move |obj: &Value| -> Value {
         if table {
             let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
-            printers::table(info.kind, std::slice::from_ref(obj), &rv, None, chrono::Utc::now())
+            tablegenerator::table(info.printer, std::slice::from_ref(obj), &rv, None, chrono::Utc::now())
         } else {
             obj.clone()
         }

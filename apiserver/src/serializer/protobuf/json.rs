@@ -1,5 +1,6 @@
 //! Mirrors Go's encoding/json as it writes the Kubernetes types (`omitempty`, pointers, `[]byte` as
 //! base64): the JSON form of a decoded message, what a client would have sent for the same object.
+
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};

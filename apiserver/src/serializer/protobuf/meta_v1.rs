@@ -1,5 +1,6 @@
 //! Mirrors k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto: the messages kubectl's protobuf
 //! bodies carry (object metadata, times, delete options), field numbers as in that file.
+
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};

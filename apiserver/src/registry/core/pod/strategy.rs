@@ -6,9 +6,10 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use super::validation::causes;
-use super::{ResourceInfo, Strategy, Subresource, meta_field, typed_roundtrip};
-use crate::error::{Cause, Result};
+use super::printer::PodPrinter;
+use crate::error::Cause;
+use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
+use crate::registry::generic::typed::Typed;
 
 pub static PODS: ResourceInfo = ResourceInfo {
     group: "",
@@ -28,6 +29,8 @@ pub static PODS: ResourceInfo = ResourceInfo {
         Subresource { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
     ],
     categories: &["all"],
+    codec: &Typed::<Pod>::NEW,
+    printer: &PodPrinter,
 };
 
 pub struct PodStrategy;
@@ -35,10 +38,6 @@ pub struct PodStrategy;
 impl Strategy for PodStrategy {
     fn info(&self) -> &'static ResourceInfo {
         &PODS
-    }
-
-    fn decode(&self, v: Value) -> Result<(Value, Vec<String>)> {
-        typed_roundtrip::<Pod>("Pod", v)
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {

@@ -4,9 +4,10 @@
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
 
-use super::validation::causes;
-use super::{ResourceInfo, Strategy, Subresource, meta_field, typed_roundtrip};
-use crate::error::{Cause, Result};
+use super::printer::NodePrinter;
+use crate::error::Cause;
+use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
+use crate::registry::generic::typed::Typed;
 use api::core::validation::{validate_node, validate_node_update};
 
 pub static NODES: ResourceInfo = ResourceInfo {
@@ -20,6 +21,8 @@ pub static NODES: ResourceInfo = ResourceInfo {
     storage_name: "minions",
     subresources: &[Subresource { name: "status", group: "", version: "v1", kind: "Node", verbs: &["get", "patch", "update"] }],
     categories: &[],
+    codec: &Typed::<Node>::NEW,
+    printer: &NodePrinter,
 };
 
 pub struct NodeStrategy;
@@ -28,21 +31,22 @@ impl Strategy for NodeStrategy {
     fn info(&self) -> &'static ResourceInfo {
         &NODES
     }
-    fn decode(&self, v: Value) -> Result<(Value, Vec<String>)> {
-        typed_roundtrip::<Node>("Node", v)
-    }
+
     fn validate(&self, obj: &Value) -> Vec<Cause> {
         causes(validate_node(obj))
     }
+
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
         causes(validate_node_update(new, old))
     }
+
     fn field(&self, obj: &Value, field: &str) -> Option<String> {
         match field {
             "spec.unschedulable" => Some(obj.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false).to_string()),
             f => meta_field(obj, f),
         }
     }
+
     fn supported_fields(&self) -> &'static [&'static str] {
         &["metadata.name", "spec.unschedulable"]
     }

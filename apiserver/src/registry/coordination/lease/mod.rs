@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/coordination/lease: leases (node heartbeats, leader election).
+
+pub mod printer;
+pub mod strategy;

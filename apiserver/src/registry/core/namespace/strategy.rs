@@ -1,0 +1,133 @@
+//! Mirrors pkg/registry/core/namespace/strategy.go (and the Terminating mark of
+//! namespace/storage/storage.go's `Delete`): a new namespace is Active with the `kubernetes`
+//! finalizer, spec.finalizers change only through `/finalize`, and every new namespace gets its
+//! `default` service account.
+
+use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec};
+use serde_json::{Value, json};
+
+use super::printer::NamespacePrinter;
+use crate::error::Cause;
+use crate::registry::core::serviceaccount::strategy::SERVICEACCOUNTS;
+use crate::registry::generic::store::name_of;
+use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
+use crate::registry::generic::typed::Typed;
+use api::core::v1::defaults::set_defaults_namespace;
+use api::core::v1::well_known::FINALIZER_KUBERNETES;
+
+pub static NAMESPACES: ResourceInfo = ResourceInfo {
+    group: "",
+    version: "v1",
+    kind: "Namespace",
+    plural: "namespaces",
+    singular: "namespace",
+    namespaced: false,
+    short_names: &["ns"],
+    storage_name: "namespaces",
+    subresources: &[
+        Subresource { name: "status", group: "", version: "v1", kind: "Namespace", verbs: &["get", "patch", "update"] },
+        Subresource { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] },
+    ],
+    categories: &[],
+    codec: &Typed::<Namespace>::NEW,
+    printer: &NamespacePrinter,
+};
+
+/// `serviceaccount.DefaultServiceAccountName`: the service account every namespace gets.
+pub const DEFAULT_SERVICE_ACCOUNT_NAME: &str = "default";
+
+pub struct NamespaceStrategy;
+
+impl Strategy for NamespaceStrategy {
+    fn info(&self) -> &'static ResourceInfo {
+        &NAMESPACES
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        obj["spec"]["finalizers"] = json!([FINALIZER_KUBERNETES]);
+        obj["status"] = json!({"phase": "Active"});
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        // spec.finalizers change only through /finalize, the status only through /status.
+        new["spec"]["finalizers"] = old.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+        new["status"] = old.get("status").cloned().unwrap_or(json!({}));
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        causes(api::core::validation::validate_namespace(obj))
+    }
+
+    fn field(&self, obj: &Value, field: &str) -> Option<String> {
+        match field {
+            "status.phase" => Some(obj.pointer("/status/phase").and_then(Value::as_str).unwrap_or("").to_string()),
+            f => meta_field(obj, f),
+        }
+    }
+
+    fn supported_fields(&self) -> &'static [&'static str] {
+        &["metadata.name", "status.phase"]
+    }
+
+    fn mark_for_deletion(&self, obj: &mut Value) {
+        obj["status"]["phase"] = json!("Terminating");
+    }
+
+    /// Every new namespace gets its `default` service account.
+    fn after_create(&self, created: &Value) -> Vec<(&'static ResourceInfo, Value)> {
+        let ns = name_of(created);
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DEFAULT_SERVICE_ACCOUNT_NAME, "namespace": ns}});
+        vec![(&SERVICEACCOUNTS, sa)]
+    }
+}
+
+/// SetDefaults_Namespace and SetDefaults_NamespaceStatus, plus Kubernetes' PrepareForCreate,
+/// which adds the `kubernetes` finalizer that makes deletion wait for the namespace controller to
+/// the finalizers the client sent. (The strategy above does not call it: its `prepare_for_create`
+/// replaces the finalizers and the status outright.)
+pub fn default_namespace(ns: &mut Namespace) {
+    set_defaults_namespace(ns);
+    let spec = ns.spec.get_or_insert_with(NamespaceSpec::default);
+    let finalizers = spec.finalizers.get_or_insert_with(Vec::new);
+    if !finalizers.iter().any(|f| f == FINALIZER_KUBERNETES) {
+        finalizers.push(FINALIZER_KUBERNETES.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_namespace_comes_with_its_default_service_account() {
+        let deps = NamespaceStrategy.after_create(&json!({"metadata": {"name": "team-a"}}));
+        assert_eq!(deps.len(), 1);
+        assert_eq!(deps[0].0.plural, "serviceaccounts");
+        assert_eq!(deps[0].1["metadata"], json!({"name": "default", "namespace": "team-a"}));
+    }
+
+    #[test]
+    fn namespace_finalizer_on_create() {
+        let mut ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": "team-a"}})).expect("valid");
+        default_namespace(&mut ns);
+        assert_eq!(
+            ns.spec.as_ref().and_then(|s| s.finalizers.clone()),
+            Some(vec!["kubernetes".to_string()])
+        );
+        let again = ns.clone();
+        default_namespace(&mut ns);
+        assert_eq!(ns, again, "idempotent: the finalizer is not added twice");
+
+        let mut ns: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": "b"}, "spec": {"finalizers": ["example.com/keep"]}})).expect("valid");
+        default_namespace(&mut ns);
+        assert_eq!(
+            ns.spec.as_ref().and_then(|s| s.finalizers.clone()),
+            Some(vec![
+                "example.com/keep".to_string(),
+                "kubernetes".to_string()
+            ])
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! Mirrors pkg/kubelet/client/kubelet_client.go's `NodeConnectionInfoGetter`: where a node's agent
+//! answers, for the API server's calls to it (pods/log, pods/exec, pods/attach, `kubelab trace`).
+
+use serde_json::Value;
+
+/// The node agent's address: the node's InternalIP (else its first address) and its daemon port.
+pub fn node_agent_url(node: &Value) -> Option<String> {
+    let addrs = node.pointer("/status/addresses").and_then(Value::as_array)?;
+    let ip = addrs
+        .iter()
+        .find(|a| a["type"] == "InternalIP")
+        .or_else(|| addrs.first())
+        .and_then(|a| a.get("address"))
+        .and_then(Value::as_str)?;
+    let port = node.pointer("/status/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64).unwrap_or(10250);
+    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
+    Some(format!("http://{host}:{port}"))
+}

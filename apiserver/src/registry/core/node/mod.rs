@@ -1,0 +1,6 @@
+//! Mirrors pkg/registry/core/node: nodes, registered by their node agents, and where a node's
+//! agent answers (for the pod subresources that reach it: log, exec, attach).
+
+pub mod kubelet_client;
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,5 @@
+//! Mirrors pkg/registry/core/secret: secrets, whose write-only `stringData` is folded into
+//! `data` on create.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,497 @@
+//! Mirrors k8s.io/apiserver/pkg/registry/generic/registry/store.go: the generic store every
+//! resource shares — get, list and watch (from the watch cache or the store), create, update
+//! (with retries on conflicts), graceful delete — driven by each resource's [`Strategy`].
+//!
+//! The flow of a create, once the handler has decoded, defaulted and admitted the object
+//! (endpoints/handlers/create.rs):
+//! 1. `BeforeCreate`: name from generateName, namespace, uid, creationTimestamp, generation, then
+//!    the strategy's `prepare_for_create` (status reset) and `validate` (422 Invalid);
+//! 2. the validating admission the handler hands in (Kubernetes' `createValidation`);
+//! 3. a store Txn that fails if the key exists (409 AlreadyExists).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::options::{DeleteOptions, ListOptions, decode_continue, encode_continue};
+use super::strategy::{ResourceInfo, Strategy};
+use crate::error::{Cause, Error, Result};
+use crate::storage::store::{Storage, Stored, WriteOutcome, with_resource_version};
+use crate::storage::watch_cache::{Filter, Subscription, WatchCache};
+
+/// Validating admission, run on the object a create or update is about to write (Kubernetes'
+/// `rest.ValidateObjectFunc`).
+pub type ValidateObjectFunc<'a> = &'a dyn Fn(&Value) -> Result<()>;
+
+/// A list's items and where it stands.
+pub struct ListResult {
+    /// Shared with the watch cache when served from it: never deep-copied on the way out.
+    pub items: Vec<Arc<Value>>,
+    pub resource_version: String,
+    pub continue_token: Option<String>,
+    pub remaining: Option<i64>,
+}
+
+/// The generic store of one resource.
+pub struct Registry {
+    pub strategy: Arc<dyn Strategy>,
+    pub storage: Storage,
+    pub cache: Arc<WatchCache>,
+}
+
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn generated_name(prefix: &str) -> String {
+    // Kubernetes' alphabet for generated names: no vowels, no confusable characters.
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    let suffix: String = bytes.iter().take(5).map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect();
+    format!("{prefix}{suffix}")
+}
+
+pub fn resource_version_of(v: &Value) -> Option<i64> {
+    v.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok())
+}
+
+pub fn name_of(v: &Value) -> &str {
+    v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+}
+
+impl Registry {
+    pub fn info(&self) -> &'static ResourceInfo {
+        self.strategy.info()
+    }
+
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        let ns = if self.info().namespaced { namespace } else { None };
+        self.storage.key(self.info().storage_name, ns, name)
+    }
+
+    /// The prefix of every key of this resource (in one namespace, or all).
+    pub fn prefix(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.info().namespaced && !ns.is_empty() => format!("{}/", self.storage.key(self.info().storage_name, Some(ns), "").trim_end_matches('/')),
+            _ => format!("{}/", self.storage.key(self.info().storage_name, None, "").trim_end_matches('/')),
+        }
+    }
+
+    fn not_found(&self, name: &str) -> Error {
+        Error::not_found(self.info().plural, name)
+    }
+
+    fn invalid(&self, name: &str, causes: Vec<Cause>) -> Error {
+        Error::Invalid { kind: self.info().kind.into(), kind_singular: self.info().kind.into(), name: name.into(), causes }
+    }
+
+    pub async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value> {
+        self.get_stored(namespace, name).await.map(|s| s.value)
+    }
+
+    async fn get_stored(&self, namespace: Option<&str>, name: &str) -> Result<Stored> {
+        self.storage.get(&self.key(namespace, name)).await?.ok_or_else(|| self.not_found(name))
+    }
+
+    /// `BeforeCreate` and the store write, for the server's own objects (no admission).
+    pub async fn create(&self, namespace: Option<&str>, obj: Value) -> Result<Value> {
+        self.create_with(namespace, obj, false, &|_| Ok(())).await
+    }
+
+    /// A create (steps 1–3 above); with `dry_run`, everything but the write (validation, name
+    /// clash).
+    pub async fn create_with(&self, namespace: Option<&str>, mut obj: Value, dry_run: bool, validation: ValidateObjectFunc<'_>) -> Result<Value> {
+        let info = self.info();
+        {
+            let meta = obj
+                .get_mut("metadata")
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| Error::BadRequest("metadata is required".into()))?;
+            let has_name = meta.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+            if !has_name && let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty()) {
+                let name = generated_name(prefix);
+                meta.insert("name".into(), json!(name));
+            }
+            if info.namespaced {
+                meta.insert("namespace".into(), json!(namespace.unwrap_or("default")));
+            } else {
+                meta.remove("namespace");
+            }
+            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+            meta.insert("generation".into(), json!(1));
+            meta.remove("resourceVersion");
+            meta.remove("deletionTimestamp");
+            meta.remove("deletionGracePeriodSeconds");
+            meta.remove("selfLink");
+        }
+        let name = name_of(&obj).to_string();
+        tracing::debug_span!(target: "apiserver", "defaulting and validation", pod_uid = tracing::field::Empty).in_scope(|| {
+            self.strategy.prepare_for_create(&mut obj);
+            let causes = self.strategy.validate(&obj);
+            if causes.is_empty() { Ok(()) } else { Err(self.invalid(&name, causes)) }
+        })?;
+        // Step 2: validating admission.
+        validation(&obj)?;
+        let key = self.key(namespace, &name);
+        if dry_run {
+            return match self.storage.get(&key).await? {
+                Some(_) => Err(Error::AlreadyExists { kind: info.plural.into(), name }),
+                None => Ok(obj),
+            };
+        }
+        match self.storage.create(&key, &obj, self.strategy.ttl()).await? {
+            WriteOutcome::Written(rev) => Ok(with_resource_version(obj, rev)),
+            WriteOutcome::Mismatch(_) => Err(Error::AlreadyExists { kind: info.plural.into(), name }),
+        }
+    }
+
+    /// An update of the main resource or of a subresource (`status`, `finalize`). With
+    /// `obj.metadata.resourceVersion` set it must match (409 otherwise); without, it applies to
+    /// whatever is current.
+    pub async fn update(&self, namespace: Option<&str>, name: &str, obj: Value, subresource: Option<&str>) -> Result<Value> {
+        self.update_with(namespace, name, obj, subresource, false).await
+    }
+
+    /// An update; with `dry_run`, everything but the write.
+    pub async fn update_with(&self, namespace: Option<&str>, name: &str, obj: Value, subresource: Option<&str>, dry_run: bool) -> Result<Value> {
+        let requested_rv = resource_version_of(&obj);
+        let current = self.get_stored(namespace, name).await?;
+        if let Some(rv) = requested_rv
+            && rv != current.mod_revision
+        {
+            return Err(self.conflict(name));
+        }
+        let new = self.prepare_update(&current.value, obj, subresource)?;
+        if dry_run {
+            return Ok(new);
+        }
+        self.write_update(namespace, name, &current, new).await
+    }
+
+    fn conflict(&self, name: &str) -> Error {
+        Error::Conflict {
+            kind: format!("{}{}", self.info().plural, if self.info().group.is_empty() { String::new() } else { format!(".{}", self.info().group) }),
+            name: name.into(),
+            message: "the object has been modified; please apply your changes to the latest version and try again".into(),
+        }
+    }
+
+    fn prepare_update(&self, old: &Value, mut new: Value, subresource: Option<&str>) -> Result<Value> {
+        let name = name_of(old).to_string();
+        // What the client may not change in metadata.
+        for field in ["uid", "creationTimestamp", "namespace", "name", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            match old.pointer(&format!("/metadata/{field}")) {
+                Some(v) => {
+                    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.insert(field.into(), v.clone());
+                    }
+                }
+                None => {
+                    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove(field);
+                    }
+                }
+            }
+        }
+        match subresource {
+            Some("status") => self.strategy.prepare_for_status_update(&mut new, old),
+            Some("finalize") => {
+                let finalizers = new.pointer("/spec/finalizers").cloned();
+                let mut merged = old.clone();
+                merged["spec"]["finalizers"] = finalizers.unwrap_or(json!([]));
+                new = merged;
+            }
+            _ => {
+                self.strategy.prepare_for_update(&mut new, old);
+                if new.get("spec") != old.get("spec") {
+                    let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+                    new["metadata"]["generation"] = json!(g + 1);
+                }
+            }
+        }
+        let causes = self.strategy.validate_update(&new, old);
+        if !causes.is_empty() {
+            return Err(self.invalid(&name, causes));
+        }
+        Ok(new)
+    }
+
+    async fn write_update(&self, namespace: Option<&str>, name: &str, current: &Stored, new: Value) -> Result<Value> {
+        let mut cmp_new = new.clone();
+        let mut cmp_old = current.value.clone();
+        for v in [&mut cmp_new, &mut cmp_old] {
+            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
+                m.remove("managedFields");
+            }
+        }
+        if cmp_new == cmp_old {
+            return Ok(current.value.clone()); // a no-op update writes nothing
+        }
+        // An object being deleted whose last finalizer is gone is deleted now.
+        if new.pointer("/metadata/deletionTimestamp").is_some()
+            && new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty())
+            && new.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty())
+            && new.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0
+        {
+            return match self.storage.delete(&self.key(namespace, name), current.mod_revision).await? {
+                WriteOutcome::Written(rev) => Ok(with_resource_version(new, rev)),
+                WriteOutcome::Mismatch(_) => Err(self.conflict(name)),
+            };
+        }
+        match self.storage.update(&self.key(namespace, name), &new, current.mod_revision).await? {
+            WriteOutcome::Written(rev) => Ok(with_resource_version(new, rev)),
+            WriteOutcome::Mismatch(None) => Err(self.not_found(name)),
+            WriteOutcome::Mismatch(Some(_)) => Err(self.conflict(name)),
+        }
+    }
+
+    /// Read-modify-write with retries on conflicts (patches without a resourceVersion, and the
+    /// server's own updates).
+    pub async fn guaranteed_update<F>(&self, namespace: Option<&str>, name: &str, subresource: Option<&str>, f: F) -> Result<Value>
+    where
+        F: FnMut(&Value) -> Result<Value>,
+    {
+        self.guaranteed_update_with(namespace, name, subresource, false, f).await
+    }
+
+    /// `guaranteed_update`; with `dry_run`, everything but the write.
+    pub async fn guaranteed_update_with<F>(&self, namespace: Option<&str>, name: &str, subresource: Option<&str>, dry_run: bool, mut f: F) -> Result<Value>
+    where
+        F: FnMut(&Value) -> Result<Value>,
+    {
+        for _ in 0..10 {
+            let current = self.get_stored(namespace, name).await?;
+            let new = f(&current.value)?;
+            let pinned = resource_version_of(&new).filter(|rv| *rv != current.mod_revision);
+            if pinned.is_some() {
+                return Err(self.conflict(name));
+            }
+            let new = self.prepare_update(&current.value, new, subresource)?;
+            if dry_run {
+                return Ok(new);
+            }
+            match self.write_update(namespace, name, &current, new).await {
+                Err(Error::Conflict { .. }) => continue,
+                other => return other,
+            }
+        }
+        Err(self.conflict(name))
+    }
+
+    /// Deletes an object; returns it and whether it is gone (false: it is being deleted
+    /// gracefully or waits for finalizers).
+    pub async fn delete(&self, namespace: Option<&str>, name: &str, opts: &DeleteOptions) -> Result<(Value, bool)> {
+        for _ in 0..10 {
+            let current = self.get_stored(namespace, name).await?;
+            let obj = &current.value;
+            if let Some(uid) = &opts.precondition_uid
+                && obj.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str())
+            {
+                return Err(Error::Conflict {
+                    kind: self.info().plural.into(),
+                    name: name.into(),
+                    message: format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")),
+                });
+            }
+            if let Some(rv) = &opts.precondition_resource_version
+                && rv != &current.mod_revision.to_string()
+            {
+                return Err(self.conflict(name));
+            }
+            let grace = self.strategy.grace_period(obj, opts.grace_period_seconds);
+            let finalizers = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+                || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+            let mut marked = obj.clone();
+            let mut changed = false;
+            if let Some(g) = grace.filter(|g| *g > 0) {
+                // Graceful: mark, unless already marked with a shorter grace period.
+                let existing = obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+                if existing.is_none_or(|e| g < e) {
+                    let since = obj.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).zip(existing);
+                    let at = deletion_timestamp(since, g, chrono::Utc::now());
+                    marked["metadata"]["deletionTimestamp"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+                    marked["metadata"]["deletionGracePeriodSeconds"] = json!(g);
+                    changed = true;
+                }
+            } else if finalizers {
+                if obj.pointer("/metadata/deletionTimestamp").is_none() {
+                    marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+                    marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                    self.strategy.mark_for_deletion(&mut marked);
+                    changed = true;
+                }
+            } else {
+                return match self.storage.delete(&self.key(namespace, name), current.mod_revision).await? {
+                    WriteOutcome::Written(_) => Ok((current.value, true)),
+                    WriteOutcome::Mismatch(None) => Err(self.not_found(name)),
+                    WriteOutcome::Mismatch(Some(_)) => continue,
+                };
+            }
+            if !changed {
+                return Ok((current.value, false));
+            }
+            match self.storage.update(&self.key(namespace, name), &marked, current.mod_revision).await? {
+                WriteOutcome::Written(rev) => return Ok((with_resource_version(marked, rev), false)),
+                WriteOutcome::Mismatch(None) => return Err(self.not_found(name)),
+                WriteOutcome::Mismatch(Some(_)) => continue,
+            }
+        }
+        Err(self.conflict(name))
+    }
+}
+
+/// The deletionTimestamp of a graceful delete with grace period `g`: `now + g` for the first one.
+/// A later, shorter one keeps the moment the deletion began (old timestamp − old grace) and
+/// adds the new grace, as Kubernetes' `BeforeDelete` does — so repeating a DELETE cannot push the
+/// deadline back, and the shorter grace counts from the first request.
+fn deletion_timestamp(in_progress: Option<(&str, i64)>, g: i64, now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    let began = in_progress
+        .and_then(|(ts, old)| chrono::DateTime::parse_from_rfc3339(ts).ok().map(|t| t.with_timezone(&chrono::Utc) - chrono::Duration::seconds(old)));
+    began.unwrap_or(now) + chrono::Duration::seconds(g)
+}
+
+impl Registry {
+    /// The predicate of a list or watch: namespace, label selector, field selector.
+    pub fn filter(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<Filter> {
+        use apimachinery::fields::FieldSelector;
+        use apimachinery::labels::Selector;
+        let labels = match opts.label_selector.as_deref().filter(|s| !s.trim().is_empty()) {
+            Some(s) => Selector::parse(s).map_err(|e| Error::BadRequest(e.to_string()))?,
+            None => Selector::everything(),
+        };
+        let fields = match opts.field_selector.as_deref().filter(|s| !s.trim().is_empty()) {
+            Some(s) => {
+                let f = FieldSelector::parse(s).map_err(|e| Error::BadRequest(e.to_string()))?;
+                f.check_supported(self.strategy.supported_fields()).map_err(|e| Error::BadRequest(e.to_string()))?;
+                Some(f)
+            }
+            None => None,
+        };
+        let ns = namespace.filter(|n| self.info().namespaced && !n.is_empty()).map(String::from);
+        let strategy = self.strategy.clone();
+        Ok(Arc::new(move |obj: &Value| {
+            if let Some(ns) = &ns
+                && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str())
+            {
+                return false;
+            }
+            if !labels.is_empty() && !labels.matches_object(obj) {
+                return false;
+            }
+            fields.as_ref().is_none_or(|f| f.matches(|field| strategy.field(obj, field)))
+        }))
+    }
+
+    /// A list with Kubernetes' resourceVersion semantics: unset = a consistent read from the
+    /// store (paged by `limit`/`continue`); "0" = whatever the watch cache has; N = not older
+    /// than N (from the cache), or exactly N with resourceVersionMatch=Exact (from the store).
+    pub async fn list(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<ListResult> {
+        let filter = self.filter(namespace, opts)?;
+        let prefix = self.prefix(namespace);
+        if let Some(token) = opts.continue_token.as_deref().filter(|t| !t.is_empty()) {
+            let (rev, start) = decode_continue(token)?;
+            return self.list_from_store(&prefix, rev, Some(start), opts.limit, &*filter).await;
+        }
+        let rv = opts.resource_version.as_deref().unwrap_or("");
+        let exact = opts.resource_version_match.as_deref() == Some("Exact");
+        match rv {
+            // A consistent list without paging is served from the watch cache once it has caught
+            // up with the store's current revision (Kubernetes' ConsistentListFromCache): the same
+            // answer as a quorum read of the store, without decoding every object again.
+            "" if opts.limit <= 0 => {
+                let current = self.storage.current_revision().await?;
+                match self.cache.wait_until(current).await {
+                    Ok(()) => {
+                        let (items, rev) = self.cache.list(&*filter);
+                        Ok(ListResult { items, resource_version: rev.to_string(), continue_token: None, remaining: None })
+                    }
+                    Err(_) => self.list_from_store(&prefix, 0, None, opts.limit, &*filter).await,
+                }
+            }
+            "" => self.list_from_store(&prefix, 0, None, opts.limit, &*filter).await,
+            "0" if !exact => {
+                let (items, rev) = self.cache.list(&*filter);
+                Ok(ListResult { items, resource_version: rev.to_string(), continue_token: None, remaining: None })
+            }
+            n => {
+                let n: i64 = n.parse().map_err(|_| Error::BadRequest(format!("invalid resource version: {n}")))?;
+                if exact {
+                    return self.list_from_store(&prefix, n, None, opts.limit, &*filter).await;
+                }
+                self.cache.wait_until(n).await?;
+                let (items, rev) = self.cache.list(&*filter);
+                Ok(ListResult { items, resource_version: rev.to_string(), continue_token: None, remaining: None })
+            }
+        }
+    }
+
+    async fn list_from_store(&self, prefix: &str, rev: i64, start: Option<String>, limit: i64, filter: &dyn Fn(&Value) -> bool) -> Result<ListResult> {
+        let mut items = Vec::new();
+        let mut rev = rev;
+        let mut start = start;
+        loop {
+            // Fetch a page; keep going while the filter leaves the page short of the limit.
+            let want = if limit > 0 { limit - items.len() as i64 } else { 0 };
+            let page = self.storage.list(prefix, rev, want, start.as_deref()).await?;
+            rev = page.revision;
+            items.extend(page.items.into_iter().map(|s| s.value).filter(|v| filter(v)).map(Arc::new));
+            match page.next_key {
+                Some(next) if limit > 0 && (items.len() as i64) < limit => start = Some(next),
+                Some(next) => {
+                    return Ok(ListResult {
+                        items,
+                        resource_version: rev.to_string(),
+                        continue_token: Some(encode_continue(rev, &next)),
+                        remaining: Some(page.remaining),
+                    });
+                }
+                None => return Ok(ListResult { items, resource_version: rev.to_string(), continue_token: None, remaining: None }),
+            }
+        }
+    }
+
+    /// A watch from the cache. `None` revision: the current objects as ADDED events first.
+    pub fn watch(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<(Subscription, Filter)> {
+        let filter = self.filter(namespace, opts)?;
+        let rv = match opts.resource_version.as_deref() {
+            _ if opts.send_initial_events => None,
+            None | Some("") | Some("0") => None,
+            Some(n) => Some(n.parse::<i64>().map_err(|_| Error::BadRequest(format!("invalid resource version: {n}")))?),
+        };
+        Ok((self.cache.subscribe(rv, filter.clone())?, filter))
+    }
+
+    /// A write that bypasses the strategy (the binding subresource, the server's own writes).
+    pub async fn raw_update<F>(&self, namespace: Option<&str>, name: &str, mut f: F) -> Result<Value>
+    where
+        F: FnMut(&Value) -> Result<Value>,
+    {
+        for _ in 0..10 {
+            let current = self.get_stored(namespace, name).await?;
+            let new = f(&current.value)?;
+            match self.storage.update(&self.key(namespace, name), &new, current.mod_revision).await? {
+                WriteOutcome::Written(rev) => return Ok(with_resource_version(new, rev)),
+                WriteOutcome::Mismatch(None) => return Err(self.not_found(name)),
+                WriteOutcome::Mismatch(Some(_)) => continue,
+            }
+        }
+        Err(self.conflict(name))
+    }
+}
+
+#[cfg(test)]
+mod graceful_delete_tests {
+    use super::deletion_timestamp;
+
+    #[test]
+    fn a_shorter_grace_period_counts_from_the_first_delete() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:35Z").map(|t| t.with_timezone(&chrono::Utc)).expect("time");
+        let at = |i: Option<(&str, i64)>, g| deletion_timestamp(i, g, now).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        assert_eq!(at(None, 30), "2026-01-02T03:05:05Z", "first delete: now + grace");
+        // Deleted at 03:04:05 with 60 s (deadline 03:05:05); now 30 s later with 10 s.
+        assert_eq!(at(Some(("2026-01-02T03:05:05Z", 60)), 10), "2026-01-02T03:04:15Z");
+        assert_eq!(at(Some(("not a time", 60)), 10), "2026-01-02T03:04:45Z", "an unreadable timestamp: from now");
+    }
+}

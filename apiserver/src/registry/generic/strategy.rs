@@ -1,0 +1,163 @@
+//! Mirrors the strategy of k8s.io/apiserver/pkg/registry/rest (create.go, update.go, delete.go:
+//! `RESTCreateStrategy`, `RESTUpdateStrategy`, `RESTDeleteStrategy`): what each resource plugs
+//! into the generic store, as pkg/registry/<group>/<resource>/strategy.go does — its defaulting,
+//! validation, status split, field selectors, and what comes with a create — and the
+//! [`ResourceInfo`] that names it.
+
+use apimachinery::validation::FieldError;
+use serde_json::Value;
+
+use super::typed::Codec;
+use crate::error::Cause;
+use crate::printers::tablegenerator::Printer;
+
+/// What discovery, routing, storage, decoding and printing need to know about a resource: one
+/// `static` in the resource's `strategy.rs`.
+pub struct ResourceInfo {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    /// The key segment in the store (Kubernetes keeps nodes under `minions`).
+    pub storage_name: &'static str,
+    pub subresources: &'static [Subresource],
+    pub categories: &'static [&'static str],
+    /// Decoding and the OpenAPI schema, through the k8s-openapi type (`&Typed::<Pod>::NEW`).
+    pub codec: &'static dyn Codec,
+    /// `kubectl get`'s columns and cells (the resource's `printer.rs`).
+    pub printer: &'static dyn Printer,
+}
+
+#[derive(Debug)]
+pub struct Subresource {
+    pub name: &'static str,
+    /// Group, version and kind of what the subresource takes (eviction is policy/v1 Eviction).
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+impl ResourceInfo {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    pub fn verbs(&self) -> &'static [&'static str] {
+        &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresources.iter().any(|s| s.name == "status")
+    }
+}
+
+/// The per-resource part of the generic store.
+pub trait Strategy: Send + Sync + 'static {
+    fn info(&self) -> &'static ResourceInfo;
+
+    /// The defaulting functions of the resource's type (`SetDefaults_<Kind>`). Kubernetes' decoder
+    /// applies them to every object it decodes; kubelab applies them to a new object only, before
+    /// admission (see the crate's implementation caveats).
+    fn set_defaults(&self, _obj: &mut Value) {}
+
+    /// Normalization of a new object (`PrepareForCreate`): status reset, server-set fields.
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// Validation of a new object (`Validate`).
+    fn validate(&self, _obj: &Value) -> Vec<Cause> {
+        Vec::new()
+    }
+
+    /// Before an update of the main resource: by default the status is not writable here.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if self.info().has_status() {
+            set_or_remove(new, "status", old.get("status").cloned());
+        }
+    }
+
+    /// Before an update of the status subresource: only the status is writable there.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let status = new.get("status").cloned();
+        let mut merged = old.clone();
+        set_or_remove(&mut merged, "status", status);
+        // Metadata written through /status is ignored except labels/annotations? Kubernetes
+        // keeps the old metadata entirely; resourceVersion stays what the client sent.
+        if let Some(rv) = new.pointer("/metadata/resourceVersion").cloned() {
+            merged["metadata"]["resourceVersion"] = rv;
+        }
+        *new = merged;
+    }
+
+    /// Validation of an update (`ValidateUpdate`): the new object, and what may not change.
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<Cause> {
+        self.validate(new)
+    }
+
+    /// Field selector support: the value of a field, for the fields this resource supports.
+    fn field(&self, obj: &Value, field: &str) -> Option<String> {
+        meta_field(obj, field)
+    }
+
+    fn supported_fields(&self) -> &'static [&'static str] {
+        &["metadata.name", "metadata.namespace"]
+    }
+
+    /// Objects expire after this many seconds (events).
+    fn ttl(&self) -> Option<i64> {
+        None
+    }
+
+    /// Grace period for a delete, when the resource is deleted gracefully (pods).
+    fn grace_period(&self, _obj: &Value, _requested: Option<i64>) -> Option<i64> {
+        None
+    }
+
+    /// What else changes when a delete marks the object and waits for its finalizers (a namespace
+    /// goes `Terminating`, as namespace/storage/storage.go's `Delete` does).
+    fn mark_for_deletion(&self, _obj: &mut Value) {}
+
+    /// Objects the server creates along with a new one (`AfterCreate`: a namespace's `default`
+    /// service account, which Kubernetes leaves to the controller manager's serviceaccounts
+    /// controller). The caller writes them, each into the resource its `ResourceInfo` names.
+    fn after_create(&self, _created: &Value) -> Vec<(&'static ResourceInfo, Value)> {
+        Vec::new()
+    }
+
+    /// Whether `kubelab trace` follows this resource's objects (pods): a create carries its trace
+    /// context into the object and names the object's UID in the request's span, and every watch
+    /// event sent is a step of the object (podtrace).
+    fn traced(&self) -> bool {
+        false
+    }
+}
+
+pub fn meta_field(obj: &Value, field: &str) -> Option<String> {
+    match field {
+        "metadata.name" => Some(obj.pointer("/metadata/name")?.as_str()?.to_string()),
+        "metadata.namespace" => Some(obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string()),
+        _ => None,
+    }
+}
+
+fn set_or_remove(obj: &mut Value, key: &str, v: Option<Value>) {
+    if let Some(map) = obj.as_object_mut() {
+        match v {
+            Some(v) => {
+                map.insert(key.into(), v);
+            }
+            None => {
+                map.remove(key);
+            }
+        }
+    }
+}
+
+/// The causes of a 422 Invalid from the field errors validation reports (`field.ErrorList`, from
+/// the `api` crate).
+pub fn causes(errs: Vec<FieldError>) -> Vec<Cause> {
+    errs.into_iter().map(|e| Cause { reason: e.reason_str().to_string(), field: e.field, message: e.message }).collect()
+}

@@ -43,6 +43,9 @@ pub enum Error {
     Gone(String),
     #[error("{0}")]
     TooManyRequests(String),
+    /// The request did not finish in time (its handler may still finish the work).
+    #[error("Timeout: {0}")]
+    Timeout(String),
     /// The store did not answer or failed: 503, and the server recovers when it returns.
     #[error("storage is unavailable: {0}")]
     Unavailable(String),
@@ -74,6 +77,7 @@ impl Error {
             Error::TooLarge(_) => 413,
             Error::Expired { .. } | Error::Gone(_) => 410,
             Error::TooManyRequests(_) => 429,
+            Error::Timeout(_) => 504,
             Error::Unavailable(_) => 503,
             Error::Internal(_) => 500,
         }
@@ -93,6 +97,7 @@ impl Error {
             Error::Expired { .. } => "Expired",
             Error::Gone(_) => "Gone",
             Error::TooManyRequests(_) => "TooManyRequests",
+            Error::Timeout(_) => "Timeout",
             Error::Unavailable(_) => "ServiceUnavailable",
             Error::Internal(_) => "InternalError",
         }
@@ -129,7 +134,8 @@ impl Error {
             "reason": self.reason(),
             "code": self.code(),
         });
-        if !details.is_empty() {
+        // Kubernetes' timeout carries its (zero) retry-after in details, which JSON leaves empty.
+        if !details.is_empty() || matches!(self, Error::Timeout(_)) {
             status["details"] = Value::Object(details);
         }
         status

@@ -5,9 +5,12 @@
 //! - [`strategy`]: the [`strategy::Strategy`] a resource implements and the
 //!   [`strategy::ResourceInfo`] that names it.
 //! - [`options`]: list and delete options, and the continue token of a paged list.
+//! - [`rest`]: the subresources a resource's own code serves (pods/log, pods/exec...), and the
+//!   map of every installed resource ([`rest::Registries`]).
 //! - [`typed`]: decoding through the k8s-openapi type ([`typed::Typed`]).
 
 pub mod options;
+pub mod rest;
 pub mod store;
 pub mod strategy;
 pub mod typed;

@@ -42,6 +42,17 @@ impl<T: DeserializeOwned + Serialize + JsonSchema> Codec for Typed<T> {
     }
 }
 
+/// Changes an object through its k8s-openapi type `T`: decoded, changed by `f`, encoded back. An
+/// object that does not decode as a `T` is left as it is (validation will say what is wrong).
+pub fn update_typed<T: DeserializeOwned + Serialize>(obj: &mut Value, f: impl FnOnce(&mut T)) {
+    if let Ok(mut typed) = T::deserialize(&*obj) {
+        f(&mut typed);
+        if let Ok(v) = serde_json::to_value(&typed) {
+            *obj = v;
+        }
+    }
+}
+
 /// Decodes `v` into `T` and back. Fields the type does not know are returned as paths.
 pub fn typed_roundtrip<T: DeserializeOwned + Serialize>(kind: &str, v: Value) -> Result<(Value, Vec<String>)> {
     // From a borrow: `v` is still needed to find the unknown fields.

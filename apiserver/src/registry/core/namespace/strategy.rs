@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::printer::NamespacePrinter;
 use crate::error::Cause;
-use crate::registry::core::serviceaccount::strategy::SERVICEACCOUNTS;
+use crate::registry::core::serviceaccount::strategy::{DEFAULT_SERVICE_ACCOUNT_NAME, SERVICEACCOUNTS};
 use crate::registry::generic::store::name_of;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
 use crate::registry::generic::typed::Typed;
@@ -32,9 +32,6 @@ pub static NAMESPACES: ResourceInfo = ResourceInfo {
     codec: &Typed::<Namespace>::NEW,
     printer: &NamespacePrinter,
 };
-
-/// `serviceaccount.DefaultServiceAccountName`: the service account every namespace gets.
-pub const DEFAULT_SERVICE_ACCOUNT_NAME: &str = "default";
 
 pub struct NamespaceStrategy;
 

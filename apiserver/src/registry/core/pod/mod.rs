@@ -1,5 +1,12 @@
 //! Mirrors pkg/registry/core/pod: pods — their strategy, their columns, and the subresources
-//! their own code serves.
+//! their own code serves ([`storage::SUBRESOURCES`]): binding, eviction, log, exec and attach;
+//! and `/debug/trace/...` ([`trace`]), kubelab's view of one pod's journey.
 
+pub mod binding;
+pub mod eviction;
+pub mod exec;
+pub mod log;
 pub mod printer;
+pub mod storage;
 pub mod strategy;
+pub mod trace;

@@ -1,15 +1,31 @@
-//! Mirrors pkg/registry/core/pod/strategy.go: defaulting (with create-time admission,
-//! [`crate::defaults::default_pod`]), validation (the `api` crate's ValidatePodCreate and
-//! ValidatePodUpdate), field selectors, and the grace period of a delete.
+//! Mirrors pkg/registry/core/pod/strategy.go: defaulting (the `api` crate's SetDefaults_Pod),
+//! PrepareForCreate (the status a new pod starts with), validation (the `api` crate's
+//! ValidatePodCreate and ValidatePodUpdate), field selectors, and the grace period of a delete.
+//! Pods are what `kubelab trace` follows.
+//!
+//! What `kubectl get pod -o yaml` shows that the user never wrote comes from three places, in
+//! this order on create:
+//!
+//! 1. Defaulting ([`PodStrategy`]'s `set_defaults`: [`api::core::v1::defaults::set_defaults_pod`]):
+//!    restartPolicy, dnsPolicy, probe timings, imagePullPolicy, volume modes…
+//! 2. Mutating admission ([`crate::admission`]): ServiceAccount (`serviceAccountName: default`),
+//!    Priority (`priority: 0`) and DefaultTolerationSeconds (the two 300-second NoExecute
+//!    tolerations).
+//! 3. PrepareForCreate ([`prepare_for_create`]): the client's status is replaced by
+//!    `{phase: Pending, qosClass: …}` ([`api::core::v1::helper::qos::compute_pod_qos`]).
+//!
+//! Only the API server runs steps 2 and 3: the node agent defaults a static pod (step 1) and
+//! leaves the rest to the API server, which does it to the mirror pod.
 
-use k8s_openapi::api::core::v1::Pod;
-use serde::Deserialize as _;
+use api::core::v1::defaults::set_defaults_pod;
+use api::core::v1::helper::qos::compute_pod_qos;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use serde_json::Value;
 
 use super::printer::PodPrinter;
 use crate::error::Cause;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
-use crate::registry::generic::typed::Typed;
+use crate::registry::generic::typed::{Typed, update_typed};
 
 pub static PODS: ResourceInfo = ResourceInfo {
     group: "",
@@ -40,14 +56,13 @@ impl Strategy for PodStrategy {
         &PODS
     }
 
+    /// SetDefaults_Pod, SetDefaults_PodSpec and the per-type functions.
+    fn set_defaults(&self, obj: &mut Value) {
+        update_typed(obj, set_defaults_pod);
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
-        if let Ok(mut pod) = Pod::deserialize(&*obj) {
-            pod.status = None;
-            crate::defaults::default_pod(&mut pod);
-            if let Ok(v) = serde_json::to_value(&pod) {
-                *obj = v;
-            }
-        }
+        update_typed(obj, prepare_for_create);
     }
 
     fn validate(&self, obj: &Value) -> Vec<Cause> {
@@ -80,6 +95,11 @@ impl Strategy for PodStrategy {
         ]
     }
 
+    /// Pods are what `kubelab trace` follows.
+    fn traced(&self) -> bool {
+        true
+    }
+
     /// The grace period of a pod delete: as requested, else the pod's own, and 0 for a pod that
     /// never ran (unscheduled) or has finished.
     fn grace_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
@@ -93,10 +113,32 @@ impl Strategy for PodStrategy {
     }
 }
 
+/// PrepareForCreate: status is the kubelet's to write, so whatever the client sent is replaced by
+/// `{phase: Pending, qosClass}`, and a pod with scheduling gates is marked SchedulingGated.
+pub fn prepare_for_create(pod: &mut Pod) {
+    let gated = pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
+    let mut status = PodStatus {
+        phase: Some("Pending".to_string()),
+        qos_class: Some(compute_pod_qos(pod).as_str().to_string()),
+        ..PodStatus::default()
+    };
+    if gated {
+        status.conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".to_string(),
+            status: "False".to_string(),
+            reason: Some("SchedulingGated".to_string()),
+            message: Some("Scheduling is blocked due to non-empty scheduling gates".to_string()),
+            ..PodCondition::default()
+        }]);
+    }
+    pod.status = Some(status);
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
+
+    use super::*;
 
     #[test]
     fn grace_period_follows_the_registry() {

@@ -24,6 +24,10 @@ pub static SERVICEACCOUNTS: ResourceInfo = ResourceInfo {
     printer: &ServiceAccountPrinter,
 };
 
+/// `serviceaccount.DefaultServiceAccountName`: the service account every namespace gets, and
+/// every pod runs as unless it names another.
+pub const DEFAULT_SERVICE_ACCOUNT_NAME: &str = "default";
+
 pub struct ServiceAccountStrategy;
 
 impl Strategy for ServiceAccountStrategy {

@@ -1,10 +1,17 @@
 //! Mirrors pkg/registry/core/pod/storage/storage.go's BindingREST: the scheduler's binding of a
 //! pod to a node, which sets spec.nodeName once and marks the pod PodScheduled.
 
+use futures::future::LocalBoxFuture;
 use serde_json::{Value, json};
 
+use crate::registry::generic::rest::RestRequest;
 use crate::error::{Error, Result};
 use crate::registry::generic::store::{Registry, now_rfc3339};
+
+/// `POST pods/<name>/binding` (rest.Creater).
+pub fn create(r: RestRequest<'_>, binding: Value) -> LocalBoxFuture<'_, Result<()>> {
+    Box::pin(async move { bind(r.registry, r.namespace, r.name, &binding).await })
+}
 
 pub async fn bind(pods: &Registry, namespace: &str, name: &str, binding: &Value) -> Result<()> {
     let node = binding

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::Api;
+use crate::config::Api;
 use crate::registry::generic::strategy::ResourceInfo;
 
 fn gv_path(group: &str, version: &str) -> String {
@@ -15,7 +15,7 @@ fn gv_path(group: &str, version: &str) -> String {
 /// `GET /openapi/v3`
 pub fn index(api: &Api) -> Value {
     let mut paths = Map::new();
-    let mut gvs: Vec<(&str, &str)> = api.registries().map(|r| (r.info().group, r.info().version)).collect();
+    let mut gvs: Vec<(&str, &str)> = api.registries.iter().map(|r| (r.info().group, r.info().version)).collect();
     gvs.push(("policy", "v1"));
     gvs.sort();
     gvs.dedup();
@@ -48,7 +48,8 @@ fn operation(info: &ResourceInfo, action: &str, mutating: bool) -> Value {
 fn schemas(api: &Api, group: &str, version: &str) -> Value {
     let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
     let kinds: Vec<(String, &ResourceInfo)> = api
-        .registries()
+        .registries
+        .iter()
         .filter(|r| r.info().group == group && r.info().version == version)
         .map(|r| (r.info().codec.openapi_schema(&mut generator), r.info()))
         .collect();
@@ -68,11 +69,11 @@ pub fn document(api: &Api, path: &str) -> Option<Value> {
         ["apis", g, v] => (*g, *v),
         _ => return None,
     };
-    if !(group == "policy" && version == "v1") && !api.registries().any(|r| r.info().group == group && r.info().version == version) {
+    if !(group == "policy" && version == "v1") && !api.registries.iter().any(|r| r.info().group == group && r.info().version == version) {
         return None;
     }
     let mut paths = Map::new();
-    for r in api.registries().filter(|r| r.info().group == group && r.info().version == version) {
+    for r in api.registries.iter().filter(|r| r.info().group == group && r.info().version == version) {
         let info = r.info();
         let base = format!("/{}", gv_path(group, version));
         let coll = if info.namespaced { format!("{base}/namespaces/{{namespace}}/{}", info.plural) } else { format!("{base}/{}", info.plural) };

@@ -18,9 +18,11 @@ use podtrace::render::Timeline;
 use api::core::v1::well_known::MIRROR_POD_ANNOTATION_KEY;
 use serde_json::Value;
 
-use crate::Api;
+use super::strategy::PODS;
+use crate::registry::generic::rest::Registries;
 use crate::error::{Error, Result};
 use crate::registry::core::node::kubelet_client::node_agent_url;
+use crate::registry::core::node::strategy::NODES;
 
 /// The annotation a scheduler puts on its bindings (the registry copies a binding's
 /// annotations onto the pod, as Kubernetes' BindingREST does): where its steps can be fetched.
@@ -29,10 +31,11 @@ pub const SCHEDULER_ENDPOINT_ANNOTATION: &str = "kubelab.io/scheduler-debug-endp
 /// The components whose steps the API server's own recorder answers for.
 pub const OWN_COMPONENTS: &[&str] = &["apiserver", "store"];
 
-pub async fn serve(req: HttpRequest, path: web::Path<(String, String)>, api: web::Data<Api>) -> HttpResponse {
-    let (namespace, name) = path.into_inner();
+/// `GET /debug/trace/namespaces/<namespace>/pods/<name>`: what the API server, the store members,
+/// the scheduler and the node agent recorded of the pod.
+pub async fn serve(req: &HttpRequest, registries: &Registries, http: &reqwest::Client, namespace: &str, name: &str) -> HttpResponse {
     let uid = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string()).ok().and_then(|q| q.get("uid").cloned());
-    match gather(&api, &namespace, &name, uid).await {
+    match gather(registries, http, namespace, name, uid).await {
         Ok(t) => HttpResponse::Ok().content_type("application/json").body(t.json()),
         Err(e) => HttpResponse::build(actix_web::http::StatusCode::from_u16(e.code()).unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR))
             .content_type("application/json")
@@ -40,10 +43,11 @@ pub async fn serve(req: HttpRequest, path: web::Path<(String, String)>, api: web
     }
 }
 
-async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> Result<Timeline> {
+async fn gather(registries: &Registries, http: &reqwest::Client, namespace: &str, name: &str, uid: Option<String>) -> Result<Timeline> {
+    let pods = registries.of(&PODS);
     // A pod that is gone can still be traced by its UID: only this process's steps remain
     // reachable then (its node and scheduler are no longer known).
-    let pod = match api.pods().get(Some(namespace), name).await {
+    let pod = match pods.get(Some(namespace), name).await {
         Ok(p) => Some(p),
         Err(Error::NotFound { .. }) if uid.is_some() => None,
         Err(e) => return Err(e),
@@ -55,12 +59,12 @@ async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> 
     };
     let mut steps = podtrace::recorder().steps(&uid, OWN_COMPONENTS);
     let mut warnings = Vec::new();
-    let (store, store_warnings) = store_steps(api.storage.endpoints(), &steps).await;
+    let (store, store_warnings) = store_steps(pods.storage.endpoints(), &steps).await;
     steps.extend(store);
     warnings.extend(store_warnings);
     if let Some(pod) = &pod {
         if let Some(ep) = pod.pointer("/metadata/annotations").and_then(|a| a.get(SCHEDULER_ENDPOINT_ANNOTATION)).and_then(Value::as_str) {
-            match fetch(api, ep, &uid).await {
+            match fetch(http, ep, &uid).await {
                 Ok(s) => steps.extend(s),
                 Err(e) => warnings.push(format!("scheduler at {ep}: {e}")),
             }
@@ -78,7 +82,7 @@ async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> 
         }
         let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
         if !node_name.is_empty() {
-            let base = match api.nodes().get(None, node_name).await {
+            let base = match registries.of(&NODES).get(None, node_name).await {
                 Ok(node) => node_agent_url(&node),
                 Err(e) => {
                     warnings.push(format!("node {node_name}: {e}"));
@@ -86,7 +90,7 @@ async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> 
                 }
             };
             if let Some(base) = base {
-                match fetch(api, &base, &agent_uid).await {
+                match fetch(http, &base, &agent_uid).await {
                     Ok(s) => steps.extend(s.into_iter().map(|s| Step { node: Some(node_name.to_string()), ..s })),
                     Err(e) => warnings.push(format!("node agent of {node_name} at {base}: {e}")),
                 }
@@ -98,9 +102,9 @@ async fn gather(api: &Api, namespace: &str, name: &str, uid: Option<String>) -> 
     Ok(t)
 }
 
-async fn fetch(api: &Api, base: &str, uid: &str) -> std::result::Result<Vec<Step>, String> {
+async fn fetch(http: &reqwest::Client, base: &str, uid: &str) -> std::result::Result<Vec<Step>, String> {
     let url = format!("{}/debug/trace/pods/{uid}", base.trim_end_matches('/'));
-    let resp = api.http.get(&url).send().await.map_err(|e| format!("not answering: {e}"))?;
+    let resp = http.get(&url).send().await.map_err(|e| format!("not answering: {e}"))?;
     if !resp.status().is_success() {
         return Err(format!("{} from {url}", resp.status()));
     }

@@ -1,13 +1,16 @@
 //! Mirrors pkg/registry/core/pod/rest/log.go: `pods/log` is proxied to the node agent that runs
 //! the pod, at the kubelet's path `/containerLogs/<ns>/<pod>/<container>`, and streamed back.
 
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::HttpResponse;
 use futures::TryStreamExt;
 use serde_json::Value;
 
-use crate::Api;
+use futures::future::LocalBoxFuture;
+
+use crate::registry::generic::rest::RestRequest;
 use crate::error::{Error, Result};
 use crate::registry::core::node::kubelet_client::node_agent_url;
+use crate::registry::core::node::strategy::NODES;
 
 /// The query parameters the node agent understands, passed through as they came.
 const PASSED: &[&str] = &["follow", "tailLines", "timestamps", "sinceSeconds", "sinceTime", "limitBytes", "previous"];
@@ -20,8 +23,14 @@ fn containers(pod: &Value) -> Vec<String> {
         .collect()
 }
 
-pub async fn serve(req: &HttpRequest, api: &Api, namespace: &str, name: &str) -> Result<HttpResponse> {
-    let pod = api.pods().get(Some(namespace), name).await?;
+/// `GET pods/<name>/log` (rest.GetterWithOptions).
+pub fn get(r: RestRequest<'_>) -> LocalBoxFuture<'_, Result<HttpResponse>> {
+    Box::pin(serve(r))
+}
+
+async fn serve(r: RestRequest<'_>) -> Result<HttpResponse> {
+    let (req, namespace, name) = (r.req, r.namespace, r.name);
+    let pod = r.registry.get(Some(namespace), name).await?;
     let q: Vec<(String, String)> = url_query(req.query_string());
     let all = containers(&pod);
     let container = match q.iter().find(|(k, _)| k == "container").map(|(_, v)| v.clone()) {
@@ -38,7 +47,7 @@ pub async fn serve(req: &HttpRequest, api: &Api, namespace: &str, name: &str) ->
     if node_name.is_empty() {
         return Err(Error::BadRequest(format!("pod {name} does not have a host assigned")));
     }
-    let node = api.nodes().get(None, node_name).await?;
+    let node = r.registries.of(&NODES).get(None, node_name).await?;
     let base = node_agent_url(&node).ok_or_else(|| Error::Unavailable(format!("node {node_name} has no address yet: its node agent has not reported")))?;
     let mut url = format!("{base}/containerLogs/{namespace}/{name}/{container}");
     let passed: Vec<String> = q.iter().filter(|(k, _)| PASSED.contains(&k.as_str())).map(|(k, v)| format!("{k}={v}")).collect();
@@ -46,7 +55,7 @@ pub async fn serve(req: &HttpRequest, api: &Api, namespace: &str, name: &str) ->
         url.push('?');
         url.push_str(&passed.join("&"));
     }
-    let resp = api.http.get(&url).send().await.map_err(|e| {
+    let resp = r.http.get(&url).send().await.map_err(|e| {
         Error::Unavailable(format!("the node agent of node {node_name} at {base} is not answering: {e}"))
     })?;
     let code = resp.status().as_u16();

@@ -13,10 +13,11 @@ use actix_web::{HttpRequest, HttpResponse, http::header};
 use apimachinery::patch::PatchMeta;
 use serde_json::Value;
 
-use crate::Api;
+use super::create::create_object;
+use crate::config::Api;
+use crate::endpoints::request::{Target, check_name_and_namespace, decode, dry_run, parse_body, respond};
 use crate::error::{Error, Result};
-use crate::handlers::{check_target, decode_for, dry_run, parse_body, respond};
-use crate::registry::generic::store::{Registry, now_rfc3339};
+use crate::registry::generic::store::now_rfc3339;
 
 fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
     match code {
@@ -25,17 +26,9 @@ fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub async fn serve(
-    req: &HttpRequest,
-    body: &[u8],
-    api: &Api,
-    reg: &std::sync::Arc<Registry>,
-    ns: Option<&str>,
-    name: &str,
-    sub: Option<&str>,
-    q: &HashMap<String, String>,
-) -> Result<HttpResponse> {
+/// `PATCH .../<resource>/<name>[/status]`.
+pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
+    let (reg, ns, sub) = (&t.registry, t.namespace.as_deref(), t.subresource.as_deref());
     let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("");
     let media = ct.split(';').next().unwrap_or("").trim().to_string();
     let kind = reg.info().kind;
@@ -47,18 +40,15 @@ pub async fn serve(
         })?;
         let force = q.get("force").is_some_and(|f| f == "true");
         let applied = parse_body(req, body)?;
-        let (applied_checked, w) = decode_for(reg, applied.clone(), q)?;
-        check_target(name, ns, reg, &applied_checked)?;
+        let (applied_checked, w) = decode(reg, applied.clone(), q)?;
+        check_name_and_namespace(t, &applied_checked)?;
         warnings = w;
         let now = now_rfc3339();
         return match reg.get(ns, name).await {
             Err(Error::NotFound { .. }) => {
                 let merged = apimachinery::managedfields::apply(None, &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
-                let (obj, _) = decode_for(reg, merged, q)?;
-                if reg.info().namespaced {
-                    api.check_namespace_open(ns.unwrap_or("default")).await?;
-                }
-                let created = reg.create_with(ns, obj, dry_run(q), &|_| Ok(())).await?;
+                let (obj, _) = decode(reg, merged, q)?;
+                let created = create_object(api, reg, ns, obj, dry_run(q)).await?;
                 if !dry_run(q) {
                     api.after_create(reg, &created).await;
                 }
@@ -69,7 +59,7 @@ pub async fn serve(
                 let updated = reg
                     .guaranteed_update_with(ns, name, sub, dry_run(q), |current| {
                         let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
-                        Ok(decode_for(reg, merged, q)?.0)
+                        Ok(decode(reg, merged, q)?.0)
                     })
                     .await?;
                 Ok(respond(200, &updated, &warnings))
@@ -100,9 +90,9 @@ pub async fn serve(
     let updated = reg
         .guaranteed_update_with(ns, name, sub, dry_run(q), |current| {
             let patched = apply_patch(current)?;
-            let (obj, w) = decode_for(reg, patched, q)?;
+            let (obj, w) = decode(reg, patched, q)?;
             warnings = w;
-            check_target(name, ns, reg, &obj)?;
+            check_name_and_namespace(t, &obj)?;
             let mut obj = obj;
             if let Some(m) = &manager {
                 apimachinery::managedfields::update_managed_fields(Some(current), &mut obj, m, "Update", &now_rfc3339());

@@ -34,9 +34,12 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::Api;
+use futures::future::LocalBoxFuture;
+
+use crate::registry::generic::rest::RestRequest;
 use crate::error::{Error, Result};
 use crate::registry::core::node::kubelet_client::node_agent_url;
+use crate::registry::core::node::strategy::NODES;
 
 /// The annotation kubectl (and we) read for the container to use when none is named.
 pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
@@ -51,20 +54,6 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_RESPONSE_HEAD: usize = 16 << 10;
 const MAX_ERROR_BODY: usize = 64 << 10;
-
-/// `exec` or `attach`, when `path` names one on a pod: (namespace, pod, subresource).
-pub fn target(api: &Api, path: &str) -> Option<(String, String, &'static str)> {
-    let t = crate::handlers::route(api, path).ok()?;
-    if t.registry.info().plural != "pods" {
-        return None;
-    }
-    let sub = match t.subresource.as_deref() {
-        Some("exec") => "exec",
-        Some("attach") => "attach",
-        _ => return None,
-    };
-    Some((t.namespace?, t.name?, sub))
-}
 
 fn container_names(pod: &Value) -> Vec<String> {
     ["/spec/containers", "/spec/initContainers", "/spec/ephemeralContainers"]
@@ -102,15 +91,21 @@ pub fn check(pod: &Value, name: &str, subresource: &str, asked: Option<&str>) ->
     Ok(container)
 }
 
-pub async fn serve(req: &HttpRequest, payload: web::Payload, api: &Api, namespace: &str, name: &str, subresource: &str) -> Result<HttpResponse> {
+/// `pods/<name>/exec` and `pods/<name>/attach` (rest.Connecter).
+pub fn connect(r: RestRequest<'_>, payload: web::Payload) -> LocalBoxFuture<'_, Result<HttpResponse>> {
+    Box::pin(serve(r, payload))
+}
+
+async fn serve(r: RestRequest<'_>, payload: web::Payload) -> Result<HttpResponse> {
+    let (req, namespace, name, subresource) = (r.req, r.namespace, r.name, r.subresource);
     // Step 1.
-    let pod = api.pods().get(Some(namespace), name).await?;
+    let pod = r.registry.get(Some(namespace), name).await?;
     let query: Vec<(String, String)> =
         web::Query::<Vec<(String, String)>>::from_query(req.query_string()).map(|q| q.into_inner()).unwrap_or_default();
     let asked = query.iter().find(|(k, _)| k == "container").map(|(_, v)| v.as_str());
     let container = check(&pod, name, subresource, asked)?;
     let node_name = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
-    let node = api.nodes().get(None, node_name).await?;
+    let node = r.registries.of(&NODES).get(None, node_name).await?;
     let base = node_agent_url(&node)
         .ok_or_else(|| Error::Internal(format!("node {node_name} has no address yet: its node agent has not reported")))?;
     let authority = base.trim_start_matches("http://").to_string();

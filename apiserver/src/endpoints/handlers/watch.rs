@@ -10,10 +10,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::{Error, Result};
-use crate::handlers::wants_table;
+use crate::endpoints::request::wants_table;
 use crate::printers::tablegenerator;
 use crate::registry::generic::options::ListOptions;
 use crate::registry::generic::store::Registry;
+use crate::storage::store::with_resource_version;
 use crate::storage::watch_cache::{EventType, WatchEvent, event_for};
 
 /// How often an idle watch that allows bookmarks gets one.
@@ -34,7 +35,8 @@ fn line(kind: &str, object: Value) -> Bytes {
     Bytes::from(v)
 }
 
-pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &ListOptions) -> Result<HttpResponse> {
+/// `GET .../<resource>?watch=true`.
+pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &ListOptions) -> Result<HttpResponse> {
     let info = reg.info();
     let table = wants_table(req);
     let shape = move |obj: &Value| -> Value {
@@ -46,7 +48,7 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
         }
     };
     // Who watches, for `kubelab trace`: the client's user agent without its version.
-    let watcher: Option<String> = (info.plural == "pods").then(|| {
+    let watcher: Option<String> = reg.strategy.traced().then(|| {
         let agent = req.headers().get(actix_web::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
         agent.split('/').next().unwrap_or(agent).to_string()
     });
@@ -136,8 +138,8 @@ pub fn serve(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
     Ok(stream_response(rx))
 }
 
-/// A pod's watch event handed to a watcher's stream is a step of that pod: the hop from the API
-/// server to the scheduler or the node agent.
+/// A watch event of a traced object (a pod) handed to a watcher's stream is a step of that
+/// object: the hop from the API server to the scheduler or the node agent.
 fn record_sent(e: &WatchEvent, kind: EventType, watcher: &str) {
     let Some(uid) = e.object.pointer("/metadata/uid").and_then(Value::as_str) else { return };
     let step = podtrace::Step::instant("apiserver", "watch event sent", chrono::Utc::now())
@@ -152,7 +154,7 @@ fn record_sent(e: &WatchEvent, kind: EventType, watcher: &str) {
 /// the same).
 fn object_for(e: &WatchEvent, kind: EventType) -> Value {
     match (&e.prev, kind, e.kind) {
-        (Some(prev), EventType::Deleted, EventType::Modified) => crate::storage::store::with_resource_version((**prev).clone(), e.revision),
+        (Some(prev), EventType::Deleted, EventType::Modified) => with_resource_version((**prev).clone(), e.revision),
         _ => (*e.object).clone(),
     }
 }

@@ -5,7 +5,7 @@
 use actix_web::{HttpRequest, HttpResponse, http::header};
 use serde_json::{Value, json};
 
-use crate::Api;
+use crate::config::Api;
 use crate::registry::generic::strategy::ResourceInfo;
 
 pub const AGGREGATED_CONTENT_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -70,7 +70,7 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
 
 /// The API groups besides core, with their versions. policy/v1 serves only pods/eviction.
 fn groups(api: &Api) -> Vec<(&'static str, &'static str)> {
-    let mut gs: Vec<(&'static str, &'static str)> = api.registries().map(|r| (r.info().group, r.info().version)).filter(|(g, _)| !g.is_empty()).collect();
+    let mut gs: Vec<(&'static str, &'static str)> = api.registries.iter().map(|r| (r.info().group, r.info().version)).filter(|(g, _)| !g.is_empty()).collect();
     gs.push(("policy", "v1"));
     gs.sort();
     gs.dedup();
@@ -78,7 +78,7 @@ fn groups(api: &Api) -> Vec<(&'static str, &'static str)> {
 }
 
 fn aggregated_group(api: &Api, group: &str, version: &str) -> Value {
-    let resources: Vec<Value> = api.registries().filter(|r| r.info().group == group && r.info().version == version).map(|r| aggregated_resource(r.info())).collect();
+    let resources: Vec<Value> = api.registries.iter().filter(|r| r.info().group == group && r.info().version == version).map(|r| aggregated_resource(r.info())).collect();
     json!({"metadata": {"name": group}, "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
 }
 
@@ -121,7 +121,7 @@ pub fn resources(api: &Api, group: &str, version: &str) -> Option<HttpResponse> 
     if !known {
         return None;
     }
-    let list: Vec<Value> = api.registries().filter(|r| r.info().group == group && r.info().version == version).flat_map(|r| legacy_entries(r.info())).collect();
+    let list: Vec<Value> = api.registries.iter().filter(|r| r.info().group == group && r.info().version == version).flat_map(|r| legacy_entries(r.info())).collect();
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     Some(HttpResponse::Ok().json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list})))
 }

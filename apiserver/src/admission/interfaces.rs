@@ -1,0 +1,110 @@
+//! Mirrors k8s.io/apiserver/pkg/admission/interfaces.go: what an admission plugin is told of a
+//! request ([`Attributes`]) and the two kinds of plugin, mutating then validating.
+
+use futures::future::LocalBoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::registry::generic::strategy::ResourceInfo;
+use crate::registry::generic::typed::update_typed;
+
+/// What the request does to the object (Kubernetes also has Update and Connect: no plugin here
+/// handles them, and those requests do not go through admission).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Delete,
+}
+
+/// What a plugin knows of the request (`admission.Attributes`).
+pub struct Attributes<'a> {
+    pub operation: Operation,
+    pub resource: &'static ResourceInfo,
+    /// The namespace on the URL; none on a cluster-scoped resource, or on a namespaced create
+    /// that names none (which goes to `default`).
+    pub namespace: Option<&'a str>,
+    /// The object's name; empty on a create whose name the server is to generate.
+    pub name: &'a str,
+    pub dry_run: bool,
+}
+
+impl Attributes<'_> {
+    /// Whether the request is for `group`'s `plural` (`("", "pods")`).
+    pub fn is_for(&self, group: &str, plural: &str) -> bool {
+        self.resource.group == group && self.resource.plural == plural
+    }
+}
+
+/// A plugin of the mutating phase (`admission.MutationInterface`): it may change the object or
+/// refuse the request.
+pub trait MutationInterface: Send + Sync {
+    /// The plugin's name, as `--enable-admission-plugins` spells it.
+    fn name(&self) -> &'static str;
+
+    /// Whether the plugin has anything to say about this request.
+    fn handles(&self, a: &Attributes<'_>) -> bool;
+
+    /// Admits the request: `obj` is the object to be written (none on a delete). Asynchronous
+    /// because a plugin may look things up (NamespaceLifecycle reads the namespace).
+    fn admit<'a>(&'a self, a: &'a Attributes<'a>, obj: Option<&'a mut Value>) -> LocalBoxFuture<'a, Result<()>>;
+}
+
+/// A plugin of the validating phase (`admission.ValidationInterface`): it sees the object as it
+/// is about to be written and may refuse it, never change it.
+pub trait ValidationInterface: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    fn handles(&self, a: &Attributes<'_>) -> bool;
+
+    fn validate(&self, a: &Attributes<'_>, obj: &Value) -> Result<()>;
+}
+
+/// A mutating plugin that changes only pods being created, through their typed form
+/// (ServiceAccount, Priority, DefaultTolerationSeconds): its name and its change.
+pub struct PodCreate {
+    pub name: &'static str,
+    pub admit: fn(&mut Pod),
+}
+
+impl MutationInterface for PodCreate {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn handles(&self, a: &Attributes<'_>) -> bool {
+        a.operation == Operation::Create && a.is_for("", "pods")
+    }
+
+    fn admit<'a>(&'a self, _a: &'a Attributes<'a>, obj: Option<&'a mut Value>) -> LocalBoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            if let Some(obj) = obj {
+                update_typed(obj, self.admit);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// What the pod plugins' tests share: a pod as the create handler hands it to admission.
+#[cfg(test)]
+pub mod testing {
+    use api::core::v1::defaults::set_defaults_pod;
+    use k8s_openapi::api::core::v1::{Pod, PodSpec};
+    use serde_json::{Value, json};
+
+    use super::PodCreate;
+
+    pub fn minimal() -> Value {
+        json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}})
+    }
+
+    /// `json` decoded, defaulted (as the create handler does before admission), then admitted by
+    /// `plugin`; its spec.
+    pub fn admitted(plugin: &PodCreate, json: Value) -> PodSpec {
+        let mut pod: Pod = serde_json::from_value(json).expect("test pod is valid");
+        set_defaults_pod(&mut pod);
+        (plugin.admit)(&mut pod);
+        pod.spec.expect("defaulted pod has a spec")
+    }
+}

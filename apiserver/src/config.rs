@@ -1,0 +1,42 @@
+//! Mirrors k8s.io/apiserver/pkg/server/config.go: what every request is served with ([`Api`]: the
+//! installed resources, the admission chain, the options).
+//!
+//! Its own module, below the router and the filters: every handler reads [`Api`], while
+//! server.rs, which builds it, imports every handler (through the filters and the router) and
+//! every resource.
+
+use serde_json::Value;
+
+use crate::admission::chain::Chain;
+use crate::error::Error;
+use crate::options::Options;
+use crate::registry::generic::rest::Registries;
+use crate::registry::generic::store::{Registry, name_of};
+use crate::storage::store::Storage;
+
+/// The server's state shared by every request. (The metrics are app data of their own: only the
+/// filters and `/metrics` use them.)
+pub struct Api {
+    pub registries: Registries,
+    pub storage: Storage,
+    /// For the node agents (pods/log, `kubelab trace`).
+    pub http: reqwest::Client,
+    pub options: Options,
+    pub admission: Chain,
+}
+
+impl Api {
+    /// What follows a create: the objects that come with the new one (the strategy's
+    /// `after_create`). One that exists already is left as it is; one that cannot be written is
+    /// logged, and the create still succeeds.
+    pub async fn after_create(&self, registry: &Registry, created: &Value) {
+        for (info, obj) in registry.strategy.after_create(created) {
+            let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
+            let name = name_of(&obj).to_string();
+            match self.registries.of(info).create(namespace.as_deref(), obj).await {
+                Ok(_) | Err(Error::AlreadyExists { .. }) => {}
+                Err(e) => tracing::warn!(target: "apiserver", namespace, kind = info.kind, name, error = %e, "could not create an object that comes with a new one"),
+            }
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Mirrors k8s.io/apiserver/pkg/endpoints/handlers/create.go: POST of a new object, and POST of a
+//! subresource its resource's code serves (rest.Creater: pods/binding, pods/eviction).
+//!
+//! A create, step by step (each step's span, if it has one, is what `kubelab trace` shows):
+//! 1. decode the body through the typed object (`decode`): unknown fields are warnings, or 400
+//!    under `fieldValidation=Strict`; the name and namespace must be the URL's;
+//! 2. the resource's tracing hook: a pod carries this request's trace context (podtrace::otel);
+//! 3. record the managed fields of what the client sent (`fieldManager`);
+//! 4. default it: the `SetDefaults_<Kind>` functions, which Kubernetes' decoder applies;
+//! 5. mutating admission, in order (`admission`: NamespaceLifecycle checks the namespace);
+//! 6. the store's create: BeforeCreate (`defaulting and validation`: PrepareForCreate,
+//!    Validate), validating admission, the write (`store write`);
+//! 7. name the new object in the request's span (pods), and create what comes with it (a
+//!    namespace's `default` service account).
+
+use std::collections::HashMap;
+
+use actix_web::{HttpRequest, HttpResponse};
+use serde_json::Value;
+
+use crate::admission::interfaces::{Attributes, Operation};
+use crate::config::Api;
+use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, dry_run, parse_body, record_managed_fields, respond};
+use crate::error::{Error, Result};
+use crate::registry::generic::rest::{CreateFunc, RestRequest};
+use crate::registry::generic::store::{Registry, name_of};
+
+/// `POST .../<resource>`.
+pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &HashMap<String, String>) -> Result<HttpResponse> {
+    let reg = &t.registry;
+    // Step 1: decode.
+    let (mut obj, warnings) = tracing::debug_span!(target: "apiserver", "decode", pod_uid = tracing::field::Empty).in_scope(|| {
+        let obj = parse_body(req, body)?;
+        let (obj, warnings) = decode(reg, obj, q)?;
+        check_name_and_namespace(t, &obj)?;
+        Ok::<_, Error>((obj, warnings))
+    })?;
+    // Step 2: with --otlp-endpoint, a pod carries this request's trace context to the scheduler
+    // and the node agent (podtrace::otel); without, it is left as it came.
+    if reg.strategy.traced() {
+        podtrace::otel::annotate(&mut obj);
+    }
+    // Step 3: managed fields.
+    let obj = record_managed_fields(obj, None, q, "Update");
+    // Steps 4 to 6.
+    let created = create_object(api, reg, t.namespace.as_deref(), obj, dry_run(q)).await?;
+    // Step 7: the request names the object it created, so a tracing UI finds the create by it.
+    if reg.strategy.traced()
+        && let Some(uid) = created.pointer("/metadata/uid").and_then(Value::as_str)
+    {
+        tracing::Span::current().record(podtrace::KEY_FIELD, uid);
+    }
+    if !dry_run(q) {
+        api.after_create(reg, &created).await;
+    }
+    Ok(respond(201, &created, &warnings))
+}
+
+/// Steps 4 to 6 of a create, shared with server-side apply's create of an absent object: the
+/// defaults, mutating admission, and the store's create with validating admission.
+pub async fn create_object(api: &Api, reg: &Registry, namespace: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Value> {
+    // Step 4: defaults.
+    reg.strategy.set_defaults(&mut obj);
+    // Step 5: mutating admission. The object's name is known here unless the server is to
+    // generate it (BeforeCreate does, in step 6).
+    let name = name_of(&obj).to_string();
+    let attributes = Attributes { operation: Operation::Create, resource: reg.info(), namespace, name: &name, dry_run };
+    api.admission.admit(&attributes, Some(&mut obj)).await?;
+    // Step 6: BeforeCreate, validating admission, the write.
+    reg.create_with(namespace, obj, dry_run, &|obj| api.admission.validate(&attributes, obj)).await
+}
+
+/// `POST .../<resource>/<name>/<subresource>` of a subresource its resource's code serves
+/// (rest.Creater): answered 201 with a Success Status.
+pub async fn create_subresource(req: &HttpRequest, body: &[u8], r: RestRequest<'_>, serve: CreateFunc) -> Result<HttpResponse> {
+    let obj = parse_body(req, body)?;
+    serve(r, obj).await?;
+    Ok(respond(201, &created_status(), &[]))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{Pod, PodSpec};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::chain::Chain;
+    use crate::admission::{default_toleration_seconds, priority, service_account};
+    use crate::registry::core::pod::strategy::{PODS, PodStrategy};
+    use crate::registry::generic::strategy::Strategy;
+
+    /// A pod as steps 4 to 6 leave it, but for the store: defaulted, admitted by the chain's pod
+    /// plugins, prepared by PrepareForCreate.
+    fn defaulted(json: Value) -> Pod {
+        let chain = Chain::new(vec![Box::new(service_account::PLUGIN), Box::new(priority::PLUGIN), Box::new(default_toleration_seconds::PLUGIN)], vec![]);
+        let mut obj = json;
+        PodStrategy.set_defaults(&mut obj);
+        let attributes = Attributes { operation: Operation::Create, resource: &PODS, namespace: Some("default"), name: "web", dry_run: false };
+        futures::executor::block_on(chain.admit(&attributes, Some(&mut obj))).expect("admitted");
+        PodStrategy.prepare_for_create(&mut obj);
+        serde_json::from_value(obj).expect("a pod")
+    }
+
+    fn spec(p: &Pod) -> &PodSpec {
+        p.spec.as_ref().expect("defaulted pod has a spec")
+    }
+
+    fn minimal() -> Value {
+        json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}})
+    }
+
+    #[test]
+    fn admission_and_status_on_create() {
+        let p = defaulted(minimal());
+        let s = spec(&p);
+        assert_eq!(s.priority, Some(0));
+        assert_eq!(s.preemption_policy.as_deref(), Some("PreemptLowerPriority"));
+        assert_eq!(s.service_account_name.as_deref(), Some("default"));
+        assert_eq!(s.service_account.as_deref(), Some("default"));
+        let status = p.status.as_ref().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Pending"));
+        assert_eq!(status.qos_class.as_deref(), Some("BestEffort"));
+        assert_eq!(status.conditions, None);
+    }
+
+    #[test]
+    fn pod_spec_defaults_keep_what_is_set() {
+        let p = defaulted(json!({"metadata": {"name": "web"}, "spec": {
+            "restartPolicy": "Never", "dnsPolicy": "Default", "terminationGracePeriodSeconds": 0,
+            "schedulerName": "mine", "securityContext": {"runAsUser": 1000}, "enableServiceLinks": false,
+            "serviceAccountName": "builder", "serviceAccount": "stale",
+            "containers": [{"name": "app", "image": "busybox", "imagePullPolicy": "Never",
+                "terminationMessagePath": "/tmp/msg", "terminationMessagePolicy": "FallbackToLogsOnError"}]}}));
+        let s = spec(&p);
+        assert_eq!(s.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(s.dns_policy.as_deref(), Some("Default"));
+        assert_eq!(s.termination_grace_period_seconds, Some(0));
+        assert_eq!(s.scheduler_name.as_deref(), Some("mine"));
+        assert_eq!(
+            s.security_context.as_ref().and_then(|c| c.run_as_user),
+            Some(1000)
+        );
+        assert_eq!(s.enable_service_links, Some(false));
+        assert_eq!(s.service_account_name.as_deref(), Some("builder"));
+        assert_eq!(
+            s.service_account.as_deref(),
+            Some("builder"),
+            "the deprecated field mirrors the new one"
+        );
+        let c = &s.containers[0];
+        assert_eq!(c.image_pull_policy.as_deref(), Some("Never"));
+        assert_eq!(c.termination_message_path.as_deref(), Some("/tmp/msg"));
+        assert_eq!(
+            c.termination_message_policy.as_deref(),
+            Some("FallbackToLogsOnError")
+        );
+    }
+
+    #[test]
+    fn ports_env_and_resources() {
+        let p = defaulted(
+            json!({"spec": {"containers": [{"name": "app", "image": "nginx:1",
+            "ports": [{"containerPort": 80}, {"containerPort": 53, "protocol": "UDP"}],
+            "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "X", "valueFrom": {"fieldRef": {"apiVersion": "v2", "fieldPath": "metadata.name"}}},
+                    {"name": "PLAIN", "value": "1"}],
+            "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "100m"}}}]}}),
+        );
+        let c = &spec(&p).containers[0];
+        let ports = c.ports.as_ref().expect("ports");
+        assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+        assert_eq!(ports[1].protocol.as_deref(), Some("UDP"));
+        assert_eq!(
+            ports[0].host_port, None,
+            "hostPort is defaulted only with hostNetwork"
+        );
+        let env = c.env.as_ref().expect("env");
+        let api_version = |i: usize| {
+            env[i]
+                .value_from
+                .as_ref()
+                .and_then(|v| v.field_ref.as_ref())
+                .and_then(|f| f.api_version.clone())
+        };
+        assert_eq!(api_version(0).as_deref(), Some("v1"));
+        assert_eq!(api_version(1).as_deref(), Some("v2"));
+        assert!(env[2].value_from.is_none());
+        let r = c.resources.as_ref().expect("resources");
+        let requests = r.requests.as_ref().expect("requests");
+        assert_eq!(
+            requests.get("cpu"),
+            Some(&Quantity("100m".into())),
+            "an explicit request stays"
+        );
+        assert_eq!(
+            requests.get("memory"),
+            Some(&Quantity("128Mi".into())),
+            "a missing request takes the limit"
+        );
+        assert_eq!(
+            p.status.as_ref().and_then(|s| s.qos_class.as_deref()),
+            Some("Burstable")
+        );
+
+        // Limits only: requests copy them all, and the pod becomes Guaranteed.
+        let p = defaulted(
+            json!({"spec": {"containers": [{"name": "app", "image": "nginx:1",
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}),
+        );
+        let r = spec(&p).containers[0]
+            .resources
+            .as_ref()
+            .expect("resources");
+        assert_eq!(r.requests, r.limits);
+        assert_eq!(
+            p.status.as_ref().and_then(|s| s.qos_class.as_deref()),
+            Some("Guaranteed")
+        );
+
+        // Requests only: nothing is copied the other way.
+        let p = defaulted(
+            json!({"spec": {"containers": [{"name": "app", "image": "nginx:1",
+            "resources": {"requests": {"memory": "1Gi"}}}]}}),
+        );
+        let r = spec(&p).containers[0]
+            .resources
+            .as_ref()
+            .expect("resources");
+        assert_eq!(r.limits, None);
+    }
+
+    #[test]
+    fn status_is_replaced_and_gates_add_a_condition() {
+        let mut j = minimal();
+        j["status"] = json!({"phase": "Running", "podIP": "10.0.0.9"});
+        j["spec"]["schedulingGates"] = json!([{"name": "example.com/wait"}]);
+        let p = defaulted(j);
+        let status = p.status.as_ref().expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Pending"));
+        assert_eq!(status.pod_ip, None);
+        let conditions = status.conditions.as_ref().expect("conditions");
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(
+            (
+                conditions[0].type_.as_str(),
+                conditions[0].status.as_str(),
+                conditions[0].reason.as_deref()
+            ),
+            ("PodScheduled", "False", Some("SchedulingGated"))
+        );
+    }
+
+    #[test]
+    fn pod_without_spec_is_defaulted() {
+        let p = defaulted(json!({"metadata": {"name": "x"}}));
+        assert_eq!(spec(&p).restart_policy.as_deref(), Some("Always"));
+        assert_eq!(
+            p.status.as_ref().and_then(|s| s.qos_class.as_deref()),
+            Some("BestEffort")
+        );
+    }
+
+    #[test]
+    fn defaulting_is_idempotent() {
+        let once = defaulted(
+            json!({"spec": {"containers": [{"name": "app", "image": "a:1",
+            "resources": {"limits": {"cpu": "1"}}, "livenessProbe": {"httpGet": {"port": 80}}}],
+            "volumes": [{"name": "v"}]}}),
+        );
+        let twice = defaulted(serde_json::to_value(&once).expect("serializes"));
+        assert_eq!(once, twice);
+    }
+}

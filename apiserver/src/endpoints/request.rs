@@ -1,0 +1,170 @@
+//! Mirrors what k8s.io/apiserver/pkg/endpoints/handlers shares between its handlers (rest.go,
+//! the negotiation and response writers, the strict decoder): reading a request — its target,
+//! query, body (JSON, YAML or protobuf), options — and writing a response with its warnings.
+//! Every handler uses it; it uses no handler.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::registry::generic::options::ListOptions;
+use crate::registry::generic::store::{Registry, name_of, now_rfc3339};
+use crate::serializer::protobuf;
+
+/// Where a request goes: a resource, and in it a namespace, a name and a subresource.
+pub struct Target {
+    pub registry: Arc<Registry>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+/// The query parameters, the last of each name.
+pub fn query(req: &HttpRequest) -> HashMap<String, String> {
+    web::Query::<HashMap<String, String>>::from_query(req.query_string()).map(|q| q.into_inner()).unwrap_or_default()
+}
+
+/// Whether a query flag is on (`true` or `1`).
+pub fn flag(q: &HashMap<String, String>, name: &str) -> bool {
+    q.get(name).is_some_and(|v| v == "true" || v == "1")
+}
+
+/// metav1.ListOptions from the query.
+pub fn list_options(q: &HashMap<String, String>) -> ListOptions {
+    ListOptions {
+        label_selector: q.get("labelSelector").cloned(),
+        field_selector: q.get("fieldSelector").cloned(),
+        limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+        continue_token: q.get("continue").cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        resource_version_match: q.get("resourceVersionMatch").cloned(),
+        watch: flag(q, "watch"),
+        allow_watch_bookmarks: flag(q, "allowWatchBookmarks"),
+        send_initial_events: flag(q, "sendInitialEvents"),
+        timeout_seconds: q.get("timeoutSeconds").and_then(|t| t.parse().ok()),
+    }
+}
+
+/// Whether the client asked for a `meta.k8s.io/v1` Table.
+pub fn wants_table(req: &HttpRequest) -> bool {
+    req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).is_some_and(|a| {
+        a.split(',').next().is_some_and(|first| first.contains("as=Table"))
+    })
+}
+
+/// A JSON response, with a `Warning` header per warning.
+pub fn respond(code: u16, v: &Value, warnings: &[String]) -> HttpResponse {
+    let mut b = HttpResponse::build(actix_web::http::StatusCode::from_u16(code).unwrap_or(actix_web::http::StatusCode::OK));
+    b.content_type("application/json");
+    for w in warnings {
+        // A quoted-string (RFC 7234 warn-text): inner quotes are escaped, as kube-apiserver does.
+        b.append_header(("Warning", format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))));
+    }
+    b.body(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// An error as the `metav1.Status` a client reads.
+pub fn error_response(e: &Error) -> HttpResponse {
+    respond(e.code(), &e.to_status(), &[])
+}
+
+/// What a subresource create (pods/binding, pods/eviction) answers.
+pub fn created_status() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
+}
+
+/// Parses a request body as JSON or YAML, by content type.
+pub fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value> {
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("application/json");
+    let media = ct.split(';').next().unwrap_or("").trim();
+    match media {
+        "application/json" | "" | "application/merge-patch+json" | "application/strategic-merge-patch+json" | "application/json-patch+json" => {
+            serde_json::from_slice(body).map_err(|e| Error::BadRequest(format!("the body of the request could not be decoded as JSON: {e}")))
+        }
+        "application/yaml" | "application/apply-patch+yaml" | "application/x-yaml" => {
+            serde_norway::from_slice(body).map_err(|e| Error::BadRequest(format!("the body of the request could not be decoded as YAML: {e}")))
+        }
+        // kubectl's typed generators (`create namespace`, `create configmap`, ...) send protobuf.
+        protobuf::CONTENT_TYPE => protobuf::decode(body).map_err(|e| {
+            if e.is_unsupported() { Error::UnsupportedMediaType(format!("application/json, application/yaml ({e})")) } else { Error::BadRequest(e.to_string()) }
+        }),
+        other => Err(Error::UnsupportedMediaType(format!("application/json, application/yaml (not {other})"))),
+    }
+}
+
+/// Checks `apiVersion`/`kind` against the URL and fills them in when absent.
+fn check_type(reg: &Registry, obj: &mut Value) -> Result<()> {
+    let info = reg.info();
+    let api_version = info.api_version();
+    let Some(map) = obj.as_object_mut() else { return Err(Error::BadRequest("the body must be an object".into())) };
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v != api_version => {
+            return Err(Error::BadRequest(format!("the API version in the data ({v}) does not match the expected API version ({api_version})")));
+        }
+        Some(_) => {}
+        None => {
+            map.insert("apiVersion".into(), json!(api_version));
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        Some(k) if k != info.kind => {
+            return Err(Error::BadRequest(format!("{k} in version \"{}\" cannot be handled as a {}: the kind in the data does not match the URL", info.version, info.kind)));
+        }
+        Some(_) => {}
+        None => {
+            map.insert("kind".into(), json!(info.kind));
+        }
+    }
+    if !map.get("metadata").is_some_and(Value::is_object) {
+        map.insert("metadata".into(), json!({}));
+    }
+    Ok(())
+}
+
+/// The body's name and namespace, when it has them, must be the URL's.
+pub fn check_name_and_namespace(t: &Target, obj: &Value) -> Result<()> {
+    if let Some(name) = &t.name {
+        let body_name = name_of(obj);
+        if !body_name.is_empty() && body_name != name {
+            return Err(Error::BadRequest(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+        }
+    }
+    if let (Some(ns), Some(body_ns)) = (&t.namespace, obj.pointer("/metadata/namespace").and_then(Value::as_str))
+        && t.registry.info().namespaced
+        && !body_ns.is_empty()
+        && body_ns != ns
+    {
+        return Err(Error::BadRequest("the namespace of the provided object does not match the namespace sent on the request".into()));
+    }
+    Ok(())
+}
+
+/// Decodes through the typed object; unknown fields are warnings, or 400 under Strict.
+pub fn decode(reg: &Registry, mut obj: Value, q: &HashMap<String, String>) -> Result<(Value, Vec<String>)> {
+    check_type(reg, &mut obj)?;
+    let info = reg.info();
+    let (canonical, unknown) = info.codec.decode(info.kind, obj)?;
+    let warnings: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    if !warnings.is_empty() && q.get("fieldValidation").map(String::as_str) == Some("Strict") {
+        let kind = info.kind;
+        return Err(Error::BadRequest(format!("strict decoding error: {}", warnings.join(", ")).replace("strict decoding error", &format!("{kind} in version \"{}\" cannot be handled as a {kind}: strict decoding error", info.version))));
+    }
+    Ok((canonical, warnings))
+}
+
+/// `?dryRun=All`: everything but the write.
+pub fn dry_run(q: &HashMap<String, String>) -> bool {
+    q.get("dryRun").is_some_and(|v| v == "All")
+}
+
+/// Records who wrote which fields (metadata.managedFields) for a non-apply write.
+pub fn record_managed_fields(mut obj: Value, old: Option<&Value>, q: &HashMap<String, String>, operation: &str) -> Value {
+    if let Some(manager) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        apimachinery::managedfields::update_managed_fields(old, &mut obj, manager, operation, &now_rfc3339());
+    }
+    obj
+}

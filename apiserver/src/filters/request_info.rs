@@ -1,0 +1,66 @@
+//! Mirrors k8s.io/apiserver/pkg/endpoints/request/requestinfo.go and endpoints/filters/requestinfo.go
+//! (WithRequestInfo): what a request asks for — its verb and resource, whether it hands the
+//! connection over, whether it is long-running — worked out once, before the other filters, which
+//! read it: the timeout, the metrics and the `request` span.
+
+use actix_web::HttpRequest;
+
+use crate::config::Api;
+use crate::endpoints::request::{Target, flag, query};
+use crate::endpoints::{is_connect, route};
+use crate::error::Result;
+
+/// The long-running verbs and subresources, as kube-apiserver's `BasicLongRunningRequestCheck` is
+/// given them (watch and proxy; attach, exec, log, portforward and proxy), of those kubelab
+/// serves. A long-running request is not bound by the request timeout.
+const LONG_RUNNING_VERBS: &[&str] = &["WATCH"];
+const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "log"];
+
+pub struct RequestInfo {
+    /// The verb as the metrics name it: GET, LIST, WATCH, POST, PUT, PATCH, DELETE,
+    /// DELETECOLLECTION, CONNECT; the HTTP method when the path names no resource.
+    pub verb: String,
+    /// The resource as the metrics name it: `pods`, `pods/status`; empty when the path names no
+    /// resource.
+    pub resource: String,
+    /// exec and attach: the connection is handed over, so the body is never read.
+    pub connect: bool,
+    pub long_running: bool,
+}
+
+/// The request's info, and where it goes (the router's answer, 404 when nowhere).
+pub fn resolve(req: &HttpRequest, api: &Api) -> (RequestInfo, Result<Target>) {
+    let target = route(api, req.path());
+    let info = match &target {
+        Ok(t) => {
+            let connect = is_connect(api, t);
+            let plural = t.registry.info().plural;
+            let resource = match &t.subresource {
+                Some(s) => format!("{plural}/{s}"),
+                None => plural.to_string(),
+            };
+            let verb = if connect { "CONNECT".to_string() } else { verb_of(req, t) };
+            let long_running = LONG_RUNNING_VERBS.contains(&verb.as_str())
+                || t.subresource.as_deref().is_some_and(|s| LONG_RUNNING_SUBRESOURCES.contains(&s));
+            RequestInfo { verb, resource, connect, long_running }
+        }
+        Err(_) => RequestInfo { verb: req.method().as_str().to_string(), resource: String::new(), connect: false, long_running: false },
+    };
+    (info, target)
+}
+
+/// The verb from the method, whether the path names an object, and `?watch`.
+fn verb_of(req: &HttpRequest, t: &Target) -> String {
+    match (req.method().as_str(), t.name.is_some()) {
+        ("GET", false) if flag(&query(req), "watch") => "WATCH",
+        ("GET", false) => "LIST",
+        ("GET", true) => "GET",
+        ("POST", _) => "POST",
+        ("PUT", _) => "PUT",
+        ("PATCH", _) => "PATCH",
+        ("DELETE", true) => "DELETE",
+        ("DELETE", false) => "DELETECOLLECTION",
+        (m, _) => m,
+    }
+    .to_string()
+}

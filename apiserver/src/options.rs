@@ -1,0 +1,38 @@
+//! Mirrors cmd/kube-apiserver/app/options: what `kubelab apiserver` runs with, named as
+//! kube-apiserver names its flags.
+
+use std::time::Duration;
+
+/// Flags as kube-apiserver names them.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub etcd_servers: Vec<String>,
+    pub etcd_prefix: String,
+    pub bind_address: String,
+    pub port: u16,
+    pub max_request_bytes: usize,
+    pub event_ttl: Duration,
+    /// Events kept in each watch cache for watchers that resume.
+    pub watch_cache_size: usize,
+    /// How often the store's history is compacted ([`crate::storage::compact`]); zero never.
+    pub etcd_compaction_interval: Duration,
+    /// `--request-timeout`: how long a request that is not long-running may take before it is
+    /// answered 504 (a shorter `?timeout=` wins; [`crate::filters::timeout`]).
+    pub request_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            etcd_servers: vec!["http://127.0.0.1:2379".into()],
+            etcd_prefix: "/registry".into(),
+            bind_address: "0.0.0.0".into(),
+            port: 8080,
+            max_request_bytes: 3 * 1024 * 1024,
+            event_ttl: Duration::from_secs(3600),
+            watch_cache_size: 10_000,
+            etcd_compaction_interval: Duration::from_secs(300),
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Mirrors k8s.io/apiserver/pkg/registry/rest/rest.go (the interfaces a resource's storage
+//! implements: Creater, GetterWithOptions, Connecter) and the storage map a group's
+//! `APIGroupInfo` carries (k8s.io/apiserver/pkg/server): every resource's store, with the
+//! subresources its own code serves, each by the interface it implements.
+
+use std::sync::Arc;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures::future::LocalBoxFuture;
+use serde_json::Value;
+
+use super::store::Registry;
+use super::strategy::ResourceInfo;
+use crate::error::Result;
+
+/// A subresource's create: `POST` with a body (pods/binding, pods/eviction).
+pub type CreateFunc = for<'a> fn(RestRequest<'a>, Value) -> LocalBoxFuture<'a, Result<()>>;
+/// A subresource's get: `GET`, its answer streamed (pods/log).
+pub type GetFunc = for<'a> fn(RestRequest<'a>) -> LocalBoxFuture<'a, Result<HttpResponse>>;
+/// A subresource's connect: the connection is handed over (pods/exec, pods/attach).
+pub type ConnectFunc = for<'a> fn(RestRequest<'a>, web::Payload) -> LocalBoxFuture<'a, Result<HttpResponse>>;
+
+/// A subresource served by its resource's own code rather than by the generic handlers (the
+/// `status` and `finalize` views of an object are the generic handlers'). Kubernetes registers a
+/// REST storage at `pods/<sub>`, and the interfaces it implements decide its routes; here the
+/// variant does.
+#[derive(Clone, Copy)]
+pub enum SubresourceRest {
+    /// rest.Creater: `POST`, answered 201 with a Success Status.
+    Create(CreateFunc),
+    /// rest.GetterWithOptions: `GET`.
+    Get(GetFunc),
+    /// rest.Connecter: any method. What follows the request is the upgraded stream, so its body
+    /// is never read, and the request is long-running.
+    Connect(ConnectFunc),
+}
+
+/// What a subresource's code is called with: the request, its object, and what it may reach
+/// beyond its own resource (the other stores; the HTTP client for node agents).
+#[derive(Clone, Copy)]
+pub struct RestRequest<'a> {
+    pub req: &'a HttpRequest,
+    pub registries: &'a Registries,
+    pub http: &'a reqwest::Client,
+    pub registry: &'a Registry,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub subresource: &'a str,
+}
+
+/// One resource as the server serves it: its generic store, and the subresources its own code
+/// serves, by name.
+pub struct Installed {
+    pub registry: Arc<Registry>,
+    pub subresources: &'static [(&'static str, SubresourceRest)],
+}
+
+/// Every resource the server serves.
+pub struct Registries(pub Vec<Installed>);
+
+impl Registries {
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Registry>> {
+        self.iter().find(|r| r.info().group == group && r.info().version == version && r.info().plural == plural).cloned()
+    }
+
+    /// The store of a resource the server installs (a programming error otherwise).
+    pub fn of(&self, info: &ResourceInfo) -> Arc<Registry> {
+        self.get(info.group, info.version, info.plural).expect("resource installed")
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Registry>> {
+        self.0.iter().map(|r| &r.registry)
+    }
+
+    /// The code that serves `registry`'s subresource `name`, if its own code does.
+    pub fn subresource(&self, registry: &Registry, name: &str) -> Option<SubresourceRest> {
+        let installed = self.0.iter().find(|r| std::ptr::eq(&*r.registry, registry))?;
+        installed.subresources.iter().find(|(n, _)| *n == name).map(|(_, rest)| *rest)
+    }
+}

@@ -1,0 +1,240 @@
+//! Mirrors pkg/controlplane/instance.go (the resources kube-apiserver serves, installed one by
+//! one) and k8s.io/apiserver/pkg/server/genericapiserver.go (`PrepareRun` and `Run`: the HTTP
+//! server, its routes, and the tasks that run beside it).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use serde_json::json;
+
+use crate::admission::chain::Chain;
+use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::admission::{default_toleration_seconds, priority, service_account};
+use crate::config::Api;
+use crate::endpoints::metrics::Metrics;
+use crate::endpoints::{discovery, openapi, status};
+use crate::error::{Error, Result};
+use crate::filters;
+use crate::options::Options;
+use crate::registry::coordination::lease::strategy::LeaseStrategy;
+use crate::registry::core::configmap::strategy::ConfigMapStrategy;
+use crate::registry::core::event::strategy::EventStrategy;
+use crate::registry::core::namespace::strategy::{NAMESPACES, NamespaceStrategy};
+use crate::registry::core::node::strategy::NodeStrategy;
+use crate::registry::core::pod;
+use crate::registry::core::pod::strategy::PodStrategy;
+use crate::registry::core::secret::strategy::SecretStrategy;
+use crate::registry::core::serviceaccount::strategy::ServiceAccountStrategy;
+use crate::registry::generic::rest::{Installed, Registries, SubresourceRest};
+use crate::registry::generic::store::Registry;
+use crate::registry::generic::strategy::Strategy;
+use crate::storage::store::Storage;
+use crate::storage::watch_cache::WatchCache;
+use crate::storage::compact;
+
+/// Namespaces that exist from the first start.
+pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Events a watcher may fall behind before the watch cache cuts it off.
+const WATCHER_QUEUE: usize = 1000;
+
+/// One resource as the server registers it: its strategy, and the subresources its own code
+/// serves (Kubernetes' `RESTStorageProvider` gives a group's storage by resource name).
+pub struct Resource {
+    strategy: Arc<dyn Strategy>,
+    subresources: &'static [(&'static str, SubresourceRest)],
+}
+
+impl Resource {
+    pub fn new(strategy: impl Strategy) -> Self {
+        Self { strategy: Arc::new(strategy), subresources: &[] }
+    }
+
+    pub fn with_subresources(self, subresources: &'static [(&'static str, SubresourceRest)]) -> Self {
+        Self { subresources, ..self }
+    }
+}
+
+/// Every resource the server serves, one line each, in the order discovery lists them.
+fn resources(opts: &Options) -> Vec<Resource> {
+    vec![
+        Resource::new(NamespaceStrategy),
+        Resource::new(PodStrategy).with_subresources(pod::storage::SUBRESOURCES),
+        Resource::new(NodeStrategy),
+        Resource::new(EventStrategy { ttl_seconds: opts.event_ttl.as_secs() as i64 }),
+        Resource::new(ConfigMapStrategy),
+        Resource::new(SecretStrategy),
+        Resource::new(ServiceAccountStrategy),
+        Resource::new(LeaseStrategy),
+    ]
+}
+
+/// Each resource's generic store, over the store and a watch cache of its own.
+fn install(resources: Vec<Resource>, storage: &Storage, opts: &Options) -> Vec<Installed> {
+    resources
+        .into_iter()
+        .map(|Resource { strategy, subresources }| {
+            let prefix = format!("{}/{}/", opts.etcd_prefix.trim_end_matches('/'), strategy.info().storage_name);
+            let cache = WatchCache::new(strategy.info().plural, prefix, opts.watch_cache_size, WATCHER_QUEUE);
+            Installed { registry: Arc::new(Registry { strategy, storage: storage.clone(), cache }), subresources }
+        })
+        .collect()
+}
+
+/// The admission chain, in kube-apiserver's plugin order.
+fn admission(namespaces: Arc<Registry>) -> Chain {
+    Chain::new(
+        vec![
+            Box::new(NamespaceLifecycle::new(namespaces)),
+            Box::new(service_account::PLUGIN),
+            Box::new(priority::PLUGIN),
+            Box::new(default_toleration_seconds::PLUGIN),
+        ],
+        vec![],
+    )
+}
+
+/// Creates the system namespaces and their service accounts (idempotent).
+async fn bootstrap(api: &Api) -> Result<()> {
+    let namespaces = api.registries.of(&NAMESPACES);
+    for ns in SYSTEM_NAMESPACES {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        match namespaces.create(None, obj.clone()).await {
+            Ok(_) | Err(Error::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        // What comes with a new namespace, also for one that was there already.
+        api.after_create(&namespaces, &obj).await;
+    }
+    Ok(())
+}
+
+async fn openapi_index(api: web::Data<Api>) -> HttpResponse {
+    HttpResponse::Ok().json(openapi::index(&api))
+}
+
+async fn openapi_doc(path: web::Path<String>, api: web::Data<Api>) -> HttpResponse {
+    match openapi::document(&api, &path.into_inner()) {
+        Some(doc) => HttpResponse::Ok().json(doc),
+        None => status(Error::NoRoute),
+    }
+}
+
+async fn healthz(api: web::Data<Api>) -> HttpResponse {
+    match api.storage.current_revision().await {
+        Ok(_) => HttpResponse::Ok().content_type("text/plain").body("ok"),
+        Err(e) => HttpResponse::InternalServerError().content_type("text/plain").body(format!("[-]etcd failed: {e}\nhealthz check failed")),
+    }
+}
+
+async fn livez() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain").body("ok")
+}
+
+async fn readyz(api: web::Data<Api>) -> HttpResponse {
+    let caches_ready = api.registries.iter().all(|r| r.cache.is_ready());
+    match api.storage.current_revision().await {
+        Ok(_) if caches_ready => HttpResponse::Ok().content_type("text/plain").body("ok"),
+        Ok(_) => HttpResponse::InternalServerError().content_type("text/plain").body("[-]watch caches not ready\nreadyz check failed"),
+        Err(e) => HttpResponse::InternalServerError().content_type("text/plain").body(format!("[-]etcd failed: {e}\nreadyz check failed")),
+    }
+}
+
+async fn metrics_text(metrics: web::Data<Metrics>) -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(metrics.render())
+}
+
+async fn debug_trace(req: HttpRequest, path: web::Path<(String, String)>, api: web::Data<Api>) -> HttpResponse {
+    let (namespace, name) = path.into_inner();
+    pod::trace::serve(&req, &api.registries, &api.http, &namespace, &name).await
+}
+
+async fn not_found() -> HttpResponse {
+    status(Error::NoRoute)
+}
+
+/// Runs the API server until `shutdown` completes. Must run inside an actix system.
+pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let storage = Storage::connect(&opts.etcd_servers, &opts.etcd_prefix).await.map_err(|e| Error::Internal(format!("cannot reach the store at {:?}: {e}", opts.etcd_servers)))?;
+    let installed = install(resources(&opts), &storage, &opts);
+    for r in &installed {
+        actix_web::rt::spawn(r.registry.cache.clone().run(storage.clone()));
+    }
+    if !opts.etcd_compaction_interval.is_zero() {
+        actix_web::rt::spawn(compact::run(storage.client(), opts.etcd_compaction_interval));
+    }
+    let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
+    let registries = Registries(installed);
+    let admission = admission(registries.of(&NAMESPACES));
+    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission });
+    let metrics = web::Data::new(Metrics::new());
+    // The store may come up after us: keep trying to create the system namespaces.
+    let boot = api.clone();
+    actix_web::rt::spawn(async move {
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match bootstrap(&boot).await {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(target: "apiserver", error = %e, "bootstrap of system namespaces failed; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    });
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(api.clone())
+            .app_data(metrics.clone())
+            // First: patterns are tried in order, and nearly every request is one of these.
+            .service(web::scope("/api").default_service(web::route().to(filters::handle)))
+            .service(web::scope("/apis").default_service(web::route().to(filters::handle)))
+            .route("/version", web::get().to(|| async { HttpResponse::Ok().json(discovery::version()) }))
+            .route("/version/", web::get().to(|| async { HttpResponse::Ok().json(discovery::version()) }))
+            .route("/healthz", web::get().to(healthz))
+            .route("/livez", web::get().to(livez))
+            .route("/readyz", web::get().to(readyz))
+            .route("/metrics", web::get().to(metrics_text))
+            .route("/debug/trace/namespaces/{namespace}/pods/{name}", web::get().to(debug_trace))
+            .route("/openapi/v3", web::get().to(openapi_index))
+            .route("/openapi/v3/{path:.*}", web::get().to(openapi_doc))
+            .default_service(web::route().to(not_found))
+    })
+    .bind((opts.bind_address.as_str(), opts.port))
+    .map_err(|e| Error::Internal(format!("cannot listen on {}:{}: {e}", opts.bind_address, opts.port)))?
+    .shutdown_timeout(2)
+    .disable_signals()
+    .run();
+    let handle = server.handle();
+    tracing::info!(target: "apiserver", address = %format!("{}:{}", opts.bind_address, opts.port), store = ?opts.etcd_servers, "API server serving");
+    tokio::select! {
+        r = server => r.map_err(|e| Error::Internal(e.to_string()))?,
+        _ = shutdown => handle.stop(true).await,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_resource_is_registered_once_with_a_printer_that_names_it() {
+        let resources = resources(&Options::default());
+        let mut seen = std::collections::BTreeSet::new();
+        for r in &resources {
+            let info = r.strategy.info();
+            assert!(seen.insert((info.group, info.plural)), "{} registered twice", info.plural);
+            let columns = info.printer.columns();
+            assert_eq!(columns.iter().filter(|c| c.format == "name").count(), 1, "{}: one name column", info.kind);
+            let row = info.printer.row(&json!({"metadata": {"name": "x"}}), chrono::Utc::now());
+            assert_eq!(row.len(), columns.len(), "{}: a cell per column", info.kind);
+            for (name, _) in r.subresources {
+                assert!(info.subresources.iter().any(|s| s.name == *name), "{}/{name} is served but not in discovery", info.plural);
+            }
+        }
+        assert_eq!(seen.len(), 8);
+    }
+}

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::error::Result;
 use crate::registry::generic::strategy::ResourceInfo;
-use crate::registry::generic::typed::update_typed;
+use crate::registry::generic::typed::Object;
 
 /// What the request does to the object (Kubernetes also has Update and Connect: no plugin here
 /// handles them, and those requests do not go through admission).
@@ -36,8 +36,11 @@ impl Attributes<'_> {
     }
 }
 
-/// A plugin of the mutating phase (`admission.MutationInterface`): it may change the object or
-/// refuse the request.
+/// A plugin of the mutating phase (`admission.MutationInterface`): it may refuse the request or
+/// change the object. kubelab runs the phase in two steps (see the module docs of
+/// [`crate::admission`]): every plugin's [`admit`](MutationInterface::admit) on the request,
+/// then every plugin's [`admit_object`](MutationInterface::admit_object) on the defaulted object;
+/// a plugin implements the step it needs.
 pub trait MutationInterface: Send + Sync {
     /// The plugin's name, as `--enable-admission-plugins` spells it.
     fn name(&self) -> &'static str;
@@ -45,9 +48,18 @@ pub trait MutationInterface: Send + Sync {
     /// Whether the plugin has anything to say about this request.
     fn handles(&self, a: &Attributes<'_>) -> bool;
 
-    /// Admits the request: `obj` is the object to be written (none on a delete). Asynchronous
-    /// because a plugin may look things up (NamespaceLifecycle reads the namespace).
-    fn admit<'a>(&'a self, a: &'a Attributes<'a>, obj: Option<&'a mut Value>) -> LocalBoxFuture<'a, Result<()>>;
+    /// Admits the request from what it asks for, before any work is done on its object (which a
+    /// delete does not have). Asynchronous: a plugin may look things up (NamespaceLifecycle reads
+    /// the namespace).
+    fn admit<'a>(&'a self, _a: &'a Attributes<'a>) -> LocalBoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Admits, and may change, the object a create is about to write, once its type's defaults
+    /// are applied.
+    fn admit_object(&self, _a: &Attributes<'_>, _obj: &mut Object) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A plugin of the validating phase (`admission.ValidationInterface`): it sees the object as it
@@ -76,13 +88,11 @@ impl MutationInterface for PodCreate {
         a.operation == Operation::Create && a.is_for("", "pods")
     }
 
-    fn admit<'a>(&'a self, _a: &'a Attributes<'a>, obj: Option<&'a mut Value>) -> LocalBoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            if let Some(obj) = obj {
-                update_typed(obj, self.admit);
-            }
-            Ok(())
-        })
+    fn admit_object(&self, _a: &Attributes<'_>, obj: &mut Object) -> Result<()> {
+        if let Some(pod) = obj.typed_mut::<Pod>() {
+            (self.admit)(pod);
+        }
+        Ok(())
     }
 }
 

@@ -3,8 +3,20 @@
 //! refuse a write after it is decoded and before it is stored.
 //!
 //! The chain ([`chain::Chain`], built in server.rs) runs every mutating plugin that handles the
-//! request, in order, then every validating one; the first refusal ends the request. kubelab's
-//! plugins, in kube-apiserver's order, one file each:
+//! request, in order, then every validating one; the first refusal ends the request.
+//!
+//! kubelab runs the mutating phase in two steps, because it applies a type's defaults to a new
+//! object in the store's BeforeCreate, where Kubernetes' decoder has applied them before the
+//! chain runs:
+//! - on the request (`admit`), from the handler, before any work on the object — where Kubernetes
+//!   runs the whole chain: the plugins that decide from what the request asks for
+//!   (NamespaceLifecycle, which may look the namespace up);
+//! - on the object (`admit_object`), from BeforeCreate, between the defaults and PrepareForCreate:
+//!   the plugins that change the pod (ServiceAccount, Priority, DefaultTolerationSeconds), on its
+//!   typed form, decoded once for all of them ([`crate::registry::generic::typed::Object`]).
+//!
+//! A plugin implements the step it needs; in each, the plugins run in the chain's order, which
+//! is kube-apiserver's. kubelab's plugins, in that order, one file each:
 //!
 //! 1. [`namespace_lifecycle`]: no create in a namespace that does not exist or is terminating;
 //!    the system namespaces may not be deleted;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use futures::future::LocalBoxFuture;
-use serde_json::{Value, json};
+use serde_json::json;
 use tracing::Instrument as _;
 
 use super::interfaces::{Attributes, MutationInterface, Operation};
@@ -55,7 +55,7 @@ impl MutationInterface for NamespaceLifecycle {
         }
     }
 
-    fn admit<'a>(&'a self, a: &'a Attributes<'a>, _obj: Option<&'a mut Value>) -> LocalBoxFuture<'a, Result<()>> {
+    fn admit<'a>(&'a self, a: &'a Attributes<'a>) -> LocalBoxFuture<'a, Result<()>> {
         Box::pin(async move {
             match a.operation {
                 Operation::Delete if UNDELETABLE_NAMESPACES.contains(&a.name) => {

@@ -69,6 +69,24 @@ pub trait Printer: Send + Sync {
     }
 }
 
+/// NAME, one column of the kind's own, AGE: most kinds' table (printNamespace, printConfigMap,
+/// printServiceAccount, printLease…).
+pub struct OneColumnPrinter {
+    pub column: Column,
+    /// The column's cell for one object.
+    pub cell: fn(&Value) -> Value,
+}
+
+impl Printer for OneColumnPrinter {
+    fn columns(&self) -> Vec<Column> {
+        vec![name_col(), self.column.clone(), age_col()]
+    }
+
+    fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+        vec![name(obj).into(), (self.cell)(obj), age(obj, now).into()]
+    }
+}
+
 /// NAME and AGE: what a kind without a printer of its own shows.
 pub struct DefaultPrinter;
 
@@ -215,6 +233,15 @@ pub mod testing {
     /// The columns that carry the "name" format: exactly one in every kind.
     pub fn name_columns(printer: &dyn Printer) -> Vec<&'static str> {
         printer.columns().iter().filter(|c| c.format == "name").map(|c| c.name).collect()
+    }
+
+    /// An object named `x`, created ten seconds before [`now`], with `fields` besides.
+    pub fn object(fields: serde_json::Value) -> serde_json::Value {
+        let mut obj = serde_json::json!({"metadata": {"name": "x", "creationTimestamp": ago(10)}});
+        if let (Some(obj), Some(fields)) = (obj.as_object_mut(), fields.as_object()) {
+            obj.extend(fields.clone());
+        }
+        obj
     }
 
     /// Checks a printer against a table of (object, cells), and its columns (name, priority):

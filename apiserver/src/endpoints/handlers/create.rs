@@ -6,11 +6,11 @@
 //!    under `fieldValidation=Strict`; the name and namespace must be the URL's;
 //! 2. the resource's tracing hook: a pod carries this request's trace context (podtrace::otel);
 //! 3. record the managed fields of what the client sent (`fieldManager`);
-//! 4. default it: the `SetDefaults_<Kind>` functions, which Kubernetes' decoder applies;
-//! 5. mutating admission, in order (`admission`: NamespaceLifecycle checks the namespace);
-//! 6. the store's create: BeforeCreate (`defaulting and validation`: PrepareForCreate,
-//!    Validate), validating admission, the write (`store write`);
-//! 7. name the new object in the request's span (pods), and create what comes with it (a
+//! 4. mutating admission on the request (`admission`: NamespaceLifecycle checks the namespace);
+//! 5. the store's create: BeforeCreate — the type's defaults (`SetDefaults_<Kind>`), mutating
+//!    admission on the object, PrepareForCreate, Validate (`defaulting and validation`) —,
+//!    validating admission, the write (`store write`);
+//! 6. name the new object in the request's span (pods), and create what comes with it (a
 //!    namespace's `default` service account).
 
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ use crate::config::Api;
 use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, dry_run, parse_body, record_managed_fields, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::rest::{CreateFunc, RestRequest};
-use crate::registry::generic::store::{Registry, name_of};
+use crate::registry::generic::store::{CreateAdmission, Registry, name_of};
 
 /// `POST .../<resource>`.
 pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &HashMap<String, String>) -> Result<HttpResponse> {
@@ -42,9 +42,9 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
     }
     // Step 3: managed fields.
     let obj = record_managed_fields(obj, None, q, "Update");
-    // Steps 4 to 6.
+    // Steps 4 and 5.
     let created = create_object(api, reg, t.namespace.as_deref(), obj, dry_run(q)).await?;
-    // Step 7: the request names the object it created, so a tracing UI finds the create by it.
+    // Step 6: the request names the object it created, so a tracing UI finds the create by it.
     if reg.strategy.traced()
         && let Some(uid) = created.pointer("/metadata/uid").and_then(Value::as_str)
     {
@@ -56,18 +56,21 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
     Ok(respond(201, &created, &warnings))
 }
 
-/// Steps 4 to 6 of a create, shared with server-side apply's create of an absent object: the
-/// defaults, mutating admission, and the store's create with validating admission.
-pub async fn create_object(api: &Api, reg: &Registry, namespace: Option<&str>, mut obj: Value, dry_run: bool) -> Result<Value> {
-    // Step 4: defaults.
-    reg.strategy.set_defaults(&mut obj);
-    // Step 5: mutating admission. The object's name is known here unless the server is to
-    // generate it (BeforeCreate does, in step 6).
+/// Steps 4 and 5 of a create, shared with server-side apply's create of an absent object:
+/// mutating admission on the request, then the store's create with admission on the object and
+/// validating admission.
+pub async fn create_object(api: &Api, reg: &Registry, namespace: Option<&str>, obj: Value, dry_run: bool) -> Result<Value> {
+    // The object's name is known here unless the server is to generate it (in BeforeCreate).
     let name = name_of(&obj).to_string();
     let attributes = Attributes { operation: Operation::Create, resource: reg.info(), namespace, name: &name, dry_run };
-    api.admission.admit(&attributes, Some(&mut obj)).await?;
-    // Step 6: BeforeCreate, validating admission, the write.
-    reg.create_with(namespace, obj, dry_run, &|obj| api.admission.validate(&attributes, obj)).await
+    // Step 4.
+    api.admission.admit(&attributes).await?;
+    // Step 5.
+    let admission = CreateAdmission {
+        mutate: &|obj| api.admission.admit_object(&attributes, obj),
+        validate: &|obj| api.admission.validate(&attributes, obj),
+    };
+    reg.create_with(namespace, obj, dry_run, &admission).await
 }
 
 /// `POST .../<resource>/<name>/<subresource>` of a subresource its resource's code serves
@@ -89,17 +92,18 @@ mod tests {
     use crate::admission::{default_toleration_seconds, priority, service_account};
     use crate::registry::core::pod::strategy::{PODS, PodStrategy};
     use crate::registry::generic::strategy::Strategy;
+    use crate::registry::generic::typed::Object;
 
-    /// A pod as steps 4 to 6 leave it, but for the store: defaulted, admitted by the chain's pod
-    /// plugins, prepared by PrepareForCreate.
+    /// A pod as BeforeCreate leaves it, but for its metadata: defaulted, admitted by the chain's
+    /// pod plugins, prepared by PrepareForCreate.
     fn defaulted(json: Value) -> Pod {
         let chain = Chain::new(vec![Box::new(service_account::PLUGIN), Box::new(priority::PLUGIN), Box::new(default_toleration_seconds::PLUGIN)], vec![]);
-        let mut obj = json;
-        PodStrategy.set_defaults(&mut obj);
         let attributes = Attributes { operation: Operation::Create, resource: &PODS, namespace: Some("default"), name: "web", dry_run: false };
-        futures::executor::block_on(chain.admit(&attributes, Some(&mut obj))).expect("admitted");
+        let mut obj = Object::new(json);
+        PodStrategy.set_defaults(&mut obj);
+        chain.admit_object(&attributes, &mut obj).expect("admitted");
         PodStrategy.prepare_for_create(&mut obj);
-        serde_json::from_value(obj).expect("a pod")
+        serde_json::from_value(obj.into_json()).expect("a pod")
     }
 
     fn spec(p: &Pod) -> &PodSpec {

@@ -2,10 +2,12 @@
 //! resource shares — get, list and watch (from the watch cache or the store), create, update
 //! (with retries on conflicts), graceful delete — driven by each resource's [`Strategy`].
 //!
-//! The flow of a create, once the handler has decoded, defaulted and admitted the object
+//! The flow of a create, once the handler has decoded the object and admitted the request
 //! (endpoints/handlers/create.rs):
-//! 1. `BeforeCreate`: name from generateName, namespace, uid, creationTimestamp, generation, then
-//!    the strategy's `prepare_for_create` (status reset) and `validate` (422 Invalid);
+//! 1. `BeforeCreate`: name from generateName, namespace, uid, creationTimestamp, generation; then
+//!    the type's defaults (the strategy's `set_defaults`), the mutating admission plugins that
+//!    change the object (handed in by the handler), the strategy's `prepare_for_create` (status
+//!    reset) and `validate` (422 Invalid) — the `defaulting and validation` step;
 //! 2. the validating admission the handler hands in (Kubernetes' `createValidation`);
 //! 3. a store Txn that fails if the key exists (409 AlreadyExists).
 
@@ -15,13 +17,25 @@ use serde_json::{Value, json};
 
 use super::options::{DeleteOptions, ListOptions, decode_continue, encode_continue};
 use super::strategy::{ResourceInfo, Strategy};
+use super::typed::Object;
 use crate::error::{Cause, Error, Result};
 use crate::storage::store::{Storage, Stored, WriteOutcome, with_resource_version};
 use crate::storage::watch_cache::{Filter, Subscription, WatchCache};
 
-/// Validating admission, run on the object a create or update is about to write (Kubernetes'
-/// `rest.ValidateObjectFunc`).
-pub type ValidateObjectFunc<'a> = &'a dyn Fn(&Value) -> Result<()>;
+/// What the handler hands the store's create: admission, at the two points of BeforeCreate where
+/// it runs.
+pub struct CreateAdmission<'a> {
+    /// The mutating plugins that change the object, once the type's defaults are applied (where
+    /// Kubernetes' decoder has already applied them before its chain runs).
+    pub mutate: &'a dyn Fn(&mut Object) -> Result<()>,
+    /// The validating plugins, on the object about to be written (Kubernetes' `createValidation`).
+    pub validate: &'a dyn Fn(&Value) -> Result<()>,
+}
+
+impl CreateAdmission<'_> {
+    /// None: the server's own objects.
+    pub const NONE: CreateAdmission<'static> = CreateAdmission { mutate: &|_| Ok(()), validate: &|_| Ok(()) };
+}
 
 /// A list's items and where it stands.
 pub struct ListResult {
@@ -95,12 +109,12 @@ impl Registry {
 
     /// `BeforeCreate` and the store write, for the server's own objects (no admission).
     pub async fn create(&self, namespace: Option<&str>, obj: Value) -> Result<Value> {
-        self.create_with(namespace, obj, false, &|_| Ok(())).await
+        self.create_with(namespace, obj, false, &CreateAdmission::NONE).await
     }
 
-    /// A create (steps 1–3 above); with `dry_run`, everything but the write (validation, name
-    /// clash).
-    pub async fn create_with(&self, namespace: Option<&str>, mut obj: Value, dry_run: bool, validation: ValidateObjectFunc<'_>) -> Result<Value> {
+    /// A create (steps 1–3 above); with `dry_run`, everything but the write (defaults, admission,
+    /// validation, name clash).
+    pub async fn create_with(&self, namespace: Option<&str>, mut obj: Value, dry_run: bool, admission: &CreateAdmission<'_>) -> Result<Value> {
         let info = self.info();
         {
             let meta = obj
@@ -126,13 +140,18 @@ impl Registry {
             meta.remove("selfLink");
         }
         let name = name_of(&obj).to_string();
-        tracing::debug_span!(target: "apiserver", "defaulting and validation", pod_uid = tracing::field::Empty).in_scope(|| {
-            self.strategy.prepare_for_create(&mut obj);
+        let obj = tracing::debug_span!(target: "apiserver", "defaulting and validation", pod_uid = tracing::field::Empty).in_scope(|| {
+            // One typed form for the three hands that change the object.
+            let mut object = Object::new(obj);
+            self.strategy.set_defaults(&mut object);
+            (admission.mutate)(&mut object)?;
+            self.strategy.prepare_for_create(&mut object);
+            let obj = object.into_json();
             let causes = self.strategy.validate(&obj);
-            if causes.is_empty() { Ok(()) } else { Err(self.invalid(&name, causes)) }
+            if causes.is_empty() { Ok(obj) } else { Err(self.invalid(&name, causes)) }
         })?;
         // Step 2: validating admission.
-        validation(&obj)?;
+        (admission.validate)(&obj)?;
         let key = self.key(namespace, &name);
         if dry_run {
             return match self.storage.get(&key).await? {

@@ -7,7 +7,7 @@
 use apimachinery::validation::FieldError;
 use serde_json::Value;
 
-use super::typed::Codec;
+use super::typed::{Codec, Object};
 use crate::error::Cause;
 use crate::printers::tablegenerator::Printer;
 
@@ -60,12 +60,12 @@ pub trait Strategy: Send + Sync + 'static {
     fn info(&self) -> &'static ResourceInfo;
 
     /// The defaulting functions of the resource's type (`SetDefaults_<Kind>`). Kubernetes' decoder
-    /// applies them to every object it decodes; kubelab applies them to a new object only, before
-    /// admission (see the crate's implementation caveats).
-    fn set_defaults(&self, _obj: &mut Value) {}
+    /// applies them to every object it decodes; kubelab applies them to a new object only, first
+    /// thing in BeforeCreate (see the crate's implementation caveats).
+    fn set_defaults(&self, _obj: &mut Object) {}
 
     /// Normalization of a new object (`PrepareForCreate`): status reset, server-set fields.
-    fn prepare_for_create(&self, _obj: &mut Value) {}
+    fn prepare_for_create(&self, _obj: &mut Object) {}
 
     /// Validation of a new object (`Validate`).
     fn validate(&self, _obj: &Value) -> Vec<Cause> {

@@ -3,6 +3,7 @@
 //! which checks its types, finds the fields the type does not know and gives the canonical JSON.
 //! The same type gives the OpenAPI schema.
 
+use std::any::Any;
 use std::marker::PhantomData;
 
 use schemars::{JsonSchema, SchemaGenerator};
@@ -42,13 +43,61 @@ impl<T: DeserializeOwned + Serialize + JsonSchema> Codec for Typed<T> {
     }
 }
 
-/// Changes an object through its k8s-openapi type `T`: decoded, changed by `f`, encoded back. An
-/// object that does not decode as a `T` is left as it is (validation will say what is wrong).
-pub fn update_typed<T: DeserializeOwned + Serialize>(obj: &mut Value, f: impl FnOnce(&mut T)) {
-    if let Ok(mut typed) = T::deserialize(&*obj) {
-        f(&mut typed);
-        if let Ok(v) = serde_json::to_value(&typed) {
-            *obj = v;
+/// A new object on its way through BeforeCreate, changed by several hands in turn — the type's
+/// defaults, mutating admission, PrepareForCreate — each of which may work on the JSON or on the
+/// typed form. The typed form is decoded by the first hand that asks for it and encoded back once,
+/// at the end: decoding and encoding a pod costs more than everything those hands do to it.
+pub struct Object {
+    json: Value,
+    typed: Option<Box<dyn Decoded>>,
+}
+
+/// A typed form, and how to encode it back.
+trait Decoded {
+    fn encode(&self) -> Option<Value>;
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Serialize + 'static> Decoded for T {
+    fn encode(&self) -> Option<Value> {
+        serde_json::to_value(self).ok()
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl Object {
+    pub fn new(json: Value) -> Self {
+        Self { json, typed: None }
+    }
+
+    /// The object as a `T`, decoded on first use; `None` when it does not decode as one (the
+    /// hand that asked leaves it alone, and validation will say what is wrong).
+    pub fn typed_mut<T: DeserializeOwned + Serialize + 'static>(&mut self) -> Option<&mut T> {
+        if !self.typed.as_mut().is_some_and(|t| t.as_any().is::<T>()) {
+            self.sync_json();
+            self.typed = Some(Box::new(T::deserialize(&self.json).ok()?));
+        }
+        self.typed.as_mut().and_then(|t| t.as_any().downcast_mut::<T>())
+    }
+
+    /// The object as JSON (the typed form, if any, encoded back first).
+    pub fn json_mut(&mut self) -> &mut Value {
+        self.sync_json();
+        &mut self.json
+    }
+
+    pub fn into_json(mut self) -> Value {
+        self.sync_json();
+        self.json
+    }
+
+    /// Encodes the typed form back into the JSON, and forgets it. (Should the encoding fail, the
+    /// JSON stays what it was before the typed form was changed.)
+    fn sync_json(&mut self) {
+        if let Some(v) = self.typed.take().and_then(|t| t.encode()) {
+            self.json = v;
         }
     }
 }
@@ -118,6 +167,25 @@ mod tests {
         assert_eq!(Typed::<Lease>::NEW.openapi_schema(&mut generator), "io.k8s.api.coordination.v1.Lease");
         let defs = generator.take_definitions(true);
         assert!(defs.contains_key("io.k8s.api.core.v1.Pod") && defs.contains_key("io.k8s.api.core.v1.PodSpec"), "{:?}", defs.keys());
+    }
+
+    #[test]
+    fn an_object_is_decoded_once_for_every_hand_and_encoded_back() {
+        let mut obj = Object::new(json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c"}]}}));
+        obj.typed_mut::<Pod>().expect("a pod").spec.as_mut().expect("spec").restart_policy = Some("Never".into());
+        let pod = obj.typed_mut::<Pod>().expect("still a pod");
+        assert_eq!(pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()), Some("Never"), "the same typed form");
+        obj.json_mut()["status"] = json!({"phase": "Pending"});
+        assert_eq!(obj.typed_mut::<Pod>().and_then(|p| p.status.clone()).and_then(|s| s.phase), Some("Pending".into()), "JSON changes reach the typed form");
+        assert_eq!(
+            obj.into_json(),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
+                   "spec": {"containers": [{"name": "c"}], "restartPolicy": "Never"}, "status": {"phase": "Pending"}}),
+            "the typed form's encoding (which writes apiVersion and kind)"
+        );
+        let mut not_a_pod = Object::new(json!({"spec": "nope"}));
+        assert!(not_a_pod.typed_mut::<Pod>().is_none());
+        assert_eq!(not_a_pod.into_json(), json!({"spec": "nope"}), "left as it was");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
 
-use super::printer::LeasePrinter;
+use super::printer::LEASE_PRINTER;
 use crate::error::Cause;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes};
 use crate::registry::generic::typed::Typed;
@@ -21,7 +21,7 @@ pub static LEASES: ResourceInfo = ResourceInfo {
     subresources: &[],
     categories: &[],
     codec: &Typed::<Lease>::NEW,
-    printer: &LeasePrinter,
+    printer: &LEASE_PRINTER,
 };
 
 pub struct LeaseStrategy;

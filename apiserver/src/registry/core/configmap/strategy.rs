@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
 
-use super::printer::ConfigMapPrinter;
+use super::printer::CONFIGMAP_PRINTER;
 use crate::error::Cause;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes};
 use crate::registry::generic::typed::Typed;
@@ -21,7 +21,7 @@ pub static CONFIGMAPS: ResourceInfo = ResourceInfo {
     subresources: &[],
     categories: &[],
     codec: &Typed::<ConfigMap>::NEW,
-    printer: &ConfigMapPrinter,
+    printer: &CONFIGMAP_PRINTER,
 };
 
 pub struct ConfigMapStrategy;

@@ -6,12 +6,12 @@
 use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec};
 use serde_json::{Value, json};
 
-use super::printer::NamespacePrinter;
+use super::printer::NAMESPACE_PRINTER;
 use crate::error::Cause;
 use crate::registry::core::serviceaccount::strategy::{DEFAULT_SERVICE_ACCOUNT_NAME, SERVICEACCOUNTS};
 use crate::registry::generic::store::name_of;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
-use crate::registry::generic::typed::Typed;
+use crate::registry::generic::typed::{Object, Typed};
 use api::core::v1::defaults::set_defaults_namespace;
 use api::core::v1::well_known::FINALIZER_KUBERNETES;
 
@@ -30,7 +30,7 @@ pub static NAMESPACES: ResourceInfo = ResourceInfo {
     ],
     categories: &[],
     codec: &Typed::<Namespace>::NEW,
-    printer: &NamespacePrinter,
+    printer: &NAMESPACE_PRINTER,
 };
 
 pub struct NamespaceStrategy;
@@ -40,7 +40,8 @@ impl Strategy for NamespaceStrategy {
         &NAMESPACES
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        let obj = obj.json_mut();
         obj["spec"]["finalizers"] = json!([FINALIZER_KUBERNETES]);
         obj["status"] = json!({"phase": "Active"});
     }

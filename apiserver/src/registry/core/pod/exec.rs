@@ -30,16 +30,16 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
+use futures::future::LocalBoxFuture;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use futures::future::LocalBoxFuture;
-
-use crate::registry::generic::rest::RestRequest;
+use super::strategy::container_names;
 use crate::error::{Error, Result};
 use crate::registry::core::node::kubelet_client::node_agent_url;
 use crate::registry::core::node::strategy::NODES;
+use crate::registry::generic::rest::RestRequest;
 
 /// The annotation kubectl (and we) read for the container to use when none is named.
 pub const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
@@ -54,14 +54,6 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_RESPONSE_HEAD: usize = 16 << 10;
 const MAX_ERROR_BODY: usize = 64 << 10;
-
-fn container_names(pod: &Value) -> Vec<String> {
-    ["/spec/containers", "/spec/initContainers", "/spec/ephemeralContainers"]
-        .iter()
-        .flat_map(|p| pod.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default())
-        .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
-        .collect()
-}
 
 /// Step 1's container choice: the one asked for, else the annotated default, else the first.
 fn choose_container(pod: &Value, asked: Option<&str>) -> Option<String> {

@@ -3,25 +3,17 @@
 
 use actix_web::HttpResponse;
 use futures::TryStreamExt;
+use futures::future::LocalBoxFuture;
 use serde_json::Value;
 
-use futures::future::LocalBoxFuture;
-
-use crate::registry::generic::rest::RestRequest;
+use super::strategy::container_names;
 use crate::error::{Error, Result};
 use crate::registry::core::node::kubelet_client::node_agent_url;
 use crate::registry::core::node::strategy::NODES;
+use crate::registry::generic::rest::RestRequest;
 
 /// The query parameters the node agent understands, passed through as they came.
 const PASSED: &[&str] = &["follow", "tailLines", "timestamps", "sinceSeconds", "sinceTime", "limitBytes", "previous"];
-
-fn containers(pod: &Value) -> Vec<String> {
-    ["/spec/containers", "/spec/initContainers", "/spec/ephemeralContainers"]
-        .iter()
-        .flat_map(|p| pod.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default())
-        .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
-        .collect()
-}
 
 /// `GET pods/<name>/log` (rest.GetterWithOptions).
 pub fn get(r: RestRequest<'_>) -> LocalBoxFuture<'_, Result<HttpResponse>> {
@@ -32,7 +24,7 @@ async fn serve(r: RestRequest<'_>) -> Result<HttpResponse> {
     let (req, namespace, name) = (r.req, r.namespace, r.name);
     let pod = r.registry.get(Some(namespace), name).await?;
     let q: Vec<(String, String)> = url_query(req.query_string());
-    let all = containers(&pod);
+    let all = container_names(&pod);
     let container = match q.iter().find(|(k, _)| k == "container").map(|(_, v)| v.clone()) {
         Some(c) => c,
         None if all.len() == 1 => all[0].clone(),

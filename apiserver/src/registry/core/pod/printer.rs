@@ -270,7 +270,7 @@ mod tests {
     use super::*;
     use crate::printers::tablegenerator::testing::{ago, column_names, name_columns, now};
     use crate::printers::tablegenerator::{DefaultPrinter, NAME_DESCRIPTION, table, table_json};
-    use crate::registry::core::configmap::printer::ConfigMapPrinter;
+    use crate::registry::core::configmap::printer::CONFIGMAP_PRINTER;
     use crate::registry::core::node::printer::NodePrinter;
 
     fn pod(spec: Value, status: Value) -> Value {
@@ -757,7 +757,7 @@ mod tests {
             json!({"metadata": {"name": "a", "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Succeeded"}}),
             json!({"metadata": {"name": "b", "namespace": "default"}, "spec": {"nodeName": "n1"}}),
         ];
-        for (kind, printer, rv, cont) in [("Pod", &PodPrinter as &dyn Printer, "42", Some("tok")), ("ConfigMap", &ConfigMapPrinter, "", None)] {
+        for (kind, printer, rv, cont) in [("Pod", &PodPrinter as &dyn Printer, "42", Some("tok")), ("ConfigMap", &CONFIGMAP_PRINTER, "", None)] {
             let streamed: Value = serde_json::from_slice(&table_json(printer, &pods, rv, cont, now())).unwrap();
             assert_eq!(streamed, table(printer, &pods, rv, cont, now()), "{kind}");
         }

@@ -25,7 +25,7 @@ use serde_json::Value;
 use super::printer::PodPrinter;
 use crate::error::Cause;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
-use crate::registry::generic::typed::{Typed, update_typed};
+use crate::registry::generic::typed::{Object, Typed};
 
 pub static PODS: ResourceInfo = ResourceInfo {
     group: "",
@@ -57,12 +57,16 @@ impl Strategy for PodStrategy {
     }
 
     /// SetDefaults_Pod, SetDefaults_PodSpec and the per-type functions.
-    fn set_defaults(&self, obj: &mut Value) {
-        update_typed(obj, set_defaults_pod);
+    fn set_defaults(&self, obj: &mut Object) {
+        if let Some(pod) = obj.typed_mut::<Pod>() {
+            set_defaults_pod(pod);
+        }
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
-        update_typed(obj, prepare_for_create);
+    fn prepare_for_create(&self, obj: &mut Object) {
+        if let Some(pod) = obj.typed_mut::<Pod>() {
+            prepare_for_create(pod);
+        }
     }
 
     fn validate(&self, obj: &Value) -> Vec<Cause> {
@@ -111,6 +115,16 @@ impl Strategy for PodStrategy {
         let g = requested.or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64)).unwrap_or(30);
         Some(if g < 0 { 1 } else { g })
     }
+}
+
+/// Every container of the pod by name — app, init and ephemeral containers — as the subresources
+/// that name one (log, exec, attach) accept it (`podutil.VisitContainers`).
+pub fn container_names(pod: &Value) -> Vec<String> {
+    ["/spec/containers", "/spec/initContainers", "/spec/ephemeralContainers"]
+        .iter()
+        .flat_map(|p| pod.pointer(p).and_then(Value::as_array).cloned().unwrap_or_default())
+        .filter_map(|c| c.get("name").and_then(Value::as_str).map(String::from))
+        .collect()
 }
 
 /// PrepareForCreate: status is the kubelet's to write, so whatever the client sent is replaced by

@@ -37,21 +37,17 @@ impl Printer for SecretPrinter {
 mod tests {
     use serde_json::json;
 
-    use super::*;
-    use crate::printers::tablegenerator::testing::{ago, assert_printer};
+    use super::SecretPrinter;
+    use crate::printers::tablegenerator::testing::{assert_printer, object};
 
     #[test]
-    fn cells_and_columns() {
-        let meta = json!({"name": "x", "creationTimestamp": ago(10)});
-        let cases = vec![
+    fn secret_cells() {
+        let cases = [
             (
-                json!({"metadata": meta, "type": "Opaque", "data": {"a": "MQ==", "b": "Mg=="}, "stringData": {"b": "2", "c": "3"}}),
+                object(json!({"type": "Opaque", "data": {"a": "MQ==", "b": "Mg=="}, "stringData": {"b": "2", "c": "3"}})),
                 vec![json!("x"), json!("Opaque"), json!(3), json!("10s")],
             ),
-            (
-                json!({"metadata": meta, "type": "kubernetes.io/tls"}),
-                vec![json!("x"), json!("kubernetes.io/tls"), json!(0), json!("10s")],
-            ),
+            (object(json!({"type": "kubernetes.io/tls"})), vec![json!("x"), json!("kubernetes.io/tls"), json!(0), json!("10s")]),
         ];
         assert_printer(&SecretPrinter, &cases, &[("Name", 0), ("Type", 0), ("Data", 0), ("Age", 0)]);
     }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::printer::SecretPrinter;
 use crate::error::Cause;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, meta_field};
-use crate::registry::generic::typed::Typed;
+use crate::registry::generic::typed::{Object, Typed};
 use api::core::validation::{validate_secret, validate_secret_update};
 
 pub static SECRETS: ResourceInfo = ResourceInfo {
@@ -34,7 +34,8 @@ impl Strategy for SecretStrategy {
         &SECRETS
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
+    fn prepare_for_create(&self, obj: &mut Object) {
+        let obj = obj.json_mut();
         if obj.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
             obj["type"] = json!("Opaque");
         }

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::Value;
 
-use super::printer::ServiceAccountPrinter;
+use super::printer::SERVICEACCOUNT_PRINTER;
 use crate::error::Cause;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes};
 use crate::registry::generic::typed::Typed;
@@ -21,7 +21,7 @@ pub static SERVICEACCOUNTS: ResourceInfo = ResourceInfo {
     subresources: &[],
     categories: &[],
     codec: &Typed::<ServiceAccount>::NEW,
-    printer: &ServiceAccountPrinter,
+    printer: &SERVICEACCOUNT_PRINTER,
 };
 
 /// `serviceaccount.DefaultServiceAccountName`: the service account every namespace gets, and

@@ -1,6 +1,6 @@
-//! The API server's errors, and their one wire form: a `metav1.Status` (mirrors
-//! k8s.io/apimachinery/pkg/api/errors/errors.go). Handlers return `Error`; the HTTP edge turns it
-//! into a Status with the HTTP code, reason and details kubectl expects.
+//! Mirrors k8s.io/apimachinery/pkg/api/errors/errors.go: the API server's errors, and their one
+//! wire form, a `metav1.Status`. Handlers return `Error`; the HTTP edge turns it into a Status with
+//! the HTTP code, reason and details kubectl expects.
 
 use serde_json::{Value, json};
 

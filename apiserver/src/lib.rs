@@ -16,18 +16,20 @@
 //!    store (namespace, name, subresource) and runs the verb's handler
 //!    ([`endpoints::handlers`]): get, list, watch, create, update, patch, delete,
 //!    deletecollection; or the resource's own code for a subresource such as pods/log or
-//!    pods/exec ([`config::SubresourceRest`]).
+//!    pods/exec ([`registry::generic::rest::SubresourceRest`]).
 //! 3. The handler decodes the body through the typed object (k8s-openapi; JSON, YAML or, for the
 //!    kinds kubectl's generators send, protobuf: [`serializer::protobuf`]) — unknown fields
-//!    become warnings, or 400 under `fieldValidation=Strict` — and, on a create, applies the
-//!    type's defaults (the `api` crate's `SetDefaults_*`).
-//! 4. [`admission`]: on a create or delete the mutating plugins run in order (NamespaceLifecycle,
-//!    ServiceAccount, Priority, DefaultTolerationSeconds), then, on the object about to be
-//!    written, the validating ones.
+//!    become warnings, or 400 under `fieldValidation=Strict`.
+//! 4. [`admission`]: on a create or delete, the mutating plugins that decide on the request run
+//!    in order (NamespaceLifecycle: the namespace exists and is not terminating; the system
+//!    namespaces stay).
 //! 5. [`registry`]: the resource's generic store ([`registry::generic::store::Registry`]) runs
-//!    its [`registry::generic::strategy::Strategy`] — PrepareForCreate, validation (the `api`
-//!    crate's `validate_*`, whose field errors become a 422's causes), the spec/status split — and
-//!    writes with a store Txn conditioned on the object's revision.
+//!    its [`registry::generic::strategy::Strategy`]. A create's BeforeCreate applies the type's
+//!    defaults (the `api` crate's `SetDefaults_*`), the mutating plugins that change the object
+//!    (ServiceAccount, Priority, DefaultTolerationSeconds), PrepareForCreate and validation (the
+//!    `api` crate's `validate_*`, whose field errors become a 422's causes), then the validating
+//!    plugins; an update splits spec from status. The store writes with a Txn conditioned on the
+//!    object's revision.
 //! 6. [`storage`]: the store itself ([`storage::store`]); lists and watches with a
 //!    resourceVersion are served by the resource's watch cache ([`storage::watch_cache`]): one
 //!    store watch per resource, fanned out to every watcher.
@@ -49,8 +51,9 @@
 //!   for the kinds in `serializer::protobuf::decode` (namespaces, configmaps, secrets,
 //!   serviceaccounts, delete options). No TLS, no authentication or authorization, no admission
 //!   webhooks.
-//! - Defaults are applied on create only (to the new object, before admission); Kubernetes'
-//!   decoder applies them to every object it decodes, updates and patches included.
+//! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
+//!   admission plugins that change it); Kubernetes' decoder applies them to every object it
+//!   decodes, updates and patches included, before admission sees the request.
 //! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach), nodes (+status), events,
 //!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases. No services, deployments
 //!   or CRDs yet.

@@ -3,7 +3,7 @@
 use chrono::Duration;
 
 /// Kubernetes' `duration.HumanDuration`: two significant units at most, and coarser as the
-/// duration grows. A clock skew of up to a second reads as "0s"; more than that is "<invalid>".
+/// duration grows. A clock skew of up to a second reads as "0s"; more than that is `<invalid>`.
 pub fn human_duration(d: Duration) -> String {
     let seconds = d.num_seconds();
     if seconds < -1 {

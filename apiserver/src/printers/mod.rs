@@ -24,7 +24,7 @@
 //!   prints NAME and a `date`-typed "Created At" instead.
 //! - Column descriptions are short paraphrases, not the full OpenAPI field docs Kubernetes uses.
 //! - Event's FIRST SEEN falls back to `metadata.creationTimestamp` when both `firstTimestamp` and
-//!   `eventTime` are missing (Kubernetes prints "<unknown>").
+//!   `eventTime` are missing (Kubernetes prints `<unknown>`).
 //! - Rows carry the Pod `Completed` row condition but no `includeObject=Object` support: the row
 //!   object is always the metadata.
 

@@ -1,5 +1,6 @@
-//! The compactor: every `--etcd-compaction-interval` the API server compacts the store's history
-//! up to the revision it saw one interval earlier (k8s.io/apiserver/pkg/storage/etcd3/compact.go).
+//! Mirrors k8s.io/apiserver/pkg/storage/etcd3/compact.go: the compactor. Every
+//! `--etcd-compaction-interval` the API server compacts the store's history up to the revision it
+//! saw one interval earlier.
 //!
 //! The store keeps every revision until it is told to forget (etcd's MVCC, and kubelab's, which
 //! holds its history in memory): without this a cluster's store grows with every write — every

@@ -1,6 +1,6 @@
 //! Mirrors the strategy of k8s.io/apiserver/pkg/registry/rest (create.go, update.go, delete.go:
 //! `RESTCreateStrategy`, `RESTUpdateStrategy`, `RESTDeleteStrategy`): what each resource plugs
-//! into the generic store, as pkg/registry/<group>/<resource>/strategy.go does — its defaulting,
+//! into the generic store, as `pkg/registry/<group>/<resource>/strategy.go` does — its defaulting,
 //! validation, status split, field selectors, and what comes with a create — and the
 //! [`ResourceInfo`] that names it.
 

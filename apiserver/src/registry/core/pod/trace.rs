@@ -1,6 +1,7 @@
-//! `GET /debug/trace/namespaces/<ns>/pods/<name>[?uid=<uid>]`: one pod's journey through the
-//! cluster, for `kubelab trace`. kubelab's own endpoint — Kubernetes leaves this to an
-//! OpenTelemetry collector — built the way pods/log is: the API server answers with its own
+//! Mirrors no Kubernetes file (Kubernetes leaves this to an OpenTelemetry collector): kubelab's
+//! `GET /debug/trace/namespaces/<ns>/pods/<name>[?uid=<uid>]`, one pod's journey through the
+//! cluster, for `kubelab trace`. The pod's, so it lives with the pod's other subresource-like code
+//! (server.rs routes to it). Built the way pods/log is: the API server answers with its own
 //! steps, asks the store what it did for the revisions of the pod's writes (each member's
 //! `kubelab.debugpb.Trace` service on its client port; a real etcd has none, and the trace goes
 //! without), and fetches the rest from the scheduler that bound the pod (the address it put on

@@ -4,7 +4,8 @@
 //! kube-scheduler's pkg/scheduler:
 //!
 //! - [`scheduling_queue`]: activeQ (priority, then age), backoffQ (1 s doubling to 10 s per pod) and
-//!   the unschedulable pods, moved back when a cluster event could make them fit.
+//!   the unschedulable pods, moved back when a cluster event could make them fit; pods a PreEnqueue
+//!   plugin gates (scheduling gates) wait outside them until an update of their own frees them.
 //! - [`cache`]: nodes and the pods on them, including *assumed* pods (decided but not yet seen
 //!   bound), and the per-cycle [`cache::Snapshot`].
 //! - [`framework`]: the extension points and the runtime that runs the plugins.

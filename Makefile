@@ -64,8 +64,11 @@ $(IMAGES) &: deploy/images/build.sh deploy/images/pause.c $(wildcard /bin/busybo
 build: images
 	$(CARGO) build --workspace
 
-# The e2e tests start the kubelab binary that `build` just produced.
+# The e2e tests start the kubelab binary that `build` just produced. The lab's images are built
+# first, outside every test's time limit: on a machine without them, debootstrap alone takes
+# minutes (deploy/images/lab-base.sh caches the result).
 test: deps build
+	@KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab" CARGO_TARGET_DIR="$(TARGET_DIR)" deploy/lab/lab build
 	@export KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab"; \
 	if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	  $(CARGO) nextest run --workspace --no-tests=fail; \

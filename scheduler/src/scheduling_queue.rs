@@ -169,6 +169,8 @@ impl Inner {
 }
 
 impl SchedulingQueue {
+    /// A queue without PreEnqueue plugins (the queue's own tests).
+    #[cfg(test)]
     pub fn new() -> SchedulingQueue {
         SchedulingQueue::default()
     }

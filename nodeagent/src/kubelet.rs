@@ -131,6 +131,54 @@ impl Kubelet {
         self.pod_manager.lock().unwrap_or_else(|e| e.into_inner()).pods.values().cloned().collect()
     }
 
+    /// The pods the eviction manager may act on (GetActivePods, as kubelet hands it to the
+    /// eviction manager): wanted by a source, not being deleted, and not finished as far as the
+    /// status manager (else the API server's copy) knows. Admission's [`active_pods`] asks the pod
+    /// workers as well, which only the sync loop holds.
+    pub fn get_active_pods(&self) -> Vec<Arc<Pod>> {
+        self.desired_pods()
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                let phase = self.status.get_pod_status(uid(p)).and_then(|s| s.phase).or_else(|| p.status.as_ref().and_then(|s| s.phase.clone()));
+                !is_pod_phase_terminal(phase.as_deref())
+            })
+            .collect()
+    }
+
+    /// The eviction manager of this kubelet (kubelet builds it in NewMainKubelet and starts it
+    /// with GetActivePods): it reads the node through a stats provider over this kubelet's
+    /// runtime and cgroups, and kills through `kill_tx`, the sync loop's channel for kills.
+    pub(crate) fn new_eviction_manager(
+        self: &Arc<Self>,
+        config: crate::eviction::Config,
+        container_gc: Arc<crate::kuberuntime::kuberuntime_gc::ContainerGc>,
+        image_gc: Arc<crate::images::image_gc_manager::ImageGcManager>,
+        sources_ready: Arc<dyn Fn() -> bool + Send + Sync>,
+        kill_tx: mpsc::Sender<UpdatePodOptions>,
+        pressure_tx: watch::Sender<crate::eviction::NodePressure>,
+    ) -> crate::eviction::EvictionManager {
+        let stats = crate::stats::StatsProvider::new(
+            self.runtime.runtime.clone(),
+            self.pcm.clone(),
+            self.root_dir.clone(),
+            self.runtime.logs_root().to_path_buf(),
+            image_gc.clone(),
+        );
+        let kubelet = self.clone();
+        let deps = crate::eviction::eviction_manager::Dependencies {
+            stats,
+            active_pods: Arc::new(move || kubelet.get_active_pods()),
+            kill_pod: crate::pod_workers::kill_pod_now(kill_tx, self.status.clone()),
+            container_gc,
+            image_gc,
+            sources_ready,
+            recorder: self.recorder.clone(),
+            node_name: self.node_name.clone(),
+        };
+        crate::eviction::EvictionManager::new(config, deps, pressure_tx)
+    }
+
     /// Whether the runtime had anything of this pod at the last housekeeping.
     pub fn has_runtime_state(&self, uid: &str) -> bool {
         self.runtime_pods.lock().unwrap_or_else(|e| e.into_inner()).contains(uid)

@@ -208,15 +208,10 @@ fn eviction_manager(
         thresholds: crate::eviction::helpers::parse_threshold_config(eviction_hard).expect("thresholds"),
         ..Default::default()
     };
-    let m = crate::eviction::EvictionManager::new(
-        config,
-        h.kubelet.clone(),
-        Arc::new(ContainerGc::new(rt.clone(), h.kubelet.runtime.logs_root().to_path_buf(), Default::default())),
-        Arc::new(ImageGcManager::new(rt, Recorder::default(), "node1", Default::default(), "registry.k8s.io/pause:3.9".into(), h.kubelet.root_dir.clone())),
-        kill_tx,
-        pressure_tx,
-        Arc::new(|| true),
-    );
+    let k = h.kubelet.clone();
+    let container_gc = ContainerGc::new(rt.clone(), h.kubelet.runtime.logs_root().to_path_buf(), Default::default(), Arc::new(move |u: &str| k.is_desired(u)));
+    let image_gc = ImageGcManager::new(rt, Recorder::default(), "node1", Default::default(), "registry.k8s.io/pause:3.9".into(), h.kubelet.root_dir.clone());
+    let m = h.kubelet.new_eviction_manager(config, Arc::new(container_gc), Arc::new(image_gc), Arc::new(|| true), kill_tx, pressure_tx);
     (m, kill_rx, pressure_rx)
 }
 
@@ -277,7 +272,7 @@ async fn memory_pressure_evicts_the_best_effort_pod_and_reports_the_condition() 
         let d = mem.join(h.kubelet.pcm.cgroup_parent(p).trim_start_matches('/'));
         std::fs::write(d.join("memory.usage_in_bytes"), (2u64 << 20).to_string()).expect("pod usage");
     }
-    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| crate::nodestatus::setters::parse_meminfo_total(&m)).expect("MemTotal");
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| crate::stats::memory::parse_meminfo_total(&m)).expect("MemTotal");
     let (mut m, mut kills, pressure) = eviction_manager(&h, &format!("memory.available<{}Ki", total_kib - 1024));
     assert_eq!(m.synchronize().await.as_deref(), Some("be"), "BestEffort uses more than it requested");
     assert!(pressure.borrow().memory && !pressure.borrow().disk);

@@ -69,6 +69,7 @@ pub mod pod;
 pub mod pod_workers;
 pub mod prober;
 pub mod server;
+pub mod stats;
 pub mod status;
 pub mod volumemanager;
 

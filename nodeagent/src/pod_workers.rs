@@ -16,9 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
+use api::pod::uid;
 use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::mpsc;
 
+use crate::eviction::types::{KillPodFunc, PodStatusFunc};
 use crate::kubelet::{Kubelet, SyncOutcome};
+use crate::status::StatusManager;
 
 /// Why a worker is asked to look at its pod (kubelet's SyncPodType).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +132,20 @@ impl PodWorkers {
     pub fn forget_stopped(&mut self) {
         self.workers.retain(|_, h| h.addr.connected());
     }
+}
+
+/// The kill function the eviction manager is handed (kubelet's killPodNow): the pod's status, as
+/// the status manager holds it, gets the eviction's verdict at once; the Kill goes to the sync
+/// loop, which hands it to the pod's worker — the termination path a deletion takes.
+pub fn kill_pod_now(kill_tx: mpsc::Sender<UpdatePodOptions>, status: StatusManager) -> KillPodFunc {
+    Arc::new(move |pod: Arc<Pod>, grace: i64, verdict: PodStatusFunc| {
+        let mut s = status.get_pod_status(uid(&pod)).or_else(|| pod.status.clone()).unwrap_or_default();
+        verdict(&mut s);
+        status.set_pod_status(&pod, s);
+        let kill = UpdatePodOptions { pod, update_type: UpdateType::Kill, grace_override: Some(grace), removed: false };
+        let kill_tx = kill_tx.clone();
+        Box::pin(async move { kill_tx.send(kill).await.is_ok() })
+    })
 }
 
 #[derive(Message)]

@@ -303,7 +303,14 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
                     Err(e) => (Err(format!("container runtime is down: {e}")), Ok(())),
                 };
                 let pressure = pressure.borrow_and_update().clone();
-                let r = NodeReadiness { runtime_ready, network_ready, pleg_healthy: pleg_health(), pressure };
+                let r = NodeReadiness {
+                    runtime_ready,
+                    network_ready,
+                    pleg_healthy: pleg_health(),
+                    memory_pressure: pressure.memory,
+                    disk_pressure: pressure.disk,
+                    pid_pressure: pressure.pid,
+                };
                 readiness_tx.send_if_modified(|old| if *old != r { *old = r; true } else { false });
             }
         });
@@ -386,17 +393,22 @@ fn start_garbage_collection_and_eviction(
     use crate::images::image_gc_manager::{IMAGE_GC_PERIOD, ImageGcManager};
     use crate::kuberuntime::kuberuntime_gc::{CONTAINER_GC_PERIOD, ContainerGc};
     let cri = kubelet.runtime.runtime.clone();
-    let container_gc = Arc::new(ContainerGc::new(cri.clone(), opts.pod_logs_dir.clone(), Default::default()));
+    let pod_exists = {
+        let k = kubelet.clone();
+        Arc::new(move |uid: &str| k.is_desired(uid))
+    };
+    let container_gc = Arc::new(ContainerGc::new(cri.clone(), opts.pod_logs_dir.clone(), Default::default(), pod_exists));
     let image_gc = Arc::new(ImageGcManager::new(
         cri,
-        recorder,
+        recorder.clone(),
         &opts.node_name,
         opts.image_gc,
         opts.pod_infra_container_image.clone(),
         opts.root_dir.clone(),
     ));
     {
-        let (gc, k, ready, mut shutdown) = (container_gc.clone(), kubelet.clone(), sources_ready.clone(), shutdown.clone());
+        let (gc, ready, recorder, node_name, mut shutdown) =
+            (container_gc.clone(), sources_ready.clone(), recorder, opts.node_name.clone(), shutdown.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(CONTAINER_GC_PERIOD);
             loop {
@@ -404,15 +416,15 @@ fn start_garbage_collection_and_eviction(
                     _ = tick.tick() => {}
                     _ = shutdown.changed() => return,
                 }
-                if let Err(e) = gc.garbage_collect(|u| k.is_desired(u), ready()).await {
+                if let Err(e) = gc.garbage_collect(ready()).await {
                     tracing::warn!(target: "kuberuntime::gc", error = %e, "container garbage collection failed");
                     let node = k8s_openapi::api::core::v1::ObjectReference {
                         kind: Some("Node".into()),
-                        name: Some(k.node_name.clone()),
-                        uid: Some(k.node_name.clone()),
+                        name: Some(node_name.clone()),
+                        uid: Some(node_name.clone()),
                         ..Default::default()
                     };
-                    k.recorder.object_event(node, crate::events::WARNING, "ContainerGCFailed", e.to_string());
+                    recorder.object_event(node, crate::events::WARNING, "ContainerGCFailed", e.to_string());
                 }
             }
         });
@@ -433,15 +445,7 @@ fn start_garbage_collection_and_eviction(
             }
         });
     }
-    let manager = crate::eviction::EvictionManager::new(
-        opts.eviction.clone(),
-        kubelet.clone(),
-        container_gc,
-        image_gc,
-        kill_tx,
-        pressure_tx,
-        sources_ready,
-    );
+    let manager = kubelet.new_eviction_manager(opts.eviction.clone(), container_gc, image_gc, sources_ready, kill_tx, pressure_tx);
     tokio::spawn(manager.run(shutdown.clone()));
 }
 

@@ -2,7 +2,7 @@
 //! `--eviction-hard`, turning raw node readings into signal observations, deciding which
 //! thresholds are met and which conditions hold, ranking pods for eviction, and the messages
 //! an evicted or rejected pod carries. Everything here is a function of its arguments, so it is
-//! table-tested below; the I/O lives in [`super::eviction_manager`].
+//! table-tested below; the I/O lives in [`crate::stats`] and [`super::eviction_manager`].
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -14,6 +14,7 @@ use api::pod::{is_critical_pod, pod_priority};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::types::{NodeConditionType, Signal, SignalObservation, SignalObservations, Threshold, ThresholdValue};
+use crate::stats::{NodeStats, PodUsage};
 
 /// The reason of an evicted (or, under pressure, rejected) pod, and of its event.
 pub const REASON: &str = "Evicted";
@@ -108,33 +109,30 @@ pub fn conditions_observed_since(
     last_observed.keys().copied().collect()
 }
 
-/// A value from a cgroup v1 `memory.stat` (e.g. `total_inactive_file`).
-pub fn parse_memory_stat(stat: &str, key: &str) -> Option<i64> {
-    stat.lines().find_map(|l| {
-        let (k, v) = l.split_once(' ')?;
-        (k == key).then(|| v.trim().parse().ok()).flatten()
-    })
-}
-
-/// The working set as the kubelet computes it on cgroup v1: usage minus inactive file pages
-/// (page cache the kernel can drop at once), never below zero.
-pub fn working_set(usage_in_bytes: i64, memory_stat: &str) -> i64 {
-    let inactive = parse_memory_stat(memory_stat, "total_inactive_file").unwrap_or(0);
-    (usage_in_bytes - inactive).max(0)
-}
-
-/// memory.available: MemTotal (KiB, from /proc/meminfo) minus the root cgroup's working set.
-pub fn memory_observation(meminfo: &str, root_usage_in_bytes: &str, root_memory_stat: &str) -> Option<SignalObservation> {
-    let total = i64::try_from(crate::nodestatus::setters::parse_meminfo_total(meminfo)?).ok()?.checked_mul(1024)?;
-    let usage: i64 = root_usage_in_bytes.trim().parse().ok()?;
-    let ws = working_set(usage, root_memory_stat);
-    Some(SignalObservation { available: (total - ws).max(0), capacity: total })
-}
-
-/// pid.available: `pid_max` minus the processes running.
-pub fn pid_observation(pid_max: &str, running: i64) -> Option<SignalObservation> {
-    let max: i64 = pid_max.trim().parse().ok()?;
-    Some(SignalObservation { available: (max - running).max(0), capacity: max })
+/// The signals one look at the node gives (makeSignalObservations): memory.available is the
+/// capacity minus the root cgroup's working set, the filesystems give free bytes and (when they
+/// count inodes) free inodes, pid.available is `pid_max` minus the processes running. A reading
+/// the stats could not make gives no observation.
+pub fn make_signal_observations(node: &NodeStats) -> SignalObservations {
+    let mut obs = SignalObservations::new();
+    if let Some(m) = node.memory {
+        obs.insert(Signal::MemoryAvailable, SignalObservation { available: (m.capacity - m.working_set).max(0), capacity: m.capacity });
+    }
+    for (fs, bytes, inodes) in [
+        (node.nodefs, Signal::NodeFsAvailable, Signal::NodeFsInodesFree),
+        (node.imagefs, Signal::ImageFsAvailable, Signal::ImageFsInodesFree),
+    ] {
+        if let Some(fs) = fs {
+            obs.insert(bytes, SignalObservation { available: fs.available, capacity: fs.capacity });
+            if fs.inodes > 0 {
+                obs.insert(inodes, SignalObservation { available: fs.inodes_free, capacity: fs.inodes });
+            }
+        }
+    }
+    if let Some(r) = node.rlimit {
+        obs.insert(Signal::PidAvailable, SignalObservation { available: (r.max_pid - r.num_of_running_processes).max(0), capacity: r.max_pid });
+    }
+    obs
 }
 
 /// A quantity as Kubernetes prints it: bytes in the largest binary suffix that divides them
@@ -156,28 +154,6 @@ pub fn format_bytes(v: i64) -> String {
         }
     }
     v.to_string()
-}
-
-/// What the eviction manager measured of one pod (its summary stats).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodUsage {
-    /// The pod cgroup's working set; None when it could not be read.
-    pub memory: Option<i64>,
-    /// Container name → working set of the container's cgroup.
-    pub container_memory: BTreeMap<String, i64>,
-    /// Container name → bytes of its writable layer plus its logs.
-    pub container_disk: BTreeMap<String, i64>,
-    /// Disk-backed emptyDir name → bytes in it.
-    pub volumes: BTreeMap<String, i64>,
-    /// Whether the disk figures were measured at all.
-    pub disk_known: bool,
-}
-
-impl PodUsage {
-    /// Ephemeral storage the pod uses: containers (writable layers and logs) plus local volumes.
-    pub fn ephemeral(&self) -> Option<i64> {
-        self.disk_known.then(|| self.container_disk.values().sum::<i64>() + self.volumes.values().sum::<i64>())
-    }
 }
 
 fn quantity(list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, name: &str) -> Option<i64> {
@@ -435,17 +411,22 @@ mod tests {
 
     #[test]
     fn memory_and_pid_observations_from_fixtures() {
+        use crate::stats::memory::{memory_stats, parse_memory_stat, working_set};
+        use crate::stats::pidlimit::rlimit_stats;
         let meminfo = "MemTotal:        2048000 kB\nMemFree:          100000 kB\n";
         let stat = "cache 100\nrss 200\ntotal_cache 1000\ntotal_inactive_file 104857600\n";
-        let o = memory_observation(meminfo, "524288000\n", stat).expect("observation");
+        let observe = |node: NodeStats, signal: Signal| make_signal_observations(&node).get(&signal).copied();
+        let memory = memory_stats(meminfo, "524288000\n", stat);
+        let o = observe(NodeStats { memory, ..Default::default() }, Signal::MemoryAvailable).expect("observation");
         assert_eq!(o.capacity, 2048000 * 1024);
         assert_eq!(o.available, 2048000 * 1024 - (524288000 - 104857600));
         assert_eq!(parse_memory_stat(stat, "total_inactive_file"), Some(104857600));
         assert_eq!(parse_memory_stat(stat, "total_rss"), None);
         assert_eq!(working_set(10, "total_inactive_file 50\n"), 0, "never negative");
-        assert!(memory_observation("garbage", "1", "").is_none());
-        assert_eq!(pid_observation("32768\n", 300), Some(SignalObservation { available: 32468, capacity: 32768 }));
-        assert!(pid_observation("x", 3).is_none());
+        assert!(memory_stats("garbage", "1", "").is_none());
+        let rlimit = rlimit_stats("32768\n", 300);
+        assert_eq!(observe(NodeStats { rlimit, ..Default::default() }, Signal::PidAvailable), Some(SignalObservation { available: 32468, capacity: 32768 }));
+        assert!(rlimit_stats("x", 3).is_none());
     }
 
     fn pod(yaml: &str) -> Arc<Pod> {

@@ -1,9 +1,27 @@
 //! Mirrors kubelet's eviction/api/types.go and eviction/types.go: the signals the eviction
-//! manager watches, the thresholds set on them (`--eviction-hard`), and what one observation of
-//! the node found.
+//! manager watches, the thresholds set on them (`--eviction-hard`), what one observation of the
+//! node found, and the functions the manager is handed to act on the pods ([`ActivePodsFunc`],
+//! [`KillPodFunc`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+
+/// The pods the eviction manager may act on (kubelet's ActivePodsFunc): admitted, not finished,
+/// not being deleted.
+pub(crate) type ActivePodsFunc = Arc<dyn Fn() -> Vec<Arc<Pod>> + Send + Sync>;
+
+/// What an eviction does to the pod's status before the pod is stopped (the status function
+/// kubelet's KillPodFunc is handed).
+pub(crate) type PodStatusFunc = Box<dyn FnOnce(&mut PodStatus) + Send>;
+
+/// How the eviction manager stops a pod (kubelet's KillPodFunc): apply the status function to the
+/// pod's status, then have its worker kill it with this grace period — the path a deletion takes.
+/// Resolves to false when the kill could not be handed over (the sync loop is gone).
+pub(crate) type KillPodFunc = Arc<dyn Fn(Arc<Pod>, i64, PodStatusFunc) -> BoxFuture<'static, bool> + Send + Sync>;
 
 /// A resource the node can run short of (evictionapi.Signal). Each maps to a node condition
 /// and to the resource the eviction message names.
@@ -163,7 +181,8 @@ impl NodePressure {
     }
 }
 
-/// The eviction manager's configuration (eviction.Config).
+/// The eviction manager's configuration (eviction.Config). Its default is Kubernetes' (see
+/// [`super::DEFAULT_EVICTION_HARD`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// `--eviction-hard`.
@@ -173,14 +192,4 @@ pub struct Config {
     pub pressure_transition_period: Duration,
     /// How often the manager observes and acts (kubelet: 10 s).
     pub monitoring_interval: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            thresholds: super::helpers::parse_threshold_config(super::DEFAULT_EVICTION_HARD).unwrap_or_default(),
-            pressure_transition_period: super::DEFAULT_PRESSURE_TRANSITION_PERIOD,
-            monitoring_interval: super::DEFAULT_MONITORING_INTERVAL,
-        }
-    }
 }

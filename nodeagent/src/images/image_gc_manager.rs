@@ -244,7 +244,7 @@ impl ImageGcManager {
         let _one = self.running.lock().await;
         let dir = self.image_fs_dir().await;
         let d = dir.clone();
-        let fs = tokio::task::spawn_blocking(move || crate::eviction::stats::fs_stats(&d))
+        let fs = tokio::task::spawn_blocking(move || crate::stats::fs_stats(&d))
             .await
             .map_err(|e| Error::Invalid(e.to_string()))?
             .ok_or_else(|| Error::Invalid(format!("could not measure the image filesystem at {}", dir.display())))?;

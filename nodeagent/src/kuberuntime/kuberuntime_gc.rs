@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use k8s_cri::v1 as api;
 
@@ -125,26 +126,32 @@ pub fn log_dir_pod_uid(dir_name: &str) -> Option<&str> {
     dir_name.rsplit_once('_').map(|(_, uid)| uid).filter(|u| !u.is_empty())
 }
 
+/// Whether some pod source still wants the pod with this UID: what GC asks of the rest of the
+/// agent (kubelet's podStateProvider, given to its container GC when it is built).
+pub type PodExistsFunc = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// Runs GC passes against the runtime.
 pub struct ContainerGc {
     runtime: RemoteRuntime,
     logs_root: PathBuf,
     policy: GcPolicy,
+    pod_exists: PodExistsFunc,
     /// One pass at a time: the periodic loop and the eviction manager both call in.
     running: tokio::sync::Mutex<()>,
 }
 
 impl ContainerGc {
-    pub fn new(runtime: RemoteRuntime, logs_root: PathBuf, policy: GcPolicy) -> ContainerGc {
-        ContainerGc { runtime, logs_root, policy, running: tokio::sync::Mutex::new(()) }
+    pub fn new(runtime: RemoteRuntime, logs_root: PathBuf, policy: GcPolicy, pod_exists: PodExistsFunc) -> ContainerGc {
+        ContainerGc { runtime, logs_root, policy, pod_exists, running: tokio::sync::Mutex::new(()) }
     }
 
     /// GarbageCollect: list, decide, remove. Returns what was removed.
-    pub async fn garbage_collect(&self, pod_exists: impl Fn(&str) -> bool, sources_ready: bool) -> Result<GcPlan> {
+    pub async fn garbage_collect(&self, sources_ready: bool) -> Result<GcPlan> {
+        let pod_exists = &*self.pod_exists;
         let _one = self.running.lock().await;
         let containers: Vec<GcContainer> = self.runtime.list_containers(None).await?.iter().filter_map(to_gc_container).collect();
         let sandboxes: Vec<GcSandbox> = self.runtime.list_pod_sandbox(None).await?.iter().filter_map(to_gc_sandbox).collect();
-        let plan = compute_gc(&containers, &sandboxes, &pod_exists, sources_ready, self.policy);
+        let plan = compute_gc(&containers, &sandboxes, pod_exists, sources_ready, self.policy);
 
         for id in &plan.containers {
             // The log path is known only from the status: read it before the container goes.
@@ -367,8 +374,8 @@ mod tests {
             ids.push(id);
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
-        let gc = ContainerGc::new(rt.clone(), logs.clone(), GcPolicy::default());
-        let plan = gc.garbage_collect(|u| u == "u1", true).await.expect("gc");
+        let gc = ContainerGc::new(rt.clone(), logs.clone(), GcPolicy::default(), Arc::new(|u: &str| u == "u1"));
+        let plan = gc.garbage_collect(true).await.expect("gc");
         assert_eq!(plan.containers, vec![ids[1].clone(), ids[0].clone()]);
         let left: Vec<String> = fake.containers().into_iter().map(|c| c.id).collect();
         assert_eq!(left, vec![ids[2].clone()], "exactly one dead instance stays");
@@ -377,7 +384,8 @@ mod tests {
 
         // The pod is deleted: the rest goes, sandbox and log directory too.
         rt.stop_pod_sandbox(&sb).await.expect("stop sandbox");
-        gc.garbage_collect(|_| false, true).await.expect("gc");
+        let gc = ContainerGc::new(rt.clone(), logs.clone(), GcPolicy::default(), Arc::new(|_: &str| false));
+        gc.garbage_collect(true).await.expect("gc");
         assert!(fake.containers().is_empty() && fake.sandboxes().is_empty());
         assert!(!pod_logs.exists(), "the log directory of a gone pod is removed");
     }

@@ -119,8 +119,11 @@ pub struct NodeReadiness {
     pub pleg_healthy: Result<(), String>,
     /// The CRI reports NetworkReady (a CNI config is in place).
     pub network_ready: Result<(), String>,
-    /// The pressure the eviction manager reports (MemoryPressure, DiskPressure, PIDPressure).
-    pub pressure: crate::eviction::NodePressure,
+    /// The pressure the eviction manager reports, one flag per condition (kubelet's setters are
+    /// handed its IsUnderMemoryPressure, IsUnderDiskPressure and IsUnderPIDPressure).
+    pub memory_pressure: bool,
+    pub disk_pressure: bool,
+    pub pid_pressure: bool,
 }
 
 impl Default for NodeReadiness {
@@ -130,7 +133,9 @@ impl Default for NodeReadiness {
             runtime_ready: Err("container runtime status check may not have completed yet".to_string()),
             pleg_healthy: Err("pleg has yet to be successful".to_string()),
             network_ready: Err("container runtime network not ready: network status not yet known".to_string()),
-            pressure: Default::default(),
+            memory_pressure: false,
+            disk_pressure: false,
+            pid_pressure: false,
         }
     }
 }
@@ -500,7 +505,7 @@ mod tests {
     fn readiness_starts_not_ready() {
         let r = NodeReadiness::default();
         assert!(setters::not_ready_message(&r).is_some());
-        let ok = NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), pressure: Default::default() };
+        let ok = NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), ..NodeReadiness::default() };
         assert_eq!(setters::not_ready_message(&ok), None);
     }
 }

@@ -56,8 +56,8 @@ impl HostInfo {
         });
         HostInfo {
             num_cpus: u64::try_from(cpus).unwrap_or(0),
-            memory_kib: std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| parse_meminfo_total(&m)).unwrap_or(0),
-            ephemeral_storage_bytes: crate::eviction::stats::fs_stats(&opts.root_dir).map_or(0, |fs| fs.capacity.max(0) as u64),
+            memory_kib: std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| crate::stats::memory::parse_meminfo_total(&m)).unwrap_or(0),
+            ephemeral_storage_bytes: crate::stats::fs_stats(&opts.root_dir).map_or(0, |fs| fs.capacity.max(0) as u64),
             hostname: client::hostname(),
             internal_ip,
             kernel_version: read_trimmed("/proc/sys/kernel/osrelease"),
@@ -70,19 +70,6 @@ impl HostInfo {
             system_uuid: read_trimmed("/sys/class/dmi/id/product_uuid"),
         }
     }
-}
-
-/// MemTotal from /proc/meminfo, in KiB.
-pub fn parse_meminfo_total(meminfo: &str) -> Option<u64> {
-    meminfo.lines().find_map(|line| {
-        let rest = line.strip_prefix("MemTotal:")?;
-        let mut parts = rest.split_whitespace();
-        let n: u64 = parts.next()?.parse().ok()?;
-        match parts.next() {
-            Some("kB") | None => Some(n),
-            Some(_) => None,
-        }
-    })
 }
 
 /// PRETTY_NAME from /etc/os-release, unquoted.
@@ -244,10 +231,10 @@ pub const OWNED_CONDITIONS: [&str; 4] = ["MemoryPressure", "DiskPressure", "PIDP
 
 /// The conditions (MemoryPressureCondition, DiskPressureCondition, PIDPressureCondition,
 /// ReadyCondition), in kubelet's order, after any conditions the agent does not own. The pressure
-/// conditions are the eviction manager's ([`crate::eviction`]), carried in `readiness.pressure`.
+/// conditions are the eviction manager's, carried in `readiness`.
 pub fn conditions(old: &[NodeCondition], readiness: &NodeReadiness, now: &Time) -> Vec<NodeCondition> {
     let mut out: Vec<NodeCondition> = old.iter().filter(|c| !OWNED_CONDITIONS.contains(&c.type_.as_str())).cloned().collect();
-    out.extend(pressure_conditions(old, &readiness.pressure, now));
+    out.extend(pressure_conditions(old, readiness, now));
     out.push(match not_ready_message(readiness) {
         None => condition(old, "Ready", "True", "KubeletReady", "kubelet is posting ready status", now),
         Some(msg) => condition(old, "Ready", "False", "KubeletNotReady", &msg, now),
@@ -257,19 +244,19 @@ pub fn conditions(old: &[NodeCondition], readiness: &NodeReadiness, now: &Time) 
 
 /// MemoryPressure, DiskPressure and PIDPressure with kubelet's reasons and messages
 /// (MemoryPressureCondition, DiskPressureCondition, PIDPressureCondition).
-pub fn pressure_conditions(old: &[NodeCondition], p: &crate::eviction::NodePressure, now: &Time) -> [NodeCondition; 3] {
+pub fn pressure_conditions(old: &[NodeCondition], r: &NodeReadiness, now: &Time) -> [NodeCondition; 3] {
     [
-        if p.memory {
+        if r.memory_pressure {
             condition(old, "MemoryPressure", "True", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available", now)
         } else {
             condition(old, "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", now)
         },
-        if p.disk {
+        if r.disk_pressure {
             condition(old, "DiskPressure", "True", "KubeletHasDiskPressure", "kubelet has disk pressure", now)
         } else {
             condition(old, "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", now)
         },
-        if p.pid {
+        if r.pid_pressure {
             condition(old, "PIDPressure", "True", "KubeletHasInsufficientPID", "kubelet has insufficient PID available", now)
         } else {
             condition(old, "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", now)
@@ -332,7 +319,7 @@ mod tests {
     }
 
     fn ready() -> NodeReadiness {
-        NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), pressure: Default::default() }
+        NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), ..Default::default() }
     }
 
     fn host() -> HostInfo {
@@ -356,15 +343,6 @@ mod tests {
 
     fn ready_condition(s: &NodeStatus) -> NodeCondition {
         s.conditions.as_ref().and_then(|c| c.iter().find(|c| c.type_ == "Ready").cloned()).expect("Ready")
-    }
-
-    #[test]
-    fn meminfo() {
-        let sample = "MemTotal:       24605272 kB\nMemFree:        20334112 kB\nMemAvailable:   22799968 kB\n";
-        assert_eq!(parse_meminfo_total(sample), Some(24_605_272));
-        assert_eq!(parse_meminfo_total("MemFree: 1 kB\n"), None);
-        assert_eq!(parse_meminfo_total("MemTotal: lots kB\n"), None);
-        assert_eq!(parse_meminfo_total("MemTotal: 5 MB\n"), None);
     }
 
     #[test]
@@ -426,7 +404,7 @@ mod tests {
         let o = opts();
         let s1 = node_status(None, &host(), "r", &ready(), &o, &t(100));
         let mut pressed = ready();
-        pressed.pressure = crate::eviction::NodePressure { memory: true, disk: false, pid: true };
+        (pressed.memory_pressure, pressed.disk_pressure, pressed.pid_pressure) = (true, false, true);
         let s2 = node_status(Some(&s1), &host(), "r", &pressed, &o, &t(110));
         assert!(status_changed(Some(&s1), &s2));
         let get = |s: &NodeStatus, t: &str| s.conditions.iter().flatten().find(|c| c.type_ == t).cloned().expect("condition");

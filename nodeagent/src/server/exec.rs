@@ -33,11 +33,10 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use k8s_cri::v1 as api;
-use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::server::{Provider, container_names, select_instance};
+use super::host_interface::{Provider, container_selector, find_pod_container, select_instance, text};
 use super::spdy::{self, Frame};
 use super::websocket::{self as ws, ChannelMessage, Message};
 
@@ -123,10 +122,6 @@ pub async fn attach(
     path: web::Path<(String, String, String)>,
 ) -> HttpResponse {
     serve(Kind::Attach, req, payload, provider, path.into_inner()).await
-}
-
-fn text(status: StatusCode, body: String) -> HttpResponse {
-    HttpResponse::build(status).content_type("text/plain; charset=utf-8").body(body)
 }
 
 async fn serve(
@@ -221,15 +216,8 @@ async fn serve(
 
 /// Step 2: the id of the newest running instance of `container`, or the HTTP error to answer.
 async fn running_container(provider: &dyn Provider, namespace: &str, pod_name: &str, container: &str) -> Result<String, HttpResponse> {
-    let pod: Pod = provider
-        .pods()
-        .into_iter()
-        .find(|p| p.metadata.name.as_deref() == Some(pod_name) && p.metadata.namespace.as_deref().unwrap_or("default") == namespace)
-        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("pod {pod_name:?} not found")))?;
-    if !container_names(&pod).any(|n| n == container) {
-        return Err(text(StatusCode::BAD_REQUEST, format!("container {container:?} is not valid for pod {pod_name:?}")));
-    }
-    let selector = super::server::container_selector(&pod, namespace, pod_name, container);
+    let pod = find_pod_container(provider, namespace, pod_name, container)?;
+    let selector = container_selector(&pod, namespace, pod_name, container);
     let filter = api::ContainerFilter {
         state: Some(api::ContainerStateValue { state: api::ContainerState::ContainerRunning as i32 }),
         label_selector: selector,

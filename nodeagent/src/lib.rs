@@ -57,8 +57,6 @@ pub mod eviction;
 pub mod flowcontrol;
 pub mod images;
 pub mod kubelet;
-pub mod kubelet_getters;
-pub mod kubelet_pods;
 pub mod kuberuntime;
 pub mod lifecycle;
 pub mod metrics;
@@ -74,7 +72,7 @@ pub mod status;
 pub mod volumemanager;
 
 #[cfg(test)]
-mod kubelet_test;
+mod testing;
 
 pub use error::{Error, Result};
 pub use run::{Options, run, system};

@@ -16,8 +16,10 @@ use crate::config::PodConfig;
 use crate::cri::RemoteRuntime;
 use crate::error::{Error, Result};
 use crate::events::Recorder;
-use crate::kubelet::{Kubelet, KubeletDeps};
+use crate::images::image_gc_manager::{IMAGE_GC_PERIOD, ImageGcManager};
+use crate::kubelet::{Dependencies, Kubelet};
 use crate::kuberuntime::RuntimeManager;
+use crate::kuberuntime::kuberuntime_gc::{CONTAINER_GC_PERIOD, ContainerGc};
 use crate::network::cni;
 use crate::nodestatus::{NodeOptions, NodeReadiness};
 use crate::status::StatusManager;
@@ -82,7 +84,7 @@ impl Options {
             connection: None,
             node_name,
             runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
-            root_dir: "/var/lib/kubelab".into(),
+            root_dir: crate::kubelet::getters::DEFAULT_ROOT_DIR.into(),
             pod_logs_dir: "/var/log/pods".into(),
             pod_manifest_path: None,
             manifest_url: None,
@@ -166,21 +168,16 @@ async fn connect_runtime(endpoint: &str) -> Result<RemoteRuntime> {
 /// The agent's HTTP server sees the kubelet through this.
 struct ServerProvider {
     kubelet: Arc<Kubelet>,
+    runtime: RemoteRuntime,
     pleg_health: Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>,
 }
 
 impl crate::server::Provider for ServerProvider {
     fn pods(&self) -> Vec<Pod> {
-        self.kubelet.desired_pods().iter().map(|p| {
-            let mut p = (**p).clone();
-            if let Some(s) = self.kubelet.status.get_pod_status(p.metadata.uid.as_deref().unwrap_or_default()) {
-                p.status = Some(s);
-            }
-            p
-        }).collect()
+        self.kubelet.get_pods()
     }
     fn runtime(&self) -> RemoteRuntime {
-        self.kubelet.runtime.runtime.clone()
+        self.runtime.clone()
     }
     fn healthz(&self) -> std::result::Result<(), String> {
         (self.pleg_health)()
@@ -346,7 +343,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     // Probes: exec through the runtime, HTTP and TCP from the node; results feed the status.
     let prober = crate::prober::Prober::new(cri.clone(), recorder.clone())?;
     let probes = crate::prober::ProberManager::new(Arc::new(prober), status.clone());
-    let kubelet = Arc::new(Kubelet::new(KubeletDeps {
+    let kubelet = Arc::new(Kubelet::new(Dependencies {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
         client: client.clone(),
@@ -365,7 +362,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
 
     let listener = std::net::TcpListener::bind(SocketAddr::new(opts.address, opts.port))
         .map_err(|e| Error::io(format!("{}:{}", opts.address, opts.port), e))?;
-    let provider = Arc::new(ServerProvider { kubelet: kubelet.clone(), pleg_health });
+    let provider = Arc::new(ServerProvider { kubelet: kubelet.clone(), runtime: cri.clone(), pleg_health });
     tokio::spawn(crate::server::serve(listener, provider, shutdown.clone()));
 
     let config = Arc::new(config);
@@ -374,25 +371,24 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         Arc::new(move || c.sources_ready()) as Arc<dyn Fn() -> bool + Send + Sync>
     };
     let (kill_tx, kill_rx) = tokio::sync::mpsc::channel(16);
-    start_garbage_collection_and_eviction(&opts, &kubelet, recorder_for_gc, sources_ready.clone(), kill_tx, pressure_tx, &shutdown);
-    crate::kubelet::sync_loop(kubelet, updates, pleg_rx, sources_ready, kill_rx, shutdown).await;
+    let (container_gc, image_gc) = start_garbage_collection(&opts, &kubelet, cri, recorder_for_gc, sources_ready.clone(), &shutdown);
+    // The eviction manager, which also calls both collectors when the disk runs short.
+    let eviction = kubelet.new_eviction_manager(opts.eviction.clone(), container_gc, image_gc, sources_ready.clone(), kill_tx, pressure_tx);
+    tokio::spawn(eviction.run(shutdown.clone()));
+    crate::kubelet::sync_loop::sync_loop(kubelet, updates, pleg_rx, sources_ready, kill_rx, shutdown).await;
     Ok(())
 }
 
-/// Container GC every minute, image GC every five (kubelet's StartGarbageCollection), and the
-/// eviction manager, which also calls both when the disk runs short.
-fn start_garbage_collection_and_eviction(
+/// Container GC every minute, image GC every five (kubelet's StartGarbageCollection). Returns
+/// both collectors, for the eviction manager.
+fn start_garbage_collection(
     opts: &Options,
     kubelet: &Arc<Kubelet>,
+    cri: RemoteRuntime,
     recorder: Recorder,
     sources_ready: Arc<dyn Fn() -> bool + Send + Sync>,
-    kill_tx: tokio::sync::mpsc::Sender<crate::pod_workers::UpdatePodOptions>,
-    pressure_tx: watch::Sender<crate::eviction::NodePressure>,
     shutdown: &watch::Receiver<bool>,
-) {
-    use crate::images::image_gc_manager::{IMAGE_GC_PERIOD, ImageGcManager};
-    use crate::kuberuntime::kuberuntime_gc::{CONTAINER_GC_PERIOD, ContainerGc};
-    let cri = kubelet.runtime.runtime.clone();
+) -> (Arc<ContainerGc>, Arc<ImageGcManager>) {
     let pod_exists = {
         let k = kubelet.clone();
         Arc::new(move |uid: &str| k.is_desired(uid))
@@ -445,8 +441,7 @@ fn start_garbage_collection_and_eviction(
             }
         });
     }
-    let manager = kubelet.new_eviction_manager(opts.eviction.clone(), container_gc, image_gc, sources_ready, kill_tx, pressure_tx);
-    tokio::spawn(manager.run(shutdown.clone()));
+    (container_gc, image_gc)
 }
 
 /// A future that completes when `shutdown` turns true (or its sender is gone).

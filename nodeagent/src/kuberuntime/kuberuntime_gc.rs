@@ -14,7 +14,7 @@
 //!
 //! The decision ([`compute_gc`]) is a pure function of what the runtime lists, table-tested
 //! below. Running containers and ready sandboxes are never touched: stopping things is the pod
-//! workers' job (housekeeping in [`crate::kubelet_pods`] kills running pods nobody wants, and a
+//! workers' job (housekeeping in [`crate::kubelet::pods`] kills running pods nobody wants, and a
 //! removed pod's worker removes its containers at once). GC is the backstop that catches what
 //! those leave behind — dead restarts, sandboxes of earlier attempts, a removal that failed or
 //! was cut short by an agent restart.

@@ -203,11 +203,11 @@ impl ProberManager {
 mod tests {
     use super::*;
     use crate::error::Result;
+    use crate::testing::wait_for;
     use futures::future::BoxFuture;
     use k8s_openapi::api::core::v1::{
         Container, ContainerState as ApiState, ContainerStateRunning, ContainerStatus, ExecAction, PodSpec, PodStatus, Probe,
     };
-    use std::time::Duration;
 
     /// Every probe answers with `answer`.
     struct Always(ProbeResult);
@@ -267,14 +267,6 @@ mod tests {
                 ..Default::default()
             }]),
             ..Default::default()
-        }
-    }
-
-    async fn wait_for(what: &str, cond: impl Fn() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !cond() {
-            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 

@@ -109,7 +109,7 @@ impl StatsProvider {
                     if let Some(ed) = &v.empty_dir
                         && ed.medium.as_deref().is_none_or(str::is_empty)
                     {
-                        let dir = crate::kubelet_getters::pod_volume_dir(&root, &uid, crate::volumemanager::emptydir::PLUGIN_NAME, &v.name);
+                        let dir = crate::kubelet::getters::pod_volume_dir(&root, &uid, crate::volumemanager::emptydir::PLUGIN_NAME, &v.name);
                         u.volumes.insert(v.name.clone(), dir_usage(&dir));
                     }
                 }

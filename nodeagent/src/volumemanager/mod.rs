@@ -58,7 +58,7 @@ use self::atomic_writer::{AtomicWriter, DEFAULT_MODE, Payload, file_mode};
 use self::emptydir::Medium;
 use self::projected::ProjectedObjects;
 use crate::error::{Error, Result};
-use crate::kubelet_getters;
+use crate::kubelet::getters;
 
 /// Sets up and tears down the volumes of the pods on this node.
 #[derive(Clone)]
@@ -173,7 +173,7 @@ impl VolumeManager {
     /// After the pod's containers are gone: unmount tmpfs volumes, remove the volumes dir.
     /// hostPath volumes are the node's own paths and are left alone. Idempotent.
     pub async fn unmount_volumes(&self, pod_uid: &str) -> Result<()> {
-        let dir = kubelet_getters::pod_volumes_dir(&self.root_dir, pod_uid);
+        let dir = getters::pod_volumes_dir(&self.root_dir, pod_uid);
         let uid = pod_uid.to_string();
         run_blocking(dir.clone(), move || {
             tear_down_dir(&dir)?;
@@ -202,7 +202,7 @@ impl VolumeManager {
     /// Decides what one volume needs, fetching the configMaps and secrets it names.
     async fn plan(&self, pod: &Pod, uid: &str, volume: &Volume) -> Result<Plan> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let dir = |plugin: &str| kubelet_getters::pod_volume_dir(&self.root_dir, uid, plugin, &volume.name);
+        let dir = |plugin: &str| getters::pod_volume_dir(&self.root_dir, uid, plugin, &volume.name);
         if let Some(empty_dir) = &volume.empty_dir {
             let size_limit = match &empty_dir.size_limit {
                 Some(q) => Some(
@@ -473,7 +473,7 @@ mod tests {
         assert_eq!(first, second);
         assert_eq!(first.len(), 4);
 
-        let volumes_dir = kubelet_getters::pod_volumes_dir(&root.path().join("agent"), "uid-1");
+        let volumes_dir = getters::pod_volumes_dir(&root.path().join("agent"), "uid-1");
         let scratch = first.get("scratch").expect("scratch");
         assert_eq!(scratch.host_path, volumes_dir.join("kubernetes.io~empty-dir/scratch"));
         assert!(!scratch.read_only);
@@ -529,7 +529,7 @@ mod tests {
         );
         assert!(matches!(&err, Error::Volume { source, .. } if matches!(**source, Error::NotReady(_))));
         // The volumes after the failing one were still set up.
-        assert!(kubelet_getters::pod_volume_dir(root.path(), "uid-2", emptydir::PLUGIN_NAME, "ok").is_dir());
+        assert!(getters::pod_volume_dir(root.path(), "uid-2", emptydir::PLUGIN_NAME, "ok").is_dir());
 
         let p = pod(
             "uid-2",

@@ -6,7 +6,6 @@
 //! ```text
 //! <root>/pods/<uid>/volumes/<plugin>/<volume>   a volume's host side, e.g. kubernetes.io~empty-dir/cache
 //! <root>/pods/<uid>/plugins/                    per-pod state of volume plugins
-//! <root>/pods/<uid>/containers/<container>/     per-container files (termination logs, …)
 //! <root>/pods/<uid>/etc-hosts                   the /etc/hosts the containers mount
 //! ```
 //!
@@ -51,11 +50,6 @@ pub fn pod_plugins_dir(root: &Path, uid: &str) -> PathBuf {
 /// `<root>/pods/<uid>/etc-hosts`: the hosts file kubelet writes and bind-mounts into containers.
 pub fn pod_etc_hosts_path(root: &Path, uid: &str) -> PathBuf {
     pod_dir(root, uid).join("etc-hosts")
-}
-
-/// `<root>/pods/<uid>/containers/<container>`.
-pub fn pod_container_dir(root: &Path, uid: &str, container: &str) -> PathBuf {
-    pod_dir(root, uid).join("containers").join(container)
 }
 
 /// Step 2 of SyncPod: the pod's data directories (`pods/<uid>/{volumes,plugins}`). Idempotent.
@@ -127,7 +121,6 @@ mod tests {
         );
         assert_eq!(pod_plugins_dir(root, "u1"), Path::new("/var/lib/kubelab/pods/u1/plugins"));
         assert_eq!(pod_etc_hosts_path(root, "u1"), Path::new("/var/lib/kubelab/pods/u1/etc-hosts"));
-        assert_eq!(pod_container_dir(root, "u1", "app"), Path::new("/var/lib/kubelab/pods/u1/containers/app"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Mirrors kubelet's pkg/kubelet/cm ("container manager"): the node's cgroups, for cgroup v1 with
-//! the cgroupfs driver (what the machines kubelab runs on have; see docs/containerd-cri.md).
+//! the cgroupfs driver (what the machines kubelab is built on have: Debian 12 with containerd
+//! 1.6.20, cgroup v1, and no systemd as PID 1).
 //!
 //! 1. The pod's QoS class (Guaranteed, Burstable, BestEffort) from its requests and limits: the
 //!    `api` crate's [`api::core::v1::helper::qos::compute_pod_qos`], the same function that

@@ -29,7 +29,7 @@ use tokio::sync::{Notify, oneshot};
 use super::results::{Manager, ProbeResult};
 use super::{ProbeRunner, ProbeType};
 use crate::status::StatusManager;
-use crate::status::generate::parse_container_id;
+use crate::status::container_statuses::parse_container_id;
 
 /// A probe's timing, with Kubernetes' defaults filled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,7 +302,7 @@ mod tests {
     /// A pod status with container "c" as `id`, running since `t(0)` unless `running` is false.
     fn status(id: &str, running: bool, started: bool) -> PodStatus {
         let state = if running {
-            ContainerState { running: Some(ContainerStateRunning { started_at: Some(crate::status::generate::to_time(t(0))) }), ..Default::default() }
+            ContainerState { running: Some(ContainerStateRunning { started_at: Some(crate::status::container_statuses::to_time(t(0))) }), ..Default::default() }
         } else {
             ContainerState { terminated: Some(ContainerStateTerminated { exit_code: 137, ..Default::default() }), ..Default::default() }
         };

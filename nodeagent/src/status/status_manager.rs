@@ -31,9 +31,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+use super::container_statuses::{CONTAINER_STATUS_UNKNOWN, to_time};
 use super::generate::{
-    self, CONTAINER_STATUS_UNKNOWN, CONTAINERS_READY, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, POD_READY,
-    condition_owned_by_kubelet, containers_ready_condition_for_terminal_phase,
+    self, CONTAINERS_READY, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, POD_READY, condition_owned_by_kubelet,
+    containers_ready_condition_for_terminal_phase,
 };
 use crate::error::{Error, Result};
 
@@ -390,7 +391,7 @@ impl StatusManager {
             tracing::error!(target: TARGET, pod = %pod_key, pod_uid = %uid, error = %e, "status update refused");
             return;
         }
-        let now = generate::to_time(chrono::Utc::now());
+        let now = to_time(chrono::Utc::now());
         generate::update_last_transition_times(&mut status, Some(&old), &now);
         status.start_time = old.start_time.clone().or(status.start_time).or(Some(now));
         if status.phase.is_none() {
@@ -593,7 +594,7 @@ impl StatusManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::generate::{PHASE_SUCCEEDED, POD_SCHEDULED, to_time};
+    use crate::status::generate::{PHASE_SUCCEEDED, POD_SCHEDULED};
     use k8s_openapi::api::core::v1::{ContainerStateRunning, PodCondition};
 
     /// An in-memory API server for pods: applies merge patches as the real one does and records

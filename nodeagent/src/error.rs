@@ -47,11 +47,11 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io { path: path.into(), source }
     }
 
-    pub fn cri(op: &'static str, source: tonic::Status) -> Error {
+    pub(crate) fn cri(op: &'static str, source: tonic::Status) -> Error {
         Error::Cri { op, source }
     }
 

@@ -47,34 +47,36 @@
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
 
-pub mod cm;
-pub mod config;
-pub mod container;
+// Every item is `pub(crate)` unless it is part of the public surface listed above.
+#![warn(unreachable_pub)]
+
+pub(crate) mod cm;
+pub(crate) mod config;
+pub(crate) mod container;
 pub mod cri;
-pub mod error;
-pub mod events;
+mod error;
+pub(crate) mod events;
 pub mod eviction;
-pub mod flowcontrol;
+pub(crate) mod flowcontrol;
 pub mod images;
-pub mod kubelet;
-pub mod kuberuntime;
-pub mod lifecycle;
-pub mod metrics;
+pub(crate) mod kubelet;
+pub(crate) mod kuberuntime;
+pub(crate) mod lifecycle;
+pub(crate) mod metrics;
 pub mod network;
-pub mod nodestatus;
-pub mod pleg;
-pub mod pod;
-pub mod pod_workers;
-pub mod prober;
-pub mod server;
-pub mod stats;
-pub mod status;
-pub mod volumemanager;
+pub(crate) mod nodestatus;
+pub(crate) mod pleg;
+pub(crate) mod pod;
+pub(crate) mod pod_workers;
+pub(crate) mod prober;
+mod run;
+pub(crate) mod server;
+pub(crate) mod stats;
+pub(crate) mod status;
+pub(crate) mod volumemanager;
 
 #[cfg(test)]
 mod testing;
 
 pub use error::{Error, Result};
 pub use run::{Options, run, system};
-
-mod run;

@@ -30,7 +30,7 @@ use crate::status::StatusManager;
 
 /// What a SyncPod tells its worker.
 #[derive(Debug)]
-pub enum SyncOutcome {
+pub(crate) enum SyncOutcome {
     /// Keep syncing; look again after this long (the resync period, or the end of a backoff).
     Continue { resync_after: Duration },
     /// The pod reached Succeeded or Failed: terminate it.
@@ -40,7 +40,7 @@ pub enum SyncOutcome {
 /// What the pod workers call (kubelet's podSyncer): the three sync functions, and the two
 /// questions a worker asks before it starts and after it finishes. The futures are local: the
 /// workers are actors on the node agent's one thread.
-pub trait PodSyncer: 'static {
+pub(crate) trait PodSyncer: 'static {
     /// SyncPod: make the runtime match the pod; called on every update and resync.
     fn sync_pod<'a>(&'a self, pod: &'a Pod) -> LocalBoxFuture<'a, SyncOutcome>;
     /// SyncTerminatingPod: stop the pod's containers within the grace period (`grace_override`
@@ -58,7 +58,7 @@ pub trait PodSyncer: 'static {
 
 /// Why a worker is asked to look at its pod (kubelet's SyncPodType).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpdateType {
+pub(crate) enum UpdateType {
     Create,
     Update,
     /// A periodic resync, a PLEG event, or a backoff that ended.
@@ -68,17 +68,17 @@ pub enum UpdateType {
 }
 
 #[derive(Clone, Debug)]
-pub struct UpdatePodOptions {
-    pub pod: Arc<Pod>,
-    pub update_type: UpdateType,
+pub(crate) struct UpdatePodOptions {
+    pub(crate) pod: Arc<Pod>,
+    pub(crate) update_type: UpdateType,
     /// For Kill: the grace period to use instead of the pod's own.
-    pub grace_override: Option<i64>,
+    pub(crate) grace_override: Option<i64>,
     /// For Kill: the pod is gone from every source; remove its containers and files as well.
-    pub removed: bool,
+    pub(crate) removed: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WorkerState {
+pub(crate) enum WorkerState {
     Syncing,
     Terminating,
     Terminated,
@@ -109,18 +109,18 @@ struct WorkerHandle {
 }
 
 /// The dispatcher: owns one worker per pod UID.
-pub struct PodWorkers {
+pub(crate) struct PodWorkers {
     syncer: Arc<dyn PodSyncer>,
     workers: HashMap<String, WorkerHandle>,
 }
 
 impl PodWorkers {
-    pub fn new(syncer: Arc<dyn PodSyncer>) -> PodWorkers {
+    pub(crate) fn new(syncer: Arc<dyn PodSyncer>) -> PodWorkers {
         PodWorkers { syncer, workers: HashMap::new() }
     }
 
     /// UpdatePod: hand the pod to its worker, creating the worker for a pod seen the first time.
-    pub fn update_pod(&mut self, opts: UpdatePodOptions) {
+    pub(crate) fn update_pod(&mut self, opts: UpdatePodOptions) {
         let uid = opts.pod.metadata.uid.clone().unwrap_or_default();
         if let Some(h) = self.workers.get(&uid)
             && h.addr.connected()
@@ -149,19 +149,19 @@ impl PodWorkers {
     }
 
     /// Whether a worker exists for `uid` and what state it is in.
-    pub fn state(&self, uid: &str) -> Option<WorkerState> {
+    pub(crate) fn state(&self, uid: &str) -> Option<WorkerState> {
         self.workers
             .get(uid)
             .filter(|h| h.addr.connected())
             .map(|h| *h.state.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    pub fn known_pods(&self) -> Vec<String> {
+    pub(crate) fn known_pods(&self) -> Vec<String> {
         self.workers.iter().filter(|(_, h)| h.addr.connected()).map(|(k, _)| k.clone()).collect()
     }
 
     /// Drop the handles of workers that stopped (terminated pods no source wants).
-    pub fn forget_stopped(&mut self) {
+    pub(crate) fn forget_stopped(&mut self) {
         self.workers.retain(|_, h| h.addr.connected());
     }
 }
@@ -169,7 +169,7 @@ impl PodWorkers {
 /// The kill function the eviction manager is handed (kubelet's killPodNow): the pod's status, as
 /// the status manager holds it, gets the eviction's verdict at once; the Kill goes to the sync
 /// loop, which hands it to the pod's worker — the termination path a deletion takes.
-pub fn kill_pod_now(kill_tx: mpsc::Sender<UpdatePodOptions>, status: StatusManager) -> KillPodFunc {
+pub(crate) fn kill_pod_now(kill_tx: mpsc::Sender<UpdatePodOptions>, status: StatusManager) -> KillPodFunc {
     Arc::new(move |pod: Arc<Pod>, grace: i64, verdict: PodStatusFunc| {
         let mut s = status.get_pod_status(uid(&pod)).or_else(|| pod.status.clone()).unwrap_or_default();
         verdict(&mut s);

@@ -122,7 +122,7 @@ impl Options {
 /// resync period — so a burst of pods left dozens of threads alive, each holding its own
 /// allocator heap: most of the agent's memory at 100 pods. The work is short and ordered per
 /// pod anyway.
-pub const MAX_BLOCKING_THREADS: usize = 4;
+pub(crate) const MAX_BLOCKING_THREADS: usize = 4;
 
 /// The actix System the node agent runs in: one thread for the actors and tasks, and a small
 /// pool for blocking work (see [`MAX_BLOCKING_THREADS`]).
@@ -205,7 +205,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
             Ok(_) => {}
             Err(e) => tracing::warn!(target: "kubelet::images", error = %e, dir = %dir.display(), "importing images"),
         }
-        tokio::spawn(importer.run(Duration::from_secs(2), shutdown.clone()));
+        tokio::spawn(importer.run(crate::images::IMPORT_PERIOD, shutdown.clone()));
     }
 
     // The pod network: the CNI config for our pod CIDR, and IPs leaked by sandboxes that died

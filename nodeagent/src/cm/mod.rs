@@ -22,8 +22,7 @@
 //! - Processes left in a pod cgroup are not killed: [`PodContainerManager::destroy`] fails (EBUSY,
 //!   naming the pids) and the caller retries.
 
-pub mod helpers;
-pub mod pod_container_manager;
+pub(crate) mod helpers;
+pub(crate) mod pod_container_manager;
 
-pub use helpers::{ResourceConfig, milli_cpu_to_quota, milli_cpu_to_shares, resource_config_for_pod};
-pub use pod_container_manager::{DEFAULT_CGROUP_ROOT, Hierarchy, PodContainerManager};
+pub(crate) use pod_container_manager::{DEFAULT_CGROUP_ROOT, PodContainerManager};

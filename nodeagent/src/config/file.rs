@@ -48,7 +48,7 @@ use tokio::sync::{mpsc, watch};
 use super::{FILE_CHECK_FREQUENCY, SourceUpdate, fnv128_hex};
 
 /// Runs the file source until `shutdown` turns true or the merger is gone.
-pub async fn run(dir: PathBuf, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(dir: PathBuf, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
     let mut last: Option<Vec<Pod>> = None;
     // (path, hash of the bytes) of broken files already reported.
     let mut reported: HashSet<(PathBuf, String)> = HashSet::new();
@@ -101,19 +101,19 @@ pub async fn run(dir: PathBuf, node_name: String, tx: mpsc::Sender<SourceUpdate>
 
 /// A manifest that could not be turned into a pod.
 #[derive(Debug)]
-pub struct BrokenManifest {
-    pub path: PathBuf,
-    pub error: String,
+pub(crate) struct BrokenManifest {
+    pub(crate) path: PathBuf,
+    pub(crate) error: String,
     /// Hash of the file's bytes: the same broken content is reported once.
-    pub content_hash: String,
+    pub(crate) content_hash: String,
 }
 
 /// What one read of the directory found.
 #[derive(Debug, Default)]
-pub struct DirRead {
+pub(crate) struct DirRead {
     /// The static pods, sorted by file name.
-    pub pods: Vec<Pod>,
-    pub broken: Vec<BrokenManifest>,
+    pub(crate) pods: Vec<Pod>,
+    pub(crate) broken: Vec<BrokenManifest>,
 }
 
 /// Whether the file is one this source reads: a visible `.yaml`, `.yml` or `.json` file.
@@ -124,7 +124,7 @@ fn is_manifest(path: &Path) -> bool {
 
 /// Reads and decodes every manifest in `dir` (blocking: call it from `spawn_blocking`). A
 /// missing directory is an empty set; other directory errors are returned.
-pub fn load_dir(dir: &Path, node_name: &str) -> std::io::Result<DirRead> {
+pub(crate) fn load_dir(dir: &Path, node_name: &str) -> std::io::Result<DirRead> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DirRead::default()),
@@ -160,7 +160,7 @@ pub fn load_dir(dir: &Path, node_name: &str) -> std::io::Result<DirRead> {
 }
 
 /// One manifest file's bytes (YAML or JSON) → its static pod.
-pub fn decode_manifest(content: &[u8], path: &Path, node_name: &str) -> Result<Pod, String> {
+pub(crate) fn decode_manifest(content: &[u8], path: &Path, node_name: &str) -> Result<Pod, String> {
     let obj = parse_object(content)?;
     static_pod_from_value(obj, FILE_SOURCE, &path.display().to_string(), node_name)
 }
@@ -178,7 +178,7 @@ pub(crate) fn parse_object(content: &[u8]) -> Result<Value, String> {
 
 /// Turns one decoded manifest object into a static pod (see the module docs for the steps).
 /// `source_ref` is the file path or the URL, which goes into the UID.
-pub fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str, node_name: &str) -> Result<Pod, String> {
+pub(crate) fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str, node_name: &str) -> Result<Pod, String> {
     if !obj.is_object() {
         return Err("the manifest is not an object".to_string());
     }

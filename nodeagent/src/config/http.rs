@@ -21,12 +21,12 @@ use super::file::{parse_object, static_pod_from_value};
 use super::{HTTP_CHECK_FREQUENCY, Outage, SourceUpdate};
 
 /// A manifest bigger than this is refused rather than read into memory.
-pub const MAX_BODY_BYTES: usize = 10 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 10 << 20;
 /// One fetch may take this long.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs the HTTP source until `shutdown` turns true or the merger is gone.
-pub async fn run(url: String, node_name: String, tx: mpsc::Sender<SourceUpdate>, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(url: String, node_name: String, tx: mpsc::Sender<SourceUpdate>, shutdown: watch::Receiver<bool>) {
     run_every(url, node_name, tx, shutdown, HTTP_CHECK_FREQUENCY).await;
 }
 
@@ -101,7 +101,7 @@ async fn fetch(client: &reqwest::Client, url: &str, node_name: &str) -> Result<V
 /// A manifest URL's body → its static pods. A Pod or a PodList (anything with `items`); every
 /// item must be valid, or the whole body is refused (a half-applied list would remove pods the
 /// server meant to keep).
-pub fn decode_body(body: &[u8], url: &str, node_name: &str) -> Result<Vec<Pod>, String> {
+pub(crate) fn decode_body(body: &[u8], url: &str, node_name: &str) -> Result<Vec<Pod>, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Vec::new());
     }

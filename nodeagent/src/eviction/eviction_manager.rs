@@ -102,7 +102,7 @@ impl EvictionManager {
     }
 
     /// One round (kubelet's synchronize). Returns the UID of the pod evicted, if any.
-    pub async fn synchronize(&mut self) -> Option<String> {
+    pub(crate) async fn synchronize(&mut self) -> Option<String> {
         // Step 1: observe the signals.
         let observations = self.observe().await;
         tracing::debug!(target: TARGET, ?observations, "observed");

@@ -17,9 +17,9 @@ use super::types::{NodeConditionType, Signal, SignalObservation, SignalObservati
 use crate::stats::{NodeStats, PodUsage};
 
 /// The reason of an evicted (or, under pressure, rejected) pod, and of its event.
-pub const REASON: &str = "Evicted";
+pub(crate) const REASON: &str = "Evicted";
 /// The node event when a threshold is met (kubelet's EvictionThresholdMet).
-pub const EVICTION_THRESHOLD_MET: &str = "EvictionThresholdMet";
+pub(crate) const EVICTION_THRESHOLD_MET: &str = "EvictionThresholdMet";
 
 /// Parse an `--eviction-hard` list: `signal<quantity` or `signal<percent%`, comma-separated.
 /// Errors say which entry is wrong and why.
@@ -64,7 +64,7 @@ pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
 }
 
 /// The amount a threshold stands for, given the signal's capacity (GetThresholdQuantity).
-pub fn threshold_quantity(value: ThresholdValue, capacity: i64) -> i64 {
+pub(crate) fn threshold_quantity(value: ThresholdValue, capacity: i64) -> i64 {
     match value {
         ThresholdValue::Quantity(q) => q,
         ThresholdValue::Percentage(p) => (capacity as f64 * p) as i64,
@@ -73,7 +73,7 @@ pub fn threshold_quantity(value: ThresholdValue, capacity: i64) -> i64 {
 
 /// The thresholds whose signal's available amount is below them (thresholdsMet). A signal that
 /// was not observed meets nothing.
-pub fn thresholds_met(thresholds: &[Threshold], observations: &SignalObservations) -> Vec<Threshold> {
+pub(crate) fn thresholds_met(thresholds: &[Threshold], observations: &SignalObservations) -> Vec<Threshold> {
     thresholds
         .iter()
         .filter(|t| {
@@ -86,7 +86,7 @@ pub fn thresholds_met(thresholds: &[Threshold], observations: &SignalObservation
 }
 
 /// The conditions the met thresholds set, sorted, without repeats (nodeConditions).
-pub fn node_conditions(met: &[Threshold]) -> Vec<NodeConditionType> {
+pub(crate) fn node_conditions(met: &[Threshold]) -> Vec<NodeConditionType> {
     let mut v: Vec<NodeConditionType> = met.iter().map(|t| t.signal.node_condition()).collect();
     v.sort();
     v.dedup();
@@ -96,7 +96,7 @@ pub fn node_conditions(met: &[Threshold]) -> Vec<NodeConditionType> {
 /// Remember when each condition was last seen (nodeConditionsLastObservedAt) and return the
 /// ones seen within `period` of `now` (nodeConditionsObservedSince): a condition stays for the
 /// pressure transition period after its threshold stops being met, so it does not flap.
-pub fn conditions_observed_since(
+pub(crate) fn conditions_observed_since(
     last_observed: &mut BTreeMap<NodeConditionType, Instant>,
     current: &[NodeConditionType],
     period: Duration,
@@ -113,7 +113,7 @@ pub fn conditions_observed_since(
 /// capacity minus the root cgroup's working set, the filesystems give free bytes and (when they
 /// count inodes) free inodes, pid.available is `pid_max` minus the processes running. A reading
 /// the stats could not make gives no observation.
-pub fn make_signal_observations(node: &NodeStats) -> SignalObservations {
+pub(crate) fn make_signal_observations(node: &NodeStats) -> SignalObservations {
     let mut obs = SignalObservations::new();
     if let Some(m) = node.memory {
         obs.insert(Signal::MemoryAvailable, SignalObservation { available: (m.capacity - m.working_set).max(0), capacity: m.capacity });
@@ -137,14 +137,14 @@ pub fn make_signal_observations(node: &NodeStats) -> SignalObservations {
 
 /// A quantity as Kubernetes prints it: bytes in the largest binary suffix that divides them
 /// exactly (`100Mi`, `51200Ki`, `1000`); counts (inodes, pids) as plain numbers.
-pub fn format_quantity(signal_resource: &str, v: i64) -> String {
+pub(crate) fn format_quantity(signal_resource: &str, v: i64) -> String {
     if signal_resource == "inodes" || signal_resource == "pids" {
         return v.to_string();
     }
     format_bytes(v)
 }
 
-pub fn format_bytes(v: i64) -> String {
+pub(crate) fn format_bytes(v: i64) -> String {
     if v == 0 {
         return "0".into();
     }
@@ -176,7 +176,7 @@ fn containers(pod: &Pod) -> &[Container] {
 
 /// A pod's request for `resource`: the sum over its app containers, or the largest init
 /// container's when that is more (resourcehelper.PodRequests).
-pub fn pod_request(pod: &Pod, resource: &str) -> i64 {
+pub(crate) fn pod_request(pod: &Pod, resource: &str) -> i64 {
     let apps: i64 = containers(pod).iter().map(|c| container_request(c, resource)).sum();
     let init = pod
         .spec
@@ -189,9 +189,9 @@ pub fn pod_request(pod: &Pod, resource: &str) -> i64 {
 
 /// One pod to rank, with what it uses.
 #[derive(Clone, Debug)]
-pub struct Candidate {
-    pub pod: std::sync::Arc<Pod>,
-    pub usage: PodUsage,
+pub(crate) struct Candidate {
+    pub(crate) pod: std::sync::Arc<Pod>,
+    pub(crate) usage: PodUsage,
 }
 
 /// Orders `a` before `b` when `a` should be evicted first, by the first of `cmps` that tells
@@ -236,23 +236,23 @@ fn disk_over_request(a: &Candidate, b: &Candidate) -> Ordering {
 
 /// rankMemoryPressure: pods using more memory than requested, then lower priority, then by
 /// usage above request.
-pub fn rank_memory_pressure(pods: &mut [Candidate]) {
+pub(crate) fn rank_memory_pressure(pods: &mut [Candidate]) {
     pods.sort_by(|a, b| chain(a, b, &[exceed_memory_requests, priority, memory_over_request]));
 }
 
 /// rankDiskPressureFunc: the same order on ephemeral storage.
-pub fn rank_disk_pressure(pods: &mut [Candidate]) {
+pub(crate) fn rank_disk_pressure(pods: &mut [Candidate]) {
     pods.sort_by(|a, b| chain(a, b, &[exceed_disk_requests, priority, disk_over_request]));
 }
 
 /// rankPIDPressure: lower priority first (kubelab has no per-pod process counts).
-pub fn rank_pid_pressure(pods: &mut [Candidate]) {
+pub(crate) fn rank_pid_pressure(pods: &mut [Candidate]) {
     pods.sort_by(priority);
 }
 
 /// The status message of a pod evicted for `signal` (evictionMessage): the node's shortage,
 /// then each container that used more than it requested.
-pub fn eviction_message(signal: Signal, threshold: i64, available: i64, pod: &Pod, usage: &PodUsage) -> String {
+pub(crate) fn eviction_message(signal: Signal, threshold: i64, available: i64, pod: &Pod, usage: &PodUsage) -> String {
     let resource = signal.resource();
     let mut m = format!(
         "The node was low on resource: {resource}. Threshold quantity: {}, available: {}. ",
@@ -284,7 +284,7 @@ pub fn eviction_message(signal: Signal, threshold: i64, available: i64, pod: &Po
 /// Whether the pod broke one of its own local-storage limits, and the message if so, checked in
 /// kubelet's order (localStorageEviction): an emptyDir over its `sizeLimit`, the pod over the
 /// sum of its containers' ephemeral-storage limits, a container over its own limit.
-pub fn local_storage_violation(pod: &Pod, usage: &PodUsage) -> Option<String> {
+pub(crate) fn local_storage_violation(pod: &Pod, usage: &PodUsage) -> Option<String> {
     if !usage.disk_known {
         return None;
     }
@@ -324,7 +324,7 @@ pub fn local_storage_violation(pod: &Pod, usage: &PodUsage) -> Option<String> {
 /// The admission verdict under pressure (the eviction manager's Admit): nothing is refused
 /// without pressure, and critical pods never are; under memory pressure alone only BestEffort
 /// pods are refused; under any other pressure every pod is. Some((reason, message)) rejects.
-pub fn admit_under_pressure(conditions: &[NodeConditionType], pod: &Pod) -> Option<(String, String)> {
+pub(crate) fn admit_under_pressure(conditions: &[NodeConditionType], pod: &Pod) -> Option<(String, String)> {
     if conditions.is_empty() || is_critical_pod(pod) {
         return None;
     }

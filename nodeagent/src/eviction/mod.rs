@@ -28,23 +28,25 @@
 //! - No memcg notifications: memory is only looked at every interval.
 //! - PID pressure ranks pods by priority only (kubelab counts no processes per pod).
 
-pub mod eviction_manager;
-pub mod helpers;
-pub mod types;
+pub(crate) mod eviction_manager;
+pub(crate) mod helpers;
+pub(crate) mod types;
 
 use std::time::Duration;
 
 pub(crate) use eviction_manager::EvictionManager;
-pub use types::{Config, NodePressure, Signal, Threshold};
+pub use helpers::parse_threshold_config;
+pub(crate) use types::NodePressure;
+pub use types::{Config, Signal, Threshold, ThresholdValue};
 
 /// Kubernetes' default `--eviction-hard` on Linux.
 pub const DEFAULT_EVICTION_HARD: &str = "memory.available<100Mi,nodefs.available<10%,nodefs.inodesFree<5%,imagefs.available<15%";
 /// `--eviction-pressure-transition-period`'s default.
-pub const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_PRESSURE_TRANSITION_PERIOD: Duration = Duration::from_secs(300);
 /// How often the eviction manager observes the node (kubelet's evictionMonitoringPeriod).
-pub const DEFAULT_MONITORING_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_MONITORING_INTERVAL: Duration = Duration::from_secs(10);
 /// The grace period an evicted pod's containers get (immediateEvictionGracePeriodSeconds).
-pub const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS: i64 = 1;
+pub(crate) const IMMEDIATE_EVICTION_GRACE_PERIOD_SECONDS: i64 = 1;
 
 impl Default for Config {
     fn default() -> Config {

@@ -68,7 +68,7 @@ impl Signal {
     }
 
     /// The node condition a met threshold on this signal sets (signalToNodeCondition).
-    pub fn node_condition(self) -> NodeConditionType {
+    pub(crate) fn node_condition(self) -> NodeConditionType {
         match self {
             Signal::MemoryAvailable => NodeConditionType::MemoryPressure,
             Signal::PidAvailable => NodeConditionType::PidPressure,
@@ -77,7 +77,7 @@ impl Signal {
     }
 
     /// The resource the eviction message says the node was low on (signalToResource).
-    pub fn resource(self) -> &'static str {
+    pub(crate) fn resource(self) -> &'static str {
         match self {
             Signal::MemoryAvailable => "memory",
             Signal::NodeFsAvailable | Signal::ImageFsAvailable => "ephemeral-storage",
@@ -87,7 +87,7 @@ impl Signal {
     }
 
     /// Whether node-level reclaim (container and image GC) can relieve this signal.
-    pub fn is_disk(self) -> bool {
+    pub(crate) fn is_disk(self) -> bool {
         self.node_condition() == NodeConditionType::DiskPressure
     }
 }
@@ -100,14 +100,14 @@ impl std::fmt::Display for Signal {
 
 /// The pressure conditions the kubelet sets on its Node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NodeConditionType {
+pub(crate) enum NodeConditionType {
     MemoryPressure,
     DiskPressure,
     PidPressure,
 }
 
 impl NodeConditionType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NodeConditionType::MemoryPressure => "MemoryPressure",
             NodeConditionType::DiskPressure => "DiskPressure",
@@ -134,26 +134,26 @@ pub struct Threshold {
 
 /// What one observation found for a signal: the amount available and the capacity it is out of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SignalObservation {
-    pub available: i64,
-    pub capacity: i64,
+pub(crate) struct SignalObservation {
+    pub(crate) available: i64,
+    pub(crate) capacity: i64,
 }
 
 /// Every signal that could be observed this round (a signal that could not be read is absent,
 /// and thresholds on it are never met).
-pub type SignalObservations = BTreeMap<Signal, SignalObservation>;
+pub(crate) type SignalObservations = BTreeMap<Signal, SignalObservation>;
 
 /// The node pressure the eviction manager reports: read by the node status (conditions) and by
 /// admission. The node lifecycle controller turns the conditions into NoSchedule taints.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodePressure {
-    pub memory: bool,
-    pub disk: bool,
-    pub pid: bool,
+pub(crate) struct NodePressure {
+    pub(crate) memory: bool,
+    pub(crate) disk: bool,
+    pub(crate) pid: bool,
 }
 
 impl NodePressure {
-    pub fn from_conditions(conds: &[NodeConditionType]) -> NodePressure {
+    pub(crate) fn from_conditions(conds: &[NodeConditionType]) -> NodePressure {
         NodePressure {
             memory: conds.contains(&NodeConditionType::MemoryPressure),
             disk: conds.contains(&NodeConditionType::DiskPressure),
@@ -162,7 +162,7 @@ impl NodePressure {
     }
 
     /// The conditions in kubelet's order.
-    pub fn conditions(&self) -> Vec<NodeConditionType> {
+    pub(crate) fn conditions(&self) -> Vec<NodeConditionType> {
         let mut v = vec![];
         if self.memory {
             v.push(NodeConditionType::MemoryPressure);
@@ -174,10 +174,6 @@ impl NodePressure {
             v.push(NodeConditionType::PidPressure);
         }
         v
-    }
-
-    pub fn any(&self) -> bool {
-        self.memory || self.disk || self.pid
     }
 }
 

@@ -35,9 +35,9 @@ use crate::error::{Error, Result};
 /// `deploy/images/build.sh` does; a half-written file fails to import and is retried once it
 /// stops changing.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileStamp {
-    pub size: u64,
-    pub mtime: SystemTime,
+pub(crate) struct FileStamp {
+    pub(crate) size: u64,
+    pub(crate) mtime: SystemTime,
 }
 
 /// Loads the image tarballs of one directory into containerd's CRI namespace, each once per
@@ -226,7 +226,7 @@ fn socket_path(endpoint: &str) -> PathBuf {
 }
 
 /// The `*.tar` regular files (symlinks followed) directly in `dir`, sorted by path. Blocking.
-pub fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, FileStamp)>> {
+pub(crate) fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, FileStamp)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -245,7 +245,7 @@ pub fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, FileStamp)>> {
 }
 
 /// The tarballs of `listing` to import: those never seen, or seen with another stamp.
-pub fn to_import(seen: &BTreeMap<PathBuf, FileStamp>, listing: &[(PathBuf, FileStamp)]) -> Vec<(PathBuf, FileStamp)> {
+pub(crate) fn to_import(seen: &BTreeMap<PathBuf, FileStamp>, listing: &[(PathBuf, FileStamp)]) -> Vec<(PathBuf, FileStamp)> {
     listing.iter().filter(|(path, stamp)| seen.get(path) != Some(stamp)).cloned().collect()
 }
 

@@ -8,7 +8,8 @@ use k8s_cri::v1 as api;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
-use crate::cm::{Hierarchy, PodContainerManager};
+use crate::cm::PodContainerManager;
+use crate::cm::pod_container_manager::Hierarchy;
 use crate::cri::RemoteRuntime;
 use crate::cri::fake::{FakeRuntime, FakeServer};
 use crate::events::Recorder;
@@ -25,7 +26,7 @@ struct Harness {
     fake: FakeRuntime,
     _server: FakeServer,
     kubelet: Arc<Kubelet>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 async fn harness() -> Harness {
@@ -52,7 +53,7 @@ async fn harness() -> Harness {
         client: None,
         runtime: RuntimeManager::new(rt, Recorder::default(), dir.path().join("logs"), Default::default()),
         volumes: VolumeManager::new(dir.path().join("root"), None),
-        pcm: PodContainerManager::with_hierarchies(&cg, hierarchies),
+        pcm: PodContainerManager::with_hierarchies(hierarchies),
         status,
         probes,
         recorder: Recorder::default(),
@@ -62,7 +63,7 @@ async fn harness() -> Harness {
         resync_interval: Duration::from_millis(100),
         pressure: watch::channel(Default::default()).1,
     }));
-    Harness { fake, _server: server, kubelet, _dir: dir }
+    Harness { fake, _server: server, kubelet, dir }
 }
 
 fn pod(uid: &str, yaml_spec: &str) -> Pod {
@@ -261,7 +262,7 @@ async fn memory_pressure_evicts_the_best_effort_pod_and_reports_the_condition() 
 
     // The "root" memory cgroup of the harness says 1 GiB is in use; the threshold sits 1 MiB
     // under the machine's memory, so the node is under pressure. Each pod uses 2 MiB.
-    let mem = h.kubelet.deps.pcm.cgroup_root().join("memory");
+    let mem = h.dir.path().join("cgroup/memory");
     std::fs::write(mem.join("memory.usage_in_bytes"), (1u64 << 30).to_string()).expect("root usage");
     for p in [&be, &burstable] {
         let d = mem.join(h.kubelet.deps.pcm.cgroup_parent(p).trim_start_matches('/'));

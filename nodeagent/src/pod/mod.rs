@@ -4,8 +4,7 @@
 //! server) and which are their mirrors in the API server is the `api` crate's
 //! [`api::pod::kubelet_types`].
 
-pub mod mirror_client;
-pub mod pod_manager;
+pub(crate) mod mirror_client;
+pub(crate) mod pod_manager;
 
-pub use mirror_client::{create_mirror_pod, delete_mirror_pod, mirror_matches, mirror_pod_hash, static_pod_hash};
 pub(crate) use pod_manager::PodManager;

@@ -41,7 +41,7 @@ use super::spdy::{self, Frame};
 use super::websocket::{self as ws, ChannelMessage, Message};
 
 /// remotecommand's protocol over SPDY: v4 puts the exit code into the error stream's Status.
-pub const SPDY_PROTOCOL: &str = "v4.channel.k8s.io";
+pub(crate) const SPDY_PROTOCOL: &str = "v4.channel.k8s.io";
 /// How long opening the SPDY streams may take (kubelet's `StreamCreationTimeout`).
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Websocket frames queued for kubectl: a slow reader slows the command's output down.
@@ -49,17 +49,17 @@ const OUTPUT_CHANNEL_CAPACITY: usize = 32;
 
 /// The options of one exec or attach (kubelet's remotecommand `Options`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StreamOptions {
-    pub command: Vec<String>,
-    pub stdin: bool,
-    pub stdout: bool,
-    pub stderr: bool,
-    pub tty: bool,
+pub(crate) struct StreamOptions {
+    pub(crate) command: Vec<String>,
+    pub(crate) stdin: bool,
+    pub(crate) stdout: bool,
+    pub(crate) stderr: bool,
+    pub(crate) tty: bool,
 }
 
 impl StreamOptions {
     /// Step 1. `command` repeats, one argument each; a tty merges stderr into stdout.
-    pub fn from_query(query: &str) -> Result<StreamOptions, String> {
+    pub(crate) fn from_query(query: &str) -> Result<StreamOptions, String> {
         let pairs = web::Query::<Vec<(String, String)>>::from_query(query).map_err(|e| e.to_string())?.into_inner();
         let flag = |k: &str| pairs.iter().any(|(key, v)| key == k && (v == "true" || v == "1"));
         let mut opts = StreamOptions {
@@ -79,7 +79,7 @@ impl StreamOptions {
     }
 
     /// The remotecommand streams to open, in order, by their `streamType`.
-    pub fn stream_types(&self) -> Vec<&'static str> {
+    pub(crate) fn stream_types(&self) -> Vec<&'static str> {
         let mut types = vec!["error"];
         for (on, kind) in [(self.stdin, "stdin"), (self.stdout, "stdout"), (self.stderr, "stderr"), (self.tty, "resize")] {
             if on {
@@ -92,7 +92,7 @@ impl StreamOptions {
 
 /// Exec runs a new process; attach joins the container's main one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Exec,
     Attach,
 }
@@ -106,7 +106,7 @@ impl Kind {
     }
 }
 
-pub async fn exec(
+pub(crate) async fn exec(
     req: HttpRequest,
     payload: web::Payload,
     provider: web::Data<dyn Provider>,
@@ -115,7 +115,7 @@ pub async fn exec(
     serve(Kind::Exec, req, payload, provider, path.into_inner()).await
 }
 
-pub async fn attach(
+pub(crate) async fn attach(
     req: HttpRequest,
     payload: web::Payload,
     provider: web::Data<dyn Provider>,

@@ -15,7 +15,7 @@ use crate::container::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL
 use crate::cri::RemoteRuntime;
 
 /// What the server needs from the rest of the agent (kubelet's `HostInterface`, cut down).
-pub trait Provider: Send + Sync + 'static {
+pub(crate) trait Provider: Send + Sync + 'static {
     /// The pods the agent runs (static pods included).
     fn pods(&self) -> Vec<Pod>;
     fn runtime(&self) -> RemoteRuntime;

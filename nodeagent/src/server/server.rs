@@ -37,7 +37,7 @@ const LOG_CHANNEL_CAPACITY: usize = 16;
 
 /// Serve on `listener` until `shutdown` turns true (or its sender is dropped), then stop
 /// gracefully: stop accepting, give open requests [`SHUTDOWN_TIMEOUT_SECS`] to finish.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: std::net::TcpListener,
     provider: Arc<dyn Provider>,
     mut shutdown: watch::Receiver<bool>,

@@ -9,17 +9,17 @@ use std::path::Path;
 
 /// One filesystem's size and free space, in bytes and inodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FsStats {
-    pub capacity: i64,
+pub(crate) struct FsStats {
+    pub(crate) capacity: i64,
     /// Free to unprivileged users (`f_bavail`), which is what a pod can still write.
-    pub available: i64,
-    pub inodes: i64,
-    pub inodes_free: i64,
+    pub(crate) available: i64,
+    pub(crate) inodes: i64,
+    pub(crate) inodes_free: i64,
 }
 
 impl FsStats {
     /// Percent of the capacity in use, as image GC computes it (100 − available share).
-    pub fn usage_percent(&self) -> i64 {
+    pub(crate) fn usage_percent(&self) -> i64 {
         if self.capacity <= 0 {
             return 0;
         }
@@ -28,7 +28,7 @@ impl FsStats {
 }
 
 /// `statvfs` of the filesystem holding `path` (or its nearest existing ancestor).
-pub fn fs_stats(path: &Path) -> Option<FsStats> {
+pub(crate) fn fs_stats(path: &Path) -> Option<FsStats> {
     let mut p = path;
     while !p.exists() {
         p = p.parent()?;
@@ -52,7 +52,7 @@ pub fn fs_stats(path: &Path) -> Option<FsStats> {
 /// Bytes a directory tree takes on disk (`du`): allocated blocks, hard links counted once per
 /// walk, symlinks not followed, and never crossing into another filesystem (a memory-backed
 /// emptyDir is a tmpfs and uses no disk). A missing directory uses nothing.
-pub fn dir_usage(dir: &Path) -> i64 {
+pub(crate) fn dir_usage(dir: &Path) -> i64 {
     let Ok(root) = std::fs::symlink_metadata(dir) else { return 0 };
     let dev = root.dev();
     let mut total = 0i64;

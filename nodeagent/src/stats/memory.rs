@@ -7,15 +7,15 @@ use std::path::Path;
 
 /// The machine's memory and what its root memory cgroup uses, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryStats {
+pub(crate) struct MemoryStats {
     /// MemTotal.
-    pub capacity: i64,
+    pub(crate) capacity: i64,
     /// The root memory cgroup's working set.
-    pub working_set: i64,
+    pub(crate) working_set: i64,
 }
 
 /// MemTotal from /proc/meminfo, in KiB.
-pub fn parse_meminfo_total(meminfo: &str) -> Option<u64> {
+pub(crate) fn parse_meminfo_total(meminfo: &str) -> Option<u64> {
     meminfo.lines().find_map(|line| {
         let rest = line.strip_prefix("MemTotal:")?;
         let mut parts = rest.split_whitespace();
@@ -28,7 +28,7 @@ pub fn parse_meminfo_total(meminfo: &str) -> Option<u64> {
 }
 
 /// A value from a cgroup v1 `memory.stat` (e.g. `total_inactive_file`).
-pub fn parse_memory_stat(stat: &str, key: &str) -> Option<i64> {
+pub(crate) fn parse_memory_stat(stat: &str, key: &str) -> Option<i64> {
     stat.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
@@ -37,14 +37,14 @@ pub fn parse_memory_stat(stat: &str, key: &str) -> Option<i64> {
 
 /// The working set as the kubelet computes it on cgroup v1: usage minus inactive file pages
 /// (page cache the kernel can drop at once), never below zero.
-pub fn working_set(usage_in_bytes: i64, memory_stat: &str) -> i64 {
+pub(crate) fn working_set(usage_in_bytes: i64, memory_stat: &str) -> i64 {
     let inactive = parse_memory_stat(memory_stat, "total_inactive_file").unwrap_or(0);
     (usage_in_bytes - inactive).max(0)
 }
 
 /// The machine's memory from the contents of `/proc/meminfo` and of the root memory cgroup's
 /// `memory.usage_in_bytes` and `memory.stat`; None when either cannot be parsed.
-pub fn memory_stats(meminfo: &str, root_usage_in_bytes: &str, root_memory_stat: &str) -> Option<MemoryStats> {
+pub(crate) fn memory_stats(meminfo: &str, root_usage_in_bytes: &str, root_memory_stat: &str) -> Option<MemoryStats> {
     let capacity = i64::try_from(parse_meminfo_total(meminfo)?).ok()?.checked_mul(1024)?;
     let usage: i64 = root_usage_in_bytes.trim().parse().ok()?;
     Some(MemoryStats { capacity, working_set: working_set(usage, root_memory_stat) })
@@ -52,7 +52,7 @@ pub fn memory_stats(meminfo: &str, root_usage_in_bytes: &str, root_memory_stat: 
 
 /// A cgroup v1 memory cgroup's working set (usage minus inactive file pages), or None if the
 /// cgroup cannot be read. Blocking.
-pub fn cgroup_working_set(dir: &Path) -> Option<i64> {
+pub(crate) fn cgroup_working_set(dir: &Path) -> Option<i64> {
     let usage: i64 = std::fs::read_to_string(dir.join("memory.usage_in_bytes")).ok()?.trim().parse().ok()?;
     let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
     Some(working_set(usage, &stat))

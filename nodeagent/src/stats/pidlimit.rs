@@ -3,15 +3,15 @@
 
 /// The node's process IDs (statsapi.RlimitStats).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RlimitStats {
+pub(crate) struct RlimitStats {
     /// `pid_max`.
-    pub max_pid: i64,
+    pub(crate) max_pid: i64,
     /// Processes running now.
-    pub num_of_running_processes: i64,
+    pub(crate) num_of_running_processes: i64,
 }
 
 /// The number of processes on the host (`sysinfo`'s procs, as kubelet's RunningProcesses).
-pub fn running_processes() -> Option<i64> {
+pub(crate) fn running_processes() -> Option<i64> {
     // SAFETY: sysinfo fills the zeroed struct we own.
     let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
     if unsafe { libc::sysinfo(&mut info) } != 0 {
@@ -22,7 +22,7 @@ pub fn running_processes() -> Option<i64> {
 
 /// The stats from the contents of `pid_max` and the number of running processes; None when
 /// `pid_max` does not parse.
-pub fn rlimit_stats(pid_max: &str, running: i64) -> Option<RlimitStats> {
+pub(crate) fn rlimit_stats(pid_max: &str, running: i64) -> Option<RlimitStats> {
     let max_pid: i64 = pid_max.trim().parse().ok()?;
     Some(RlimitStats { max_pid, num_of_running_processes: running })
 }

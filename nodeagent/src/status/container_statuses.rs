@@ -17,28 +17,28 @@ use k8s_openapi::jiff::Timestamp;
 use crate::container::{self as kc, ContainerState as RuntimeState};
 
 /// The scheme of container IDs in the API (`containerd://<id>`): which runtime ran it.
-pub const CONTAINER_ID_SCHEME: &str = "containerd";
+pub(crate) const CONTAINER_ID_SCHEME: &str = "containerd";
 
 // Waiting reasons the agent sets itself (kubelet's ContainerCreating, PodInitializing).
-pub const CONTAINER_CREATING: &str = "ContainerCreating";
-pub const POD_INITIALIZING: &str = "PodInitializing";
+pub(crate) const CONTAINER_CREATING: &str = "ContainerCreating";
+pub(crate) const POD_INITIALIZING: &str = "PodInitializing";
 /// A container the runtime lost track of: reported as terminated with 137 (kubecontainer's
 /// ContainerReasonStatusUnknown), so that a pod never looks successful by accident.
-pub const CONTAINER_STATUS_UNKNOWN: &str = "ContainerStatusUnknown";
+pub(crate) const CONTAINER_STATUS_UNKNOWN: &str = "ContainerStatusUnknown";
 
 /// A time as the API holds it: whole seconds (the wire format has no fraction, and a status
 /// compared before and after a round trip must be equal).
-pub fn to_time(t: DateTime<Utc>) -> Time {
+pub(crate) fn to_time(t: DateTime<Utc>) -> Time {
     Time(Timestamp::from_second(t.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
 /// `containerd://<id>`, the container ID as the API shows it.
-pub fn container_id(id: &str) -> String {
+pub(crate) fn container_id(id: &str) -> String {
     format!("{CONTAINER_ID_SCHEME}://{id}")
 }
 
 /// The CRI ID inside an API container ID (`containerd://abc` → `abc`).
-pub fn parse_container_id(id: &str) -> &str {
+pub(crate) fn parse_container_id(id: &str) -> &str {
     id.split_once("://").map_or(id, |(_, rest)| rest)
 }
 
@@ -84,7 +84,7 @@ pub(super) fn terminated(s: &ContainerStatus) -> Option<&ContainerStateTerminate
 /// Whether the next sync will start this container (again) — kubecontainer's
 /// ShouldContainerBeRestarted. The runtime manager's `compute_pod_actions` asks the same
 /// question; it lives here because the status needs it too.
-pub fn should_container_be_restarted(container: &Container, pod: &Pod, runtime: &kc::PodStatus) -> bool {
+pub(crate) fn should_container_be_restarted(container: &Container, pod: &Pod, runtime: &kc::PodStatus) -> bool {
     // A pod being deleted is never restarted.
     if pod.metadata.deletion_timestamp.is_some() {
         return false;

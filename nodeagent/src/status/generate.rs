@@ -31,59 +31,58 @@ use super::container_statuses::{
 use crate::container as kc;
 
 // Pod phases (v1.PodPhase).
-pub const PHASE_PENDING: &str = "Pending";
-pub const PHASE_RUNNING: &str = "Running";
-pub const PHASE_SUCCEEDED: &str = "Succeeded";
-pub const PHASE_FAILED: &str = "Failed";
+pub(crate) const PHASE_PENDING: &str = "Pending";
+pub(crate) const PHASE_RUNNING: &str = "Running";
+pub(crate) const PHASE_SUCCEEDED: &str = "Succeeded";
+pub(crate) const PHASE_FAILED: &str = "Failed";
 
 // Pod condition types the node agent owns (kubetypes.PodConditionsByKubelet).
-pub const POD_SCHEDULED: &str = "PodScheduled";
-pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
-pub const POD_INITIALIZED: &str = "Initialized";
-pub const POD_READY: &str = "Ready";
-pub const CONTAINERS_READY: &str = "ContainersReady";
+pub(crate) const POD_SCHEDULED: &str = "PodScheduled";
+pub(crate) const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+pub(crate) const POD_INITIALIZED: &str = "Initialized";
+pub(crate) const POD_READY: &str = "Ready";
+pub(crate) const CONTAINERS_READY: &str = "ContainersReady";
 
 // Condition reasons (status/generate.go).
-pub const UNKNOWN_CONTAINER_STATUSES: &str = "UnknownContainerStatuses";
-pub const POD_COMPLETED: &str = "PodCompleted";
-pub const POD_FAILED: &str = "PodFailed";
-pub const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
-pub const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
-pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
+pub(crate) const POD_COMPLETED: &str = "PodCompleted";
+pub(crate) const POD_FAILED: &str = "PodFailed";
+pub(crate) const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
+pub(crate) const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
+pub(crate) const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
 /// Everything the status of one pod is computed from. The caller gathers it; the function
 /// reads nothing else, so a test states every input.
-pub struct StatusInputs<'a> {
+pub(crate) struct StatusInputs<'a> {
     /// The pod as the agent has it (defaulted spec; `status` is the API server's last copy,
     /// which holds the conditions other components own and a terminal phase already reported).
-    pub pod: &'a Pod,
+    pub(crate) pod: &'a Pod,
     /// What the runtime reports about the pod's sandboxes and containers.
-    pub runtime: &'a kc::PodStatus,
+    pub(crate) runtime: &'a kc::PodStatus,
     /// The last status the agent set (the status manager's copy); `None` falls back to
     /// `pod.status`. It keeps startTime, transition times, restart counts and last states.
-    pub old: Option<&'a PodStatus>,
+    pub(crate) old: Option<&'a PodStatus>,
     /// Container name → (reason, message) of the last sync's failure to start it: ErrImagePull,
     /// ImagePullBackOff, CrashLoopBackOff, CreateContainerConfigError, … (kubelet's reasonCache).
-    pub waiting_reasons: &'a HashMap<String, (String, String)>,
+    pub(crate) waiting_reasons: &'a HashMap<String, (String, String)>,
     /// CRI container ID (no scheme) → readiness probe result. Absent means no result, taken as
     /// ready once the container runs (as with no readiness probe). When probes land the prober
     /// must report `false` for a probed container until its first success.
-    pub readiness: &'a HashMap<String, bool>,
+    pub(crate) readiness: &'a HashMap<String, bool>,
     /// CRI container ID → startup probe result; absent means started once running.
-    pub startup: &'a HashMap<String, bool>,
+    pub(crate) startup: &'a HashMap<String, bool>,
     /// The node's addresses, first the primary (hostIP); empty when unknown.
-    pub host_ips: &'a [String],
+    pub(crate) host_ips: &'a [String],
     /// The pod's QoS class ("Guaranteed", "Burstable", "BestEffort"), computed by the caller.
-    pub qos_class: &'a str,
+    pub(crate) qos_class: &'a str,
     /// The pod is being terminated, or has been: its containers will not be restarted, so all
     /// of them exited decides Succeeded/Failed whatever the restart policy.
-    pub pod_is_terminal: bool,
+    pub(crate) pod_is_terminal: bool,
     /// The clock, for startTime and transition times.
-    pub now: DateTime<Utc>,
+    pub(crate) now: DateTime<Utc>,
 }
 
 /// The conditions this agent writes; every other condition belongs to someone else and is kept.
-pub fn condition_owned_by_kubelet(type_: &str) -> bool {
+pub(crate) fn condition_owned_by_kubelet(type_: &str) -> bool {
     matches!(type_, POD_SCHEDULED | POD_READY_TO_START_CONTAINERS | POD_INITIALIZED | POD_READY | CONTAINERS_READY)
 }
 
@@ -95,7 +94,7 @@ pub fn condition_owned_by_kubelet(type_: &str) -> bool {
 /// - Succeeded / Failed: every app container exited and none will be restarted: Never, or
 ///   OnFailure with all 0 (Succeeded), or the pod is terminal. A failed init container fails
 ///   the pod at once with Never.
-pub fn get_phase(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], pod_is_terminal: bool) -> &'static str {
+pub(crate) fn get_phase(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], pod_is_terminal: bool) -> &'static str {
     let find = |list: &[ContainerStatus], name: &str| list.iter().find(|s| s.name == name).cloned();
     let mut pending_initialization = 0;
     let mut failed_initialization = 0;
@@ -195,7 +194,7 @@ fn go_list(names: &[&str]) -> String {
 
 /// PodReadyToStartContainers: True once a ready sandbox with its network exists (the runtime
 /// manager would not need to create a new one).
-pub fn pod_ready_to_start_containers_condition(runtime: &kc::PodStatus) -> PodCondition {
+pub(crate) fn pod_ready_to_start_containers_condition(runtime: &kc::PodStatus) -> PodCondition {
     let ready = runtime
         .sandboxes
         .iter()
@@ -205,7 +204,7 @@ pub fn pod_ready_to_start_containers_condition(runtime: &kc::PodStatus) -> PodCo
 }
 
 /// Initialized: every init container exited 0 (or an app container has already started).
-pub fn pod_initialized_condition(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
+pub(crate) fn pod_initialized_condition(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
     let mut unknown = Vec::new();
     let mut incomplete = Vec::new();
     for c in init_containers(pod) {
@@ -238,13 +237,13 @@ pub fn pod_initialized_condition(pod: &Pod, init_statuses: &[ContainerStatus], a
 }
 
 /// ContainersReady in a terminal phase: False, PodCompleted or PodFailed.
-pub fn containers_ready_condition_for_terminal_phase(type_: &str, phase: &str) -> PodCondition {
+pub(crate) fn containers_ready_condition_for_terminal_phase(type_: &str, phase: &str) -> PodCondition {
     let reason = if phase == PHASE_FAILED { POD_FAILED } else { POD_COMPLETED };
     condition(type_, false, Some(reason), None)
 }
 
 /// ContainersReady: every app container is ready.
-pub fn containers_ready_condition(pod: &Pod, app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
+pub(crate) fn containers_ready_condition(pod: &Pod, app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
     let mut unknown = Vec::new();
     let mut unready = Vec::new();
     for c in app_containers(pod) {
@@ -272,7 +271,7 @@ pub fn containers_ready_condition(pod: &Pod, app_statuses: &[ContainerStatus], p
 }
 
 /// Ready: ContainersReady, and every readiness gate's condition True.
-pub fn pod_ready_condition(pod: &Pod, conditions: &[PodCondition], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
+pub(crate) fn pod_ready_condition(pod: &Pod, conditions: &[PodCondition], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
     let containers_ready = containers_ready_condition(pod, app_statuses, phase);
     if containers_ready.status != "True" {
         return PodCondition { type_: POD_READY.into(), ..containers_ready };
@@ -297,7 +296,7 @@ pub fn pod_ready_condition(pod: &Pod, conditions: &[PodCondition], app_statuses:
 
 /// Give each agent-owned condition its `lastTransitionTime`: the old one while the status is
 /// unchanged, `now` when it flips (the status manager's updateLastTransitionTime).
-pub fn update_last_transition_times(status: &mut PodStatus, old: Option<&PodStatus>, now: &Time) {
+pub(crate) fn update_last_transition_times(status: &mut PodStatus, old: Option<&PodStatus>, now: &Time) {
     let old_conditions = old.and_then(|o| o.conditions.as_deref()).unwrap_or(&[]);
     for c in status.conditions.iter_mut().flatten() {
         if !condition_owned_by_kubelet(&c.type_) {
@@ -311,7 +310,7 @@ pub fn update_last_transition_times(status: &mut PodStatus, old: Option<&PodStat
 }
 
 /// The API status of a pod (kubelet's generateAPIPodStatus). See the module docs for the steps.
-pub fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
+pub(crate) fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
     let pod = i.pod;
     let api_status = pod.status.as_ref();
     let old = i.old.or(api_status);

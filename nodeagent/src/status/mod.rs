@@ -9,14 +9,14 @@
 
 use std::time::Duration;
 
-pub mod container_statuses;
-pub mod generate;
-pub mod status_manager;
+pub(crate) mod container_statuses;
+pub(crate) mod generate;
+pub(crate) mod status_manager;
 
-pub use container_statuses::should_container_be_restarted;
-pub use generate::{StatusInputs, generate_api_pod_status, get_phase};
-pub use status_manager::{KubeStatusWriter, Options, PodStatusWriter, StatusManager, create_merge_patch, merge_pod_status};
+pub(crate) use container_statuses::should_container_be_restarted;
+pub(crate) use generate::{StatusInputs, generate_api_pod_status};
+pub(crate) use status_manager::StatusManager;
 
 /// How often every status the API server has not confirmed is written again, and every pod's
 /// status is compared with the API server's (kubelet's syncPeriod).
-pub const SYNC_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const SYNC_PERIOD: Duration = Duration::from_secs(10);

@@ -42,9 +42,9 @@ const TARGET: &str = "kubelet::status";
 
 /// Tuning; tests shrink the period.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// How often every pod's status is synced, confirmed or not.
-    pub sync_period: Duration,
+    pub(crate) sync_period: Duration,
 }
 
 impl Default for Options {
@@ -55,7 +55,7 @@ impl Default for Options {
 
 /// How the status manager reaches the API server: three calls. The real one is
 /// [`KubeStatusWriter`]; tests use an in-memory fake.
-pub trait PodStatusWriter: Send + Sync + 'static {
+pub(crate) trait PodStatusWriter: Send + Sync + 'static {
     /// The pod named so, or `None` when the API server has none (404).
     fn get_pod<'a>(&'a self, namespace: &'a str, name: &'a str) -> BoxFuture<'a, Result<Option<Pod>>>;
     /// PATCH `pods/<name>/status` with a JSON merge patch (RFC 7386); returns the updated pod.
@@ -66,12 +66,12 @@ pub trait PodStatusWriter: Send + Sync + 'static {
 
 /// [`PodStatusWriter`] over a kube client.
 #[derive(Clone)]
-pub struct KubeStatusWriter {
+pub(crate) struct KubeStatusWriter {
     client: kube::Client,
 }
 
 impl KubeStatusWriter {
-    pub fn new(client: kube::Client) -> Self {
+    pub(crate) fn new(client: kube::Client) -> Self {
         KubeStatusWriter { client }
     }
 
@@ -143,7 +143,7 @@ struct Inner {
 
 /// The pod status cache and its writer. Cheap to clone: every clone is the same manager.
 #[derive(Clone)]
-pub struct StatusManager {
+pub(crate) struct StatusManager {
     inner: Arc<Inner>,
 }
 
@@ -214,7 +214,7 @@ fn unknown_terminated() -> ContainerState {
 /// conditions others own come from the API server; a terminal phase is held back while the
 /// pod's containers may still run (a pod reported Succeeded must have released what it used);
 /// a terminal phase makes Ready and ContainersReady False.
-pub fn merge_pod_status(api: &PodStatus, mut new: PodStatus, could_have_running_containers: bool) -> PodStatus {
+pub(crate) fn merge_pod_status(api: &PodStatus, mut new: PodStatus, could_have_running_containers: bool) -> PodStatus {
     let mut conditions: Vec<_> = api.conditions.iter().flatten().filter(|c| !condition_owned_by_kubelet(&c.type_)).cloned().collect();
     conditions.extend(new.conditions.take().into_iter().flatten().filter(|c| condition_owned_by_kubelet(&c.type_)));
     new.conditions = Some(conditions);
@@ -241,7 +241,7 @@ pub fn merge_pod_status(api: &PodStatus, mut new: PodStatus, could_have_running_
 /// A JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys with their new
 /// value, removed keys as `null`, lists whole. Written because the API server compares nothing
 /// for us: a patch of just `status` would leave fields we dropped (an old `reason`) in place.
-pub fn create_merge_patch(old: &Value, new: &Value) -> Value {
+pub(crate) fn create_merge_patch(old: &Value, new: &Value) -> Value {
     match (old, new) {
         (Value::Object(o), Value::Object(n)) => {
             let mut patch = Map::new();
@@ -276,12 +276,12 @@ fn is_mirror_of(api_pod: &Pod, hash: &str) -> bool {
 impl StatusManager {
     /// A manager writing through `client`; `None` (no API server, static pods only) keeps
     /// statuses locally and writes nothing.
-    pub fn new(client: Option<kube::Client>, options: Options) -> StatusManager {
+    pub(crate) fn new(client: Option<kube::Client>, options: Options) -> StatusManager {
         let writer = client.map(|c| Arc::new(KubeStatusWriter::new(c)) as Arc<dyn PodStatusWriter>);
         StatusManager::with_writer(writer, options)
     }
 
-    pub fn with_writer(writer: Option<Arc<dyn PodStatusWriter>>, options: Options) -> StatusManager {
+    pub(crate) fn with_writer(writer: Option<Arc<dyn PodStatusWriter>>, options: Options) -> StatusManager {
         StatusManager {
             inner: Arc::new(Inner { state: Mutex::new(State::default()), changed: Notify::new(), writer, options }),
         }
@@ -294,7 +294,7 @@ impl StatusManager {
     }
 
     /// The status last set for the pod with this UID.
-    pub fn get_pod_status(&self, uid: &str) -> Option<PodStatus> {
+    pub(crate) fn get_pod_status(&self, uid: &str) -> Option<PodStatus> {
         self.lock().statuses.get(uid).map(|v| v.status.clone())
     }
 
@@ -302,7 +302,7 @@ impl StatusManager {
     /// it would take the pod out of a terminal phase or bring back a container that terminated
     /// for good. Conditions keep their transition times while their status holds, and the start
     /// time never changes once set.
-    pub fn set_pod_status(&self, pod: &Pod, status: PodStatus) {
+    pub(crate) fn set_pod_status(&self, pod: &Pod, status: PodStatus) {
         self.update_status_internal(pod, status, false);
     }
 
@@ -311,7 +311,7 @@ impl StatusManager {
     /// without a terminated state is marked terminated (137, ContainerStatusUnknown) so that a
     /// pod is never reported successful by accident, and a pod not yet terminal becomes Failed
     /// (static pods excepted). From now on a terminal phase is written as soon as it is set.
-    pub fn terminate_pod(&self, pod: &Pod) {
+    pub(crate) fn terminate_pod(&self, pod: &Pod) {
         let Some(uid) = pod.metadata.uid.clone() else { return };
         let mut status = {
             let st = self.lock();
@@ -351,7 +351,7 @@ impl StatusManager {
 
     /// The agent has released everything the pod held (volumes unmounted, cgroup removed): once
     /// its final status is written, a pod being deleted may be removed from the API server.
-    pub fn pod_resources_released(&self, uid: &str) {
+    pub(crate) fn pod_resources_released(&self, uid: &str) {
         let mut st = self.lock();
         let Some(v) = st.statuses.get_mut(uid) else {
             tracing::debug!(target: TARGET, pod_uid = %uid, "resources released for a pod without status");
@@ -366,7 +366,7 @@ impl StatusManager {
     }
 
     /// Forget every pod not in `keep` (UIDs of the pods the agent still has).
-    pub fn remove_orphaned_statuses(&self, keep: &HashSet<String>) {
+    pub(crate) fn remove_orphaned_statuses(&self, keep: &HashSet<String>) {
         let mut st = self.lock();
         st.statuses.retain(|uid, _| keep.contains(uid));
         let State { statuses, api_versions, .. } = &mut *st;
@@ -457,7 +457,7 @@ impl StatusManager {
 
     /// One pass of the writer (kubelet's syncBatch): every pod whose status the API server has
     /// not confirmed, or with `all`, every pod. Returns how many pods were synced.
-    pub async fn sync_batch(&self, all: bool) -> usize {
+    pub(crate) async fn sync_batch(&self, all: bool) -> usize {
         let Some(writer) = self.inner.writer.clone() else { return 0 };
         let mut work: Vec<(String, Versioned)> = {
             let st = self.lock();
@@ -569,7 +569,7 @@ impl StatusManager {
 
     /// Write statuses until `shutdown` completes: a batch whenever a status changes, and all of
     /// them every `sync_period`. Without an API server it only waits.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    pub(crate) async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         if self.inner.writer.is_none() {
             return shutdown.await;

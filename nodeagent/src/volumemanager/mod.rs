@@ -35,14 +35,14 @@
 //! - Only these six volume types; any other (persistentVolumeClaim, nfs, csi, …) fails with an error
 //!   naming the type.
 
-pub mod atomic_writer;
-pub mod configmap;
-pub mod downwardapi;
-pub mod emptydir;
-pub mod hostpath;
-pub mod mount;
-pub mod projected;
-pub mod secret;
+pub(crate) mod atomic_writer;
+pub(crate) mod configmap;
+pub(crate) mod downwardapi;
+pub(crate) mod emptydir;
+pub(crate) mod hostpath;
+pub(crate) mod mount;
+pub(crate) mod projected;
+pub(crate) mod secret;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -62,7 +62,7 @@ use crate::kubelet::getters;
 
 /// Sets up and tears down the volumes of the pods on this node.
 #[derive(Clone)]
-pub struct VolumeManager {
+pub(crate) struct VolumeManager {
     root_dir: PathBuf,
     /// `None` when the agent runs without an API server (static pods only).
     client: Option<kube::Client>,
@@ -72,36 +72,28 @@ pub struct VolumeManager {
 
 /// The volumes of one pod, ready on the host, by volume name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MountedVolumes {
+pub(crate) struct MountedVolumes {
     volumes: BTreeMap<String, MountedVolume>,
 }
 
 impl MountedVolumes {
-    pub fn get(&self, name: &str) -> Option<&MountedVolume> {
+    pub(crate) fn get(&self, name: &str) -> Option<&MountedVolume> {
         self.volumes.get(name)
     }
 
-    /// By volume name, sorted.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &MountedVolume)> {
-        self.volumes.iter().map(|(k, v)| (k.as_str(), v))
-    }
-
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.volumes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.volumes.is_empty()
     }
 }
 
 /// What the runtime bind-mounts into a container for a `volumeMount` of this volume.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountedVolume {
-    pub host_path: PathBuf,
+pub(crate) struct MountedVolume {
+    pub(crate) host_path: PathBuf,
     /// configMap, secret, downwardAPI and projected volumes are read-only whatever the
     /// `volumeMount` says: the files belong to the atomic writer.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
 }
 
 /// What to do on the host for one volume, decided (and any API objects fetched) before the
@@ -125,12 +117,12 @@ enum Plan {
 }
 
 impl VolumeManager {
-    pub fn new(root_dir: PathBuf, client: Option<kube::Client>) -> Self {
+    pub(crate) fn new(root_dir: PathBuf, client: Option<kube::Client>) -> Self {
         VolumeManager { root_dir, client, node: None }
     }
 
     /// Read the node's allocatable from `node` (for downwardAPI resource fields).
-    pub fn with_node(mut self, node: tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>) -> Self {
+    pub(crate) fn with_node(mut self, node: tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>) -> Self {
         self.node = Some(node);
         self
     }
@@ -149,7 +141,7 @@ impl VolumeManager {
     /// configMap appears); the first failure is returned as [`Error::Volume`], whose message is
     /// kubelet's FailedMount event text:
     /// `MountVolume.SetUp failed for volume "config" : configmap "app-config" not found`.
-    pub async fn mount_volumes(&self, pod: &Pod) -> Result<MountedVolumes> {
+    pub(crate) async fn mount_volumes(&self, pod: &Pod) -> Result<MountedVolumes> {
         let uid = pod_uid(pod)?;
         let mut mounted = MountedVolumes::default();
         let mut first_error = None;
@@ -172,7 +164,7 @@ impl VolumeManager {
 
     /// After the pod's containers are gone: unmount tmpfs volumes, remove the volumes dir.
     /// hostPath volumes are the node's own paths and are left alone. Idempotent.
-    pub async fn unmount_volumes(&self, pod_uid: &str) -> Result<()> {
+    pub(crate) async fn unmount_volumes(&self, pod_uid: &str) -> Result<()> {
         let dir = getters::pod_volumes_dir(&self.root_dir, pod_uid);
         let uid = pod_uid.to_string();
         run_blocking(dir.clone(), move || {
@@ -321,7 +313,7 @@ fn execute(plan: Plan) -> Result<MountedVolume> {
 /// A wrapped emptyDir on `medium`, holding exactly `payload` (through the atomic writer). Returns
 /// whether new content was written. Blocking; this is the part of the configMap, secret,
 /// downwardAPI and projected plugins that needs no API server.
-pub fn write_files(dir: &Path, medium: Medium, payload: &Payload) -> Result<bool> {
+pub(crate) fn write_files(dir: &Path, medium: Medium, payload: &Payload) -> Result<bool> {
     emptydir::set_up(dir, medium, emptydir::DEFAULT_MODE)?;
     let written = AtomicWriter::new(dir).write(payload)?;
     if written {

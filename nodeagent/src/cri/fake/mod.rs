@@ -55,7 +55,7 @@ use tonic::Status;
 use crate::error::{Error, Result};
 
 /// The socket's file name inside the directory given to [`FakeRuntime::start`].
-pub const SOCKET_NAME: &str = "fake-cri.sock";
+pub(crate) const SOCKET_NAME: &str = "fake-cri.sock";
 
 /// Exit code and reason of a container killed with SIGKILL (128 + 9), as containerd reports it.
 const SIGKILL_EXIT_CODE: i32 = 137;
@@ -65,20 +65,20 @@ const SIGKILL_EXIT_CODE: i32 = 137;
 /// The state sits behind a `std::sync::Mutex` rather than in an actor because every gRPC handler
 /// holds it for a few map operations and never across an `.await`.
 #[derive(Clone, Default)]
-pub struct FakeRuntime {
+pub(crate) struct FakeRuntime {
     state: Arc<Mutex<State>>,
 }
 
 /// The running gRPC server. Dropping it stops accepting connections (connections already open
 /// are served until their clients drop them).
-pub struct FakeServer {
+pub(crate) struct FakeServer {
     endpoint: String,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl FakeServer {
     /// `unix://<dir>/fake-cri.sock`, ready for [`RemoteRuntime::connect`](crate::cri::RemoteRuntime::connect).
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         self.endpoint.clone()
     }
 }
@@ -115,12 +115,12 @@ struct State {
 
 /// What a scripted `ExecSync` command does ([`FakeRuntime::script_exec`]).
 #[derive(Clone, Debug, Default)]
-pub struct ExecScript {
-    pub exit_code: i32,
-    pub stdout: String,
-    pub stderr: String,
+pub(crate) struct ExecScript {
+    pub(crate) exit_code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
     /// How long the command runs before it answers.
-    pub delay: std::time::Duration,
+    pub(crate) delay: std::time::Duration,
 }
 
 struct Sandbox {
@@ -181,7 +181,7 @@ fn now_nanos() -> i64 {
 /// Docker-style reference normalisation, as containerd applies it before looking an image up:
 /// a missing registry is `docker.io`, a one-part Docker Hub name lives under `library/`, and a
 /// missing tag is `latest`.
-pub fn normalize_image(name: &str) -> String {
+pub(crate) fn normalize_image(name: &str) -> String {
     let (first, rest) = match name.split_once('/') {
         Some((first, rest)) => (first, Some(rest)),
         None => (name, None),
@@ -266,7 +266,7 @@ fn to_sandbox(s: &api::PodSandboxStatus) -> api::PodSandbox {
 
 impl FakeRuntime {
     /// Serve the fake on `<dir>/fake-cri.sock` (a stale socket file there is replaced).
-    pub async fn start(dir: &Path) -> Result<(FakeRuntime, FakeServer)> {
+    pub(crate) async fn start(dir: &Path) -> Result<(FakeRuntime, FakeServer)> {
         let path = dir.join(SOCKET_NAME);
         match tokio::fs::remove_file(&path).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&path, e)),
@@ -307,7 +307,7 @@ impl FakeRuntime {
     }
 
     /// Put an image on the node (as `ctr images import` would).
-    pub fn add_image(&self, name: &str) {
+    pub(crate) fn add_image(&self, name: &str) {
         let name = normalize_image(name);
         let digest = fake_digest(&name);
         let repo = name.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')).map_or(name.as_str(), |(r, _)| r);
@@ -324,61 +324,61 @@ impl FakeRuntime {
 
     /// Whether `PullImage` succeeds (adding the image) instead of failing like a node without a
     /// registry. Default: false.
-    pub fn set_pull_allowed(&self, allowed: bool) {
+    pub(crate) fn set_pull_allowed(&self, allowed: bool) {
         self.state().pull_allowed = allowed;
     }
 
     /// Make the next call of `op` (a CRI method name such as `"CreateContainer"`) fail with
     /// `status`, once. Several injections for one op fail that many calls, in order.
-    pub fn inject_error(&self, op: &str, status: Status) {
+    pub(crate) fn inject_error(&self, op: &str, status: Status) {
         self.state().injected.entry(op.to_string()).or_default().push_back(status);
     }
 
     /// A running container's process exits with `exit_code` (reason "Completed" for 0, "Error"
     /// otherwise). No-op for a container that is not running or does not exist.
-    pub fn exit_container(&self, id: &str, exit_code: i32) {
+    pub(crate) fn exit_container(&self, id: &str, exit_code: i32) {
         if let Some(c) = self.state().containers.get_mut(id) {
             exit(c, exit_code);
         }
     }
 
     /// Make `ExecSync` of exactly `cmd` (in any container) behave as `script`.
-    pub fn script_exec(&self, cmd: &[&str], script: ExecScript) {
+    pub(crate) fn script_exec(&self, cmd: &[&str], script: ExecScript) {
         self.state().exec_scripts.insert(cmd.iter().map(|s| s.to_string()).collect(), script);
     }
 
     /// (container id, timeout in seconds) of every StopContainer received, in order.
-    pub fn stop_requests(&self) -> Vec<(String, i64)> {
+    pub(crate) fn stop_requests(&self) -> Vec<(String, i64)> {
         self.state().stop_requests.clone()
     }
 
     /// What ExecSync in container `id` answers from now on: `exit_code` and `output` (on
     /// stdout), as if the command ran — how tests make an exec probe pass or fail.
-    pub fn set_exec_result(&self, id: &str, exit_code: i32, output: &str) {
+    pub(crate) fn set_exec_result(&self, id: &str, exit_code: i32, output: &str) {
         self.state().exec_results.insert(id.to_string(), (exit_code, output.as_bytes().to_vec()));
     }
 
     /// Every ExecSync received: (container id, command, timeout in seconds).
-    pub fn exec_calls(&self) -> Vec<(String, Vec<String>, i64)> {
+    pub(crate) fn exec_calls(&self) -> Vec<(String, Vec<String>, i64)> {
         self.state().exec_calls.clone()
     }
 
     /// Every call received so far, in order, by CRI method name (`"RunPodSandbox"`, …).
-    pub fn calls(&self) -> Vec<String> {
+    pub(crate) fn calls(&self) -> Vec<String> {
         self.state().calls.clone()
     }
 
-    pub fn clear_calls(&self) {
+    pub(crate) fn clear_calls(&self) {
         self.state().calls.clear();
     }
 
     /// All containers, in creation order.
-    pub fn containers(&self) -> Vec<api::Container> {
+    pub(crate) fn containers(&self) -> Vec<api::Container> {
         self.state().containers.iter().map(|(id, c)| to_container(id, c)).collect()
     }
 
     /// All sandboxes, in creation order.
-    pub fn sandboxes(&self) -> Vec<api::PodSandbox> {
+    pub(crate) fn sandboxes(&self) -> Vec<api::PodSandbox> {
         self.state().sandboxes.values().map(|s| to_sandbox(&s.status)).collect()
     }
 }

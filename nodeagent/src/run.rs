@@ -109,9 +109,9 @@ impl Options {
 
     /// The checks on flags the kubelet makes at start, with messages naming the flags.
     pub fn validate(&self) -> Result<()> {
-        self.image_gc.validate().map_err(Error::Invalid)?;
+        self.image_gc.validate().map_err(Error::InvalidFlag)?;
         if self.eviction.monitoring_interval.is_zero() {
-            return Err(Error::Invalid("--housekeeping-interval must be more than zero".into()));
+            return Err(Error::InvalidFlag("--housekeeping-interval must be more than zero".into()));
         }
         Ok(())
     }
@@ -156,11 +156,7 @@ async fn connect_runtime(endpoint: &str) -> Result<RemoteRuntime> {
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => {
-                return Err(Error::Invalid(format!(
-                    "the container runtime at {endpoint} is not answering ({e}); is containerd running with its CRI plugin, and is --container-runtime-endpoint right?"
-                )));
-            }
+            Err(e) => return Err(Error::RuntimeUnavailable { endpoint: endpoint.to_string(), source: Box::new(e) }),
         }
     }
 }
@@ -222,8 +218,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
             }
             Ok::<_, Error>(p)
         })
-        .await
-        .map_err(|e| Error::Invalid(e.to_string()))??;
+        .await??;
     }
 
     let client = match &opts.connection {
@@ -239,7 +234,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     let pcm = PodContainerManager::new(crate::cm::DEFAULT_CGROUP_ROOT)?.with_pods_cgroup(pods_cgroup.trim_start_matches('/'));
     {
         let pcm = pcm.clone();
-        tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await.map_err(|e| Error::Invalid(e.to_string()))??;
+        tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await??;
     }
 
     let status = StatusManager::new(client.clone(), crate::status::status_manager::Options::default());

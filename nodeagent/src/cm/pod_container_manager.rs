@@ -109,7 +109,7 @@ impl PodContainerManager {
         let cgroup_root = cgroup_root.into();
         let hierarchies = detect_hierarchies(&cgroup_root, &mount::mounts()?);
         if !hierarchies.iter().any(|h| !h.unified) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::UnsupportedHost(format!(
                 "no cgroup v1 hierarchy is mounted below {}: the node agent supports cgroup v1 (cgroupfs driver) only",
                 cgroup_root.display()
             )));
@@ -283,7 +283,7 @@ impl PodContainerManager {
 /// A pod UID that is safe inside a path.
 fn valid_uid(uid: &str) -> Result<&str> {
     if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
-        return Err(Error::Invalid(format!("pod UID {uid:?} cannot name a cgroup")));
+        return Err(Error::UnusableUid(format!("pod UID {uid:?} cannot name a cgroup")));
     }
     Ok(uid)
 }

@@ -21,26 +21,48 @@ pub(crate) const REASON: &str = "Evicted";
 /// The node event when a threshold is met (kubelet's EvictionThresholdMet).
 pub(crate) const EVICTION_THRESHOLD_MET: &str = "EvictionThresholdMet";
 
+/// Why an `--eviction-hard` entry does not parse; each names the entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("eviction threshold {entry:?}: want signal<quantity or signal<percent% (the only operator is <)")]
+    Operator { entry: String },
+    #[error("eviction threshold {entry:?}: unknown signal {name:?} (known: {})", known_signals())]
+    UnknownSignal { entry: String, name: String },
+    #[error("eviction threshold {entry:?}: signal {signal} is given twice")]
+    Duplicate { entry: String, signal: Signal },
+    #[error("eviction threshold {entry:?}: {value:?} is not a percentage")]
+    NotAPercentage { entry: String, value: String },
+    #[error("eviction threshold {entry:?}: a percentage must be in [0%, 100%]")]
+    PercentageOutOfRange { entry: String },
+    #[error("eviction threshold {entry:?}: {value:?} is not a quantity (e.g. 100Mi)")]
+    NotAQuantity { entry: String, value: String },
+    #[error("eviction threshold {entry:?}: the quantity must not be negative")]
+    Negative { entry: String },
+}
+
+fn known_signals() -> String {
+    Signal::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+}
+
 /// Parse an `--eviction-hard` list: `signal<quantity` or `signal<percent%`, comma-separated.
 /// Errors say which entry is wrong and why.
-pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
+pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, ThresholdError> {
     let mut out: Vec<Threshold> = vec![];
     for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (name, value) = entry.split_once('<').ok_or_else(|| {
-            format!("eviction threshold {entry:?}: want signal<quantity or signal<percent% (the only operator is <)")
-        })?;
-        let signal = Signal::parse(name.trim()).ok_or_else(|| {
-            let known: Vec<&str> = Signal::ALL.iter().map(|s| s.as_str()).collect();
-            format!("eviction threshold {entry:?}: unknown signal {name:?} (known: {})", known.join(", "))
-        })?;
+        let (name, value) = entry.split_once('<').ok_or_else(|| ThresholdError::Operator { entry: entry.to_string() })?;
+        let signal = Signal::parse(name.trim())
+            .ok_or_else(|| ThresholdError::UnknownSignal { entry: entry.to_string(), name: name.to_string() })?;
         if out.iter().any(|t| t.signal == signal) {
-            return Err(format!("eviction threshold {entry:?}: signal {signal} is given twice"));
+            return Err(ThresholdError::Duplicate { entry: entry.to_string(), signal });
         }
         let value = value.trim();
         let value = if let Some(p) = value.strip_suffix('%') {
-            let pct: f64 = p.trim().parse().map_err(|_| format!("eviction threshold {entry:?}: {value:?} is not a percentage"))?;
+            let pct: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| ThresholdError::NotAPercentage { entry: entry.to_string(), value: value.to_string() })?;
             if !(0.0..=100.0).contains(&pct) {
-                return Err(format!("eviction threshold {entry:?}: a percentage must be in [0%, 100%]"));
+                return Err(ThresholdError::PercentageOutOfRange { entry: entry.to_string() });
             }
             // 0% turns the signal off, as the kubelet reads it (kind's nodes do this for disk).
             if pct == 0.0 {
@@ -49,9 +71,9 @@ pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
             ThresholdValue::Percentage(pct / 100.0)
         } else {
             let q = apimachinery::resource::parse_quantity_units(value)
-                .ok_or_else(|| format!("eviction threshold {entry:?}: {value:?} is not a quantity (e.g. 100Mi)"))?;
+                .ok_or_else(|| ThresholdError::NotAQuantity { entry: entry.to_string(), value: value.to_string() })?;
             if q < 0 {
-                return Err(format!("eviction threshold {entry:?}: the quantity must not be negative"));
+                return Err(ThresholdError::Negative { entry: entry.to_string() });
             }
             if q == 0 {
                 continue;
@@ -375,7 +397,7 @@ mod tests {
             ("memory.available<-1", "must not be negative"),
             ("memory.available<1Mi,memory.available<2Mi", "given twice"),
         ] {
-            let e = parse_threshold_config(input).expect_err(input);
+            let e = parse_threshold_config(input).expect_err(input).to_string();
             assert!(e.contains(want), "{input}: {e}");
         }
     }

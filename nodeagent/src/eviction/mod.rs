@@ -35,7 +35,7 @@ pub(crate) mod types;
 use std::time::Duration;
 
 pub(crate) use eviction_manager::EvictionManager;
-pub use helpers::parse_threshold_config;
+pub use helpers::{ThresholdError, parse_threshold_config};
 pub(crate) use types::NodePressure;
 pub use types::{Config, Signal, Threshold, ThresholdValue};
 

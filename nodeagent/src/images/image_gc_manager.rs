@@ -245,9 +245,8 @@ impl ImageGcManager {
         let dir = self.image_fs_dir().await;
         let d = dir.clone();
         let fs = tokio::task::spawn_blocking(move || crate::stats::fs_stats(&d))
-            .await
-            .map_err(|e| Error::Invalid(e.to_string()))?
-            .ok_or_else(|| Error::Invalid(format!("could not measure the image filesystem at {}", dir.display())))?;
+            .await?
+            .ok_or_else(|| Error::Measure { what: "image filesystem", path: dir.clone() })?;
         let want = bytes_to_free(fs.capacity, fs.available, &self.policy);
         if want == 0 {
             return Ok(GcResult::default());

@@ -87,8 +87,7 @@ impl ImageImporter {
         // Step 1: list the directory (blocking file-system calls, off the executor).
         let dir = self.image_dir.clone();
         let listing = tokio::task::spawn_blocking(move || scan(&dir))
-            .await
-            .map_err(|e| Error::Invalid(format!("image directory scan panicked: {e}")))?
+            .await?
             .map_err(|e| Error::io(&self.image_dir, e))?;
 
         // Step 2: decide.

@@ -88,7 +88,7 @@ pub(crate) fn pod_uids_on_disk(root: &Path) -> Result<Vec<String>> {
 /// [`Error::NotReady`]. Blocking.
 pub(crate) fn remove_pod_dir(root: &Path, uid: &str) -> Result<()> {
     if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
-        return Err(Error::Invalid(format!("refusing to remove the pod directory of UID {uid:?}")));
+        return Err(Error::UnusableUid(format!("refusing to remove the pod directory of UID {uid:?}")));
     }
     let dir = pod_dir(root, uid);
     if !dir.exists() {

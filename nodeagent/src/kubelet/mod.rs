@@ -246,7 +246,7 @@ impl Kubelet {
             let r = tokio::task::spawn_blocking(move || getters::make_pod_data_dirs(&root, &u))
                 .instrument(tracing::info_span!(target: "kubelet::sync_pod", "step2_data_dirs", pod_uid = %uid))
                 .await;
-            if let Ok(Err(e)) | Err(e) = r.map_err(|e| crate::Error::Invalid(e.to_string())) {
+            if let Ok(Err(e)) | Err(e) = r.map_err(crate::Error::Task) {
                 self.deps.recorder.pod_event(pod, None, events::WARNING, events::FAILED_SYNC, format!("error making pod data directories: {e}"));
                 return retry(5);
             }

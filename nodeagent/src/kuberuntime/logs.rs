@@ -75,22 +75,22 @@ fn query_bool(value: &str) -> bool {
 
 impl LogOptions {
     /// Parse `kubectl logs`' query parameters, validated as the API server validates
-    /// `PodLogOptions` (an invalid value is [`Error::Invalid`], a 400 for the caller).
+    /// `PodLogOptions` (an invalid value is [`Error::LogOptions`], a 400 for the caller).
     pub(crate) fn from_query(query: &HashMap<String, String>) -> Result<LogOptions> {
         let flag = |key: &str| query.get(key).is_some_and(|v| query_bool(v));
         let int = |key: &str| -> Result<Option<i64>> {
             query
                 .get(key)
-                .map(|v| v.parse::<i64>().map_err(|_| Error::Invalid(format!("{key}: Invalid value: {v:?}: must be an integer"))))
+                .map(|v| v.parse::<i64>().map_err(|_| Error::LogOptions(format!("{key}: Invalid value: {v:?}: must be an integer"))))
                 .transpose()
         };
         let positive = |key: &str, v: Option<i64>| match v {
-            Some(n) if n < 1 => Err(Error::Invalid(format!("{key}: Invalid value: {n}: must be greater than 0"))),
+            Some(n) if n < 1 => Err(Error::LogOptions(format!("{key}: Invalid value: {n}: must be greater than 0"))),
             _ => Ok(v),
         };
         let tail_lines = int("tailLines")?;
         if let Some(n) = tail_lines.filter(|n| *n < 0) {
-            return Err(Error::Invalid(format!("tailLines: Invalid value: {n}: must be greater than or equal to 0")));
+            return Err(Error::LogOptions(format!("tailLines: Invalid value: {n}: must be greater than or equal to 0")));
         }
         let limit_bytes = positive("limitBytes", int("limitBytes")?)?;
         let since_seconds = positive("sinceSeconds", int("sinceSeconds")?)?;
@@ -99,12 +99,12 @@ impl LogOptions {
             .map(|v| {
                 DateTime::parse_from_rfc3339(v)
                     .map(|t| t.with_timezone(&Utc))
-                    .map_err(|e| Error::Invalid(format!("sinceTime: Invalid value: {v:?}: {e}")))
+                    .map_err(|e| Error::LogOptions(format!("sinceTime: Invalid value: {v:?}: {e}")))
             })
             .transpose()?;
         let since_time = match (since_seconds, since_time) {
             (Some(_), Some(_)) => {
-                return Err(Error::Invalid("at most one of `sinceTime` or `sinceSeconds` may be specified".into()));
+                return Err(Error::LogOptions("at most one of `sinceTime` or `sinceSeconds` may be specified".into()));
             }
             (Some(secs), None) => Some(Utc::now() - chrono::Duration::seconds(secs)),
             (None, t) => t,
@@ -141,7 +141,7 @@ pub(crate) struct LogRecord<'a> {
 /// Parse one line of a CRI log file (without its trailing newline):
 /// `<RFC3339Nano> <stdout|stderr> <P|F>[:<more tags>] <message>`.
 pub(crate) fn parse_cri_line(line: &[u8]) -> Result<LogRecord<'_>> {
-    let invalid = |what: &str| Error::Invalid(format!("CRI log line: {what}: {:?}", String::from_utf8_lossy(line)));
+    let invalid = |what: &'static str| Error::LogLine { what, line: String::from_utf8_lossy(line).into_owned() };
     let mut fields = line.splitn(4, |b| *b == b' ');
     let (Some(ts), Some(stream), Some(tag)) = (fields.next(), fields.next(), fields.next()) else {
         return Err(invalid("too few fields"));
@@ -459,7 +459,7 @@ mod tests {
             q(&[("sinceTime", "yesterday")]),
             q(&[("sinceTime", "2024-05-01T10:00:00Z"), ("sinceSeconds", "5")]),
         ] {
-            assert!(matches!(LogOptions::from_query(&bad), Err(Error::Invalid(_))), "{bad:?}");
+            assert!(matches!(LogOptions::from_query(&bad), Err(Error::LogOptions(_))), "{bad:?}");
         }
     }
 

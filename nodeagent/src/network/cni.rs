@@ -21,7 +21,7 @@ pub struct PodCidr {
 
 impl PodCidr {
     pub fn parse(s: &str) -> Result<PodCidr> {
-        let bad = || Error::Invalid(format!("--pod-cidr {s:?}: want an IPv4 CIDR such as 10.244.1.0/24"));
+        let bad = || Error::InvalidFlag(format!("--pod-cidr {s:?}: want an IPv4 CIDR such as 10.244.1.0/24"));
         let (ip, prefix) = s.split_once('/').ok_or_else(bad)?;
         let ip: Ipv4Addr = ip.parse().map_err(|_| bad())?;
         let prefix: u8 = prefix.parse().map_err(|_| bad())?;

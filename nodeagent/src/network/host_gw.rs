@@ -171,7 +171,7 @@ async fn ip(args: &[&str]) -> Result<String> {
         .await
         .map_err(|e| Error::io(what.clone(), e))?;
     if !out.status.success() {
-        return Err(Error::Invalid(format!("{what}: {} {}", out.status, String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Command { command: what, status: out.status, stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

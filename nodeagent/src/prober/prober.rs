@@ -54,9 +54,9 @@ pub(crate) fn resolve_port(port: &IntOrString, container: &Container) -> Result<
             .flatten()
             .find(|p| p.name.as_deref() == Some(name.as_str()))
             .map(|p| p.container_port)
-            .ok_or_else(|| Error::Invalid(format!("couldn't find port {name:?} in container {:?}", container.name)))?,
+            .ok_or_else(|| Error::ProbeSpec(format!("couldn't find port {name:?} in container {:?}", container.name)))?,
     };
-    u16::try_from(n).ok().filter(|p| *p > 0).ok_or_else(|| Error::Invalid(format!("invalid port number: {n}")))
+    u16::try_from(n).ok().filter(|p| *p > 0).ok_or_else(|| Error::ProbeSpec(format!("invalid port number: {n}")))
 }
 
 /// The real prober: exec through the runtime, HTTP and TCP from the node.
@@ -68,7 +68,7 @@ pub(crate) struct Prober {
 
 impl Prober {
     pub(crate) fn new(runtime: RemoteRuntime, recorder: Recorder) -> Result<Prober> {
-        let http = probe::http::new_client().map_err(|e| Error::Invalid(format!("building the HTTP probe client: {e}")))?;
+        let http = probe::http::new_client().map_err(Error::ProbeClient)?;
         Ok(Prober { runtime, recorder, http })
     }
 
@@ -85,7 +85,7 @@ impl Prober {
         if let Some(exec) = &p.exec {
             let cmd = exec.command.clone().unwrap_or_default();
             if cmd.is_empty() {
-                return Err(Error::Invalid("exec probe without a command".into()));
+                return Err(Error::ProbeSpec("exec probe without a command".into()));
             }
             return probe::exec::probe(&self.runtime, container_id, &cmd, timeout).await;
         }
@@ -109,9 +109,9 @@ impl Prober {
             return Ok(probe::tcp::probe(host, port, timeout).await);
         }
         if p.grpc.is_some() {
-            return Err(Error::Invalid("gRPC probes are not supported by this node agent".into()));
+            return Err(Error::ProbeSpec("gRPC probes are not supported by this node agent".into()));
         }
-        Err(Error::Invalid("missing probe handler".into()))
+        Err(Error::ProbeSpec("missing probe handler".into()))
     }
 
     async fn probe_inner(

@@ -468,7 +468,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let results = Arc::new(Manager::new(ProbeType::Readiness, tx));
         let runner = Arc::new(Scripted {
-            answers: Mutex::new(vec![Ok(ProbeResult::Success), Err(Error::Invalid("no IP".into())), Ok(ProbeResult::Failure)]),
+            answers: Mutex::new(vec![Ok(ProbeResult::Success), Err(Error::NotReady("no IP".into())), Ok(ProbeResult::Failure)]),
             ran_at: Mutex::new(vec![]),
         });
         let trigger = Arc::new(Notify::new());

@@ -58,7 +58,7 @@ pub(crate) fn file_mode(mode: Option<i32>, default: u32) -> Result<u32> {
         None => Ok(default),
         Some(m) => match u32::try_from(m) {
             Ok(m) if m <= 0o777 => Ok(m),
-            _ => Err(Error::Invalid(format!("mode {m}: must be a number between 0 and 0777 (octal), both inclusive"))),
+            _ => Err(Error::VolumeSpec(format!("mode {m}: must be a number between 0 and 0777 (octal), both inclusive"))),
         },
     }
 }
@@ -67,32 +67,32 @@ pub(crate) fn file_mode(mode: Option<i32>, default: u32) -> Result<u32> {
 /// starting with `..` (reserved for the writer's own entries), within the length limits.
 pub(crate) fn validate_path(path: &str) -> Result<()> {
     if path.is_empty() {
-        return Err(Error::Invalid(format!("invalid path: must not be empty: {path:?}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must not be empty: {path:?}")));
     }
     if path.starts_with('/') {
-        return Err(Error::Invalid(format!("invalid path: must be relative path: {path}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must be relative path: {path}")));
     }
     if path.len() > MAX_PATH_LENGTH {
-        return Err(Error::Invalid(format!(
+        return Err(Error::VolumeSpec(format!(
             "invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
         )));
     }
     if path.contains('\0') {
-        return Err(Error::Invalid(format!("invalid path: must not contain a NUL byte: {path:?}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must not contain a NUL byte: {path:?}")));
     }
     let items: Vec<&str> = path.split('/').collect();
     for item in &items {
         if *item == ".." {
-            return Err(Error::Invalid(format!("invalid path: must not contain '..': {path}")));
+            return Err(Error::VolumeSpec(format!("invalid path: must not contain '..': {path}")));
         }
         if item.len() > MAX_FILE_NAME_LENGTH {
-            return Err(Error::Invalid(format!(
+            return Err(Error::VolumeSpec(format!(
                 "invalid path: filenames must be less than or equal to {MAX_FILE_NAME_LENGTH} characters"
             )));
         }
     }
     if items[0].starts_with("..") && items[0].len() > 2 {
-        return Err(Error::Invalid(format!("invalid path: must not start with '..': {path}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must not start with '..': {path}")));
     }
     Ok(())
 }
@@ -123,7 +123,7 @@ impl AtomicWriter {
             validate_path(path)?;
             let cleaned = clean_path(path);
             if cleaned.is_empty() {
-                return Err(Error::Invalid(format!("invalid path: must not be empty: {path:?}")));
+                return Err(Error::VolumeSpec(format!("invalid path: must not be empty: {path:?}")));
             }
             clean.insert(cleaned, file);
         }

@@ -45,7 +45,7 @@ pub(crate) fn make_payload(
                     if optional {
                         continue;
                     }
-                    return Err(Error::Invalid(format!("configmap references non-existent config key: {}", item.key)));
+                    return Err(Error::VolumeSpec(format!("configmap references non-existent config key: {}", item.key)));
                 };
                 payload.insert(item.path.clone(), FileProjection { data, mode: file_mode(item.mode, default_mode)? });
             }

@@ -43,15 +43,15 @@ pub(crate) fn collect_data(
         let mode = file_mode(item.mode, default_mode)?;
         let data = if let Some(field) = &item.field_ref {
             extract_field_path_as_string(pod, &field.field_path)
-                .map_err(|e| Error::Invalid(format!("unable to extract field {}: {e}", field.field_path)))?
+                .map_err(|e| Error::VolumeSpec(format!("unable to extract field {}: {e}", field.field_path)))?
         } else if let Some(sel) = &item.resource_field_ref {
             let name = sel.container_name.as_deref().unwrap_or_default();
             let container = find_container(pod, name)
-                .ok_or_else(|| Error::Invalid(format!("downward API item {:?}: container {name:?} not found in the pod", item.path)))?;
+                .ok_or_else(|| Error::VolumeSpec(format!("downward API item {:?}: container {name:?} not found in the pod", item.path)))?;
             extract_container_resource_value(sel, container, allocatable)
-                .map_err(|e| Error::Invalid(format!("unable to extract resource {}: {e}", sel.resource)))?
+                .map_err(|e| Error::VolumeSpec(format!("unable to extract resource {}: {e}", sel.resource)))?
         } else {
-            return Err(Error::Invalid(format!(
+            return Err(Error::VolumeSpec(format!(
                 "downward API item {:?}: neither fieldRef nor resourceFieldRef",
                 item.path
             )));

@@ -35,7 +35,7 @@ impl Medium {
         match medium.unwrap_or("") {
             "" => Ok(Medium::Disk),
             "Memory" => Ok(Medium::Memory { size_limit }),
-            other => Err(Error::Invalid(format!("emptyDir medium {other:?} is not supported by kubelab"))),
+            other => Err(Error::VolumeSpec(format!("emptyDir medium {other:?} is not supported by kubelab"))),
         }
     }
 }

@@ -67,7 +67,7 @@ pub(crate) fn check_type(path: &Path, path_type: &str) -> Result<()> {
             Some(m) if m.file_type().is_block_device() => Ok(()),
             _ => Err(failed("a block device")),
         },
-        other => Err(Error::Invalid(format!("{other} is an invalid volume type"))),
+        other => Err(Error::VolumeSpec(format!("{other} is an invalid volume type"))),
     }
 }
 

@@ -199,7 +199,7 @@ impl VolumeManager {
             let size_limit = match &empty_dir.size_limit {
                 Some(q) => Some(
                     apimachinery::resource::parse_quantity_units(&q.0)
-                        .ok_or_else(|| Error::Invalid(format!("emptyDir sizeLimit {:?} is not a quantity", q.0)))?,
+                        .ok_or_else(|| Error::VolumeSpec(format!("emptyDir sizeLimit {:?} is not a quantity", q.0)))?,
                 ),
                 None => None,
             };
@@ -227,7 +227,7 @@ impl VolumeManager {
             let name = source
                 .secret_name
                 .as_deref()
-                .ok_or_else(|| Error::Invalid("secret volume without secretName".into()))?;
+                .ok_or_else(|| Error::VolumeSpec("secret volume without secretName".into()))?;
             let optional = source.optional.unwrap_or(false);
             let default_mode = file_mode(source.default_mode, DEFAULT_MODE)?;
             let payload = match self.get::<Secret>(namespace, name, "secret").await? {
@@ -274,7 +274,7 @@ impl VolumeManager {
                 payload,
             });
         }
-        Err(Error::Invalid(format!("volume type {} is not supported by kubelab", volume_type(volume))))
+        Err(Error::VolumeSpec(format!("volume type {} is not supported by kubelab", volume_type(volume))))
     }
 
     /// One GET; `Ok(None)` when the object does not exist.
@@ -284,7 +284,7 @@ impl VolumeManager {
         <K as kube::Resource>::DynamicType: Default,
     {
         let Some(client) = &self.client else {
-            return Err(Error::Invalid(format!(
+            return Err(Error::VolumeSpec(format!(
                 "{kind} {name:?}: the node agent runs without an API server, so static pods cannot use {kind}s"
             )));
         };
@@ -353,7 +353,7 @@ async fn run_blocking<T: Send + 'static>(path: PathBuf, f: impl FnOnce() -> Resu
 fn pod_uid(pod: &Pod) -> Result<&str> {
     match api::pod::uid(pod) {
         uid if !uid.is_empty() && !uid.contains('/') && uid != "." && uid != ".." => Ok(uid),
-        _ => Err(Error::Invalid(format!("pod has no usable UID: {:?}", pod.metadata.uid))),
+        _ => Err(Error::UnusableUid(format!("pod has no usable UID: {:?}", pod.metadata.uid))),
     }
 }
 

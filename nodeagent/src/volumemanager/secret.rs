@@ -48,7 +48,7 @@ pub(crate) fn make_payload(
                     if optional {
                         continue;
                     }
-                    return Err(Error::Invalid(format!("references non-existent secret key: {}", item.key)));
+                    return Err(Error::VolumeSpec(format!("references non-existent secret key: {}", item.key)));
                 };
                 payload.insert(
                     item.path.clone(),

@@ -2,7 +2,7 @@
 //! three sources, merged into one stream of changes.
 //!
 //! - [`apiserver`]: the pods the API server has bound to this node (`spec.nodeName=<node>`);
-//! - [`file`]: static pods, one manifest a file, in `--pod-manifest-path`;
+//! - [`file`](mod@file): static pods, one manifest a file, in `--pod-manifest-path`;
 //! - [`http`]: static pods served at `--manifest-url`.
 //!
 //! Each source sends **whole snapshots** ([`SourceUpdate`]): every pod it currently wants, not

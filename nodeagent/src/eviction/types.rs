@@ -100,6 +100,8 @@ impl std::fmt::Display for Signal {
 
 /// The pressure conditions the kubelet sets on its Node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+// The names are Kubernetes' condition types.
+#[allow(clippy::enum_variant_names)]
 pub(crate) enum NodeConditionType {
     MemoryPressure,
     DiskPressure,

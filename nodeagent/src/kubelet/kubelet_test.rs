@@ -90,9 +90,8 @@ async fn init_containers_run_in_order_then_the_app_then_termination() {
         "u1",
         &format!("  terminationGracePeriodSeconds: 5\n  volumes: [{{name: scratch, emptyDir: {{}}}}]\n  initContainers:\n  - {{name: init1, image: '{IMAGE}'}}\n  - {{name: init2, image: '{IMAGE}'}}\n  containers:\n  - {{name: app, image: '{IMAGE}', volumeMounts: [{{name: scratch, mountPath: /scratch}}]}}\n"),
     ));
-    h.kubelet.pod_manager.add_pod(p.clone());
     let mut workers = PodWorkers::new(h.kubelet.clone());
-    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Create, grace_override: None, removed: false });
+    start(&h, &mut workers, &p);
 
     // The first init container runs alone; the pod is Pending and Initialized=False.
     wait_for("init1 to run", || container_named(&h.fake, "init1").iter().any(|c| c.state == api::ContainerState::ContainerRunning as i32)).await;
@@ -149,12 +148,9 @@ async fn a_failing_container_backs_off_and_never_policy_finishes_the_pod() {
     let h = harness().await;
     let crash = Arc::new(pod("u2", &format!("  containers:\n  - {{name: c, image: '{IMAGE}'}}\n")));
     let once = Arc::new(pod("u3", &format!("  restartPolicy: Never\n  containers:\n  - {{name: c, image: '{IMAGE}'}}\n")));
-    for p in [&crash, &once] {
-        h.kubelet.pod_manager.add_pod(p.clone());
-    }
     let mut workers = PodWorkers::new(h.kubelet.clone());
     for p in [&crash, &once] {
-        workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Create, grace_override: None, removed: false });
+        start(&h, &mut workers, p);
     }
     let running = |h: &Harness, pod: &str| {
         h.fake.containers().into_iter().filter(|c| c.labels.get(crate::container::POD_UID_LABEL).map(String::as_str) == Some(pod) && c.state == api::ContainerState::ContainerRunning as i32).collect::<Vec<_>>()
@@ -290,9 +286,8 @@ async fn probes_drive_readiness_and_restart_unhealthy_containers() {
         "u4",
         &format!("  containers:\n  - name: c\n    image: '{IMAGE}'\n    readinessProbe: {{exec: {{command: [test, -f, /tmp/ready]}}, periodSeconds: 1, failureThreshold: 1}}\n    livenessProbe: {{exec: {{command: [cat, /tmp/healthy]}}, periodSeconds: 1, failureThreshold: 2}}\n"),
     ));
-    h.kubelet.pod_manager.add_pod(p.clone());
     let mut workers = PodWorkers::new(h.kubelet.clone());
-    workers.update_pod(UpdatePodOptions { pod: p.clone(), update_type: UpdateType::Create, grace_override: None, removed: false });
+    start(&h, &mut workers, &p);
     let running = || container_named(&h.fake, "c").into_iter().filter(|c| c.state == api::ContainerState::ContainerRunning as i32).collect::<Vec<_>>();
     let ready = |want: bool| {
         let s = h.kubelet.deps.status.get_pod_status("u4").unwrap_or_default();

@@ -63,7 +63,7 @@ pub(crate) struct LogOptions {
     /// Only lines logged at or after this instant (`sinceTime`, or now − `sinceSeconds`).
     pub(crate) since_time: Option<DateTime<Utc>>,
     /// The previous instance of the container (`previous`): chosen by the caller, which opens
-    /// that instance's file; [`read_logs`] does not look at it.
+    /// that instance's file; [`ContainerLog::stream`] does not look at it.
     pub(crate) previous: bool,
 }
 
@@ -357,16 +357,6 @@ impl ContainerLog {
     }
 }
 
-/// Open the log at `path` and stream it to `out` ([`ContainerLog::open`] + [`ContainerLog::stream`]).
-#[cfg(test)]
-pub(crate) async fn read_logs<F, Fut>(path: &Path, opts: &LogOptions, out: mpsc::Sender<Bytes>, still_running: F) -> Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    ContainerLog::open(path).await?.stream(opts, out, still_running).await
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -374,6 +364,15 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+
+    /// Open the log at `path` and stream it to `out`, as the HTTP server does.
+    async fn read_logs<F, Fut>(path: &Path, opts: &LogOptions, out: mpsc::Sender<Bytes>, still_running: F) -> Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        ContainerLog::open(path).await?.stream(opts, out, still_running).await
+    }
 
     fn ts(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).expect("timestamp").with_timezone(&Utc)

@@ -30,6 +30,8 @@ pub(super) fn text(status: StatusCode, body: String) -> HttpResponse {
 
 /// Steps 1 and 2 of every container request: the pod among the pods the agent runs (404 if it runs
 /// no such pod), and the container among its spec's (400 otherwise, in the API server's words).
+/// The error is the answer to send: built once, on a request that ends with it.
+#[allow(clippy::result_large_err)]
 pub(super) fn find_pod_container(provider: &dyn Provider, namespace: &str, pod_name: &str, container: &str) -> Result<Pod, HttpResponse> {
     let pod = provider
         .pods()

@@ -12,7 +12,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 # (with ctr and the runc v2 shim), runc, the CNI plugins (/usr/lib/cni), iptables and iproute2
 # for pod networking, and busybox-static + a static C toolchain for the images `make images` builds;
 # for the Docker Compose lab: Docker 20.10, Compose v1 and debootstrap (its base image).
-APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client \
+APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client unzip \
   containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev \
   docker.io docker-compose debootstrap
 # Container images built locally (no registry is reachable): see deploy/images/build.sh.
@@ -25,7 +25,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .NOTPARALLEL:
 
 help:
-	@echo "make deps         install missing Debian packages ($(APT_PACKAGES)) and unpack etcd 3.4 for comparisons"
+	@echo "make deps         install missing Debian packages ($(APT_PACKAGES)), unpack etcd 3.4 for comparisons, provide kubectl 1.27-1.33"
 	@echo "make images       build the pause and busybox image tarballs into $(IMAGES_DIR)"
 	@echo "make build        images + cargo build --workspace"
 	@echo "make test         deps + build + every test (nextest if installed)"
@@ -52,6 +52,7 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 	@./scripts/fetch-etcd.sh
+	@./scripts/fetch-kubectl.sh
 
 # The e2e tests import these into their private containerd (e2e::containerd::images_dir()).
 images: $(IMAGES)
@@ -64,8 +65,11 @@ $(IMAGES) &: deploy/images/build.sh deploy/images/pause.c $(wildcard /bin/busybo
 build: images
 	$(CARGO) build --workspace
 
-# The e2e tests start the kubelab binary that `build` just produced.
+# The e2e tests start the kubelab binary that `build` just produced. The lab's images are built
+# first, outside every test's time limit: on a machine without them, debootstrap alone takes
+# minutes (deploy/images/lab-base.sh caches the result).
 test: deps build
+	@KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab" CARGO_TARGET_DIR="$(TARGET_DIR)" deploy/lab/lab build
 	@export KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab"; \
 	if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	  $(CARGO) nextest run --workspace --no-tests=fail; \

@@ -22,6 +22,9 @@
 //! Errors are in [`error`]: selector errors (400), patch errors (400 or 422), apply errors (409
 //! conflict); each has `http_code()` for the server's edge.
 //!
+//! Every module is public: the crate is a library of these steps for the API server (all of
+//! them), the scheduler (selectors) and the node agent and `api` (quantities, validation).
+//!
 //! # Implementation caveats
 //!
 //! - Patch metadata is a hand-written table ([`patch::PatchMeta::for_kind`]) instead of Go struct

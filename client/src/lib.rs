@@ -7,6 +7,9 @@
 //!   (client-go's `tools/leaderelection`).
 //! - [`record`]: an event recorder that never blocks its caller and folds repeats into a count
 //!   (client-go's `tools/record`).
+//!
+//! Its whole public surface is these, plus [`client_as`] (a client that names its component in
+//! its User-Agent), [`hostname`] and [`Error`].
 
 pub mod leaderelection;
 pub mod record;

@@ -34,9 +34,14 @@
 //!   late.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
+//!
+//! ## Public surface
+//! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name, and
+//! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten).
+#![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 pub mod error;
-pub mod namespace;
+pub(crate) mod namespace;
 pub mod nodelifecycle;
 
 use std::future::Future;

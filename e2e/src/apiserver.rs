@@ -16,24 +16,41 @@ use crate::ports::{self, Port};
 use crate::background::Background;
 use crate::process::Process;
 
-/// The kubectl the tests speak to: pinned, never the version dispatcher in `/usr/bin`.
-pub const DEFAULT_KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.32";
+/// The kubectl minor versions the suites run, oldest first: every release a user may have.
+pub const KUBECTL_MINORS: [u32; 7] = [27, 28, 29, 30, 31, 32, 33];
+/// The one the other suites speak to.
+pub const DEFAULT_KUBECTL_MINOR: u32 = 32;
+/// Where `make test` puts every kubectl (scripts/fetch-kubectl.sh), unless `$KUBELAB_KUBECTL_DIR`.
+pub const KUBECTL_DIR: &str = "/var/cache/kubelab/kubectl";
+/// The Google Cloud SDK's pinned kubectls, used when the directory above lacks one.
+const SDK_KUBECTL_DIR: &str = "/usr/lib/google-cloud-sdk/bin";
 /// Hard limit for one kubectl run (kubectl's own `--request-timeout` is shorter).
 pub const KUBECTL_DEADLINE: Duration = Duration::from_secs(60);
 /// How long a freshly started API server gets to answer `/readyz` with 200.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// `$KUBECTL_BIN`, else [`DEFAULT_KUBECTL`]; an error (not a skip) if absent.
+/// `$KUBECTL_BIN`, else kubectl [`DEFAULT_KUBECTL_MINOR`]; an error (not a skip) if absent.
 pub fn kubectl_bin() -> anyhow::Result<PathBuf> {
-    let bin = std::env::var_os("KUBECTL_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_KUBECTL));
-    anyhow::ensure!(
-        bin.exists(),
-        "kubectl not found at {} (the google-cloud-sdk kubectl 1.32; or set KUBECTL_BIN)",
-        bin.display()
-    );
-    Ok(bin)
+    match std::env::var_os("KUBECTL_BIN") {
+        Some(bin) => {
+            let bin = PathBuf::from(bin);
+            anyhow::ensure!(bin.exists(), "KUBECTL_BIN={} does not exist", bin.display());
+            Ok(bin)
+        }
+        None => kubectl_for(DEFAULT_KUBECTL_MINOR),
+    }
+}
+
+/// kubectl 1.`minor`, never the version dispatcher in `/usr/bin`: `kubectl.1.<minor>` in
+/// `$KUBELAB_KUBECTL_DIR` (default [`KUBECTL_DIR`]), else the Google Cloud SDK's. An error, not a
+/// skip, when neither has it: the matrix runs every version or fails.
+pub fn kubectl_for(minor: u32) -> anyhow::Result<PathBuf> {
+    let dir = std::env::var_os("KUBELAB_KUBECTL_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(KUBECTL_DIR));
+    let name = format!("kubectl.1.{minor}");
+    [dir.join(&name), Path::new(SDK_KUBECTL_DIR).join(&name)]
+        .into_iter()
+        .find(|p| p.exists())
+        .ok_or_else(|| anyhow::anyhow!("kubectl 1.{minor} is in neither {} nor {SDK_KUBECTL_DIR}: run scripts/fetch-kubectl.sh (make deps does)", dir.display()))
 }
 
 /// How to start an [`ApiCluster`].
@@ -51,6 +68,8 @@ pub struct ApiOptions {
     pub controller_manager_args: Vec<String>,
     /// Appended to every store member's command line (kubelab's store only).
     pub store_args: Vec<String>,
+    /// The kubectl minor version [`ApiCluster::kubectl`] runs; None: [`kubectl_bin`].
+    pub kubectl_minor: Option<u32>,
 }
 
 impl Default for ApiOptions {
@@ -62,6 +81,7 @@ impl Default for ApiOptions {
             extra_args: Vec::new(),
             controller_manager_args: Vec::new(),
             store_args: Vec::new(),
+            kubectl_minor: None,
         }
     }
 }
@@ -100,7 +120,10 @@ impl ApiCluster {
     /// Starts the store, the API server (and the controller manager if asked), and waits
     /// until the API server is ready and has created the `default` namespace.
     pub async fn start(opts: ApiOptions) -> anyhow::Result<Self> {
-        let kubectl = kubectl_bin()?;
+        let kubectl = match opts.kubectl_minor {
+            Some(minor) => kubectl_for(minor)?,
+            None => kubectl_bin()?,
+        };
         let bin = crate::kubelab_bin()?;
         let members = match opts.flavor {
             Flavor::Kubelab => 1,

@@ -1,10 +1,13 @@
-//! Real kubectl 1.32 against `kubelab apiserver`: everything in docs/kubectl-wire.md that needs no
-//! node agent.
+//! Real kubectl against `kubelab apiserver`: everything in kubectl's wire contract that needs no
+//! node agent, with every kubectl a user may have, 1.27 to 1.33.
 //!
-//! Each scenario is an `async fn(Flavor)` run twice, by `<name>_kubelab` (a one-member kubelab
-//! store) and `<name>_etcd` (three real etcd 3.4 members): the API server must not care which
-//! store it runs on, and the etcd run checks the test itself. Each test starts its own cluster.
-//! A failure prints the kubectl command, its stdout and stderr, and the API server's log tail.
+//! Each scenario is an `async fn(Run)`. The default kubectl (1.32) runs every scenario twice,
+//! as `kubectl_1_32::<scenario>::kubelab` (a one-member kubelab store) and `…::etcd` (three real
+//! etcd 3.4 members): the API server must not care which store it runs on, and the etcd run
+//! checks the test itself. Every other version runs the same scenarios, unchanged, on the kubelab
+//! store: `kubectl_1_27::<scenario>::kubelab` … `kubectl_1_33::…`. Each test starts its own
+//! cluster. A failure prints the kubectl command, its stdout and stderr, and the API server's log
+//! tail. The kubectls come from scripts/fetch-kubectl.sh (`make deps`); a missing one fails.
 
 use std::time::{Duration, Instant};
 
@@ -13,22 +16,49 @@ use e2e::apiserver::{ApiCluster, ApiOptions};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-/// Runs each scenario against both stores, as `apiserver::<scenario>::{kubelab,etcd}` (so that
-/// `cargo nextest run -p e2e -E 'test(/apiserver/)'` selects them).
-macro_rules! both_stores {
+/// One run of a scenario: which store, which kubectl.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    flavor: Flavor,
+    kubectl: u32,
+}
+
+impl Run {
+    fn options(self) -> ApiOptions {
+        ApiOptions { kubectl_minor: Some(self.kubectl), ..ApiOptions::for_flavor(self.flavor) }
+    }
+}
+
+/// The scenarios, as `kubectl_1_<minor>::<scenario>::<store>` (so that
+/// `cargo nextest run -p e2e -E 'test(/kubectl_1_29::/)'` runs one version).
+macro_rules! matrix {
     ($($name:ident),* $(,)?) => {
-        mod apiserver { $(
+        mod kubectl_1_32 { $(
             mod $name {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn kubelab() { super::super::$name(e2e::Flavor::Kubelab).await }
+                async fn kubelab() { super::super::$name(super::super::Run { flavor: e2e::Flavor::Kubelab, kubectl: 32 }).await }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn etcd() { super::super::$name(e2e::Flavor::Etcd).await }
+                async fn etcd() { super::super::$name(super::super::Run { flavor: e2e::Flavor::Etcd, kubectl: 32 }).await }
+            }
+        )* }
+        matrix!(@kubelab_only kubectl_1_27 27; $($name),*);
+        matrix!(@kubelab_only kubectl_1_28 28; $($name),*);
+        matrix!(@kubelab_only kubectl_1_29 29; $($name),*);
+        matrix!(@kubelab_only kubectl_1_30 30; $($name),*);
+        matrix!(@kubelab_only kubectl_1_31 31; $($name),*);
+        matrix!(@kubelab_only kubectl_1_33 33; $($name),*);
+    };
+    (@kubelab_only $module:ident $minor:literal; $($name:ident),*) => {
+        mod $module { $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn kubelab() { super::super::$name(super::super::Run { flavor: e2e::Flavor::Kubelab, kubectl: $minor }).await }
             }
         )* }
     };
 }
 
-both_stores!(
+matrix!(
     version_and_api_resources,
     get_outputs_and_selectors,
     get_watch_prints_changes,
@@ -50,8 +80,8 @@ both_stores!(
     survives_store_outage,
 );
 
-async fn start(flavor: Flavor) -> ApiCluster {
-    start_with(ApiOptions::for_flavor(flavor)).await
+async fn start(run: Run) -> ApiCluster {
+    start_with(run.options()).await
 }
 
 async fn start_with(opts: ApiOptions) -> ApiCluster {
@@ -149,10 +179,10 @@ async fn bind(c: &ApiCluster, ns: &str, pod: &str, node: &str) -> (u16, String) 
 
 // ---------------------------------------------------------------------------------------------
 
-async fn version_and_api_resources(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn version_and_api_resources(run: Run) {
+    let c = start(run).await;
     let out = c.kubectl_ok(&["version"]);
-    assert_contains(&c, "kubectl version", &out, "Client Version: v1.32");
+    assert_contains(&c, "kubectl version", &out, &format!("Client Version: v1.{}.", run.kubectl));
     assert_contains(&c, "kubectl version", &out, "Server Version: v1.32");
     let v = parse_json(
         &c,
@@ -192,8 +222,8 @@ async fn version_and_api_resources(flavor: Flavor) {
     assert_contains(&c, "GET /apis", &body, "policy");
 }
 
-async fn get_outputs_and_selectors(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn get_outputs_and_selectors(run: Run) {
+    let c = start(run).await;
     create(
         &c,
         "web.yaml",
@@ -325,8 +355,8 @@ async fn get_outputs_and_selectors(flavor: Flavor) {
     );
 }
 
-async fn get_watch_prints_changes(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn get_watch_prints_changes(run: Run) {
+    let c = start(run).await;
     create(&c, "first.yaml", &pod_yaml("first", &[]));
     let mut w = c.kubectl_spawn(&["get", "pods", "-w"]);
     let deadline = Duration::from_secs(20);
@@ -370,8 +400,8 @@ async fn get_watch_prints_changes(flavor: Flavor) {
     assert_eq!(headers, 1, "one header expected: {lines:#?}");
 }
 
-async fn describe_pod_and_node(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn describe_pod_and_node(run: Run) {
+    let c = start(run).await;
     create(&c, "web.yaml", &pod_yaml("web", &[("app", "web")]));
     create(&c, "node.yaml", NODE_YAML);
     let out = c.kubectl_ok(&["describe", "pod", "web"]);
@@ -452,8 +482,8 @@ async fn describe_pod_and_node(flavor: Flavor) {
     );
 }
 
-async fn create_and_generators(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn create_and_generators(run: Run) {
+    let c = start(run).await;
     let out = create(&c, "web.yaml", &pod_yaml("web", &[]));
     assert_contains(&c, "create -f", &out, "pod/web created");
     let p = c.work_dir().join("web.yaml");
@@ -542,8 +572,8 @@ async fn create_and_generators(flavor: Flavor) {
     );
 }
 
-async fn apply_client_side_and_server_side(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn apply_client_side_and_server_side(run: Run) {
+    let c = start(run).await;
     let v1 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  labels:\n    stage: one\ndata:\n  color: blue\n  keep: \"yes\"\n";
     let p = c.write_file("app.yaml", v1);
     let f = p.to_str().expect("utf-8").to_string();
@@ -666,8 +696,8 @@ async fn apply_client_side_and_server_side(flavor: Flavor) {
     assert_eq!(cm["data"]["a"], "9", "{cm}");
 }
 
-async fn label_annotate_replace_edit(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn label_annotate_replace_edit(run: Run) {
+    let c = start(run).await;
     create(&c, "web.yaml", &pod_yaml("web", &[("app", "web")]));
     assert_contains(
         &c,
@@ -756,8 +786,8 @@ async fn label_annotate_replace_edit(flavor: Flavor) {
     }
 }
 
-async fn patch_types(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn patch_types(run: Run) {
+    let c = start(run).await;
     let two = pod_yaml("web", &[("app", "web")]).replace(
         "    command: [\"sleep\", \"3600\"]\n",
         "    command: [\"sleep\", \"3600\"]\n    env:\n    - name: A\n      value: \"1\"\n  - name: side\n    image: busybox:1.36\n",
@@ -839,8 +869,8 @@ fn set_executable(p: &std::path::Path) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
-async fn delete_pods_and_wait(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn delete_pods_and_wait(run: Run) {
+    let c = start(run).await;
     create(&c, "node.yaml", NODE_YAML);
     create(&c, "bound.yaml", &pod_yaml("bound", &[]));
     create(&c, "loose.yaml", &pod_yaml("loose", &[]));
@@ -893,10 +923,10 @@ async fn delete_pods_and_wait(flavor: Flavor) {
     c.kubectl_ok(&["wait", "--for=delete", "pod/bound", "--timeout=5s"]);
 }
 
-async fn namespace_deletion_removes_contents(flavor: Flavor) {
+async fn namespace_deletion_removes_contents(run: Run) {
     let c = start_with(ApiOptions {
         controller_manager: true,
-        ..ApiOptions::for_flavor(flavor)
+        ..run.options()
     })
     .await;
     c.kubectl_ok(&["create", "namespace", "doomed"]);
@@ -950,8 +980,8 @@ async fn namespace_deletion_removes_contents(flavor: Flavor) {
     c.kubectl_ok(&["create", "namespace", "doomed"]);
 }
 
-async fn system_namespaces_cannot_be_deleted(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn system_namespaces_cannot_be_deleted(run: Run) {
+    let c = start(run).await;
     // The system namespaces are immortal (kube-apiserver's NamespaceLifecycle admission).
     for ns in ["default", "kube-system", "kube-public"] {
         let err = c.kubectl_err(&["delete", "namespace", ns, "--wait=false"], "Forbidden");
@@ -964,8 +994,8 @@ async fn system_namespaces_cannot_be_deleted(flavor: Flavor) {
     }
 }
 
-async fn cordon_and_uncordon(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn cordon_and_uncordon(run: Run) {
+    let c = start(run).await;
     create(&c, "node.yaml", NODE_YAML);
     assert_contains(
         &c,
@@ -995,8 +1025,8 @@ async fn cordon_and_uncordon(flavor: Flavor) {
     );
 }
 
-async fn drain_evicts_pods(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn drain_evicts_pods(run: Run) {
+    let c = start(run).await;
     create(&c, "node.yaml", NODE_YAML);
     for name in ["a", "b"] {
         create(&c, &format!("{name}.yaml"), &pod_yaml(name, &[]));
@@ -1041,8 +1071,8 @@ async fn drain_evicts_pods(flavor: Flavor) {
     c.kubectl_err(&["get", "pod", "c"], "NotFound");
 }
 
-async fn wait_for_condition(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn wait_for_condition(run: Run) {
+    let c = start(run).await;
     create(&c, "web.yaml", &pod_yaml("web", &[]));
     let o = c.kubectl(&["wait", "--for=condition=Ready", "pod/web", "--timeout=2s"]);
     if o.success || !o.stderr.contains("timed out waiting") {
@@ -1084,8 +1114,8 @@ async fn wait_for_condition(flavor: Flavor) {
     ]);
 }
 
-async fn binding_through_http(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn binding_through_http(run: Run) {
+    let c = start(run).await;
     create(&c, "web.yaml", &pod_yaml("web", &[]));
     let (code, body) = bind(&c, "default", "web", "node-a").await;
     assert_eq!(code, 201, "first binding: {body}");
@@ -1146,10 +1176,10 @@ async fn expect_status(
     s
 }
 
-async fn request_errors(flavor: Flavor) {
+async fn request_errors(run: Run) {
     let c = start_with(ApiOptions {
         max_request_bytes: Some(64 * 1024),
-        ..ApiOptions::for_flavor(flavor)
+        ..run.options()
     })
     .await;
     let pods = "/api/v1/namespaces/default/pods";
@@ -1295,8 +1325,8 @@ async fn request_errors(flavor: Flavor) {
     assert_contains(&c, "get missing", &err, "pods \"nope\" not found");
 }
 
-async fn unknown_fields(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn unknown_fields(run: Run) {
+    let c = start(run).await;
     let pods = "/api/v1/namespaces/default/pods";
     // Unknown fields: a warning with --validate=warn (created), an error with --validate=strict.
     let unknown = pod_yaml("odd", &[]).replace("spec:\n", "spec:\n  bogusField: 1\n");
@@ -1355,8 +1385,8 @@ async fn unknown_fields(flavor: Flavor) {
     );
 }
 
-async fn logs_without_node_agent(flavor: Flavor) {
-    let c = start(flavor).await;
+async fn logs_without_node_agent(run: Run) {
+    let c = start(run).await;
     create(&c, "node.yaml", NODE_YAML);
     create(&c, "web.yaml", &pod_yaml("web", &[]));
     let (code, body) = bind(&c, "default", "web", "node-a").await;
@@ -1403,8 +1433,8 @@ async fn logs_without_node_agent(flavor: Flavor) {
     }
 }
 
-async fn survives_store_outage(flavor: Flavor) {
-    let mut c = start(flavor).await;
+async fn survives_store_outage(run: Run) {
+    let mut c = start(run).await;
     c.kubectl_ok(&["create", "configmap", "before", "--from-literal=k=v"]);
     c.stop_store();
 

@@ -180,6 +180,38 @@ async fn scheduler_places_reports_and_retries() {
     create_pod(&client, "after-malformed", json!({})).await;
     wait_bound(&c, &client, "after-malformed", BIND_TIMEOUT).await;
 
+    // Scheduling gates: a gated pod is left alone (no attempt, no event) while a node fits it;
+    // a gate can be removed, never added, and the pod is bound once the last one goes.
+    create_pod(&client, "gated", json!({"schedulingGates": [{"name": "example.com/quota"}, {"name": "example.com/arch"}]})).await;
+    let status = c.kubectl_ok(&["get", "pod", "gated", "--no-headers", "-o", "custom-columns=S:.status.conditions[0].reason"]);
+    assert_eq!(status.trim(), "SchedulingGated");
+    let unbound = || {
+        let client = client.clone();
+        async move {
+            match node_of(&client, "gated").await {
+                Some(n) => anyhow::bail!("the gated pod was bound to {n}"),
+                None => Ok(()),
+            }
+        }
+    };
+    e2e::hold_for("the gated pod stays unbound", Duration::from_secs(3), Duration::from_millis(200), unbound).await.unwrap_or_else(|e| c.fail(&e.to_string()));
+    assert!(events_for(&client, "gated").await.is_empty(), "a gated pod is never tried");
+    let port = c.scheduler_port(0);
+    e2e::poll_until("scheduler_pending_pods{queue=\"gated\"} 1", BIND_TIMEOUT, Duration::from_millis(200), || async move {
+        let m = reqwest_get(&format!("http://127.0.0.1:{port}/metrics")).await;
+        Ok(m.lines().any(|l| l == "scheduler_pending_pods{queue=\"gated\"} 1").then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| c.fail(&e.to_string()));
+    c.kubectl_err(
+        &["patch", "pod", "gated", "--type=json", "-p", r#"[{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": "x"}}]"#],
+        "only deletion is allowed, but found new scheduling gate 'x'",
+    );
+    c.kubectl_ok(&["patch", "pod", "gated", "--type=json", "-p", r#"[{"op": "remove", "path": "/spec/schedulingGates/0"}]"#]);
+    e2e::hold_for("one gate left: still unbound", Duration::from_secs(2), Duration::from_millis(200), unbound).await.unwrap_or_else(|e| c.fail(&e.to_string()));
+    c.kubectl_ok(&["patch", "pod", "gated", "--type=json", "-p", r#"[{"op": "remove", "path": "/spec/schedulingGates"}]"#]);
+    wait_bound(&c, &client, "gated", BIND_TIMEOUT).await;
+
     // Losing the API server pauses scheduling; it resumes when the API server returns.
     c.restart_apiserver().await.expect("restart the API server");
     create_pod(&client, "after-restart", json!({})).await;

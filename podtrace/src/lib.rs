@@ -12,6 +12,11 @@
 //! belongs to the same pod — so the code that does the work is not interleaved with bookkeeping.
 //! [`layer`] turns closed spans into [`Step`]s; [`Recorder::record`] takes steps that are not
 //! spans (a watch event sent, a revision applied).
+//!
+//! Public surface: [`layer`], [`recorder`] and [`Recorder`], [`Step`], [`set_enabled`] /
+//! [`enabled`], the span field names ([`KEY_FIELD`], [`ERROR_FIELD`], [`STEP_FIELD`]) and ring
+//! sizes, [`component_of`] and [`is_cri`]; [`render`] (the table, mermaid and JSON forms of
+//! `kubelab trace`) and [`otel`] (export to an OTLP endpoint and the trace-context annotation).
 
 pub mod otel;
 pub mod render;

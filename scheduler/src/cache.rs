@@ -265,10 +265,6 @@ impl Cache {
         expired.into_iter().map(|(uid, _)| uid).collect()
     }
 
-    pub fn node_count(&self) -> usize {
-        self.nodes.values().filter(|n| n.present).count()
-    }
-
     /// Brings `snap` up to date: replaces only the nodes changed since its last update, and
     /// rebuilds it when nodes came or went (or when it is some other snapshot than last time).
     pub fn update_snapshot(&mut self, snap: &mut Snapshot) {

@@ -4,7 +4,8 @@
 //! kube-scheduler's pkg/scheduler:
 //!
 //! - [`scheduling_queue`]: activeQ (priority, then age), backoffQ (1 s doubling to 10 s per pod) and
-//!   the unschedulable pods, moved back when a cluster event could make them fit.
+//!   the unschedulable pods, moved back when a cluster event could make them fit; pods a PreEnqueue
+//!   plugin gates (scheduling gates) wait outside them until an update of their own frees them.
 //! - [`cache`]: nodes and the pods on them, including *assumed* pods (decided but not yet seen
 //!   bound), and the per-cycle [`cache::Snapshot`].
 //! - [`framework`]: the extension points and the runtime that runs the plugins.
@@ -21,16 +22,26 @@
 //!   ephemeral-storage and pods).
 //! - PodTopologySpread has no cluster-level default constraints (kubelab has no Services or
 //!   ReplicaSets for them to select by).
+//!
+//! ## Public surface
+//! - [`run`] and [`Options`] (`kubelab scheduler`, `kubelab up`), [`Profile`] and [`config`] (the
+//!   configuration file).
+//! - [`framework`] and [`plugins`]: the node agent admits pods with the same Filter plugins
+//!   (NodeName, NodePorts, NodeAffinity, TaintToleration, resources), as kubelet's
+//!   lifecycle/predicate.go imports kube-scheduler's.
+//! - Everything else (queue, cache, the scheduling and binding cycles, event handlers, metrics)
+//!   is the crate's own.
+#![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 pub mod config;
 pub mod framework;
 pub mod plugins;
-pub mod cache;
-pub mod eventhandlers;
-pub mod metrics;
-pub mod schedule_one;
-pub mod scheduler;
-pub mod scheduling_queue;
+pub(crate) mod cache;
+pub(crate) mod eventhandlers;
+pub(crate) mod metrics;
+pub(crate) mod schedule_one;
+pub(crate) mod scheduler;
+pub(crate) mod scheduling_queue;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

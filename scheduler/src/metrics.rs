@@ -16,7 +16,7 @@ pub struct Metrics {
     pub e2e_scheduling_duration: HistogramVec,
     /// scheduler_pod_scheduling_duration_seconds{attempts}: from first enqueue to bound.
     pub pod_scheduling_duration: HistogramVec,
-    /// scheduler_pending_pods{queue="active|backoff|unschedulable"}.
+    /// scheduler_pending_pods{queue="active|backoff|unschedulable|gated"}.
     pub pending_pods: IntGaugeVec,
 }
 
@@ -58,6 +58,7 @@ impl Metrics {
         self.pending_pods.with_label_values(&["active"]).set(p.active as i64);
         self.pending_pods.with_label_values(&["backoff"]).set(p.backoff as i64);
         self.pending_pods.with_label_values(&["unschedulable"]).set(p.unschedulable as i64);
+        self.pending_pods.with_label_values(&["gated"]).set(p.gated as i64);
     }
 
     pub fn render(&self) -> String {

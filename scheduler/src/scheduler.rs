@@ -37,10 +37,11 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(framework: Framework, client: kube::Client, metrics: Arc<Metrics>) -> Arc<Scheduler> {
         let recorder = EventRecorder::new(client.clone(), &framework.scheduler_name, None);
+        let queue = SchedulingQueue::with_pre_enqueue(framework.pre_enqueue_plugins());
         Arc::new(Scheduler {
             framework: Arc::new(framework),
             cache: Arc::new(Mutex::new(Cache::new())),
-            queue: Arc::new(SchedulingQueue::new()),
+            queue: Arc::new(queue),
             metrics,
             client,
             recorder,

@@ -4,6 +4,10 @@
 //! - **activeQ**: pods ready to be tried, highest `spec.priority` first, then oldest first.
 //! - **backoffQ**: pods that failed and wait out their backoff — 1 s after the first failed attempt,
 //!   doubling per attempt up to 10 s — before going back to activeQ.
+//! - **gated pods**: pods a PreEnqueue plugin keeps out of activeQ (SchedulingGates: the pod still
+//!   has `spec.schedulingGates`). Every way into activeQ runs those plugins first; a gated pod
+//!   never starts a cycle, takes no attempt and no backoff, and leaves only through an update of
+//!   its own that the plugins let pass (kube-scheduler's `Gated` pods).
 //! - **unschedulable pods**: pods no node fits. They leave only when a cluster event one of the
 //!   plugins that rejected them registered for happens (a node added or changed, a pod deleted…),
 //!   or after five minutes by the periodic flush, the safety net for events the scheduler missed.
@@ -20,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::framework::PodInfo;
+use crate::framework::{PodInfo, PreEnqueuePlugin};
 
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -67,6 +71,7 @@ enum Where {
     Active(ActiveKey),
     Backoff(BackoffKey),
     Unschedulable,
+    Gated,
 }
 
 #[derive(Default)]
@@ -76,6 +81,10 @@ struct Inner {
     pods: HashMap<String, (QueuedPodInfo, Where)>,
     /// The uids of `pods` that are unschedulable, so that events need not scan every pending pod.
     unschedulable: HashSet<String>,
+    /// The uids of `pods` that a PreEnqueue plugin rejected.
+    gated: HashSet<String>,
+    /// The profile's PreEnqueue plugins, run before a pod enters activeQ.
+    pre_enqueue: Vec<Arc<dyn PreEnqueuePlugin>>,
     /// Pods popped and not yet done with (uid → the pod), for updates that arrive meanwhile.
     in_flight: HashMap<String, Arc<PodInfo>>,
     seq: u64,
@@ -90,6 +99,7 @@ pub struct Pending {
     pub active: usize,
     pub backoff: usize,
     pub unschedulable: usize,
+    pub gated: usize,
 }
 
 #[derive(Default)]
@@ -111,6 +121,9 @@ impl Inner {
             Where::Unschedulable => {
                 self.unschedulable.remove(uid);
             }
+            Where::Gated => {
+                self.gated.remove(uid);
+            }
         }
         Some(qp)
     }
@@ -121,7 +134,15 @@ impl Inner {
         self.pods.insert(uid, (qp, Where::Unschedulable));
     }
 
+    /// Into activeQ, unless a PreEnqueue plugin rejects the pod: then among the gated pods.
     fn push_active(&mut self, qp: QueuedPodInfo) {
+        if let Some(s) = self.pre_enqueue.iter().map(|p| p.pre_enqueue(&qp.pod).with_plugin(p.name())).find(|s| !s.is_success()) {
+            tracing::debug!(target: "scheduler::queue", pod = qp.pod.key(), pod_uid = qp.pod.uid(), plugin = s.plugin, reason = %s.message(), "gated");
+            let uid = qp.pod.uid().to_string();
+            self.gated.insert(uid.clone());
+            self.pods.insert(uid, (qp, Where::Gated));
+            return;
+        }
         self.seq += 1;
         let uid = qp.pod.uid().to_string();
         let key = (Reverse(qp.priority()), qp.timestamp, self.seq, uid.clone());
@@ -148,8 +169,17 @@ impl Inner {
 }
 
 impl SchedulingQueue {
+    /// A queue without PreEnqueue plugins (the queue's own tests).
+    #[cfg(test)]
     pub fn new() -> SchedulingQueue {
         SchedulingQueue::default()
+    }
+
+    /// A queue that runs `plugins` (a profile's PreEnqueue plugins) before a pod enters activeQ.
+    pub fn with_pre_enqueue(plugins: Vec<Arc<dyn PreEnqueuePlugin>>) -> SchedulingQueue {
+        let q = SchedulingQueue::default();
+        q.inner.lock().expect("queue lock").pre_enqueue = plugins;
+        q
     }
 
     /// A new pending pod (or one seen again after a relist) goes to activeQ.
@@ -350,7 +380,7 @@ impl SchedulingQueue {
 
     pub fn pending(&self) -> Pending {
         let q = self.inner.lock().expect("queue lock");
-        Pending { active: q.active.len(), backoff: q.backoff.len(), unschedulable: q.unschedulable.len() }
+        Pending { active: q.active.len(), backoff: q.backoff.len(), unschedulable: q.unschedulable.len(), gated: q.gated.len() }
     }
 
     /// Wakes `pop` with `None`.
@@ -388,6 +418,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_gated_pod_waits_outside_active_q_until_its_gates_are_removed() {
+        use crate::plugins::scheduling_gates::SchedulingGates;
+        let q = SchedulingQueue::with_pre_enqueue(vec![Arc::new(SchedulingGates)]);
+        let gated = |gates: serde_json::Value| Arc::new(pod("g", json!({"schedulingGates": gates})));
+        q.add(gated(json!([{"name": "a"}, {"name": "b"}])));
+        q.add(p("free", 0));
+        assert_eq!(pop_name(&q).await, "free");
+        assert_eq!(q.pending(), Pending { gated: 1, ..Pending::default() });
+        // Events and the periodic flush leave it where it is: only its own update can free it.
+        q.move_all_to_active_or_backoff(&[crate::plugins::scheduling_gates::NAME]);
+        tokio::time::advance(MAX_IN_UNSCHEDULABLE * 2).await;
+        q.flush(true);
+        q.update(gated(json!([{"name": "b"}])));
+        assert_eq!(q.pending(), Pending { gated: 1, ..Pending::default() });
+        q.update(gated(json!([])));
+        assert_eq!(q.pending(), Pending { active: 1, ..Pending::default() });
+        let qp = q.pop().await.unwrap();
+        assert_eq!((qp.pod.name(), qp.attempts), ("g", 1), "this is its first attempt: the wait took none");
+        q.delete("uid-g");
+        assert_eq!(q.pending(), Pending::default());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn backoff_doubles_to_ten_seconds() {
         let q = SchedulingQueue::new();
         q.add(p("a", 0));
@@ -400,10 +453,10 @@ mod tests {
             let wait = Duration::from_secs(expected.next().unwrap());
             tokio::time::advance(wait - Duration::from_millis(1)).await;
             q.flush(false);
-            assert_eq!(q.pending(), Pending { active: 0, backoff: 1, unschedulable: 0 }, "attempt {attempt}: still backing off");
+            assert_eq!(q.pending(), Pending { active: 0, backoff: 1, unschedulable: 0, gated: 0 }, "attempt {attempt}: still backing off");
             tokio::time::advance(Duration::from_millis(1)).await;
             q.flush(false);
-            assert_eq!(q.pending(), Pending { active: 1, backoff: 0, unschedulable: 0 }, "attempt {attempt}: backoff over");
+            assert_eq!(q.pending(), Pending { active: 1, backoff: 0, unschedulable: 0, gated: 0 }, "attempt {attempt}: backoff over");
         }
     }
 
@@ -421,7 +474,7 @@ mod tests {
         assert_eq!(q.pending().unschedulable, 1, "an event the rejecting plugin did not register leaves it");
 
         q.move_all_to_active_or_backoff(&["NodeResourcesFit", "NodeAffinity"]);
-        assert_eq!(q.pending(), Pending { active: 0, backoff: 1, unschedulable: 0 }, "moved, but still backing off");
+        assert_eq!(q.pending(), Pending { active: 0, backoff: 1, unschedulable: 0, gated: 0 }, "moved, but still backing off");
         tokio::time::advance(INITIAL_BACKOFF).await;
         q.flush(false);
         assert_eq!(pop_name(&q).await, "a");
@@ -436,7 +489,7 @@ mod tests {
         q.move_all_to_active_or_backoff(&["NodeResourcesFit"]); // a node was added mid-cycle
         qp.unschedulable_plugins.insert("NodeResourcesFit");
         q.add_unschedulable(qp, cycle, false);
-        assert_eq!(q.pending(), Pending { active: 0, backoff: 1, unschedulable: 0 });
+        assert_eq!(q.pending(), Pending { active: 0, backoff: 1, unschedulable: 0, gated: 0 });
     }
 
     #[tokio::test(start_paused = true)]

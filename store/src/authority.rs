@@ -83,10 +83,6 @@ impl<S> AuthorityFix<S> {
         AuthorityFix { inner, mode: Mode::Preface, input: BytesMut::new(), output: BytesMut::new(), passing: 0, eof: false }
     }
 
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
     /// Moves what can be decided from `input` to `output`. Returns false when more input is
     /// needed first.
     fn step(&mut self) -> bool {

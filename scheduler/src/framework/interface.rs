@@ -103,6 +103,12 @@ pub trait Plugin: Send + Sync {
     }
 }
 
+/// PreEnqueue: whether a pod may enter activeQ at all. A pod a plugin rejects here never starts a
+/// scheduling cycle: it waits in the queue's gated pods until an update of its own lets it pass.
+pub trait PreEnqueuePlugin: Plugin {
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status;
+}
+
 pub trait PreFilterPlugin: Plugin {
     /// Runs once per cycle before any Filter. Unschedulable here rejects the pod on every node;
     /// Skip turns this plugin's Filter off for the cycle.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::Profile;
 use crate::framework::{
-    BindPlugin, ClusterEvent, Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PostFilterPlugin, PreFilterPlugin,
+    BindPlugin, ClusterEvent, Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PostFilterPlugin, PreEnqueuePlugin, PreFilterPlugin,
     PreScorePlugin, ReservePlugin, ScorePlugin, Status,
 };
 use crate::plugins;
@@ -18,6 +18,7 @@ pub struct Framework {
     pub scheduler_name: String,
     pub percentage_of_nodes_to_score: u32,
     plugins: Vec<Arc<dyn Plugin>>,
+    pre_enqueue: Vec<Arc<dyn PreEnqueuePlugin>>,
     pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
     filter: Vec<Arc<dyn FilterPlugin>>,
     /// Always empty in kubelab (no preemption); see `PostFilterPlugin`.
@@ -35,6 +36,7 @@ impl Framework {
             scheduler_name: profile.scheduler_name.clone(),
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
             plugins: Vec::new(),
+            pre_enqueue: Vec::new(),
             pre_filter: Vec::new(),
             filter: Vec::new(),
             post_filter: Vec::new(),
@@ -46,6 +48,7 @@ impl Framework {
         for name in &profile.plugins {
             let set = plugins::build(name, &profile.args, client.clone()).ok_or_else(|| format!("unknown plugin {name:?}"))?;
             f.plugins.extend(set.plugin);
+            f.pre_enqueue.extend(set.pre_enqueue);
             f.pre_filter.extend(set.pre_filter);
             f.filter.extend(set.filter);
             f.reserve.extend(set.reserve);
@@ -66,6 +69,12 @@ impl Framework {
     /// The names of the plugins that registered `event` (see `Plugin::events_to_register`).
     pub fn plugins_interested_in(&self, event: ClusterEvent) -> Vec<&'static str> {
         self.plugins.iter().filter(|p| p.events_to_register().contains(&event)).map(|p| p.name()).collect()
+    }
+
+    /// The PreEnqueue plugins, for the scheduling queue (they run before a pod enters activeQ,
+    /// outside any cycle).
+    pub fn pre_enqueue_plugins(&self) -> Vec<Arc<dyn PreEnqueuePlugin>> {
+        self.pre_enqueue.clone()
     }
 
     pub fn has_score_plugins(&self) -> bool {

@@ -3,6 +3,7 @@
 //!
 //! | plugin | extension points |
 //! | --- | --- |
+//! | [`scheduling_gates`] | PreEnqueue |
 //! | [`node_unschedulable`] | Filter |
 //! | [`node_name`] | Filter |
 //! | [`node_resources_fit`] | Filter, Score |
@@ -24,17 +25,19 @@ pub mod node_resources_balanced_allocation;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
 pub mod pod_topology_spread;
+pub mod scheduling_gates;
 pub mod taint_toleration;
 
 use std::sync::Arc;
 
-use crate::framework::{BindPlugin, FilterPlugin, Plugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin};
+use crate::framework::{BindPlugin, FilterPlugin, Plugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin};
 use node_resources_fit::ScoringStrategy;
 
 /// One plugin, seen through each extension point it implements.
 #[derive(Clone, Default)]
 pub struct PluginSet {
     pub plugin: Option<Arc<dyn Plugin>>,
+    pub pre_enqueue: Option<Arc<dyn PreEnqueuePlugin>>,
     pub pre_filter: Option<Arc<dyn PreFilterPlugin>>,
     pub filter: Option<Arc<dyn FilterPlugin>>,
     pub pre_score: Option<Arc<dyn PreScorePlugin>>,
@@ -45,6 +48,7 @@ pub struct PluginSet {
 
 /// Every plugin name the registry knows, in the default profile's order.
 pub const ALL: &[&str] = &[
+    scheduling_gates::NAME,
     node_unschedulable::NAME,
     node_name::NAME,
     taint_toleration::NAME,
@@ -73,6 +77,7 @@ pub fn build(name: &str, args: &PluginArgs, client: Option<kube::Client>) -> Opt
         }};
     }
     Some(match name {
+        scheduling_gates::NAME => set!(scheduling_gates::SchedulingGates; pre_enqueue),
         node_unschedulable::NAME => set!(node_unschedulable::NodeUnschedulable; filter),
         node_name::NAME => set!(node_name::NodeName; filter),
         node_resources_fit::NAME => set!(node_resources_fit::Fit::new(args.scoring_strategy); filter, score),

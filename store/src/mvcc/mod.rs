@@ -3,5 +3,5 @@
 pub mod kvstore;
 pub mod lease;
 
-pub use kvstore::{KvStore, Record, Revision, WriteTxn, in_range, key_range};
+pub use kvstore::{KvStore, Record, Revision, WriteTxn, in_range};
 pub use lease::Lessor;

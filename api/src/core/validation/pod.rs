@@ -126,8 +126,27 @@ pub fn validate_pod_create(obj: &Value) -> Vec<FieldError> {
         for msg in is_dns1123_subdomain(node) {
             errs.push(FieldError::invalid("spec.nodeName", &json!(node), &msg));
         }
+        if !scheduling_gates(obj).is_empty() {
+            errs.push(FieldError::forbidden("spec.nodeName", "cannot be set until all schedulingGates have been removed"));
+        }
+    }
+    let mut gates: Vec<&str> = Vec::new();
+    for (i, g) in scheduling_gates(obj).into_iter().enumerate() {
+        let field = format!("spec.schedulingGates[{i}].name");
+        for msg in apimachinery::validation::is_qualified_name(g) {
+            errs.push(FieldError::invalid(&field, &json!(g), &msg));
+        }
+        if gates.contains(&g) {
+            errs.push(FieldError::duplicate(&field, &json!(g)));
+        }
+        gates.push(g);
     }
     errs
+}
+
+/// The names in `spec.schedulingGates`, in order.
+fn scheduling_gates(pod: &Value) -> Vec<&str> {
+    pod.pointer("/spec/schedulingGates").and_then(Value::as_array).into_iter().flatten().map(|g| g.get("name").and_then(Value::as_str).unwrap_or("")).collect()
 }
 
 /// The spec a pod update may produce from `old`: only the mutable fields taken from `new`.
@@ -154,6 +173,15 @@ fn with_mutable_fields(old: &Value, new: &Value) -> Value {
             }
         }
     }
+    // Scheduling gates may only be removed (a new one is refused in validate_pod_update).
+    match new.pointer("/spec/schedulingGates") {
+        Some(g) => spec["schedulingGates"] = g.clone(),
+        None => {
+            if let Some(m) = spec.as_object_mut() {
+                m.remove("schedulingGates");
+            }
+        }
+    }
     // Tolerations may only grow.
     if let (Some(o), Some(n)) = (old.pointer("/spec/tolerations").and_then(Value::as_array), new.pointer("/spec/tolerations").and_then(Value::as_array))
         && o.iter().all(|t| n.contains(t))
@@ -174,6 +202,13 @@ pub fn validate_pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let allowed = with_mutable_fields(old, new);
     if new.get("spec") != Some(&allowed) {
         errs.push(FieldError::forbidden("spec", POD_UPDATE_FORBIDDEN));
+    }
+    // validateOnlyDeletedSchedulingGates: whoever holds a gate removes it; nobody adds one.
+    let before = scheduling_gates(old);
+    for (i, g) in scheduling_gates(new).into_iter().enumerate() {
+        if !before.contains(&g) {
+            errs.push(FieldError::forbidden(&format!("spec.schedulingGates[{i}].name"), &format!("only deletion is allowed, but found new scheduling gate '{g}'")));
+        }
     }
     for (i, ctr) in new.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten().enumerate() {
         if ctr.get("image").and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
@@ -226,5 +261,29 @@ mod tests {
         let c = validate_pod_update(&restart, &old);
         assert_eq!(c.len(), 1);
         assert!(c[0].message.contains("pod updates may not change fields"));
+    }
+
+    #[test]
+    fn scheduling_gates_may_only_be_removed() {
+        let mut old = pod();
+        old["spec"]["schedulingGates"] = json!([{"name": "example.com/a"}, {"name": "b"}]);
+        assert!(validate_pod_create(&old).is_empty());
+        let mut fewer = old.clone();
+        fewer["spec"]["schedulingGates"] = json!([{"name": "b"}]);
+        assert!(validate_pod_update(&fewer, &old).is_empty());
+        let mut none = old.clone();
+        none["spec"].as_object_mut().unwrap().remove("schedulingGates");
+        assert!(validate_pod_update(&none, &old).is_empty());
+        let mut more = old.clone();
+        more["spec"]["schedulingGates"] = json!([{"name": "b"}, {"name": "x"}]);
+        let errs = validate_pod_update(&more, &old);
+        assert_eq!(errs.iter().map(|e| (e.field.as_str(), e.message.as_str())).collect::<Vec<_>>(), [("spec.schedulingGates[1].name", "Forbidden: only deletion is allowed, but found new scheduling gate 'x'")]);
+        // Gates and a node at once, or a gate twice, are refused on create.
+        let mut bound = old.clone();
+        bound["spec"]["nodeName"] = json!("node1");
+        assert!(validate_pod_create(&bound).iter().any(|e| e.field == "spec.nodeName" && e.message.contains("cannot be set until all schedulingGates have been removed")));
+        let mut twice = pod();
+        twice["spec"]["schedulingGates"] = json!([{"name": "a"}, {"name": "a"}]);
+        assert!(validate_pod_create(&twice).iter().any(|e| e.field == "spec.schedulingGates[1].name"));
     }
 }

@@ -220,13 +220,13 @@ impl NodeagentArgs {
         o.image_dir = self.image_dir;
         o.cgroup_root = self.cgroup_root;
         o.host_gw = self.host_gw;
-        o.image_gc = nodeagent::images::image_gc_manager::ImageGcPolicy {
+        o.image_gc = nodeagent::images::ImageGcPolicy {
             high_threshold_percent: self.image_gc_high_threshold,
             low_threshold_percent: self.image_gc_low_threshold,
             min_age: self.minimum_image_ttl_duration,
         };
         o.eviction = nodeagent::eviction::Config {
-            thresholds: nodeagent::eviction::helpers::parse_threshold_config(&self.eviction_hard)
+            thresholds: nodeagent::eviction::parse_threshold_config(&self.eviction_hard)
                 .map_err(|e| anyhow::anyhow!("--eviction-hard: {e}"))?,
             pressure_transition_period: self.eviction_pressure_transition_period,
             monitoring_interval: self.housekeeping_interval,

@@ -470,7 +470,7 @@ async fn start(
     // its images come from tarballs with no registry to pull them again, so neither disk pressure
     // nor image GC may take pods or images away. Memory pressure still evicts.
     opts.image_gc.high_threshold_percent = 100;
-    opts.eviction.thresholds = nodeagent::eviction::helpers::parse_threshold_config(UP_EVICTION_HARD).map_err(|e| anyhow::anyhow!(e))?;
+    opts.eviction.thresholds = nodeagent::eviction::parse_threshold_config(UP_EVICTION_HARD).map_err(|e| anyhow::anyhow!(e))?;
     let agent = s.agent.insert(spawn_actix("nodeagent", nodeagent::system, move || async move { nodeagent::run(opts, agent_rx).await.map_err(Into::into) }));
 
     let nodes: kube::Api<Node> = kube::Api::all(kube.clone());

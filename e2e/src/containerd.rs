@@ -256,7 +256,7 @@ impl Containerd {
             tar.display(),
             out.status
         );
-        let names = nodeagent::images::image_import::parse_imported(&stdout);
+        let names = nodeagent::images::parse_imported(&stdout);
         anyhow::ensure!(
             !names.is_empty(),
             "ctr images import {} imported nothing (stdout {stdout:?}, stderr {stderr:?})",

@@ -28,14 +28,65 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A pod or manifest that cannot be run as written (bad YAML, a missing field, …).
+    /// Input that cannot be used as it is (a path or mount option with a NUL byte, a static pod
+    /// without its config hash), where no caller needs to tell one case from another.
     #[error("{0}")]
     Invalid(String),
     /// Something the pod needs is not there yet (a configMap, a secret, an image): retried.
     #[error("{0}")]
     NotReady(String),
+    /// A volume as the pod spec writes it cannot be set up: a type or medium kubelab does not
+    /// support, a field missing or out of range (an item's path or mode, `sizeLimit`), a key or
+    /// field it names that is not there, a configMap or secret a static pod cannot read. Retried
+    /// with every sync, as kubelet retries SetUp: the pod may be changed.
+    #[error("{0}")]
+    VolumeSpec(String),
+    /// A pod UID that cannot name a directory or a cgroup (empty, `.`, `..`, or with a `/`):
+    /// nothing of the pod is created or removed on the host.
+    #[error("{0}")]
+    UnusableUid(String),
+    /// A probe as the container spec writes it cannot be run (no handler, a gRPC probe, an exec
+    /// probe without a command, a port the container does not name or out of range): the probe
+    /// errors, as kubelet's does, and its result stays unknown.
+    #[error("{0}")]
+    ProbeSpec(String),
+    /// The HTTP client the probes use could not be built (TLS set-up).
+    #[error("building the HTTP probe client: {0}")]
+    ProbeClient(#[source] reqwest::Error),
+    /// A flag the node agent cannot start with (`--pod-cidr`, `--image-gc-*`,
+    /// `--housekeeping-interval`); the message names the flag.
+    #[error("{0}")]
+    InvalidFlag(String),
+    /// A host the node agent does not run on (no cgroup v1 hierarchy mounted).
+    #[error("{0}")]
+    UnsupportedHost(String),
+    /// The container runtime did not answer within the start-up wait.
+    #[error(
+        "the container runtime at {endpoint} is not answering ({source}); is containerd running with its CRI plugin, and is --container-runtime-endpoint right?"
+    )]
+    RuntimeUnavailable {
+        endpoint: String,
+        #[source]
+        source: Box<Error>,
+    },
+    /// A command the agent runs (`ip route …`) exited with a failure.
+    #[error("{command}: {status} {stderr}")]
+    Command { command: String, status: std::process::ExitStatus, stderr: String },
+    /// A filesystem whose size could not be read (`statvfs` failed).
+    #[error("could not measure the {what} at {}", path.display())]
+    Measure { what: &'static str, path: PathBuf },
+    /// Blocking work moved off the executor (`spawn_blocking`) panicked or was cancelled.
+    #[error("{0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// A log request's options are out of range (the `pods/log` query; a 400 for the caller).
+    #[error("{0}")]
+    LogOptions(String),
+    /// A line of a CRI log file that is not `<time> <stream> <tag> <message>`.
+    #[error("CRI log line: {what}: {line:?}")]
+    LogLine { what: &'static str, line: String },
     /// A volume of a pod could not be set up. The message is the one kubelet's FailedMount event
-    /// carries, so the caller can use it as is; `source` keeps the class (NotReady, Invalid, Io).
+    /// carries, so the caller can use it as is; `source` keeps the class (NotReady, VolumeSpec,
+    /// Io, …).
     #[error("MountVolume.SetUp failed for volume \"{volume}\" : {source}")]
     Volume {
         volume: String,
@@ -47,11 +98,11 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io { path: path.into(), source }
     }
 
-    pub fn cri(op: &'static str, source: tonic::Status) -> Error {
+    pub(crate) fn cri(op: &'static str, source: tonic::Status) -> Error {
         Error::Cri { op, source }
     }
 

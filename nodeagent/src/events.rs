@@ -4,50 +4,46 @@
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 
-pub const NORMAL: &str = "Normal";
-pub const WARNING: &str = "Warning";
+pub(crate) const NORMAL: &str = "Normal";
+pub(crate) const WARNING: &str = "Warning";
 
 // Container events.
-pub const CREATED_CONTAINER: &str = "Created";
-pub const STARTED_CONTAINER: &str = "Started";
-pub const FAILED_TO_CREATE_CONTAINER: &str = "Failed";
-pub const FAILED_TO_START_CONTAINER: &str = "Failed";
-pub const KILLING_CONTAINER: &str = "Killing";
-pub const BACK_OFF_START_CONTAINER: &str = "BackOff";
-pub const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
-pub const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
+pub(crate) const CREATED_CONTAINER: &str = "Created";
+pub(crate) const STARTED_CONTAINER: &str = "Started";
+pub(crate) const FAILED_TO_CREATE_CONTAINER: &str = "Failed";
+pub(crate) const FAILED_TO_START_CONTAINER: &str = "Failed";
+pub(crate) const KILLING_CONTAINER: &str = "Killing";
+pub(crate) const BACK_OFF_START_CONTAINER: &str = "BackOff";
+pub(crate) const FAILED_POST_START_HOOK: &str = "FailedPostStartHook";
+pub(crate) const FAILED_PRE_STOP_HOOK: &str = "FailedPreStopHook";
 // Image events.
-pub const PULLING_IMAGE: &str = "Pulling";
-pub const PULLED_IMAGE: &str = "Pulled";
-pub const FAILED_TO_PULL_IMAGE: &str = "Failed";
-pub const BACK_OFF_PULL_IMAGE: &str = "BackOff";
-pub const ERR_IMAGE_NEVER_PULL_POLICY: &str = "ErrImageNeverPull";
+pub(crate) const PULLING_IMAGE: &str = "Pulling";
+pub(crate) const PULLED_IMAGE: &str = "Pulled";
+pub(crate) const FAILED_TO_PULL_IMAGE: &str = "Failed";
+pub(crate) const BACK_OFF_PULL_IMAGE: &str = "BackOff";
+pub(crate) const ERR_IMAGE_NEVER_PULL_POLICY: &str = "ErrImageNeverPull";
 // Pod events.
-pub const FAILED_MOUNT_VOLUME: &str = "FailedMount";
-pub const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
-pub const SANDBOX_CHANGED: &str = "SandboxChanged";
-pub const FAILED_SYNC: &str = "FailedSync";
-pub const NETWORK_NOT_READY: &str = "NetworkNotReady";
+pub(crate) const FAILED_MOUNT_VOLUME: &str = "FailedMount";
+pub(crate) const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
+pub(crate) const SANDBOX_CHANGED: &str = "SandboxChanged";
+pub(crate) const FAILED_SYNC: &str = "FailedSync";
 // Probe events.
-pub const CONTAINER_UNHEALTHY: &str = "Unhealthy";
-pub const CONTAINER_PROBE_WARNING: &str = "ProbeWarning";
-// Node events.
-pub const STARTING_KUBELET: &str = "Starting";
-pub const NODE_READY: &str = "NodeReady";
+pub(crate) const CONTAINER_UNHEALTHY: &str = "Unhealthy";
+pub(crate) const CONTAINER_PROBE_WARNING: &str = "ProbeWarning";
 
 /// Events about pods and the node, with a log line for each (also when there is no API server).
 #[derive(Clone, Default)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     inner: Option<client::record::EventRecorder>,
 }
 
 impl Recorder {
-    pub fn new(inner: Option<client::record::EventRecorder>) -> Recorder {
+    pub(crate) fn new(inner: Option<client::record::EventRecorder>) -> Recorder {
         Recorder { inner }
     }
 
     /// An event on a pod; for a container, `field_path` is `spec.containers{name}`.
-    pub fn pod_event(&self, pod: &Pod, field_path: Option<String>, type_: &'static str, reason: &str, message: impl Into<String>) {
+    pub(crate) fn pod_event(&self, pod: &Pod, field_path: Option<String>, type_: &'static str, reason: &str, message: impl Into<String>) {
         let message = message.into();
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
@@ -63,7 +59,7 @@ impl Recorder {
         }
     }
 
-    pub fn object_event(&self, object: ObjectReference, type_: &'static str, reason: &str, message: impl Into<String>) {
+    pub(crate) fn object_event(&self, object: ObjectReference, type_: &'static str, reason: &str, message: impl Into<String>) {
         let message = message.into();
         tracing::info!(target: "kubelet::events", kind = object.kind.as_deref().unwrap_or_default(), name = object.name.as_deref().unwrap_or_default(), reason, %message, "event");
         if let Some(r) = &self.inner {
@@ -73,7 +69,7 @@ impl Recorder {
 }
 
 /// The field path Kubernetes gives a container's events (`spec.containers{app}`).
-pub fn container_field_path(pod: &Pod, container: &str) -> String {
+pub(crate) fn container_field_path(pod: &Pod, container: &str) -> String {
     let is_init = pod
         .spec
         .as_ref()

@@ -13,24 +13,24 @@ struct Entry {
 /// Delays per key. An entry that has not been touched for twice the maximum delay starts over
 /// (kubelet: a container that ran for 10 minutes is no longer in a crash loop).
 #[derive(Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     initial: Duration,
     max: Duration,
     entries: HashMap<String, Entry>,
 }
 
 impl Backoff {
-    pub fn new(initial: Duration, max: Duration) -> Backoff {
+    pub(crate) fn new(initial: Duration, max: Duration) -> Backoff {
         Backoff { initial, max, entries: HashMap::new() }
     }
 
     /// The current delay for `key` (zero when there is none).
-    pub fn get(&self, key: &str) -> Duration {
+    pub(crate) fn get(&self, key: &str) -> Duration {
         self.entries.get(key).map(|e| e.backoff).unwrap_or_default()
     }
 
     /// Record one more failure at `now`: the first gives `initial`, each next doubles up to `max`.
-    pub fn next(&mut self, key: &str, now: Instant) {
+    pub(crate) fn next(&mut self, key: &str, now: Instant) {
         let (initial, max) = (self.initial, self.max);
         match self.entries.get_mut(key) {
             Some(e) if now.duration_since(e.last_update) <= 2 * max => {
@@ -45,7 +45,7 @@ impl Backoff {
 
     /// Whether `key` is still backing off from a failure that happened at `event_time`, and for
     /// how much longer.
-    pub fn remaining(&self, key: &str, event_time: Instant, now: Instant) -> Option<Duration> {
+    pub(crate) fn remaining(&self, key: &str, event_time: Instant, now: Instant) -> Option<Duration> {
         let e = self.entries.get(key)?;
         if now.duration_since(e.last_update) > 2 * self.max {
             return None;
@@ -55,18 +55,18 @@ impl Backoff {
     }
 
     /// How much longer `key` backs off, counted from its last recorded failure.
-    pub fn remaining_since_last(&self, key: &str, now: Instant) -> Option<Duration> {
+    pub(crate) fn remaining_since_last(&self, key: &str, now: Instant) -> Option<Duration> {
         let e = self.entries.get(key)?;
         let until = e.last_update + e.backoff;
         (until > now).then(|| until - now)
     }
 
-    pub fn reset(&mut self, key: &str) {
+    pub(crate) fn reset(&mut self, key: &str) {
         self.entries.remove(key);
     }
 
     /// Forget entries idle for more than twice the maximum delay.
-    pub fn gc(&mut self, now: Instant) {
+    pub(crate) fn gc(&mut self, now: Instant) {
         let max = self.max;
         self.entries.retain(|_, e| now.duration_since(e.last_update) <= 2 * max);
     }

@@ -8,24 +8,34 @@
 //!    desired set of pods. Static pods are defaulted and validated by the `api` crate, as the API
 //!    server defaults and validates the others.
 //! 2. **Admission** ([`lifecycle::predicate`]): does the pod fit what is left of the node?
-//! 3. **Pod workers** ([`pod_workers`]): one actor per pod UID with a serial mailbox.
-//! 4. **SyncPod** ([`kuberuntime::kuberuntime_manager`]): `compute_pod_actions` decides, then eight
-//!    steps carry it out — pod cgroup ([`cm`]), data directory, volumes ([`volumemanager`]), pull
-//!    secrets, sandbox with CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init
-//!    containers in order, app containers in parallel
-//!    ([`kuberuntime::kuberuntime_container`]), then the status ([`status`]).
-//! 5. **PLEG** ([`pleg`]): relists the runtime every second and wakes the worker of any pod whose
+//! 3. **The sync loop** ([`kubelet::sync_loop`]): syncLoop hands every update, PLEG event,
+//!    probe change and eviction to the pod's worker, and runs housekeeping every 2 s
+//!    ([`kubelet::pods`]: orphaned pods, mirror pods, cgroups and directories). Which pods are
+//!    wanted is the pod manager's ([`pod::pod_manager`]).
+//! 4. **Pod workers** ([`pod_workers`]): one actor per pod UID with a serial mailbox. A worker
+//!    calls the Kubelet only through the [`pod_workers::PodSyncer`] trait (kubelet's
+//!    `podSyncer`): SyncPod, SyncTerminatingPod, SyncTerminatedPod.
+//! 5. **SyncPod** ([`kubelet`]): eight steps — pod cgroup ([`cm`]), data directory
+//!    ([`kubelet::getters`]), volumes ([`volumemanager`]), pull secrets, then the runtime manager
+//!    ([`kuberuntime::kuberuntime_manager`], where `compute_pod_actions` decides): sandbox with
+//!    CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init containers in order, app
+//!    containers in parallel ([`kuberuntime::kuberuntime_container`]); then the status
+//!    ([`status`]).
+//! 6. **PLEG** ([`pleg`]): relists the runtime every second and wakes the worker of any pod whose
 //!    containers changed.
-//! 6. **Status manager** ([`status`]): the source of truth for pod status, written to the API
+//! 7. **Status manager** ([`status`]): the source of truth for pod status, written to the API
 //!    server's `pods/status`.
-//! 7. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
-//! 8. **HTTP server** ([`server`]): container logs, `/healthz`, `/pods`, `/metrics`.
-//! 9. **Garbage collection and eviction**: dead containers and sandboxes every minute
-//!    ([`kuberuntime::kuberuntime_gc`]), unused images when the image filesystem fills
-//!    ([`images::image_gc_manager`]), and the eviction manager ([`eviction`]), which reports
-//!    memory/disk/PID pressure as node conditions, refuses pods under pressure, and evicts one
-//!    pod per interval when a hard threshold is met.
-//! 10. **Probes** ([`prober`]): one worker per container and probe; a changed result resyncs the
+//! 8. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
+//! 9. **HTTP server** ([`server`]): container logs, exec and attach, `/healthz`, `/pods`,
+//!    `/metrics`.
+//! 10. **Garbage collection and eviction**: dead containers and sandboxes every minute
+//!     ([`kuberuntime::kuberuntime_gc`]), unused images when the image filesystem fills
+//!     ([`images::image_gc_manager`]), and the eviction manager ([`eviction`]), which reports
+//!     memory/disk/PID pressure as node conditions, refuses pods under pressure, and evicts one
+//!     pod per interval when a hard threshold is met. It reads the node through the stats
+//!     provider ([`stats`], which the node status reads too) and acts through an active-pods
+//!     and a kill-pod function: it does not know the Kubelet.
+//! 11. **Probes** ([`prober`]): one worker per container and probe; a changed result resyncs the
 //!     pod, whose status takes `ready`/`started` from it and whose containers are killed when
 //!     their liveness or startup probe fails.
 //!
@@ -34,9 +44,28 @@
 //! [`api::core::v1::helper::qos`]), which the API server, the scheduler and the controllers
 //! share.
 //!
-//! The order of work at start ([`run`]): connect to the runtime, import images, write the CNI
-//! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources
-//! and the HTTP server, then run the sync loop ([`kubelet::sync_loop`]) until shutdown.
+//! The order of work at start ([`run()`]): connect to the runtime, import images, write the CNI
+//! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources,
+//! the Kubelet (built from one [`kubelet::Dependencies`]), the HTTP server, garbage collection
+//! and the eviction manager, then run the sync loop until shutdown.
+//!
+//! ## Public surface
+//! Everything else is `pub(crate)`. What other crates use:
+//! - [`run()`], its [`Options`] and [`system`] (the actix System it runs in): `kubelab
+//!   nodeagent` and `kubelab up`.
+//! - [`Error`] and [`Result`].
+//! - [`cri`]: [`cri::RemoteRuntime`] (the CRI client), [`cri::api`] (the CRI messages) and
+//!   [`cri::containerd_config`] (the containerd configuration the agent expects): `kubelab
+//!   containerd-config`, `kubelab up` and the end-to-end tests' private containerd.
+//! - [`images`]: [`images::ImageImporter`] and [`images::parse_imported`] (image tarballs into
+//!   containerd), [`images::ImageGcPolicy`] (`--image-gc-*`).
+//! - [`network::cni`]: [`network::cni::PodCidr`] and [`network::cni::write_conflist`].
+//! - [`eviction`]: [`eviction::Config`] with its [`eviction::Threshold`]s,
+//!   [`eviction::parse_threshold_config`] (`--eviction-hard`, failing with an
+//!   [`eviction::ThresholdError`]) and [`eviction::DEFAULT_EVICTION_HARD`].
+//!
+//! The fake CRI runtime (`cri::fake`) the unit tests drive the agent with is compiled for the
+//! unit tests only: nothing outside this crate uses it, and the binary does not contain it.
 //!
 //! ## Implementation caveats
 //! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
@@ -47,35 +76,39 @@
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
 
-pub mod cm;
-pub mod config;
-pub mod container;
+// Every item is `pub(crate)` unless it is on the public surface listed above.
+#![warn(unreachable_pub)]
+// The tour links the internal modules it walks through: read it with
+// `cargo doc -p nodeagent --document-private-items`.
+#![allow(rustdoc::private_intra_doc_links)]
+
+pub(crate) mod cm;
+pub(crate) mod config;
+pub(crate) mod container;
 pub mod cri;
-pub mod error;
-pub mod events;
+mod error;
+pub(crate) mod events;
 pub mod eviction;
-pub mod flowcontrol;
+pub(crate) mod flowcontrol;
 pub mod images;
-pub mod kubelet;
-pub mod kubelet_getters;
-pub mod kubelet_pods;
-pub mod kuberuntime;
-pub mod lifecycle;
-pub mod metrics;
+pub(crate) mod kubelet;
+pub(crate) mod kuberuntime;
+pub(crate) mod lifecycle;
+pub(crate) mod metrics;
 pub mod network;
-pub mod nodestatus;
-pub mod pleg;
-pub mod pod;
-pub mod pod_workers;
-pub mod prober;
-pub mod server;
-pub mod status;
-pub mod volumemanager;
+pub(crate) mod nodestatus;
+pub(crate) mod pleg;
+pub(crate) mod pod;
+pub(crate) mod pod_workers;
+pub(crate) mod prober;
+mod run;
+pub(crate) mod server;
+pub(crate) mod stats;
+pub(crate) mod status;
+pub(crate) mod volumemanager;
 
 #[cfg(test)]
-mod kubelet_test;
+mod testing;
 
 pub use error::{Error, Result};
 pub use run::{Options, run, system};
-
-mod run;

@@ -4,22 +4,22 @@ use std::sync::OnceLock;
 
 use prometheus::{Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
-pub struct Metrics {
-    pub registry: Registry,
+pub(crate) struct Metrics {
+    pub(crate) registry: Registry,
     /// From the pod's creation timestamp (or first sight) to all its containers running.
-    pub pod_start_duration: Histogram,
-    pub pleg_relist_duration: Histogram,
+    pub(crate) pod_start_duration: Histogram,
+    pub(crate) pleg_relist_duration: Histogram,
     /// PLEG events dropped because the event channel was full (the pod is synced on its next
     /// periodic resync instead).
-    pub pleg_discard_events: IntCounter,
-    pub running_pods: IntGauge,
-    pub running_containers: IntGauge,
+    pub(crate) pleg_discard_events: IntCounter,
+    pub(crate) running_pods: IntGauge,
+    pub(crate) running_containers: IntGauge,
     /// Every CRI call, by operation (kubelet_runtime_operations_duration_seconds).
-    pub runtime_operations_duration: HistogramVec,
-    pub runtime_operations_errors: IntCounterVec,
+    pub(crate) runtime_operations_duration: HistogramVec,
+    pub(crate) runtime_operations_errors: IntCounterVec,
 }
 
-pub fn metrics() -> &'static Metrics {
+pub(crate) fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(|| {
         let registry = Registry::new();
@@ -75,7 +75,7 @@ pub fn metrics() -> &'static Metrics {
 }
 
 /// The Prometheus text exposition of every metric above.
-pub fn render() -> String {
+pub(crate) fn render() -> String {
     let mut buf = Vec::new();
     let _ = prometheus::TextEncoder::new().encode(&metrics().registry.gather(), &mut buf);
     String::from_utf8(buf).unwrap_or_default()

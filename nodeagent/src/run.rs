@@ -16,8 +16,10 @@ use crate::config::PodConfig;
 use crate::cri::RemoteRuntime;
 use crate::error::{Error, Result};
 use crate::events::Recorder;
-use crate::kubelet::{Kubelet, KubeletDeps};
+use crate::images::image_gc_manager::{IMAGE_GC_PERIOD, ImageGcManager};
+use crate::kubelet::{Dependencies, Kubelet};
 use crate::kuberuntime::RuntimeManager;
+use crate::kuberuntime::kuberuntime_gc::{CONTAINER_GC_PERIOD, ContainerGc};
 use crate::network::cni;
 use crate::nodestatus::{NodeOptions, NodeReadiness};
 use crate::status::StatusManager;
@@ -82,7 +84,7 @@ impl Options {
             connection: None,
             node_name,
             runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
-            root_dir: "/var/lib/kubelab".into(),
+            root_dir: crate::kubelet::getters::DEFAULT_ROOT_DIR.into(),
             pod_logs_dir: "/var/log/pods".into(),
             pod_manifest_path: None,
             manifest_url: None,
@@ -107,9 +109,9 @@ impl Options {
 
     /// The checks on flags the kubelet makes at start, with messages naming the flags.
     pub fn validate(&self) -> Result<()> {
-        self.image_gc.validate().map_err(Error::Invalid)?;
+        self.image_gc.validate().map_err(Error::InvalidFlag)?;
         if self.eviction.monitoring_interval.is_zero() {
-            return Err(Error::Invalid("--housekeeping-interval must be more than zero".into()));
+            return Err(Error::InvalidFlag("--housekeeping-interval must be more than zero".into()));
         }
         Ok(())
     }
@@ -120,7 +122,7 @@ impl Options {
 /// resync period — so a burst of pods left dozens of threads alive, each holding its own
 /// allocator heap: most of the agent's memory at 100 pods. The work is short and ordered per
 /// pod anyway.
-pub const MAX_BLOCKING_THREADS: usize = 4;
+pub(crate) const MAX_BLOCKING_THREADS: usize = 4;
 
 /// The actix System the node agent runs in: one thread for the actors and tasks, and a small
 /// pool for blocking work (see [`MAX_BLOCKING_THREADS`]).
@@ -154,11 +156,7 @@ async fn connect_runtime(endpoint: &str) -> Result<RemoteRuntime> {
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => {
-                return Err(Error::Invalid(format!(
-                    "the container runtime at {endpoint} is not answering ({e}); is containerd running with its CRI plugin, and is --container-runtime-endpoint right?"
-                )));
-            }
+            Err(e) => return Err(Error::RuntimeUnavailable { endpoint: endpoint.to_string(), source: Box::new(e) }),
         }
     }
 }
@@ -166,21 +164,16 @@ async fn connect_runtime(endpoint: &str) -> Result<RemoteRuntime> {
 /// The agent's HTTP server sees the kubelet through this.
 struct ServerProvider {
     kubelet: Arc<Kubelet>,
+    runtime: RemoteRuntime,
     pleg_health: Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>,
 }
 
 impl crate::server::Provider for ServerProvider {
     fn pods(&self) -> Vec<Pod> {
-        self.kubelet.desired_pods().iter().map(|p| {
-            let mut p = (**p).clone();
-            if let Some(s) = self.kubelet.status.get_pod_status(p.metadata.uid.as_deref().unwrap_or_default()) {
-                p.status = Some(s);
-            }
-            p
-        }).collect()
+        self.kubelet.get_pods()
     }
     fn runtime(&self) -> RemoteRuntime {
-        self.kubelet.runtime.runtime.clone()
+        self.runtime.clone()
     }
     fn healthz(&self) -> std::result::Result<(), String> {
         (self.pleg_health)()
@@ -208,7 +201,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
             Ok(_) => {}
             Err(e) => tracing::warn!(target: "kubelet::images", error = %e, dir = %dir.display(), "importing images"),
         }
-        tokio::spawn(importer.run(Duration::from_secs(2), shutdown.clone()));
+        tokio::spawn(importer.run(crate::images::IMPORT_PERIOD, shutdown.clone()));
     }
 
     // The pod network: the CNI config for our pod CIDR, and IPs leaked by sandboxes that died
@@ -225,8 +218,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
             }
             Ok::<_, Error>(p)
         })
-        .await
-        .map_err(|e| Error::Invalid(e.to_string()))??;
+        .await??;
     }
 
     let client = match &opts.connection {
@@ -242,7 +234,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     let pcm = PodContainerManager::new(crate::cm::DEFAULT_CGROUP_ROOT)?.with_pods_cgroup(pods_cgroup.trim_start_matches('/'));
     {
         let pcm = pcm.clone();
-        tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await.map_err(|e| Error::Invalid(e.to_string()))??;
+        tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await??;
     }
 
     let status = StatusManager::new(client.clone(), crate::status::status_manager::Options::default());
@@ -303,7 +295,14 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
                     Err(e) => (Err(format!("container runtime is down: {e}")), Ok(())),
                 };
                 let pressure = pressure.borrow_and_update().clone();
-                let r = NodeReadiness { runtime_ready, network_ready, pleg_healthy: pleg_health(), pressure };
+                let r = NodeReadiness {
+                    runtime_ready,
+                    network_ready,
+                    pleg_healthy: pleg_health(),
+                    memory_pressure: pressure.memory,
+                    disk_pressure: pressure.disk,
+                    pid_pressure: pressure.pid,
+                };
                 readiness_tx.send_if_modified(|old| if *old != r { *old = r; true } else { false });
             }
         });
@@ -339,7 +338,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     // Probes: exec through the runtime, HTTP and TCP from the node; results feed the status.
     let prober = crate::prober::Prober::new(cri.clone(), recorder.clone())?;
     let probes = crate::prober::ProberManager::new(Arc::new(prober), status.clone());
-    let kubelet = Arc::new(Kubelet::new(KubeletDeps {
+    let kubelet = Arc::new(Kubelet::new(Dependencies {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
         client: client.clone(),
@@ -358,7 +357,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
 
     let listener = std::net::TcpListener::bind(SocketAddr::new(opts.address, opts.port))
         .map_err(|e| Error::io(format!("{}:{}", opts.address, opts.port), e))?;
-    let provider = Arc::new(ServerProvider { kubelet: kubelet.clone(), pleg_health });
+    let provider = Arc::new(ServerProvider { kubelet: kubelet.clone(), runtime: cri.clone(), pleg_health });
     tokio::spawn(crate::server::serve(listener, provider, shutdown.clone()));
 
     let config = Arc::new(config);
@@ -367,36 +366,40 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         Arc::new(move || c.sources_ready()) as Arc<dyn Fn() -> bool + Send + Sync>
     };
     let (kill_tx, kill_rx) = tokio::sync::mpsc::channel(16);
-    start_garbage_collection_and_eviction(&opts, &kubelet, recorder_for_gc, sources_ready.clone(), kill_tx, pressure_tx, &shutdown);
-    crate::kubelet::sync_loop(kubelet, updates, pleg_rx, sources_ready, kill_rx, shutdown).await;
+    let (container_gc, image_gc) = start_garbage_collection(&opts, &kubelet, cri, recorder_for_gc, sources_ready.clone(), &shutdown);
+    // The eviction manager, which also calls both collectors when the disk runs short.
+    let eviction = kubelet.new_eviction_manager(opts.eviction.clone(), container_gc, image_gc, sources_ready.clone(), kill_tx, pressure_tx);
+    tokio::spawn(eviction.run(shutdown.clone()));
+    crate::kubelet::sync_loop::sync_loop(kubelet, updates, pleg_rx, sources_ready, kill_rx, shutdown).await;
     Ok(())
 }
 
-/// Container GC every minute, image GC every five (kubelet's StartGarbageCollection), and the
-/// eviction manager, which also calls both when the disk runs short.
-fn start_garbage_collection_and_eviction(
+/// Container GC every minute, image GC every five (kubelet's StartGarbageCollection). Returns
+/// both collectors, for the eviction manager.
+fn start_garbage_collection(
     opts: &Options,
     kubelet: &Arc<Kubelet>,
+    cri: RemoteRuntime,
     recorder: Recorder,
     sources_ready: Arc<dyn Fn() -> bool + Send + Sync>,
-    kill_tx: tokio::sync::mpsc::Sender<crate::pod_workers::UpdatePodOptions>,
-    pressure_tx: watch::Sender<crate::eviction::NodePressure>,
     shutdown: &watch::Receiver<bool>,
-) {
-    use crate::images::image_gc_manager::{IMAGE_GC_PERIOD, ImageGcManager};
-    use crate::kuberuntime::kuberuntime_gc::{CONTAINER_GC_PERIOD, ContainerGc};
-    let cri = kubelet.runtime.runtime.clone();
-    let container_gc = Arc::new(ContainerGc::new(cri.clone(), opts.pod_logs_dir.clone(), Default::default()));
+) -> (Arc<ContainerGc>, Arc<ImageGcManager>) {
+    let pod_exists = {
+        let k = kubelet.clone();
+        Arc::new(move |uid: &str| k.is_desired(uid))
+    };
+    let container_gc = Arc::new(ContainerGc::new(cri.clone(), opts.pod_logs_dir.clone(), Default::default(), pod_exists));
     let image_gc = Arc::new(ImageGcManager::new(
         cri,
-        recorder,
+        recorder.clone(),
         &opts.node_name,
         opts.image_gc,
         opts.pod_infra_container_image.clone(),
         opts.root_dir.clone(),
     ));
     {
-        let (gc, k, ready, mut shutdown) = (container_gc.clone(), kubelet.clone(), sources_ready.clone(), shutdown.clone());
+        let (gc, ready, recorder, node_name, mut shutdown) =
+            (container_gc.clone(), sources_ready.clone(), recorder, opts.node_name.clone(), shutdown.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(CONTAINER_GC_PERIOD);
             loop {
@@ -404,15 +407,15 @@ fn start_garbage_collection_and_eviction(
                     _ = tick.tick() => {}
                     _ = shutdown.changed() => return,
                 }
-                if let Err(e) = gc.garbage_collect(|u| k.is_desired(u), ready()).await {
+                if let Err(e) = gc.garbage_collect(ready()).await {
                     tracing::warn!(target: "kuberuntime::gc", error = %e, "container garbage collection failed");
                     let node = k8s_openapi::api::core::v1::ObjectReference {
                         kind: Some("Node".into()),
-                        name: Some(k.node_name.clone()),
-                        uid: Some(k.node_name.clone()),
+                        name: Some(node_name.clone()),
+                        uid: Some(node_name.clone()),
                         ..Default::default()
                     };
-                    k.recorder.object_event(node, crate::events::WARNING, "ContainerGCFailed", e.to_string());
+                    recorder.object_event(node, crate::events::WARNING, "ContainerGCFailed", e.to_string());
                 }
             }
         });
@@ -433,16 +436,7 @@ fn start_garbage_collection_and_eviction(
             }
         });
     }
-    let manager = crate::eviction::EvictionManager::new(
-        opts.eviction.clone(),
-        kubelet.clone(),
-        container_gc,
-        image_gc,
-        kill_tx,
-        pressure_tx,
-        sources_ready,
-    );
-    tokio::spawn(manager.run(shutdown.clone()));
+    (container_gc, image_gc)
 }
 
 /// A future that completes when `shutdown` turns true (or its sender is gone).

@@ -15,28 +15,28 @@ use api::resource;
 use k8s_openapi::api::core::v1::Pod;
 
 /// The smallest and largest `cpu.shares` the kernel accepts.
-pub const MIN_SHARES: u64 = 2;
-pub const MAX_SHARES: u64 = 262_144;
-pub const SHARES_PER_CPU: i64 = 1024;
-pub const MILLI_CPU_TO_CPU: i64 = 1000;
+pub(crate) const MIN_SHARES: u64 = 2;
+pub(crate) const MAX_SHARES: u64 = 262_144;
+pub(crate) const SHARES_PER_CPU: i64 = 1024;
+pub(crate) const MILLI_CPU_TO_CPU: i64 = 1000;
 /// The CFS period kubelet uses (`--cpu-cfs-quota-period`, default 100 ms), in microseconds.
-pub const QUOTA_PERIOD: u64 = 100_000;
+pub(crate) const QUOTA_PERIOD: u64 = 100_000;
 /// The kernel rejects a quota below 1 ms.
-pub const MIN_QUOTA_PERIOD: i64 = 1000;
+pub(crate) const MIN_QUOTA_PERIOD: i64 = 1000;
 
 /// The values a pod cgroup is given. `None` leaves the kernel's default for a new cgroup
 /// (no quota, no memory limit).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ResourceConfig {
-    pub cpu_shares: Option<u64>,
-    pub cpu_quota: Option<i64>,
-    pub cpu_period: Option<u64>,
-    pub memory_limit: Option<i64>,
+pub(crate) struct ResourceConfig {
+    pub(crate) cpu_shares: Option<u64>,
+    pub(crate) cpu_quota: Option<i64>,
+    pub(crate) cpu_period: Option<u64>,
+    pub(crate) memory_limit: Option<i64>,
 }
 
 /// A CPU request in millicores as `cpu.shares`: 1024 per CPU, rounded down, clamped to what the
 /// kernel accepts. No request (0) gets the minimum, so the container still gets *some* CPU.
-pub fn milli_cpu_to_shares(milli_cpu: i64) -> u64 {
+pub(crate) fn milli_cpu_to_shares(milli_cpu: i64) -> u64 {
     if milli_cpu <= 0 {
         return MIN_SHARES;
     }
@@ -46,7 +46,7 @@ pub fn milli_cpu_to_shares(milli_cpu: i64) -> u64 {
 
 /// A CPU limit in millicores as a CFS quota for `period` µs: the share of each period the cgroup
 /// may run, at least [`MIN_QUOTA_PERIOD`]. 0 (no limit) stays 0.
-pub fn milli_cpu_to_quota(milli_cpu: i64, period: i64) -> i64 {
+pub(crate) fn milli_cpu_to_quota(milli_cpu: i64, period: i64) -> i64 {
     if milli_cpu == 0 {
         return 0;
     }
@@ -167,7 +167,7 @@ fn ceil_div(nanos: i128, per: i128) -> i64 {
 ///   only if every container has a memory limit (one unlimited container makes the pod unlimited),
 ///   or if the pod sets that limit at pod level.
 /// - BestEffort: the minimum shares, nothing else.
-pub fn resource_config_for_pod(pod: &Pod) -> ResourceConfig {
+pub(crate) fn resource_config_for_pod(pod: &Pod) -> ResourceConfig {
     let requests = pod_requests(pod);
     let mut cpu_limits_declared = true;
     let mut memory_limits_declared = true;

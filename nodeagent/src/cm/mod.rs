@@ -1,5 +1,6 @@
 //! Mirrors kubelet's pkg/kubelet/cm ("container manager"): the node's cgroups, for cgroup v1 with
-//! the cgroupfs driver (what the machines kubelab runs on have; see docs/containerd-cri.md).
+//! the cgroupfs driver (what the machines kubelab is built on have: Debian 12 with containerd
+//! 1.6.20, cgroup v1, and no systemd as PID 1).
 //!
 //! 1. The pod's QoS class (Guaranteed, Burstable, BestEffort) from its requests and limits: the
 //!    `api` crate's [`api::core::v1::helper::qos::compute_pod_qos`], the same function that
@@ -21,8 +22,7 @@
 //! - Processes left in a pod cgroup are not killed: [`PodContainerManager::destroy`] fails (EBUSY,
 //!   naming the pids) and the caller retries.
 
-pub mod helpers;
-pub mod pod_container_manager;
+pub(crate) mod helpers;
+pub(crate) mod pod_container_manager;
 
-pub use helpers::{ResourceConfig, milli_cpu_to_quota, milli_cpu_to_shares, resource_config_for_pod};
-pub use pod_container_manager::{DEFAULT_CGROUP_ROOT, Hierarchy, PodContainerManager};
+pub(crate) use pod_container_manager::{DEFAULT_CGROUP_ROOT, PodContainerManager};

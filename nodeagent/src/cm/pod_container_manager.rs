@@ -30,30 +30,31 @@ use crate::error::{Error, Result};
 use crate::volumemanager::mount::{self, MountInfo};
 
 /// Where the cgroup hierarchies are mounted.
-pub const DEFAULT_CGROUP_ROOT: &str = "/sys/fs/cgroup";
+pub(crate) const DEFAULT_CGROUP_ROOT: &str = "/sys/fs/cgroup";
 /// The cgroup every pod lives under.
-pub const KUBEPODS: &str = "kubepods";
+pub(crate) const KUBEPODS: &str = "kubepods";
 /// The QoS cgroups' names below [`KUBEPODS`].
-pub const BURSTABLE: &str = "burstable";
-pub const BEST_EFFORT: &str = "besteffort";
+pub(crate) const BURSTABLE: &str = "burstable";
+pub(crate) const BEST_EFFORT: &str = "besteffort";
 /// A pod cgroup is named `pod<uid>`.
-pub const POD_CGROUP_PREFIX: &str = "pod";
+pub(crate) const POD_CGROUP_PREFIX: &str = "pod";
 
 /// One mounted cgroup hierarchy.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hierarchy {
+pub(crate) struct Hierarchy {
     /// Its mount point, e.g. `/sys/fs/cgroup/memory`.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The controllers attached to it (`cpu`, `cpuacct`, …; `name=systemd` for a named hierarchy).
-    pub controllers: Vec<String>,
+    pub(crate) controllers: Vec<String>,
     /// The cgroup v2 tree of a hybrid setup. The agent never creates cgroups there, but
     /// [`PodContainerManager::destroy`] removes pod cgroups it finds in it.
-    pub unified: bool,
+    pub(crate) unified: bool,
 }
 
 impl Hierarchy {
     /// A v1 hierarchy (tests build their own layouts with this).
-    pub fn v1(path: impl Into<PathBuf>, controllers: &[&str]) -> Hierarchy {
+    #[cfg(test)]
+    pub(crate) fn v1(path: impl Into<PathBuf>, controllers: &[&str]) -> Hierarchy {
         Hierarchy {
             path: path.into(),
             controllers: controllers.iter().map(|c| c.to_string()).collect(),
@@ -68,7 +69,7 @@ impl Hierarchy {
 
 /// The cgroup hierarchies mounted directly below `cgroup_root`, from the mount table. Super options
 /// that are not controllers (`rw`, `clone_children`, …) are dropped.
-pub fn detect_hierarchies(cgroup_root: &Path, mounts: &[MountInfo]) -> Vec<Hierarchy> {
+pub(crate) fn detect_hierarchies(cgroup_root: &Path, mounts: &[MountInfo]) -> Vec<Hierarchy> {
     const NOT_CONTROLLERS: [&str; 6] = ["rw", "ro", "noprefix", "clone_children", "xattr", "cpuset_v2_mode"];
     let mut found: Vec<Hierarchy> = mounts
         .iter()
@@ -95,9 +96,7 @@ pub fn detect_hierarchies(cgroup_root: &Path, mounts: &[MountInfo]) -> Vec<Hiera
 
 /// Creates, sizes and removes pod cgroups.
 #[derive(Clone, Debug)]
-pub struct PodContainerManager {
-    /// Where the hierarchies are mounted: [`DEFAULT_CGROUP_ROOT`], or a directory in tests.
-    cgroup_root: PathBuf,
+pub(crate) struct PodContainerManager {
     /// [`KUBEPODS`], or a uniquely named cgroup in tests.
     pods_cgroup: String,
     hierarchies: Vec<Hierarchy>,
@@ -106,34 +105,30 @@ pub struct PodContainerManager {
 impl PodContainerManager {
     /// Manages every cgroup hierarchy mounted below `cgroup_root`, as found in
     /// `/proc/self/mountinfo`. Fails when there is no v1 hierarchy: kubelab's agent speaks cgroup v1.
-    pub fn new(cgroup_root: impl Into<PathBuf>) -> Result<Self> {
+    pub(crate) fn new(cgroup_root: impl Into<PathBuf>) -> Result<Self> {
         let cgroup_root = cgroup_root.into();
         let hierarchies = detect_hierarchies(&cgroup_root, &mount::mounts()?);
         if !hierarchies.iter().any(|h| !h.unified) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::UnsupportedHost(format!(
                 "no cgroup v1 hierarchy is mounted below {}: the node agent supports cgroup v1 (cgroupfs driver) only",
                 cgroup_root.display()
             )));
         }
-        Ok(Self::with_hierarchies(cgroup_root, hierarchies))
+        Ok(Self::with_hierarchies(hierarchies))
     }
 
-    /// Manages exactly these hierarchies (for tests, on a plain directory).
-    pub fn with_hierarchies(cgroup_root: impl Into<PathBuf>, hierarchies: Vec<Hierarchy>) -> Self {
-        PodContainerManager { cgroup_root: cgroup_root.into(), pods_cgroup: KUBEPODS.to_string(), hierarchies }
+    /// Manages exactly these hierarchies (tests lay them out in a plain directory).
+    pub(crate) fn with_hierarchies(hierarchies: Vec<Hierarchy>) -> Self {
+        PodContainerManager { pods_cgroup: KUBEPODS.to_string(), hierarchies }
     }
 
     /// Puts pods under `/<name>` instead of `/kubepods` (tests use a unique name).
-    pub fn with_pods_cgroup(mut self, name: &str) -> Self {
+    pub(crate) fn with_pods_cgroup(mut self, name: &str) -> Self {
         self.pods_cgroup = name.to_string();
         self
     }
 
-    pub fn cgroup_root(&self) -> &Path {
-        &self.cgroup_root
-    }
-
-    pub fn hierarchies(&self) -> &[Hierarchy] {
+    pub(crate) fn hierarchies(&self) -> &[Hierarchy] {
         &self.hierarchies
     }
 
@@ -159,7 +154,7 @@ impl PodContainerManager {
 
     /// The QoS manager's start: `kubepods`, `kubepods/burstable` and `kubepods/besteffort` in every
     /// v1 hierarchy, the BestEffort cgroup at the minimum `cpu.shares`. Idempotent.
-    pub fn ensure_qos_cgroups(&self) -> Result<()> {
+    pub(crate) fn ensure_qos_cgroups(&self) -> Result<()> {
         let [burstable, best_effort, _] = self.qos_parents();
         for h in self.v1() {
             make_cgroup(h, &burstable)?;
@@ -173,7 +168,7 @@ impl PodContainerManager {
 
     /// The pod's cgroup as RunPodSandbox's `cgroup_parent` wants it: `/kubepods/burstable/pod<uid>`,
     /// `/kubepods/besteffort/pod<uid>`, or `/kubepods/pod<uid>` for a Guaranteed pod.
-    pub fn cgroup_parent(&self, pod: &Pod) -> String {
+    pub(crate) fn cgroup_parent(&self, pod: &Pod) -> String {
         let uid = api::pod::uid(pod);
         format!("/{}", self.pod_relative(compute_pod_qos(pod), uid).display())
     }
@@ -182,7 +177,7 @@ impl PodContainerManager {
     /// `cpu.shares`, `cpu.cfs_period_us`, `cpu.cfs_quota_us` and `memory.limit_in_bytes` from
     /// [`resource_config_for_pod`]. Idempotent; a value already in place is not rewritten. Returns
     /// [`Self::cgroup_parent`].
-    pub fn ensure_exists(&self, pod: &Pod) -> Result<String> {
+    pub(crate) fn ensure_exists(&self, pod: &Pod) -> Result<String> {
         let uid = valid_uid(api::pod::uid(pod))?;
         let relative = self.pod_relative(compute_pod_qos(pod), uid);
         self.ensure_qos_cgroups()?;
@@ -217,7 +212,7 @@ impl PodContainerManager {
     /// children first: containerd leaves `<pod cgroup>/<container id>` directories behind. A cgroup
     /// that still holds a process cannot be removed (EBUSY); the error names the processes, and the
     /// caller retries once they are gone. Already removed is fine.
-    pub fn destroy(&self, pod_uid: &str) -> Result<()> {
+    pub(crate) fn destroy(&self, pod_uid: &str) -> Result<()> {
         let uid = valid_uid(pod_uid)?;
         let name = format!("{POD_CGROUP_PREFIX}{uid}");
         let mut first_error = None;
@@ -240,7 +235,7 @@ impl PodContainerManager {
     /// Every UID with a `pod<uid>` cgroup in any hierarchy, sorted: compared with the pods the agent
     /// knows, the difference is the orphans to [`Self::destroy`]. Unreadable directories are logged
     /// and skipped.
-    pub fn pod_cgroup_uids(&self) -> Vec<String> {
+    pub(crate) fn pod_cgroup_uids(&self) -> Vec<String> {
         let mut uids = BTreeSet::new();
         for h in &self.hierarchies {
             for parent in self.qos_parents() {
@@ -268,7 +263,8 @@ impl PodContainerManager {
     }
 
     /// Whether the pod's cgroup exists in every v1 hierarchy (under whichever QoS cgroup).
-    pub fn exists(&self, uid: &str) -> bool {
+    #[cfg(test)]
+    pub(crate) fn exists(&self, uid: &str) -> bool {
         if valid_uid(uid).is_err() {
             return false;
         }
@@ -287,7 +283,7 @@ impl PodContainerManager {
 /// A pod UID that is safe inside a path.
 fn valid_uid(uid: &str) -> Result<&str> {
     if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
-        return Err(Error::Invalid(format!("pod UID {uid:?} cannot name a cgroup")));
+        return Err(Error::UnusableUid(format!("pod UID {uid:?} cannot name a cgroup")));
     }
     Ok(uid)
 }
@@ -439,7 +435,7 @@ mod tests {
         }
         std::fs::write(root.path().join("cpuset/cpuset.cpus"), "0-1\n").map_err(|e| Error::io("cpus", e))?;
         std::fs::write(root.path().join("cpuset/cpuset.mems"), "0\n").map_err(|e| Error::io("mems", e))?;
-        let m = PodContainerManager::with_hierarchies(root.path(), hierarchies);
+        let m = PodContainerManager::with_hierarchies(hierarchies);
 
         assert_eq!(m.cgroup_parent(&guaranteed("g")), "/kubepods/podg");
         assert_eq!(m.cgroup_parent(&burstable("b")), "/kubepods/burstable/podb");

@@ -27,12 +27,12 @@ use tokio::time::Instant;
 use super::{Outage, SourceUpdate};
 
 /// How long the watch must be quiet before a snapshot is sent.
-pub const BATCH_QUIET: Duration = Duration::from_millis(10);
+pub(crate) const BATCH_QUIET: Duration = Duration::from_millis(10);
 /// The longest a change waits for quiet: a steady trickle of events still gets through.
-pub const BATCH_MAX_DELAY: Duration = Duration::from_millis(100);
+pub(crate) const BATCH_MAX_DELAY: Duration = Duration::from_millis(100);
 
 /// Runs the API server source until `shutdown` turns true or the merger is gone.
-pub async fn run(client: kube::Client, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(client: kube::Client, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
     let api: Api<Pod> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
     let mut stream = watcher(api, config).default_backoff().boxed();

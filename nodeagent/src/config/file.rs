@@ -48,7 +48,7 @@ use tokio::sync::{mpsc, watch};
 use super::{FILE_CHECK_FREQUENCY, SourceUpdate, fnv128_hex};
 
 /// Runs the file source until `shutdown` turns true or the merger is gone.
-pub async fn run(dir: PathBuf, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(dir: PathBuf, node_name: String, tx: mpsc::Sender<SourceUpdate>, mut shutdown: watch::Receiver<bool>) {
     let mut last: Option<Vec<Pod>> = None;
     // (path, hash of the bytes) of broken files already reported.
     let mut reported: HashSet<(PathBuf, String)> = HashSet::new();
@@ -99,21 +99,57 @@ pub async fn run(dir: PathBuf, node_name: String, tx: mpsc::Sender<SourceUpdate>
     }
 }
 
+/// Why a manifest (a file, or a URL's body) is not a static pod. The message is what the source
+/// logs with the file's path or the URL.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ManifestError {
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    #[error("invalid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("invalid YAML: {0}")]
+    Yaml(#[source] serde_norway::Error),
+    #[error("the manifest is not an object")]
+    NotAnObject,
+    #[error("expected kind Pod, got {0}")]
+    Kind(String),
+    #[error("expected apiVersion v1, got {0}")]
+    ApiVersion(String),
+    /// The object does not decode as a Pod (a field of the wrong type, …).
+    #[error("not a valid Pod: {0}")]
+    NotAPod(#[source] serde_json::Error),
+    /// A decoded pod could not be encoded again (for its UID, or for validation).
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("metadata.name: Required value: name is required")]
+    NoName,
+    /// What the API server's create validation says of the pod, one message per field.
+    #[error("invalid pod: {}", .0.join("; "))]
+    Validation(Vec<String>),
+    /// One item of a PodList (the HTTP source), by its index.
+    #[error("items[{index}]: {source}")]
+    Item {
+        index: usize,
+        #[source]
+        source: Box<ManifestError>,
+    },
+}
+
 /// A manifest that could not be turned into a pod.
 #[derive(Debug)]
-pub struct BrokenManifest {
-    pub path: PathBuf,
-    pub error: String,
+pub(crate) struct BrokenManifest {
+    pub(crate) path: PathBuf,
+    pub(crate) error: String,
     /// Hash of the file's bytes: the same broken content is reported once.
-    pub content_hash: String,
+    pub(crate) content_hash: String,
 }
 
 /// What one read of the directory found.
 #[derive(Debug, Default)]
-pub struct DirRead {
+pub(crate) struct DirRead {
     /// The static pods, sorted by file name.
-    pub pods: Vec<Pod>,
-    pub broken: Vec<BrokenManifest>,
+    pub(crate) pods: Vec<Pod>,
+    pub(crate) broken: Vec<BrokenManifest>,
 }
 
 /// Whether the file is one this source reads: a visible `.yaml`, `.yml` or `.json` file.
@@ -124,7 +160,7 @@ fn is_manifest(path: &Path) -> bool {
 
 /// Reads and decodes every manifest in `dir` (blocking: call it from `spawn_blocking`). A
 /// missing directory is an empty set; other directory errors are returned.
-pub fn load_dir(dir: &Path, node_name: &str) -> std::io::Result<DirRead> {
+pub(crate) fn load_dir(dir: &Path, node_name: &str) -> std::io::Result<DirRead> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(DirRead::default()),
@@ -153,46 +189,46 @@ pub fn load_dir(dir: &Path, node_name: &str) -> std::io::Result<DirRead> {
         };
         match decode_manifest(&content, &path, node_name) {
             Ok(pod) => out.pods.push(pod),
-            Err(error) => out.broken.push(BrokenManifest { error, content_hash: fnv128_hex(&[&content]), path }),
+            Err(e) => out.broken.push(BrokenManifest { error: e.to_string(), content_hash: fnv128_hex(&[&content]), path }),
         }
     }
     Ok(out)
 }
 
 /// One manifest file's bytes (YAML or JSON) → its static pod.
-pub fn decode_manifest(content: &[u8], path: &Path, node_name: &str) -> Result<Pod, String> {
+pub(crate) fn decode_manifest(content: &[u8], path: &Path, node_name: &str) -> Result<Pod, ManifestError> {
     let obj = parse_object(content)?;
     static_pod_from_value(obj, FILE_SOURCE, &path.display().to_string(), node_name)
 }
 
 /// YAML or JSON bytes to a JSON value. JSON is tried first when the text looks like JSON, so its
 /// errors name JSON positions.
-pub(crate) fn parse_object(content: &[u8]) -> Result<Value, String> {
-    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+pub(crate) fn parse_object(content: &[u8]) -> Result<Value, ManifestError> {
+    let text = std::str::from_utf8(content).map_err(ManifestError::NotUtf8)?;
     if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+        serde_json::from_str(text).map_err(ManifestError::Json)
     } else {
-        serde_norway::from_str(text).map_err(|e| format!("invalid YAML: {e}"))
+        serde_norway::from_str(text).map_err(ManifestError::Yaml)
     }
 }
 
 /// Turns one decoded manifest object into a static pod (see the module docs for the steps).
 /// `source_ref` is the file path or the URL, which goes into the UID.
-pub fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str, node_name: &str) -> Result<Pod, String> {
+pub(crate) fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str, node_name: &str) -> Result<Pod, ManifestError> {
     if !obj.is_object() {
-        return Err("the manifest is not an object".to_string());
+        return Err(ManifestError::NotAnObject);
     }
     match obj.get("kind").and_then(Value::as_str) {
         None | Some("Pod") => {}
-        Some(kind) => return Err(format!("expected kind Pod, got {kind}")),
+        Some(kind) => return Err(ManifestError::Kind(kind.to_string())),
     }
     match obj.get("apiVersion").and_then(Value::as_str) {
         None | Some("v1") => {}
-        Some(v) => return Err(format!("expected apiVersion v1, got {v}")),
+        Some(v) => return Err(ManifestError::ApiVersion(v.to_string())),
     }
     // Step 1: the UID, from the object as written (before any defaulting of ours).
-    let canonical = serde_json::to_vec(&obj).map_err(|e| e.to_string())?;
-    let mut pod: Pod = serde_json::from_value(obj).map_err(|e| format!("not a valid Pod: {e}"))?;
+    let canonical = serde_json::to_vec(&obj).map_err(ManifestError::Encode)?;
+    let mut pod: Pod = serde_json::from_value(obj).map_err(ManifestError::NotAPod)?;
     let uid = match pod.metadata.uid.clone().filter(|u| !u.is_empty()) {
         Some(u) => u,
         None => fnv128_hex(&[&canonical, format!("host:{node_name}").as_bytes(), format!("{source}:{source_ref}").as_bytes()]),
@@ -202,7 +238,7 @@ pub fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str,
     // Step 2: name, namespace, node.
     let name = pod.metadata.name.clone().unwrap_or_default();
     if name.is_empty() {
-        return Err("metadata.name: Required value: name is required".to_string());
+        return Err(ManifestError::NoName);
     }
     pod.metadata.name = Some(format!("{name}-{}", node_name.to_lowercase()));
     if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
@@ -231,11 +267,10 @@ pub fn static_pod_from_value(obj: Value, source: &'static str, source_ref: &str,
 
     // Step 5: defaulting and validation, as the API server runs them.
     set_defaults_pod(&mut pod);
-    let value = serde_json::to_value(&pod).map_err(|e| e.to_string())?;
+    let value = serde_json::to_value(&pod).map_err(ManifestError::Encode)?;
     let errs = validate_pod_create(&value);
     if !errs.is_empty() {
-        let msgs: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        return Err(format!("invalid pod: {}", msgs.join("; ")));
+        return Err(ManifestError::Validation(errs.iter().map(ToString::to_string).collect()));
     }
     Ok(pod)
 }
@@ -306,7 +341,7 @@ mod tests {
             ("kind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n", "spec.containers[0].image"),
         ];
         for (text, want) in cases {
-            let err = decode_manifest(text.as_bytes(), Path::new("x.yaml"), "n1").expect_err(text);
+            let err = decode_manifest(text.as_bytes(), Path::new("x.yaml"), "n1").expect_err(text).to_string();
             assert!(err.contains(want), "{text:?}: {err}");
         }
     }

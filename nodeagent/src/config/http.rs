@@ -17,16 +17,16 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use super::file::{parse_object, static_pod_from_value};
+use super::file::{ManifestError, parse_object, static_pod_from_value};
 use super::{HTTP_CHECK_FREQUENCY, Outage, SourceUpdate};
 
 /// A manifest bigger than this is refused rather than read into memory.
-pub const MAX_BODY_BYTES: usize = 10 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 10 << 20;
 /// One fetch may take this long.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs the HTTP source until `shutdown` turns true or the merger is gone.
-pub async fn run(url: String, node_name: String, tx: mpsc::Sender<SourceUpdate>, shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(url: String, node_name: String, tx: mpsc::Sender<SourceUpdate>, shutdown: watch::Receiver<bool>) {
     run_every(url, node_name, tx, shutdown, HTTP_CHECK_FREQUENCY).await;
 }
 
@@ -95,13 +95,13 @@ async fn fetch(client: &reqwest::Client, url: &str, node_name: &str) -> Result<V
     }
     // Parsing and hashing a big list is CPU work: off the executor.
     let (url, node) = (url.to_string(), node_name.to_string());
-    tokio::task::spawn_blocking(move || decode_body(&body, &url, &node)).await.map_err(|e| e.to_string())?
+    tokio::task::spawn_blocking(move || decode_body(&body, &url, &node)).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
 }
 
 /// A manifest URL's body → its static pods. A Pod or a PodList (anything with `items`); every
 /// item must be valid, or the whole body is refused (a half-applied list would remove pods the
 /// server meant to keep).
-pub fn decode_body(body: &[u8], url: &str, node_name: &str) -> Result<Vec<Pod>, String> {
+pub(crate) fn decode_body(body: &[u8], url: &str, node_name: &str) -> Result<Vec<Pod>, ManifestError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Vec::new());
     }
@@ -115,7 +115,9 @@ pub fn decode_body(body: &[u8], url: &str, node_name: &str) -> Result<Vec<Pod>, 
     items
         .into_iter()
         .enumerate()
-        .map(|(i, item)| static_pod_from_value(item, HTTP_SOURCE, url, node_name).map_err(|e| format!("items[{i}]: {e}")))
+        .map(|(index, item)| {
+            static_pod_from_value(item, HTTP_SOURCE, url, node_name).map_err(|e| ManifestError::Item { index, source: Box::new(e) })
+        })
         .collect()
 }
 
@@ -151,7 +153,7 @@ mod tests {
 
         assert!(decode_body(b"  \n", "http://x/m", "n1").expect("empty").is_empty());
         assert!(decode_body(br#"{"kind": "PodList", "items": null}"#, "u", "n1").expect("empty list").is_empty());
-        let bad = decode_body(LIST.replace("\"b\"", "\"B!\"").as_bytes(), "u", "n1").expect_err("invalid item");
+        let bad = decode_body(LIST.replace("\"b\"", "\"B!\"").as_bytes(), "u", "n1").expect_err("invalid item").to_string();
         assert!(bad.starts_with("items[1]"), "{bad}");
     }
 

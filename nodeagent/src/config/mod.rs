@@ -2,7 +2,7 @@
 //! three sources, merged into one stream of changes.
 //!
 //! - [`apiserver`]: the pods the API server has bound to this node (`spec.nodeName=<node>`);
-//! - [`file`]: static pods, one manifest a file, in `--pod-manifest-path`;
+//! - [`file`](mod@file): static pods, one manifest a file, in `--pod-manifest-path`;
 //! - [`http`]: static pods served at `--manifest-url`.
 //!
 //! Each source sends **whole snapshots** ([`SourceUpdate`]): every pod it currently wants, not
@@ -27,9 +27,9 @@
 //! - Kubelet drops a pod whose full name (`name_namespace`) another source already uses; kubelab
 //!   trusts the sources (static pod names carry the node name, so clashes need a user's intent).
 
-pub mod apiserver;
-pub mod file;
-pub mod http;
+pub(crate) mod apiserver;
+pub(crate) mod file;
+pub(crate) mod http;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -41,25 +41,25 @@ use tokio::sync::mpsc;
 
 /// Capacity of the channel sources send snapshots on. Small: a source that gets ahead of the
 /// merger waits (its next snapshot supersedes the one it is holding anyway).
-pub const SOURCE_CHANNEL_CAPACITY: usize = 16;
+pub(crate) const SOURCE_CHANNEL_CAPACITY: usize = 16;
 /// Capacity of the channel of merged updates (kubelet's is 50). Bounded so that a stalled
 /// consumer slows the sources down instead of growing memory.
-pub const UPDATE_CHANNEL_CAPACITY: usize = 64;
+pub(crate) const UPDATE_CHANNEL_CAPACITY: usize = 64;
 /// How often the file source re-reads the manifest directory.
-pub const FILE_CHECK_FREQUENCY: Duration = Duration::from_secs(1);
+pub(crate) const FILE_CHECK_FREQUENCY: Duration = Duration::from_secs(1);
 /// How often the HTTP source fetches the manifest URL (kubelet's `--http-check-frequency`).
-pub const HTTP_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
+pub(crate) const HTTP_CHECK_FREQUENCY: Duration = Duration::from_secs(20);
 
 /// One source's complete current set of pods.
 #[derive(Clone, Debug)]
-pub struct SourceUpdate {
-    pub source: &'static str,
-    pub pods: Vec<Pod>,
+pub(crate) struct SourceUpdate {
+    pub(crate) source: &'static str,
+    pub(crate) pods: Vec<Pod>,
 }
 
 /// What happened to the pods of an update (kubetypes.PodOperation, the incremental ones).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PodOperation {
+pub(crate) enum PodOperation {
     /// New pods from the source.
     Add,
     /// Pods whose object changed in a way the agent acts on (spec, labels, annotations,
@@ -71,16 +71,16 @@ pub enum PodOperation {
 
 /// A change to the desired set, as the pod workers consume it.
 #[derive(Clone, Debug)]
-pub struct PodUpdate {
-    pub op: PodOperation,
-    pub source: &'static str,
-    pub pods: Vec<Pod>,
+pub(crate) struct PodUpdate {
+    pub(crate) op: PodOperation,
+    pub(crate) source: &'static str,
+    pub(crate) pods: Vec<Pod>,
 }
 
 /// The merger of pod sources. Create it with [`PodConfig::new`] inside a tokio runtime: it spawns
 /// the merging task, which runs until every [`SourceUpdate`] sender (including the one this
 /// struct holds) is dropped or the [`PodUpdate`] receiver is.
-pub struct PodConfig {
+pub(crate) struct PodConfig {
     tx: mpsc::Sender<SourceUpdate>,
     sources: Vec<&'static str>,
     /// The sources that have delivered a snapshot. A std mutex: held for a set insert or a
@@ -94,7 +94,7 @@ impl PodConfig {
     ///
     /// # Panics
     /// Outside a tokio runtime (it spawns the merging task).
-    pub fn new(sources: &[&'static str]) -> (PodConfig, mpsc::Receiver<PodUpdate>) {
+    pub(crate) fn new(sources: &[&'static str]) -> (PodConfig, mpsc::Receiver<PodUpdate>) {
         let (tx, rx) = mpsc::channel(SOURCE_CHANNEL_CAPACITY);
         let (updates_tx, updates_rx) = mpsc::channel(UPDATE_CHANNEL_CAPACITY);
         let seen = Arc::new(Mutex::new(BTreeSet::new()));
@@ -104,13 +104,13 @@ impl PodConfig {
     }
 
     /// Where a source sends its snapshots.
-    pub fn sender(&self) -> mpsc::Sender<SourceUpdate> {
+    pub(crate) fn sender(&self) -> mpsc::Sender<SourceUpdate> {
         self.tx.clone()
     }
 
     /// Whether every configured source has delivered at least one snapshot (kubelet's
     /// SourcesReady): only then may the agent treat what no source mentions as orphaned.
-    pub fn sources_ready(&self) -> bool {
+    pub(crate) fn sources_ready(&self) -> bool {
         let seen = self.seen.lock().expect("sources-seen lock poisoned");
         self.sources.iter().all(|s| seen.contains(s))
     }
@@ -189,7 +189,7 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 /// checkAndUpdatePod): the spec, generation, labels, annotations (but not `config.seen`, which
 /// only records when this agent first saw the pod), deletionTimestamp and
 /// deletionGracePeriodSeconds. Status and resourceVersion alone are not a change.
-pub fn pod_changed(old: &Pod, new: &Pod) -> bool {
+pub(crate) fn pod_changed(old: &Pod, new: &Pod) -> bool {
     let annotations = |p: &Pod| -> BTreeMap<String, String> {
         let mut a = p.metadata.annotations.clone().unwrap_or_default();
         a.remove(CONFIG_FIRST_SEEN_ANNOTATION_KEY);
@@ -207,7 +207,7 @@ pub fn pod_changed(old: &Pod, new: &Pod) -> bool {
 /// The decision: what a source's new snapshot means against its previous one, by pod UID —
 /// `(adds, updates, removes)`. Pods without a UID are ignored; a UID twice in `new` counts once
 /// (the first). Each list keeps the order of the snapshot it comes from.
-pub fn diff(old: &[Pod], new: &[Pod]) -> (Vec<Pod>, Vec<Pod>, Vec<Pod>) {
+pub(crate) fn diff(old: &[Pod], new: &[Pod]) -> (Vec<Pod>, Vec<Pod>, Vec<Pod>) {
     let uid = |p: &Pod| p.metadata.uid.clone().filter(|u| !u.is_empty());
     let old_by_uid: BTreeMap<String, &Pod> = old.iter().filter_map(|p| Some((uid(p)?, p))).collect();
     let mut in_new: BTreeSet<String> = BTreeSet::new();

@@ -1,6 +1,6 @@
 //! Mirrors kubelet's pkg/kubelet/container: the runtime-neutral view of pods and containers that
 //! the rest of the node agent works with.
 
-pub mod runtime;
+pub(crate) mod runtime;
 
-pub use runtime::*;
+pub(crate) use runtime::*;

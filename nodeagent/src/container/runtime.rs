@@ -7,19 +7,18 @@ use chrono::{DateTime, Utc};
 
 /// Labels the node agent puts on every sandbox and container it creates (kubelet's
 /// kuberuntime/labels.go), so that after a restart it can tell which pod each belongs to.
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+pub(crate) const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+pub(crate) const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+pub(crate) const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+pub(crate) const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 /// Annotations on containers: what the agent needs to rebuild a status (kubelet keeps the same).
-pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
-pub const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
-pub const CONTAINER_TERMINATION_MESSAGE_PATH_ANNOTATION: &str = "io.kubernetes.container.terminationMessagePath";
-pub const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.terminationGracePeriod";
+pub(crate) const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
+pub(crate) const CONTAINER_RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+pub(crate) const POD_DELETION_GRACE_PERIOD_ANNOTATION: &str = "io.kubernetes.pod.terminationGracePeriod";
 
 /// A container's state as the runtime reports it (kubecontainer.State).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ContainerState {
+pub(crate) enum ContainerState {
     Created,
     Running,
     Exited,
@@ -28,56 +27,56 @@ pub enum ContainerState {
 
 /// One container as the runtime sees it (kubecontainer.Status).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ContainerStatus {
+pub(crate) struct ContainerStatus {
     /// The CRI container ID.
-    pub id: String,
+    pub(crate) id: String,
     /// The container's name in the pod spec.
-    pub name: String,
-    pub state: ContainerState,
-    pub created_at: Option<DateTime<Utc>>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub exit_code: i32,
+    pub(crate) name: String,
+    pub(crate) state: ContainerState,
+    pub(crate) created_at: Option<DateTime<Utc>>,
+    pub(crate) started_at: Option<DateTime<Utc>>,
+    pub(crate) finished_at: Option<DateTime<Utc>>,
+    pub(crate) exit_code: i32,
     /// The image as the spec named it, and the image's ID (`sha256:…`).
-    pub image: String,
-    pub image_ref: String,
+    pub(crate) image: String,
+    pub(crate) image_ref: String,
     /// The CRI attempt number, which is the container's restart count.
-    pub restart_count: i32,
+    pub(crate) restart_count: i32,
     /// "Completed", "Error", "OOMKilled", … for an exited container.
-    pub reason: String,
-    pub message: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
     /// The hash of the container's spec it was created from (restart when the spec changes).
-    pub hash: u64,
+    pub(crate) hash: u64,
 }
 
 /// A sandbox as the runtime sees it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SandboxStatus {
-    pub id: String,
-    pub ready: bool,
-    pub created_at: Option<DateTime<Utc>>,
+pub(crate) struct SandboxStatus {
+    pub(crate) id: String,
+    pub(crate) ready: bool,
+    pub(crate) created_at: Option<DateTime<Utc>>,
     /// The CRI attempt number (a new sandbox for the same pod bumps it).
-    pub attempt: u32,
+    pub(crate) attempt: u32,
     /// The pod IPs CNI gave the sandbox (empty for host-network pods).
-    pub ips: Vec<String>,
-    pub host_network: bool,
+    pub(crate) ips: Vec<String>,
+    pub(crate) host_network: bool,
 }
 
 /// Everything the runtime knows about one pod (kubecontainer.PodStatus): sandboxes and
 /// containers, newest first.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct PodStatus {
-    pub uid: String,
-    pub name: String,
-    pub namespace: String,
-    pub ips: Vec<String>,
-    pub sandboxes: Vec<SandboxStatus>,
-    pub containers: Vec<ContainerStatus>,
+pub(crate) struct PodStatus {
+    pub(crate) uid: String,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) ips: Vec<String>,
+    pub(crate) sandboxes: Vec<SandboxStatus>,
+    pub(crate) containers: Vec<ContainerStatus>,
 }
 
 impl PodStatus {
     /// The newest status of the container named `name` (kubelet's FindContainerStatusByName).
-    pub fn find_container(&self, name: &str) -> Option<&ContainerStatus> {
+    pub(crate) fn find_container(&self, name: &str) -> Option<&ContainerStatus> {
         self.containers
             .iter()
             .filter(|c| c.name == name)
@@ -85,20 +84,20 @@ impl PodStatus {
     }
 
     /// Every status of the container named `name`, newest first.
-    pub fn containers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a ContainerStatus> {
+    pub(crate) fn containers_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a ContainerStatus> {
         let mut v: Vec<&ContainerStatus> = self.containers.iter().filter(|c| c.name == name).collect();
         v.sort_by_key(|c| std::cmp::Reverse((c.created_at, c.restart_count)));
         v.into_iter()
     }
 
-    pub fn running_containers(&self) -> impl Iterator<Item = &ContainerStatus> {
+    pub(crate) fn running_containers(&self) -> impl Iterator<Item = &ContainerStatus> {
         self.containers.iter().filter(|c| c.state == ContainerState::Running)
     }
 }
 
 /// What PLEG saw change (pleg.PodLifecycleEventType).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PodLifecycleEventType {
+pub(crate) enum PodLifecycleEventType {
     ContainerStarted,
     ContainerDied,
     ContainerRemoved,
@@ -109,8 +108,8 @@ pub enum PodLifecycleEventType {
 
 /// One PLEG event: pod UID, what happened, and the container ID it happened to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodLifecycleEvent {
-    pub id: String,
-    pub kind: PodLifecycleEventType,
-    pub data: String,
+pub(crate) struct PodLifecycleEvent {
+    pub(crate) id: String,
+    pub(crate) kind: PodLifecycleEventType,
+    pub(crate) data: String,
 }

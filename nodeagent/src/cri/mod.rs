@@ -1,9 +1,12 @@
 //! The Container Runtime Interface: a client to containerd's CRI plugin over its unix socket
-//! ([`remote_runtime`]) and, for tests, an in-process fake runtime ([`fake`]).
+//! ([`RemoteRuntime`], with the CRI messages as [`api`]), the containerd configuration the agent
+//! expects ([`containerd_config`]) and, for the unit tests only (`#[cfg(test)]`: it is not in the node agent
+//! the binary runs), an in-process fake runtime (`fake`).
 
 pub mod containerd_config;
-pub mod fake;
-pub mod remote_runtime;
+#[cfg(test)]
+pub(crate) mod fake;
+pub(crate) mod remote_runtime;
 
 pub use k8s_cri::v1 as api;
 pub use remote_runtime::RemoteRuntime;

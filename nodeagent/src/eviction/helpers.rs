@@ -2,7 +2,7 @@
 //! `--eviction-hard`, turning raw node readings into signal observations, deciding which
 //! thresholds are met and which conditions hold, ranking pods for eviction, and the messages
 //! an evicted or rejected pod carries. Everything here is a function of its arguments, so it is
-//! table-tested below; the I/O lives in [`super::eviction_manager`].
+//! table-tested below; the I/O lives in [`crate::stats`] and [`super::eviction_manager`].
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -14,32 +14,55 @@ use api::pod::{is_critical_pod, pod_priority};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::types::{NodeConditionType, Signal, SignalObservation, SignalObservations, Threshold, ThresholdValue};
+use crate::stats::{NodeStats, PodUsage};
 
 /// The reason of an evicted (or, under pressure, rejected) pod, and of its event.
-pub const REASON: &str = "Evicted";
+pub(crate) const REASON: &str = "Evicted";
 /// The node event when a threshold is met (kubelet's EvictionThresholdMet).
-pub const EVICTION_THRESHOLD_MET: &str = "EvictionThresholdMet";
+pub(crate) const EVICTION_THRESHOLD_MET: &str = "EvictionThresholdMet";
+
+/// Why an `--eviction-hard` entry does not parse; each names the entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("eviction threshold {entry:?}: want signal<quantity or signal<percent% (the only operator is <)")]
+    Operator { entry: String },
+    #[error("eviction threshold {entry:?}: unknown signal {name:?} (known: {})", known_signals())]
+    UnknownSignal { entry: String, name: String },
+    #[error("eviction threshold {entry:?}: signal {signal} is given twice")]
+    Duplicate { entry: String, signal: Signal },
+    #[error("eviction threshold {entry:?}: {value:?} is not a percentage")]
+    NotAPercentage { entry: String, value: String },
+    #[error("eviction threshold {entry:?}: a percentage must be in [0%, 100%]")]
+    PercentageOutOfRange { entry: String },
+    #[error("eviction threshold {entry:?}: {value:?} is not a quantity (e.g. 100Mi)")]
+    NotAQuantity { entry: String, value: String },
+    #[error("eviction threshold {entry:?}: the quantity must not be negative")]
+    Negative { entry: String },
+}
+
+fn known_signals() -> String {
+    Signal::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+}
 
 /// Parse an `--eviction-hard` list: `signal<quantity` or `signal<percent%`, comma-separated.
 /// Errors say which entry is wrong and why.
-pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
+pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, ThresholdError> {
     let mut out: Vec<Threshold> = vec![];
     for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let (name, value) = entry.split_once('<').ok_or_else(|| {
-            format!("eviction threshold {entry:?}: want signal<quantity or signal<percent% (the only operator is <)")
-        })?;
-        let signal = Signal::parse(name.trim()).ok_or_else(|| {
-            let known: Vec<&str> = Signal::ALL.iter().map(|s| s.as_str()).collect();
-            format!("eviction threshold {entry:?}: unknown signal {name:?} (known: {})", known.join(", "))
-        })?;
+        let (name, value) = entry.split_once('<').ok_or_else(|| ThresholdError::Operator { entry: entry.to_string() })?;
+        let signal = Signal::parse(name.trim())
+            .ok_or_else(|| ThresholdError::UnknownSignal { entry: entry.to_string(), name: name.to_string() })?;
         if out.iter().any(|t| t.signal == signal) {
-            return Err(format!("eviction threshold {entry:?}: signal {signal} is given twice"));
+            return Err(ThresholdError::Duplicate { entry: entry.to_string(), signal });
         }
         let value = value.trim();
         let value = if let Some(p) = value.strip_suffix('%') {
-            let pct: f64 = p.trim().parse().map_err(|_| format!("eviction threshold {entry:?}: {value:?} is not a percentage"))?;
+            let pct: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| ThresholdError::NotAPercentage { entry: entry.to_string(), value: value.to_string() })?;
             if !(0.0..=100.0).contains(&pct) {
-                return Err(format!("eviction threshold {entry:?}: a percentage must be in [0%, 100%]"));
+                return Err(ThresholdError::PercentageOutOfRange { entry: entry.to_string() });
             }
             // 0% turns the signal off, as the kubelet reads it (kind's nodes do this for disk).
             if pct == 0.0 {
@@ -48,9 +71,9 @@ pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
             ThresholdValue::Percentage(pct / 100.0)
         } else {
             let q = apimachinery::resource::parse_quantity_units(value)
-                .ok_or_else(|| format!("eviction threshold {entry:?}: {value:?} is not a quantity (e.g. 100Mi)"))?;
+                .ok_or_else(|| ThresholdError::NotAQuantity { entry: entry.to_string(), value: value.to_string() })?;
             if q < 0 {
-                return Err(format!("eviction threshold {entry:?}: the quantity must not be negative"));
+                return Err(ThresholdError::Negative { entry: entry.to_string() });
             }
             if q == 0 {
                 continue;
@@ -63,7 +86,7 @@ pub fn parse_threshold_config(s: &str) -> Result<Vec<Threshold>, String> {
 }
 
 /// The amount a threshold stands for, given the signal's capacity (GetThresholdQuantity).
-pub fn threshold_quantity(value: ThresholdValue, capacity: i64) -> i64 {
+pub(crate) fn threshold_quantity(value: ThresholdValue, capacity: i64) -> i64 {
     match value {
         ThresholdValue::Quantity(q) => q,
         ThresholdValue::Percentage(p) => (capacity as f64 * p) as i64,
@@ -72,7 +95,7 @@ pub fn threshold_quantity(value: ThresholdValue, capacity: i64) -> i64 {
 
 /// The thresholds whose signal's available amount is below them (thresholdsMet). A signal that
 /// was not observed meets nothing.
-pub fn thresholds_met(thresholds: &[Threshold], observations: &SignalObservations) -> Vec<Threshold> {
+pub(crate) fn thresholds_met(thresholds: &[Threshold], observations: &SignalObservations) -> Vec<Threshold> {
     thresholds
         .iter()
         .filter(|t| {
@@ -85,7 +108,7 @@ pub fn thresholds_met(thresholds: &[Threshold], observations: &SignalObservation
 }
 
 /// The conditions the met thresholds set, sorted, without repeats (nodeConditions).
-pub fn node_conditions(met: &[Threshold]) -> Vec<NodeConditionType> {
+pub(crate) fn node_conditions(met: &[Threshold]) -> Vec<NodeConditionType> {
     let mut v: Vec<NodeConditionType> = met.iter().map(|t| t.signal.node_condition()).collect();
     v.sort();
     v.dedup();
@@ -95,7 +118,7 @@ pub fn node_conditions(met: &[Threshold]) -> Vec<NodeConditionType> {
 /// Remember when each condition was last seen (nodeConditionsLastObservedAt) and return the
 /// ones seen within `period` of `now` (nodeConditionsObservedSince): a condition stays for the
 /// pressure transition period after its threshold stops being met, so it does not flap.
-pub fn conditions_observed_since(
+pub(crate) fn conditions_observed_since(
     last_observed: &mut BTreeMap<NodeConditionType, Instant>,
     current: &[NodeConditionType],
     period: Duration,
@@ -108,45 +131,42 @@ pub fn conditions_observed_since(
     last_observed.keys().copied().collect()
 }
 
-/// A value from a cgroup v1 `memory.stat` (e.g. `total_inactive_file`).
-pub fn parse_memory_stat(stat: &str, key: &str) -> Option<i64> {
-    stat.lines().find_map(|l| {
-        let (k, v) = l.split_once(' ')?;
-        (k == key).then(|| v.trim().parse().ok()).flatten()
-    })
-}
-
-/// The working set as the kubelet computes it on cgroup v1: usage minus inactive file pages
-/// (page cache the kernel can drop at once), never below zero.
-pub fn working_set(usage_in_bytes: i64, memory_stat: &str) -> i64 {
-    let inactive = parse_memory_stat(memory_stat, "total_inactive_file").unwrap_or(0);
-    (usage_in_bytes - inactive).max(0)
-}
-
-/// memory.available: MemTotal (KiB, from /proc/meminfo) minus the root cgroup's working set.
-pub fn memory_observation(meminfo: &str, root_usage_in_bytes: &str, root_memory_stat: &str) -> Option<SignalObservation> {
-    let total = i64::try_from(crate::nodestatus::setters::parse_meminfo_total(meminfo)?).ok()?.checked_mul(1024)?;
-    let usage: i64 = root_usage_in_bytes.trim().parse().ok()?;
-    let ws = working_set(usage, root_memory_stat);
-    Some(SignalObservation { available: (total - ws).max(0), capacity: total })
-}
-
-/// pid.available: `pid_max` minus the processes running.
-pub fn pid_observation(pid_max: &str, running: i64) -> Option<SignalObservation> {
-    let max: i64 = pid_max.trim().parse().ok()?;
-    Some(SignalObservation { available: (max - running).max(0), capacity: max })
+/// The signals one look at the node gives (makeSignalObservations): memory.available is the
+/// capacity minus the root cgroup's working set, the filesystems give free bytes and (when they
+/// count inodes) free inodes, pid.available is `pid_max` minus the processes running. A reading
+/// the stats could not make gives no observation.
+pub(crate) fn make_signal_observations(node: &NodeStats) -> SignalObservations {
+    let mut obs = SignalObservations::new();
+    if let Some(m) = node.memory {
+        obs.insert(Signal::MemoryAvailable, SignalObservation { available: (m.capacity - m.working_set).max(0), capacity: m.capacity });
+    }
+    for (fs, bytes, inodes) in [
+        (node.nodefs, Signal::NodeFsAvailable, Signal::NodeFsInodesFree),
+        (node.imagefs, Signal::ImageFsAvailable, Signal::ImageFsInodesFree),
+    ] {
+        if let Some(fs) = fs {
+            obs.insert(bytes, SignalObservation { available: fs.available, capacity: fs.capacity });
+            if fs.inodes > 0 {
+                obs.insert(inodes, SignalObservation { available: fs.inodes_free, capacity: fs.inodes });
+            }
+        }
+    }
+    if let Some(r) = node.rlimit {
+        obs.insert(Signal::PidAvailable, SignalObservation { available: (r.max_pid - r.num_of_running_processes).max(0), capacity: r.max_pid });
+    }
+    obs
 }
 
 /// A quantity as Kubernetes prints it: bytes in the largest binary suffix that divides them
 /// exactly (`100Mi`, `51200Ki`, `1000`); counts (inodes, pids) as plain numbers.
-pub fn format_quantity(signal_resource: &str, v: i64) -> String {
+pub(crate) fn format_quantity(signal_resource: &str, v: i64) -> String {
     if signal_resource == "inodes" || signal_resource == "pids" {
         return v.to_string();
     }
     format_bytes(v)
 }
 
-pub fn format_bytes(v: i64) -> String {
+pub(crate) fn format_bytes(v: i64) -> String {
     if v == 0 {
         return "0".into();
     }
@@ -156,28 +176,6 @@ pub fn format_bytes(v: i64) -> String {
         }
     }
     v.to_string()
-}
-
-/// What the eviction manager measured of one pod (its summary stats).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodUsage {
-    /// The pod cgroup's working set; None when it could not be read.
-    pub memory: Option<i64>,
-    /// Container name → working set of the container's cgroup.
-    pub container_memory: BTreeMap<String, i64>,
-    /// Container name → bytes of its writable layer plus its logs.
-    pub container_disk: BTreeMap<String, i64>,
-    /// Disk-backed emptyDir name → bytes in it.
-    pub volumes: BTreeMap<String, i64>,
-    /// Whether the disk figures were measured at all.
-    pub disk_known: bool,
-}
-
-impl PodUsage {
-    /// Ephemeral storage the pod uses: containers (writable layers and logs) plus local volumes.
-    pub fn ephemeral(&self) -> Option<i64> {
-        self.disk_known.then(|| self.container_disk.values().sum::<i64>() + self.volumes.values().sum::<i64>())
-    }
 }
 
 fn quantity(list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, name: &str) -> Option<i64> {
@@ -200,7 +198,7 @@ fn containers(pod: &Pod) -> &[Container] {
 
 /// A pod's request for `resource`: the sum over its app containers, or the largest init
 /// container's when that is more (resourcehelper.PodRequests).
-pub fn pod_request(pod: &Pod, resource: &str) -> i64 {
+pub(crate) fn pod_request(pod: &Pod, resource: &str) -> i64 {
     let apps: i64 = containers(pod).iter().map(|c| container_request(c, resource)).sum();
     let init = pod
         .spec
@@ -213,9 +211,9 @@ pub fn pod_request(pod: &Pod, resource: &str) -> i64 {
 
 /// One pod to rank, with what it uses.
 #[derive(Clone, Debug)]
-pub struct Candidate {
-    pub pod: std::sync::Arc<Pod>,
-    pub usage: PodUsage,
+pub(crate) struct Candidate {
+    pub(crate) pod: std::sync::Arc<Pod>,
+    pub(crate) usage: PodUsage,
 }
 
 /// Orders `a` before `b` when `a` should be evicted first, by the first of `cmps` that tells
@@ -260,23 +258,23 @@ fn disk_over_request(a: &Candidate, b: &Candidate) -> Ordering {
 
 /// rankMemoryPressure: pods using more memory than requested, then lower priority, then by
 /// usage above request.
-pub fn rank_memory_pressure(pods: &mut [Candidate]) {
+pub(crate) fn rank_memory_pressure(pods: &mut [Candidate]) {
     pods.sort_by(|a, b| chain(a, b, &[exceed_memory_requests, priority, memory_over_request]));
 }
 
 /// rankDiskPressureFunc: the same order on ephemeral storage.
-pub fn rank_disk_pressure(pods: &mut [Candidate]) {
+pub(crate) fn rank_disk_pressure(pods: &mut [Candidate]) {
     pods.sort_by(|a, b| chain(a, b, &[exceed_disk_requests, priority, disk_over_request]));
 }
 
 /// rankPIDPressure: lower priority first (kubelab has no per-pod process counts).
-pub fn rank_pid_pressure(pods: &mut [Candidate]) {
+pub(crate) fn rank_pid_pressure(pods: &mut [Candidate]) {
     pods.sort_by(priority);
 }
 
 /// The status message of a pod evicted for `signal` (evictionMessage): the node's shortage,
 /// then each container that used more than it requested.
-pub fn eviction_message(signal: Signal, threshold: i64, available: i64, pod: &Pod, usage: &PodUsage) -> String {
+pub(crate) fn eviction_message(signal: Signal, threshold: i64, available: i64, pod: &Pod, usage: &PodUsage) -> String {
     let resource = signal.resource();
     let mut m = format!(
         "The node was low on resource: {resource}. Threshold quantity: {}, available: {}. ",
@@ -308,7 +306,7 @@ pub fn eviction_message(signal: Signal, threshold: i64, available: i64, pod: &Po
 /// Whether the pod broke one of its own local-storage limits, and the message if so, checked in
 /// kubelet's order (localStorageEviction): an emptyDir over its `sizeLimit`, the pod over the
 /// sum of its containers' ephemeral-storage limits, a container over its own limit.
-pub fn local_storage_violation(pod: &Pod, usage: &PodUsage) -> Option<String> {
+pub(crate) fn local_storage_violation(pod: &Pod, usage: &PodUsage) -> Option<String> {
     if !usage.disk_known {
         return None;
     }
@@ -348,7 +346,7 @@ pub fn local_storage_violation(pod: &Pod, usage: &PodUsage) -> Option<String> {
 /// The admission verdict under pressure (the eviction manager's Admit): nothing is refused
 /// without pressure, and critical pods never are; under memory pressure alone only BestEffort
 /// pods are refused; under any other pressure every pod is. Some((reason, message)) rejects.
-pub fn admit_under_pressure(conditions: &[NodeConditionType], pod: &Pod) -> Option<(String, String)> {
+pub(crate) fn admit_under_pressure(conditions: &[NodeConditionType], pod: &Pod) -> Option<(String, String)> {
     if conditions.is_empty() || is_critical_pod(pod) {
         return None;
     }
@@ -399,7 +397,7 @@ mod tests {
             ("memory.available<-1", "must not be negative"),
             ("memory.available<1Mi,memory.available<2Mi", "given twice"),
         ] {
-            let e = parse_threshold_config(input).expect_err(input);
+            let e = parse_threshold_config(input).expect_err(input).to_string();
             assert!(e.contains(want), "{input}: {e}");
         }
     }
@@ -435,17 +433,22 @@ mod tests {
 
     #[test]
     fn memory_and_pid_observations_from_fixtures() {
+        use crate::stats::memory::{memory_stats, parse_memory_stat, working_set};
+        use crate::stats::pidlimit::rlimit_stats;
         let meminfo = "MemTotal:        2048000 kB\nMemFree:          100000 kB\n";
         let stat = "cache 100\nrss 200\ntotal_cache 1000\ntotal_inactive_file 104857600\n";
-        let o = memory_observation(meminfo, "524288000\n", stat).expect("observation");
+        let observe = |node: NodeStats, signal: Signal| make_signal_observations(&node).get(&signal).copied();
+        let memory = memory_stats(meminfo, "524288000\n", stat);
+        let o = observe(NodeStats { memory, ..Default::default() }, Signal::MemoryAvailable).expect("observation");
         assert_eq!(o.capacity, 2048000 * 1024);
         assert_eq!(o.available, 2048000 * 1024 - (524288000 - 104857600));
         assert_eq!(parse_memory_stat(stat, "total_inactive_file"), Some(104857600));
         assert_eq!(parse_memory_stat(stat, "total_rss"), None);
         assert_eq!(working_set(10, "total_inactive_file 50\n"), 0, "never negative");
-        assert!(memory_observation("garbage", "1", "").is_none());
-        assert_eq!(pid_observation("32768\n", 300), Some(SignalObservation { available: 32468, capacity: 32768 }));
-        assert!(pid_observation("x", 3).is_none());
+        assert!(memory_stats("garbage", "1", "").is_none());
+        let rlimit = rlimit_stats("32768\n", 300);
+        assert_eq!(observe(NodeStats { rlimit, ..Default::default() }, Signal::PidAvailable), Some(SignalObservation { available: 32468, capacity: 32768 }));
+        assert!(rlimit_stats("x", 3).is_none());
     }
 
     fn pod(yaml: &str) -> Arc<Pod> {

@@ -1,9 +1,27 @@
 //! Mirrors kubelet's eviction/api/types.go and eviction/types.go: the signals the eviction
-//! manager watches, the thresholds set on them (`--eviction-hard`), and what one observation of
-//! the node found.
+//! manager watches, the thresholds set on them (`--eviction-hard`), what one observation of the
+//! node found, and the functions the manager is handed to act on the pods ([`ActivePodsFunc`],
+//! [`KillPodFunc`]).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+
+/// The pods the eviction manager may act on (kubelet's ActivePodsFunc): admitted, not finished,
+/// not being deleted.
+pub(crate) type ActivePodsFunc = Arc<dyn Fn() -> Vec<Arc<Pod>> + Send + Sync>;
+
+/// What an eviction does to the pod's status before the pod is stopped (the status function
+/// kubelet's KillPodFunc is handed).
+pub(crate) type PodStatusFunc = Box<dyn FnOnce(&mut PodStatus) + Send>;
+
+/// How the eviction manager stops a pod (kubelet's KillPodFunc): apply the status function to the
+/// pod's status, then have its worker kill it with this grace period — the path a deletion takes.
+/// Resolves to false when the kill could not be handed over (the sync loop is gone).
+pub(crate) type KillPodFunc = Arc<dyn Fn(Arc<Pod>, i64, PodStatusFunc) -> BoxFuture<'static, bool> + Send + Sync>;
 
 /// A resource the node can run short of (evictionapi.Signal). Each maps to a node condition
 /// and to the resource the eviction message names.
@@ -50,7 +68,7 @@ impl Signal {
     }
 
     /// The node condition a met threshold on this signal sets (signalToNodeCondition).
-    pub fn node_condition(self) -> NodeConditionType {
+    pub(crate) fn node_condition(self) -> NodeConditionType {
         match self {
             Signal::MemoryAvailable => NodeConditionType::MemoryPressure,
             Signal::PidAvailable => NodeConditionType::PidPressure,
@@ -59,7 +77,7 @@ impl Signal {
     }
 
     /// The resource the eviction message says the node was low on (signalToResource).
-    pub fn resource(self) -> &'static str {
+    pub(crate) fn resource(self) -> &'static str {
         match self {
             Signal::MemoryAvailable => "memory",
             Signal::NodeFsAvailable | Signal::ImageFsAvailable => "ephemeral-storage",
@@ -69,7 +87,7 @@ impl Signal {
     }
 
     /// Whether node-level reclaim (container and image GC) can relieve this signal.
-    pub fn is_disk(self) -> bool {
+    pub(crate) fn is_disk(self) -> bool {
         self.node_condition() == NodeConditionType::DiskPressure
     }
 }
@@ -82,14 +100,16 @@ impl std::fmt::Display for Signal {
 
 /// The pressure conditions the kubelet sets on its Node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum NodeConditionType {
+// The names are Kubernetes' condition types.
+#[allow(clippy::enum_variant_names)]
+pub(crate) enum NodeConditionType {
     MemoryPressure,
     DiskPressure,
     PidPressure,
 }
 
 impl NodeConditionType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NodeConditionType::MemoryPressure => "MemoryPressure",
             NodeConditionType::DiskPressure => "DiskPressure",
@@ -116,26 +136,26 @@ pub struct Threshold {
 
 /// What one observation found for a signal: the amount available and the capacity it is out of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SignalObservation {
-    pub available: i64,
-    pub capacity: i64,
+pub(crate) struct SignalObservation {
+    pub(crate) available: i64,
+    pub(crate) capacity: i64,
 }
 
 /// Every signal that could be observed this round (a signal that could not be read is absent,
 /// and thresholds on it are never met).
-pub type SignalObservations = BTreeMap<Signal, SignalObservation>;
+pub(crate) type SignalObservations = BTreeMap<Signal, SignalObservation>;
 
 /// The node pressure the eviction manager reports: read by the node status (conditions) and by
 /// admission. The node lifecycle controller turns the conditions into NoSchedule taints.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NodePressure {
-    pub memory: bool,
-    pub disk: bool,
-    pub pid: bool,
+pub(crate) struct NodePressure {
+    pub(crate) memory: bool,
+    pub(crate) disk: bool,
+    pub(crate) pid: bool,
 }
 
 impl NodePressure {
-    pub fn from_conditions(conds: &[NodeConditionType]) -> NodePressure {
+    pub(crate) fn from_conditions(conds: &[NodeConditionType]) -> NodePressure {
         NodePressure {
             memory: conds.contains(&NodeConditionType::MemoryPressure),
             disk: conds.contains(&NodeConditionType::DiskPressure),
@@ -144,7 +164,7 @@ impl NodePressure {
     }
 
     /// The conditions in kubelet's order.
-    pub fn conditions(&self) -> Vec<NodeConditionType> {
+    pub(crate) fn conditions(&self) -> Vec<NodeConditionType> {
         let mut v = vec![];
         if self.memory {
             v.push(NodeConditionType::MemoryPressure);
@@ -157,13 +177,10 @@ impl NodePressure {
         }
         v
     }
-
-    pub fn any(&self) -> bool {
-        self.memory || self.disk || self.pid
-    }
 }
 
-/// The eviction manager's configuration (eviction.Config).
+/// The eviction manager's configuration (eviction.Config). Its default is Kubernetes' (see
+/// [`super::DEFAULT_EVICTION_HARD`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// `--eviction-hard`.
@@ -173,14 +190,4 @@ pub struct Config {
     pub pressure_transition_period: Duration,
     /// How often the manager observes and acts (kubelet: 10 s).
     pub monitoring_interval: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            thresholds: super::helpers::parse_threshold_config(super::DEFAULT_EVICTION_HARD).unwrap_or_default(),
-            pressure_transition_period: super::DEFAULT_PRESSURE_TRANSITION_PERIOD,
-            monitoring_interval: super::DEFAULT_MONITORING_INTERVAL,
-        }
-    }
 }

@@ -29,10 +29,10 @@ use crate::events::{Recorder, WARNING};
 
 /// How often images are detected and collected (kubelet's ImageGCPeriod: 5 min; the eviction
 /// manager also asks for a pass when the image filesystem runs short).
-pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
+pub(crate) const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
 /// Node event reasons (kubelet's events package).
-pub const FREE_DISK_SPACE_FAILED: &str = "FreeDiskSpaceFailed";
-pub const IMAGE_GC_FAILED: &str = "ImageGCFailed";
+pub(crate) const FREE_DISK_SPACE_FAILED: &str = "FreeDiskSpaceFailed";
+pub(crate) const IMAGE_GC_FAILED: &str = "ImageGCFailed";
 
 /// kubelet's ImageGCPolicy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +53,7 @@ impl Default for ImageGcPolicy {
 
 impl ImageGcPolicy {
     /// The checks kubelet's NewImageGCManager makes.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    pub(crate) fn validate(&self) -> std::result::Result<(), String> {
         if self.high_threshold_percent > 100 {
             return Err(format!("--image-gc-high-threshold must be in [0, 100], got {}", self.high_threshold_percent));
         }
@@ -72,23 +72,23 @@ impl ImageGcPolicy {
 
 /// What the manager remembers of one image (imageRecord).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ImageRecord {
-    pub first_detected: DateTime<Utc>,
-    pub last_used: DateTime<Utc>,
-    pub size: u64,
+pub(crate) struct ImageRecord {
+    pub(crate) first_detected: DateTime<Utc>,
+    pub(crate) last_used: DateTime<Utc>,
+    pub(crate) size: u64,
 }
 
 /// One image that may be removed, with its record.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EvictionInfo {
-    pub id: String,
-    pub record: ImageRecord,
+pub(crate) struct EvictionInfo {
+    pub(crate) id: String,
+    pub(crate) record: ImageRecord,
 }
 
 /// The images to remove to free `bytes_to_free` (freeSpace's choice): not in use, not pinned,
 /// old enough; least recently used first, then first detected. Returns the ids in removal order
 /// and the bytes they free (which may be short of the target).
-pub fn select_images_to_free(
+pub(crate) fn select_images_to_free(
     records: &HashMap<String, ImageRecord>,
     in_use: &HashSet<String>,
     pinned: &HashSet<String>,
@@ -124,7 +124,7 @@ pub fn select_images_to_free(
 
 /// How many bytes to free, given the image filesystem's state (GarbageCollect's arithmetic):
 /// nothing below the high threshold, else down to the low one.
-pub fn bytes_to_free(capacity: i64, available: i64, policy: &ImageGcPolicy) -> i64 {
+pub(crate) fn bytes_to_free(capacity: i64, available: i64, policy: &ImageGcPolicy) -> i64 {
     if capacity <= 0 {
         return 0;
     }
@@ -135,7 +135,7 @@ pub fn bytes_to_free(capacity: i64, available: i64, policy: &ImageGcPolicy) -> i
     (capacity.saturating_mul(100 - i64::from(policy.low_threshold_percent)) / 100 - available).max(0)
 }
 
-pub struct ImageGcManager {
+pub(crate) struct ImageGcManager {
     runtime: RemoteRuntime,
     recorder: Recorder,
     node_ref: ObjectReference,
@@ -151,13 +151,13 @@ pub struct ImageGcManager {
 
 /// The result of one collection.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GcResult {
-    pub removed: Vec<String>,
-    pub freed: i64,
+pub(crate) struct GcResult {
+    pub(crate) removed: Vec<String>,
+    pub(crate) freed: i64,
 }
 
 impl ImageGcManager {
-    pub fn new(
+    pub(crate) fn new(
         runtime: RemoteRuntime,
         recorder: Recorder,
         node_name: &str,
@@ -185,7 +185,7 @@ impl ImageGcManager {
 
     /// The image filesystem: where the runtime keeps image layers (ImageFsInfo's mountpoint),
     /// else the agent's root directory.
-    pub async fn image_fs_dir(&self) -> PathBuf {
+    pub(crate) async fn image_fs_dir(&self) -> PathBuf {
         match self.runtime.image_fs_info().await {
             Ok(info) => info
                 .image_filesystems
@@ -202,7 +202,7 @@ impl ImageGcManager {
     }
 
     /// detectImages: refresh the records from the runtime; returns the images in use (by id).
-    pub async fn detect_images(&self, now: DateTime<Utc>) -> Result<(HashSet<String>, HashSet<String>)> {
+    pub(crate) async fn detect_images(&self, now: DateTime<Utc>) -> Result<(HashSet<String>, HashSet<String>)> {
         let images = self.runtime.list_images().await?;
         let containers = self.runtime.list_containers(None).await?;
         let mut in_use = HashSet::new();
@@ -232,7 +232,7 @@ impl ImageGcManager {
 
     /// GarbageCollect: if the image filesystem is at or over the high threshold, remove unused
     /// images until it is under the low one. Events on the Node say when that fails.
-    pub async fn garbage_collect(&self) -> Result<GcResult> {
+    pub(crate) async fn garbage_collect(&self) -> Result<GcResult> {
         let r = self.garbage_collect_inner().await;
         if let Err(e) = &r {
             self.recorder.object_event(self.node_ref.clone(), WARNING, IMAGE_GC_FAILED, e.to_string());
@@ -244,10 +244,9 @@ impl ImageGcManager {
         let _one = self.running.lock().await;
         let dir = self.image_fs_dir().await;
         let d = dir.clone();
-        let fs = tokio::task::spawn_blocking(move || crate::eviction::stats::fs_stats(&d))
-            .await
-            .map_err(|e| Error::Invalid(e.to_string()))?
-            .ok_or_else(|| Error::Invalid(format!("could not measure the image filesystem at {}", dir.display())))?;
+        let fs = tokio::task::spawn_blocking(move || crate::stats::fs_stats(&d))
+            .await?
+            .ok_or_else(|| Error::Measure { what: "image filesystem", path: dir.clone() })?;
         let want = bytes_to_free(fs.capacity, fs.available, &self.policy);
         if want == 0 {
             return Ok(GcResult::default());
@@ -266,7 +265,7 @@ impl ImageGcManager {
 
     /// freeSpace: remove images, least recently used first, until `bytes` are freed or no image
     /// is eligible.
-    pub async fn free_space(&self, bytes: i64) -> Result<GcResult> {
+    pub(crate) async fn free_space(&self, bytes: i64) -> Result<GcResult> {
         let now = Utc::now();
         let (in_use, pinned) = self.detect_images(now).await?;
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner()).clone();

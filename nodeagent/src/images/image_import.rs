@@ -35,9 +35,9 @@ use crate::error::{Error, Result};
 /// `deploy/images/build.sh` does; a half-written file fails to import and is retried once it
 /// stops changing.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileStamp {
-    pub size: u64,
-    pub mtime: SystemTime,
+pub(crate) struct FileStamp {
+    pub(crate) size: u64,
+    pub(crate) mtime: SystemTime,
 }
 
 /// Loads the image tarballs of one directory into containerd's CRI namespace, each once per
@@ -87,8 +87,7 @@ impl ImageImporter {
         // Step 1: list the directory (blocking file-system calls, off the executor).
         let dir = self.image_dir.clone();
         let listing = tokio::task::spawn_blocking(move || scan(&dir))
-            .await
-            .map_err(|e| Error::Invalid(format!("image directory scan panicked: {e}")))?
+            .await?
             .map_err(|e| Error::io(&self.image_dir, e))?;
 
         // Step 2: decide.
@@ -226,7 +225,7 @@ fn socket_path(endpoint: &str) -> PathBuf {
 }
 
 /// The `*.tar` regular files (symlinks followed) directly in `dir`, sorted by path. Blocking.
-pub fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, FileStamp)>> {
+pub(crate) fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, FileStamp)>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -245,7 +244,7 @@ pub fn scan(dir: &Path) -> std::io::Result<Vec<(PathBuf, FileStamp)>> {
 }
 
 /// The tarballs of `listing` to import: those never seen, or seen with another stamp.
-pub fn to_import(seen: &BTreeMap<PathBuf, FileStamp>, listing: &[(PathBuf, FileStamp)]) -> Vec<(PathBuf, FileStamp)> {
+pub(crate) fn to_import(seen: &BTreeMap<PathBuf, FileStamp>, listing: &[(PathBuf, FileStamp)]) -> Vec<(PathBuf, FileStamp)> {
     listing.iter().filter(|(path, stamp)| seen.get(path) != Some(stamp)).cloned().collect()
 }
 

@@ -7,24 +7,25 @@
 //! containerd's `k8s.io` namespace, where CRI's `ImageStatus` then finds it and a pull is never
 //! needed.
 
-pub mod image_gc_manager;
-pub mod image_import;
+pub(crate) mod image_gc_manager;
+pub(crate) mod image_import;
 
 use std::time::Duration;
 
-pub use image_import::{FileStamp, ImageImporter};
+pub use image_gc_manager::ImageGcPolicy;
+pub use image_import::{ImageImporter, parse_imported};
 
 /// The containerd namespace the CRI plugin keeps its images, containers and sandboxes in. An image
 /// imported into any other namespace is invisible to `ImageStatus`.
-pub const CRI_NAMESPACE: &str = "k8s.io";
+pub(crate) const CRI_NAMESPACE: &str = "k8s.io";
 
 /// Where the importer finds `ctr` (Debian's containerd package installs it here).
-pub const DEFAULT_CTR: &str = "/usr/bin/ctr";
+pub(crate) const DEFAULT_CTR: &str = "/usr/bin/ctr";
 
 /// How often [`ImageImporter::run`] looks at the image directory. A directory listing and a `stat`
 /// per tarball are cheap; two seconds keeps "drop a tarball in, start a pod" responsive.
-pub const IMPORT_PERIOD: Duration = Duration::from_secs(2);
+pub(crate) const IMPORT_PERIOD: Duration = Duration::from_secs(2);
 
 /// How long one `ctr images import` may take before it is killed and retried on the next pass.
 /// Importing the busybox image takes ~0.2 s; this only catches a containerd that stopped answering.
-pub const IMPORT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const IMPORT_TIMEOUT: Duration = Duration::from_secs(300);

@@ -22,15 +22,15 @@ use crate::volumemanager::{MountedVolumes, downwardapi};
 /// The configMaps and secrets a pod's environment refers to, fetched before its containers are
 /// created; `None` for one that does not exist. Secret values are already decoded.
 #[derive(Clone, Debug, Default)]
-pub struct EnvObjects {
-    pub config_maps: HashMap<String, Option<BTreeMap<String, String>>>,
-    pub secrets: HashMap<String, Option<BTreeMap<String, String>>>,
+pub(crate) struct EnvObjects {
+    pub(crate) config_maps: HashMap<String, Option<BTreeMap<String, String>>>,
+    pub(crate) secrets: HashMap<String, Option<BTreeMap<String, String>>>,
     /// The node's allocatable: what a `resourceFieldRef` to an unset limit reads.
-    pub node_allocatable: downwardapi::Allocatable,
+    pub(crate) node_allocatable: downwardapi::Allocatable,
 }
 
 /// The names of every configMap and secret the pod's env and envFrom use.
-pub fn env_references(pod: &Pod) -> (Vec<String>, Vec<String>) {
+pub(crate) fn env_references(pod: &Pod) -> (Vec<String>, Vec<String>) {
     let (mut cms, mut secrets) = (vec![], vec![]);
     let spec = pod.spec.clone().unwrap_or_default();
     for c in spec.init_containers.iter().flatten().chain(spec.containers.iter()) {
@@ -62,7 +62,7 @@ pub fn env_references(pod: &Pod) -> (Vec<String>, Vec<String>) {
 
 /// Kubernetes' `$(VAR)` expansion: a defined variable is replaced, `$$` escapes a `$`, anything
 /// else is left as written.
-pub fn expand(input: &str, vars: &HashMap<String, String>) -> String {
+pub(crate) fn expand(input: &str, vars: &HashMap<String, String>) -> String {
     let b = input.as_bytes();
     let mut out = String::with_capacity(input.len());
     let mut i = 0;
@@ -120,7 +120,7 @@ fn field_ref(pod: &Pod, path: &str, pod_ips: &[String], host_ip: &str) -> Result
 
 /// makeEnvironmentVariables: envFrom first, then env in order, each value expanded against the
 /// variables defined before it. An error is a CreateContainerConfigError.
-pub fn make_environment_variables(
+pub(crate) fn make_environment_variables(
     pod: &Pod,
     container: &Container,
     objs: &EnvObjects,
@@ -205,7 +205,7 @@ fn ns(pod: &Pod) -> &str {
 
 /// makeMounts: each volumeMount onto the volume's host directory (and subPath inside it), plus
 /// the pod's managed /etc/hosts unless the container mounts its own.
-pub fn make_mounts(
+pub(crate) fn make_mounts(
     container: &Container,
     volumes: &MountedVolumes,
     etc_hosts: Option<&Path>,
@@ -250,7 +250,7 @@ pub fn make_mounts(
 
 /// The container's cgroup values from its own requests and limits (cpu shares from the request,
 /// CFS quota and memory limit from the limits).
-pub fn container_resources(container: &Container) -> api::LinuxContainerResources {
+pub(crate) fn container_resources(container: &Container) -> api::LinuxContainerResources {
     use apimachinery::resource::{parse_quantity_milli, parse_quantity_units};
     let res = container.resources.clone().unwrap_or_default();
     let get = |m: &Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, k: &str| {
@@ -309,16 +309,16 @@ fn security_context(pod: &Pod, container: &Container) -> api::LinuxContainerSecu
 }
 
 /// generateContainerConfig: the CRI config of one container attempt.
-pub struct ContainerInputs<'a> {
-    pub pod: &'a Pod,
-    pub container: &'a Container,
-    pub restart_count: u32,
-    pub image_ref: &'a str,
-    pub envs: Vec<api::KeyValue>,
-    pub mounts: Vec<api::Mount>,
+pub(crate) struct ContainerInputs<'a> {
+    pub(crate) pod: &'a Pod,
+    pub(crate) container: &'a Container,
+    pub(crate) restart_count: u32,
+    pub(crate) image_ref: &'a str,
+    pub(crate) envs: Vec<api::KeyValue>,
+    pub(crate) mounts: Vec<api::Mount>,
 }
 
-pub fn generate_container_config(i: ContainerInputs<'_>) -> api::ContainerConfig {
+pub(crate) fn generate_container_config(i: ContainerInputs<'_>) -> api::ContainerConfig {
     let c = i.container;
     let vars: HashMap<String, String> = i.envs.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect();
     api::ContainerConfig {
@@ -350,36 +350,36 @@ pub fn generate_container_config(i: ContainerInputs<'_>) -> api::ContainerConfig
 
 /// kubelet's `minimumGracePeriodInSeconds`: whatever a preStop hook used up, a container still
 /// gets this long between SIGTERM and SIGKILL (unless the kill is forced).
-pub const MINIMUM_GRACE_PERIOD: Duration = Duration::from_secs(2);
+pub(crate) const MINIMUM_GRACE_PERIOD: Duration = Duration::from_secs(2);
 
 /// The grace period a forced kill gets (`kubectl delete --force --grace-period=0`, the pod gone
 /// from the API server at once): one second between SIGTERM and SIGKILL, no preStop hook.
-pub const FORCED_GRACE_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const FORCED_GRACE_PERIOD: Duration = Duration::from_secs(1);
 
 /// When a termination must be over. It can only move earlier while the kill runs — a second
 /// `kubectl delete --grace-period=N`, a forced delete — and the kill path watches it (kubelet
 /// cancels the running SyncTerminatingPod and starts again with the shorter grace period).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Deadline {
-    pub at: Instant,
+pub(crate) struct Deadline {
+    pub(crate) at: Instant,
     /// An override (a forced delete, a pod that already finished): StopContainer gets exactly
     /// what is left, without [`MINIMUM_GRACE_PERIOD`], and no preStop hook starts.
-    pub forced: bool,
+    pub(crate) forced: bool,
 }
 
 impl Deadline {
-    pub fn after(grace: Duration, forced: bool) -> Deadline {
+    pub(crate) fn after(grace: Duration, forced: bool) -> Deadline {
         Deadline { at: Instant::now() + grace, forced }
     }
 
     /// Whether `new` ends the termination sooner than `self` (and so replaces it).
-    pub fn is_shortened_by(&self, new: &Deadline) -> bool {
+    pub(crate) fn is_shortened_by(&self, new: &Deadline) -> bool {
         new.at < self.at || (new.forced && !self.forced && new.at <= self.at)
     }
 
     /// The timeout StopContainer gets at `now`: what is left in whole seconds (rounded up, CRI
     /// counts in seconds), and at least [`MINIMUM_GRACE_PERIOD`] unless forced.
-    pub fn stop_timeout(&self, now: Instant) -> Duration {
+    pub(crate) fn stop_timeout(&self, now: Instant) -> Duration {
         let left = self.at.saturating_duration_since(now);
         let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
         let t = Duration::from_secs(secs);
@@ -388,25 +388,25 @@ impl Deadline {
 }
 
 /// A fixed deadline `grace` from now (nothing will shorten it).
-pub fn fixed_deadline(grace: Duration, forced: bool) -> watch::Receiver<Deadline> {
+pub(crate) fn fixed_deadline(grace: Duration, forced: bool) -> watch::Receiver<Deadline> {
     watch::channel(Deadline::after(grace, forced)).1
 }
 
 /// The container of the pod spec a running container belongs to.
-pub fn container_spec<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+pub(crate) fn container_spec<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
     crate::volumemanager::downwardapi::find_container(pod, name)
 }
 
 /// What killing one container needs.
-pub struct KillTarget<'a> {
+pub(crate) struct KillTarget<'a> {
     /// `None` for a pod the agent no longer knows (found in the runtime only): no hook, no event.
-    pub pod: Option<&'a Pod>,
-    pub container_id: &'a str,
-    pub name: &'a str,
+    pub(crate) pod: Option<&'a Pod>,
+    pub(crate) container_id: &'a str,
+    pub(crate) name: &'a str,
     /// The Killing event's message.
-    pub message: &'a str,
+    pub(crate) message: &'a str,
     /// For an httpGet preStop hook without a host.
-    pub pod_ips: &'a [String],
+    pub(crate) pod_ips: &'a [String],
 }
 
 /// killContainer: the Killing event, the preStop hook bounded by the deadline, then
@@ -414,7 +414,7 @@ pub struct KillTarget<'a> {
 /// earlier meanwhile, a running hook is abandoned once the new deadline passes (at once when
 /// forced), and a StopContainer in flight is cancelled and sent again with the new timeout
 /// (containerd sends SIGTERM again and SIGKILL when the new timeout runs out).
-pub async fn kill_container(
+pub(crate) async fn kill_container(
     runtime: &RemoteRuntime,
     hooks: &HandlerRunner,
     recorder: &Recorder,
@@ -508,7 +508,7 @@ fn time_from_nanos(ns: i64) -> Option<DateTime<Utc>> {
 }
 
 /// A CRI container status in the runtime-neutral form.
-pub fn to_container_status(s: &api::ContainerStatus) -> kc::ContainerStatus {
+pub(crate) fn to_container_status(s: &api::ContainerStatus) -> kc::ContainerStatus {
     let state = match api::ContainerState::try_from(s.state) {
         Ok(api::ContainerState::ContainerCreated) => ContainerState::Created,
         Ok(api::ContainerState::ContainerRunning) => ContainerState::Running,

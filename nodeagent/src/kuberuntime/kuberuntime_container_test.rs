@@ -46,7 +46,7 @@ fn pod(grace: i64, lifecycle: &str) -> Pod {
 }
 
 /// Run the pod's sandbox and containers once; returns the runtime's view afterwards.
-async fn start(e: &Env, pod: &Pod) -> (super::PodSyncResult, crate::container::PodStatus) {
+async fn start(e: &Env, pod: &Pod) -> (super::kuberuntime_manager::PodSyncResult, crate::container::PodStatus) {
     let status = e.manager.get_pod_status("u1", "web", "default").await.expect("status");
     let volumes = MountedVolumes::default();
     let env_objects = EnvObjects::default();

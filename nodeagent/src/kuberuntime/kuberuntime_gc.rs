@@ -14,7 +14,7 @@
 //!
 //! The decision ([`compute_gc`]) is a pure function of what the runtime lists, table-tested
 //! below. Running containers and ready sandboxes are never touched: stopping things is the pod
-//! workers' job (housekeeping in [`crate::kubelet_pods`] kills running pods nobody wants, and a
+//! workers' job (housekeeping in [`crate::kubelet::pods`] kills running pods nobody wants, and a
 //! removed pod's worker removes its containers at once). GC is the backstop that catches what
 //! those leave behind — dead restarts, sandboxes of earlier attempts, a removal that failed or
 //! was cut short by an agent restart.
@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use k8s_cri::v1 as api;
 
@@ -34,15 +35,15 @@ use crate::error::Result;
 
 /// How many dead instances of each container are kept (kubelet's
 /// `--maximum-dead-containers-per-container`, default 1).
-pub const MAX_PER_POD_CONTAINER: usize = 1;
+pub(crate) const MAX_PER_POD_CONTAINER: usize = 1;
 
 /// How often the agent collects garbage (kubelet's ContainerGCPeriod).
-pub const CONTAINER_GC_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const CONTAINER_GC_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// kubelet's GCPolicy (MinAge is 0 by default and kubelab has no global MaxContainers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GcPolicy {
-    pub max_per_pod_container: usize,
+pub(crate) struct GcPolicy {
+    pub(crate) max_per_pod_container: usize,
 }
 
 impl Default for GcPolicy {
@@ -53,34 +54,34 @@ impl Default for GcPolicy {
 
 /// A container as GC sees it (containerGCInfo).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GcContainer {
-    pub id: String,
-    pub pod_uid: String,
-    pub name: String,
-    pub sandbox_id: String,
-    pub created_at: i64,
-    pub running: bool,
+pub(crate) struct GcContainer {
+    pub(crate) id: String,
+    pub(crate) pod_uid: String,
+    pub(crate) name: String,
+    pub(crate) sandbox_id: String,
+    pub(crate) created_at: i64,
+    pub(crate) running: bool,
 }
 
 /// A sandbox as GC sees it (sandboxGCInfo).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GcSandbox {
-    pub id: String,
-    pub pod_uid: String,
-    pub created_at: i64,
-    pub ready: bool,
+pub(crate) struct GcSandbox {
+    pub(crate) id: String,
+    pub(crate) pod_uid: String,
+    pub(crate) created_at: i64,
+    pub(crate) ready: bool,
 }
 
 /// What one pass removes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GcPlan {
-    pub containers: Vec<String>,
-    pub sandboxes: Vec<String>,
+pub(crate) struct GcPlan {
+    pub(crate) containers: Vec<String>,
+    pub(crate) sandboxes: Vec<String>,
 }
 
 /// The pure decision of one GC pass. `pod_exists(uid)` says whether some source still wants
 /// the pod; it is consulted only when `sources_ready`.
-pub fn compute_gc(
+pub(crate) fn compute_gc(
     containers: &[GcContainer],
     sandboxes: &[GcSandbox],
     pod_exists: impl Fn(&str) -> bool,
@@ -121,30 +122,36 @@ pub fn compute_gc(
 }
 
 /// The pod UID of a log directory `<namespace>_<name>_<uid>` (names cannot hold `_`).
-pub fn log_dir_pod_uid(dir_name: &str) -> Option<&str> {
+pub(crate) fn log_dir_pod_uid(dir_name: &str) -> Option<&str> {
     dir_name.rsplit_once('_').map(|(_, uid)| uid).filter(|u| !u.is_empty())
 }
 
+/// Whether some pod source still wants the pod with this UID: what GC asks of the rest of the
+/// agent (kubelet's podStateProvider, given to its container GC when it is built).
+pub(crate) type PodExistsFunc = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// Runs GC passes against the runtime.
-pub struct ContainerGc {
+pub(crate) struct ContainerGc {
     runtime: RemoteRuntime,
     logs_root: PathBuf,
     policy: GcPolicy,
+    pod_exists: PodExistsFunc,
     /// One pass at a time: the periodic loop and the eviction manager both call in.
     running: tokio::sync::Mutex<()>,
 }
 
 impl ContainerGc {
-    pub fn new(runtime: RemoteRuntime, logs_root: PathBuf, policy: GcPolicy) -> ContainerGc {
-        ContainerGc { runtime, logs_root, policy, running: tokio::sync::Mutex::new(()) }
+    pub(crate) fn new(runtime: RemoteRuntime, logs_root: PathBuf, policy: GcPolicy, pod_exists: PodExistsFunc) -> ContainerGc {
+        ContainerGc { runtime, logs_root, policy, pod_exists, running: tokio::sync::Mutex::new(()) }
     }
 
     /// GarbageCollect: list, decide, remove. Returns what was removed.
-    pub async fn garbage_collect(&self, pod_exists: impl Fn(&str) -> bool, sources_ready: bool) -> Result<GcPlan> {
+    pub(crate) async fn garbage_collect(&self, sources_ready: bool) -> Result<GcPlan> {
+        let pod_exists = &*self.pod_exists;
         let _one = self.running.lock().await;
         let containers: Vec<GcContainer> = self.runtime.list_containers(None).await?.iter().filter_map(to_gc_container).collect();
         let sandboxes: Vec<GcSandbox> = self.runtime.list_pod_sandbox(None).await?.iter().filter_map(to_gc_sandbox).collect();
-        let plan = compute_gc(&containers, &sandboxes, &pod_exists, sources_ready, self.policy);
+        let plan = compute_gc(&containers, &sandboxes, pod_exists, sources_ready, self.policy);
 
         for id in &plan.containers {
             // The log path is known only from the status: read it before the container goes.
@@ -367,8 +374,8 @@ mod tests {
             ids.push(id);
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
-        let gc = ContainerGc::new(rt.clone(), logs.clone(), GcPolicy::default());
-        let plan = gc.garbage_collect(|u| u == "u1", true).await.expect("gc");
+        let gc = ContainerGc::new(rt.clone(), logs.clone(), GcPolicy::default(), Arc::new(|u: &str| u == "u1"));
+        let plan = gc.garbage_collect(true).await.expect("gc");
         assert_eq!(plan.containers, vec![ids[1].clone(), ids[0].clone()]);
         let left: Vec<String> = fake.containers().into_iter().map(|c| c.id).collect();
         assert_eq!(left, vec![ids[2].clone()], "exactly one dead instance stays");
@@ -377,7 +384,8 @@ mod tests {
 
         // The pod is deleted: the rest goes, sandbox and log directory too.
         rt.stop_pod_sandbox(&sb).await.expect("stop sandbox");
-        gc.garbage_collect(|_| false, true).await.expect("gc");
+        let gc = ContainerGc::new(rt.clone(), logs.clone(), GcPolicy::default(), Arc::new(|_: &str| false));
+        gc.garbage_collect(true).await.expect("gc");
         assert!(fake.containers().is_empty() && fake.sandboxes().is_empty());
         assert!(!pod_logs.exists(), "the log directory of a gone pod is removed");
     }

@@ -15,19 +15,19 @@ use crate::flowcontrol::Backoff;
 
 /// Why a container's image is not there; the reason shows as the container's waiting reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageError {
-    pub reason: &'static str,
-    pub message: String,
+pub(crate) struct ImageError {
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
 }
 
-pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
-pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
-pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
-pub const INVALID_IMAGE_NAME: &str = "InvalidImageName";
+pub(crate) const ERR_IMAGE_PULL: &str = "ErrImagePull";
+pub(crate) const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+pub(crate) const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+pub(crate) const INVALID_IMAGE_NAME: &str = "InvalidImageName";
 
 /// What to do about an image, decided from the policy and whether it is present.
 #[derive(Debug, PartialEq, Eq)]
-pub enum PullDecision {
+pub(crate) enum PullDecision {
     UsePresent,
     Pull,
     NeverPullMissing,
@@ -35,14 +35,14 @@ pub enum PullDecision {
 
 /// The container's pull policy, or the one defaulting would give it if the spec leaves it out
 /// (Always for `:latest` or no tag, IfNotPresent otherwise).
-pub fn pull_policy(container: &Container) -> &str {
+pub(crate) fn pull_policy(container: &Container) -> &str {
     match container.image_pull_policy.as_deref() {
         Some(p) if !p.is_empty() => p,
         _ => default_image_pull_policy(container.image.as_deref().unwrap_or_default()),
     }
 }
 
-pub fn decide(policy: &str, present: bool) -> PullDecision {
+pub(crate) fn decide(policy: &str, present: bool) -> PullDecision {
     match (policy, present) {
         ("Always", _) => PullDecision::Pull,
         ("Never", true) | ("IfNotPresent", true) => PullDecision::UsePresent,
@@ -53,7 +53,7 @@ pub fn decide(policy: &str, present: bool) -> PullDecision {
 
 /// Credentials for `image` from `.dockerconfigjson` secrets (kubelet's credentialprovider):
 /// the entry whose registry host matches the image's.
-pub fn auth_for_image(image: &str, docker_configs: &[serde_json::Value]) -> Option<api::AuthConfig> {
+pub(crate) fn auth_for_image(image: &str, docker_configs: &[serde_json::Value]) -> Option<api::AuthConfig> {
     let registry = image_registry(image);
     for cfg in docker_configs {
         let auths = cfg.get("auths").and_then(|a| a.as_object())?;
@@ -79,7 +79,7 @@ pub fn auth_for_image(image: &str, docker_configs: &[serde_json::Value]) -> Opti
 }
 
 /// The registry host of an image reference (`docker.io` when it names none).
-pub fn image_registry(image: &str) -> &str {
+pub(crate) fn image_registry(image: &str) -> &str {
     match image.split_once('/') {
         Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => first,
         _ => "docker.io",
@@ -87,14 +87,14 @@ pub fn image_registry(image: &str) -> &str {
 }
 
 /// Pulls images for pods, with a backoff per (pod, image) after failures.
-pub struct ImageManager {
+pub(crate) struct ImageManager {
     runtime: RemoteRuntime,
     recorder: Recorder,
     backoff: Mutex<Backoff>,
 }
 
 impl ImageManager {
-    pub fn new(runtime: RemoteRuntime, recorder: Recorder) -> ImageManager {
+    pub(crate) fn new(runtime: RemoteRuntime, recorder: Recorder) -> ImageManager {
         ImageManager {
             runtime,
             recorder,
@@ -104,7 +104,7 @@ impl ImageManager {
 
     /// Make sure `container`'s image is on the node; returns the image reference to create the
     /// container from.
-    pub async fn ensure_image_exists(
+    pub(crate) async fn ensure_image_exists(
         &self,
         pod: &Pod,
         container: &Container,

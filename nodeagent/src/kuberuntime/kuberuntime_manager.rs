@@ -19,7 +19,7 @@ use super::kuberuntime_image::ImageManager;
 use super::kuberuntime_sandbox as ksandbox;
 use crate::container::{self as kc, ContainerState, PodStatus, SandboxStatus};
 use crate::cri::RemoteRuntime;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::{self, Recorder};
 use crate::flowcontrol::Backoff;
 use crate::lifecycle::handlers::HandlerRunner;
@@ -27,29 +27,29 @@ use crate::prober::PodProbeResults;
 use crate::volumemanager::MountedVolumes;
 
 /// Waiting reasons a failed start leaves on a container (kubelet's container/sync_result.go).
-pub const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
-pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
-pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
-pub const RUN_CONTAINER_ERROR: &str = "RunContainerError";
+pub(crate) const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
+pub(crate) const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+pub(crate) const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
+pub(crate) const RUN_CONTAINER_ERROR: &str = "RunContainerError";
 /// The postStart hook failed: the container was killed (kubelet's ErrPostStartHook).
-pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
+pub(crate) const POST_START_HOOK_ERROR: &str = "PostStartHookError";
 
 /// What a pod needs, as decided by [`compute_pod_actions`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodActions {
+pub(crate) struct PodActions {
     /// Stop every container and the sandbox (before a new sandbox, or because the pod is done).
-    pub kill_pod: bool,
-    pub create_sandbox: bool,
+    pub(crate) kill_pod: bool,
+    pub(crate) create_sandbox: bool,
     /// The current sandbox (empty when there is none).
-    pub sandbox_id: String,
+    pub(crate) sandbox_id: String,
     /// The attempt number of the sandbox to create.
-    pub attempt: u32,
+    pub(crate) attempt: u32,
     /// The init container to start next (index in spec.initContainers).
-    pub next_init_container_to_start: Option<usize>,
+    pub(crate) next_init_container_to_start: Option<usize>,
     /// App containers to start (indices in spec.containers).
-    pub containers_to_start: Vec<usize>,
+    pub(crate) containers_to_start: Vec<usize>,
     /// Running containers to stop: (container ID, name, why).
-    pub containers_to_kill: Vec<(String, String, String)>,
+    pub(crate) containers_to_kill: Vec<(String, String, String)>,
 }
 
 /// podSandboxChanged: whether the pod needs a new sandbox, the attempt it gets, the current one.
@@ -68,7 +68,7 @@ fn pod_sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, String) {
     (false, latest.attempt, latest.id.clone())
 }
 
-pub use crate::status::should_container_be_restarted;
+pub(crate) use crate::status::should_container_be_restarted;
 
 fn container_succeeded(c: &Container, status: &PodStatus) -> bool {
     status.find_container(&c.name).is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == 0)
@@ -77,7 +77,7 @@ fn container_succeeded(c: &Container, status: &PodStatus) -> bool {
 /// computePodActions: the pure decision of what `pod` needs given what the runtime runs and
 /// what the prober says about its running containers (a failed liveness or startup probe kills
 /// the container; it is started again unless the restart policy is Never).
-pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &PodProbeResults) -> PodActions {
+pub(crate) fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &PodProbeResults) -> PodActions {
     let (changed, attempt, sandbox_id) = pod_sandbox_changed(pod, status);
     let mut a = PodActions { kill_pod: changed, create_sandbox: changed, sandbox_id, attempt, ..Default::default() };
     let inits = init_containers(pod);
@@ -167,31 +167,31 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &PodProbeResul
 }
 
 /// What the agent needs besides the pod to start its containers (gathered by SyncPod steps 1–4).
-pub struct SyncInputs<'a> {
-    pub volumes: &'a MountedVolumes,
-    pub env_objects: &'a EnvObjects,
-    pub pull_secrets: &'a [serde_json::Value],
-    pub etc_hosts: Option<PathBuf>,
-    pub cgroup_parent: String,
-    pub host_ip: String,
+pub(crate) struct SyncInputs<'a> {
+    pub(crate) volumes: &'a MountedVolumes,
+    pub(crate) env_objects: &'a EnvObjects,
+    pub(crate) pull_secrets: &'a [serde_json::Value],
+    pub(crate) etc_hosts: Option<PathBuf>,
+    pub(crate) cgroup_parent: String,
+    pub(crate) host_ip: String,
     /// The prober's liveness and startup results for the pod's containers.
-    pub probes: PodProbeResults,
+    pub(crate) probes: PodProbeResults,
 }
 
 /// The outcome of one SyncPod: per-container waiting reasons for the status, and when the pod
 /// should be looked at again (the end of a backoff).
 #[derive(Debug, Default)]
-pub struct PodSyncResult {
-    pub waiting_reasons: HashMap<String, (String, String)>,
-    pub retry_after: Option<Duration>,
-    pub error: Option<String>,
+pub(crate) struct PodSyncResult {
+    pub(crate) waiting_reasons: HashMap<String, (String, String)>,
+    pub(crate) retry_after: Option<Duration>,
+    pub(crate) error: Option<String>,
 }
 
-pub struct RuntimeManager {
-    pub runtime: RemoteRuntime,
-    pub images: ImageManager,
+pub(crate) struct RuntimeManager {
+    pub(crate) runtime: RemoteRuntime,
+    pub(crate) images: ImageManager,
     /// Runs postStart and preStop hooks.
-    pub hooks: HandlerRunner,
+    pub(crate) hooks: HandlerRunner,
     recorder: Recorder,
     logs_root: PathBuf,
     host_dns: api::DnsConfig,
@@ -199,7 +199,7 @@ pub struct RuntimeManager {
 }
 
 impl RuntimeManager {
-    pub fn new(runtime: RemoteRuntime, recorder: Recorder, logs_root: PathBuf, host_dns: api::DnsConfig) -> Self {
+    pub(crate) fn new(runtime: RemoteRuntime, recorder: Recorder, logs_root: PathBuf, host_dns: api::DnsConfig) -> Self {
         RuntimeManager {
             images: ImageManager::new(runtime.clone(), recorder.clone()),
             hooks: HandlerRunner::new(runtime.clone()),
@@ -212,12 +212,12 @@ impl RuntimeManager {
         }
     }
 
-    pub fn logs_root(&self) -> &std::path::Path {
+    pub(crate) fn logs_root(&self) -> &std::path::Path {
         &self.logs_root
     }
 
     /// GetPodStatus: the pod's sandboxes and containers as the runtime reports them.
-    pub async fn get_pod_status(&self, uid: &str, name: &str, namespace: &str) -> Result<PodStatus> {
+    pub(crate) async fn get_pod_status(&self, uid: &str, name: &str, namespace: &str) -> Result<PodStatus> {
         let label = HashMap::from([(kc::POD_UID_LABEL.to_string(), uid.to_string())]);
         let sandboxes = self
             .runtime
@@ -270,7 +270,7 @@ impl RuntimeManager {
 
     /// GetPods: every pod the runtime has sandboxes or containers for, by UID, with its name and
     /// namespace (used to find pods no source wants any more, and to adopt pods after a restart).
-    pub async fn get_pods(&self) -> Result<HashMap<String, (String, String)>> {
+    pub(crate) async fn get_pods(&self) -> Result<HashMap<String, (String, String)>> {
         let mut pods = HashMap::new();
         let sandboxes = self.runtime.list_pod_sandbox(None).await?;
         for s in &sandboxes {
@@ -291,7 +291,7 @@ impl RuntimeManager {
     }
 
     /// Steps 5–7 of SyncPod for the decided `actions`.
-    pub async fn sync_pod(&self, pod: &Pod, status: &PodStatus, inputs: &SyncInputs<'_>) -> PodSyncResult {
+    pub(crate) async fn sync_pod(&self, pod: &Pod, status: &PodStatus, inputs: &SyncInputs<'_>) -> PodSyncResult {
         let actions = compute_pod_actions(pod, status, &inputs.probes);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         tracing::debug!(target: "kuberuntime", pod_uid = %uid, ?actions, "computePodActions");
@@ -507,13 +507,13 @@ impl RuntimeManager {
 
     /// killPodWithSyncResult: stop every running container (in parallel, each with the grace
     /// period and its preStop hook), then every sandbox.
-    pub async fn kill_pod(&self, pod: Option<&Pod>, status: &PodStatus, grace: Duration) -> Result<()> {
+    pub(crate) async fn kill_pod(&self, pod: Option<&Pod>, status: &PodStatus, grace: Duration) -> Result<()> {
         self.kill_pod_until(pod, status, kcont::fixed_deadline(grace, false)).await
     }
 
     /// [`kill_pod`](Self::kill_pod) against a deadline that may move earlier while the
     /// containers stop (a shorter `kubectl delete --grace-period`, a forced delete).
-    pub async fn kill_pod_until(
+    pub(crate) async fn kill_pod_until(
         &self,
         pod: Option<&Pod>,
         status: &PodStatus,
@@ -540,7 +540,7 @@ impl RuntimeManager {
     }
 
     /// Remove every container and sandbox of a pod that is gone (deleted, or no longer wanted).
-    pub async fn remove_pod(&self, status: &PodStatus) -> Result<()> {
+    pub(crate) async fn remove_pod(&self, status: &PodStatus) -> Result<()> {
         for c in &status.containers {
             self.runtime.remove_container(&c.id).await?;
         }
@@ -557,7 +557,7 @@ impl RuntimeManager {
     }
 
     /// Forget crash-loop history older than twice the longest delay.
-    pub fn gc_backoff(&self) {
+    pub(crate) fn gc_backoff(&self) {
         self.crash_backoff.lock().unwrap_or_else(|e| e.into_inner()).gc(Instant::now());
     }
 }
@@ -569,11 +569,6 @@ struct StartContext<'a> {
     sandbox_config: &'a api::PodSandboxConfig,
     pod_ips: &'a [String],
     inputs: &'a SyncInputs<'a>,
-}
-
-/// Errors of this module that callers match on.
-pub fn is_retryable(e: &Error) -> bool {
-    !matches!(e, Error::Invalid(_))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::labels;
 
 /// The directory a pod's container logs go to (kubelet: `/var/log/pods/<ns>_<name>_<uid>`).
-pub fn pod_log_dir(logs_root: &Path, pod: &Pod) -> std::path::PathBuf {
+pub(crate) fn pod_log_dir(logs_root: &Path, pod: &Pod) -> std::path::PathBuf {
     let m = &pod.metadata;
     logs_root.join(format!(
         "{}_{}_{}",
@@ -21,12 +21,12 @@ pub fn pod_log_dir(logs_root: &Path, pod: &Pod) -> std::path::PathBuf {
     ))
 }
 
-pub fn host_network(pod: &Pod) -> bool {
+pub(crate) fn host_network(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
 }
 
 /// The pod's hostname: spec.hostname, else its name, cut to 63 characters as Kubernetes does.
-pub fn pod_hostname(pod: &Pod) -> String {
+pub(crate) fn pod_hostname(pod: &Pod) -> String {
     let h = pod
         .spec
         .as_ref()
@@ -38,7 +38,7 @@ pub fn pod_hostname(pod: &Pod) -> String {
 }
 
 /// The resolv.conf settings of the host (nameserver, search, options lines).
-pub fn parse_resolv_conf(text: &str) -> api::DnsConfig {
+pub(crate) fn parse_resolv_conf(text: &str) -> api::DnsConfig {
     let mut c = api::DnsConfig::default();
     for line in text.lines() {
         let line = line.split(['#', ';']).next().unwrap_or_default();
@@ -56,7 +56,7 @@ pub fn parse_resolv_conf(text: &str) -> api::DnsConfig {
 /// The pod's DNS (dns.go GetPodDNS). kubelab runs no cluster DNS, so ClusterFirst falls back to
 /// the host's resolver, as the kubelet does when it has no cluster DNS configured; `None` uses
 /// only spec.dnsConfig; spec.dnsConfig is merged in last.
-pub fn pod_dns_config(pod: &Pod, host: &api::DnsConfig) -> api::DnsConfig {
+pub(crate) fn pod_dns_config(pod: &Pod, host: &api::DnsConfig) -> api::DnsConfig {
     let spec = pod.spec.as_ref();
     let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("ClusterFirst");
     let mut c = if policy == "None" { api::DnsConfig::default() } else { host.clone() };
@@ -86,7 +86,7 @@ pub fn pod_dns_config(pod: &Pod, host: &api::DnsConfig) -> api::DnsConfig {
 }
 
 /// generatePodSandboxConfig: everything the runtime needs to create the sandbox.
-pub fn generate_pod_sandbox_config(
+pub(crate) fn generate_pod_sandbox_config(
     pod: &Pod,
     attempt: u32,
     logs_root: &Path,

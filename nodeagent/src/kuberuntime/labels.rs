@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::container::*;
 
 /// Labels of a pod's sandbox: who the pod is, plus the pod's own labels.
-pub fn new_pod_labels(pod: &Pod) -> HashMap<String, String> {
+pub(crate) fn new_pod_labels(pod: &Pod) -> HashMap<String, String> {
     let mut labels: HashMap<String, String> =
         pod.metadata.labels.clone().unwrap_or_default().into_iter().collect();
     labels.insert(POD_NAME_LABEL.into(), pod.metadata.name.clone().unwrap_or_default());
@@ -18,7 +18,7 @@ pub fn new_pod_labels(pod: &Pod) -> HashMap<String, String> {
 }
 
 /// Labels of a container: its pod and its name in the spec.
-pub fn new_container_labels(container: &Container, pod: &Pod) -> HashMap<String, String> {
+pub(crate) fn new_container_labels(container: &Container, pod: &Pod) -> HashMap<String, String> {
     HashMap::from([
         (POD_NAME_LABEL.into(), pod.metadata.name.clone().unwrap_or_default()),
         (POD_NAMESPACE_LABEL.into(), pod.metadata.namespace.clone().unwrap_or_default()),
@@ -29,7 +29,7 @@ pub fn new_container_labels(container: &Container, pod: &Pod) -> HashMap<String,
 
 /// Annotations of a container: the spec hash (a changed spec restarts the container), the
 /// restart count, and the pod's grace period (so a restarted agent can stop it correctly).
-pub fn new_container_annotations(container: &Container, pod: &Pod, restart_count: u32) -> HashMap<String, String> {
+pub(crate) fn new_container_annotations(container: &Container, pod: &Pod, restart_count: u32) -> HashMap<String, String> {
     let mut a = HashMap::from([
         (CONTAINER_HASH_ANNOTATION.into(), format!("{:x}", hash_container(container))),
         (CONTAINER_RESTART_COUNT_ANNOTATION.into(), restart_count.to_string()),
@@ -42,12 +42,12 @@ pub fn new_container_annotations(container: &Container, pod: &Pod, restart_count
 
 /// A stable hash of a container's spec (kubelet's HashContainer). FNV-1a over the JSON form:
 /// stable across agent builds and restarts, unlike std's randomly seeded hasher.
-pub fn hash_container(container: &Container) -> u64 {
+pub(crate) fn hash_container(container: &Container) -> u64 {
     let bytes = serde_json::to_vec(container).unwrap_or_default();
     fnv1a(&bytes)
 }
 
-pub fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);
@@ -57,7 +57,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The spec hash a container was created with, from its annotations.
-pub fn container_hash(annotations: &HashMap<String, String>) -> u64 {
+pub(crate) fn container_hash(annotations: &HashMap<String, String>) -> u64 {
     annotations.get(CONTAINER_HASH_ANNOTATION).and_then(|h| u64::from_str_radix(h, 16).ok()).unwrap_or(0)
 }
 

@@ -39,11 +39,11 @@ use crate::error::{Error, Result};
 
 /// How often a follower looks for lines appended to the file. kubelet waits on inotify; a poll
 /// this short is as prompt for a person watching `kubectl logs -f` and needs no watcher.
-pub const FOLLOW_POLL_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const FOLLOW_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// How often a follower at the end of the file asks the runtime whether the container still runs
 /// (kubelet's stateCheckPeriod is 5 s; one CRI `ContainerStatus` a second is cheap).
-pub const STATE_CHECK_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const STATE_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
 /// Output is sent in chunks of at most about this size, and always before waiting for more
 /// input, so a follower sees each line as soon as it is read.
@@ -51,20 +51,20 @@ const OUTPUT_CHUNK: usize = 32 * 1024;
 
 /// What `kubectl logs` asked for (the query parameters of `pods/log`, kubelet's `LogOptions`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct LogOptions {
+pub(crate) struct LogOptions {
     /// Keep streaming until the container stops (`follow`).
-    pub follow: bool,
+    pub(crate) follow: bool,
     /// Only the last N full lines (`tailLines`); `None` (or a negative number) means all.
-    pub tail_lines: Option<i64>,
+    pub(crate) tail_lines: Option<i64>,
     /// Stop after this many bytes of output (`limitBytes`).
-    pub limit_bytes: Option<i64>,
+    pub(crate) limit_bytes: Option<i64>,
     /// Prefix each line with its RFC 3339 timestamp (`timestamps`).
-    pub timestamps: bool,
+    pub(crate) timestamps: bool,
     /// Only lines logged at or after this instant (`sinceTime`, or now − `sinceSeconds`).
-    pub since_time: Option<DateTime<Utc>>,
+    pub(crate) since_time: Option<DateTime<Utc>>,
     /// The previous instance of the container (`previous`): chosen by the caller, which opens
-    /// that instance's file; [`read_logs`] does not look at it.
-    pub previous: bool,
+    /// that instance's file; [`ContainerLog::stream`] does not look at it.
+    pub(crate) previous: bool,
 }
 
 /// A query-string boolean as Kubernetes reads one: absent is false, and any value other than
@@ -75,22 +75,22 @@ fn query_bool(value: &str) -> bool {
 
 impl LogOptions {
     /// Parse `kubectl logs`' query parameters, validated as the API server validates
-    /// `PodLogOptions` (an invalid value is [`Error::Invalid`], a 400 for the caller).
-    pub fn from_query(query: &HashMap<String, String>) -> Result<LogOptions> {
+    /// `PodLogOptions` (an invalid value is [`Error::LogOptions`], a 400 for the caller).
+    pub(crate) fn from_query(query: &HashMap<String, String>) -> Result<LogOptions> {
         let flag = |key: &str| query.get(key).is_some_and(|v| query_bool(v));
         let int = |key: &str| -> Result<Option<i64>> {
             query
                 .get(key)
-                .map(|v| v.parse::<i64>().map_err(|_| Error::Invalid(format!("{key}: Invalid value: {v:?}: must be an integer"))))
+                .map(|v| v.parse::<i64>().map_err(|_| Error::LogOptions(format!("{key}: Invalid value: {v:?}: must be an integer"))))
                 .transpose()
         };
         let positive = |key: &str, v: Option<i64>| match v {
-            Some(n) if n < 1 => Err(Error::Invalid(format!("{key}: Invalid value: {n}: must be greater than 0"))),
+            Some(n) if n < 1 => Err(Error::LogOptions(format!("{key}: Invalid value: {n}: must be greater than 0"))),
             _ => Ok(v),
         };
         let tail_lines = int("tailLines")?;
         if let Some(n) = tail_lines.filter(|n| *n < 0) {
-            return Err(Error::Invalid(format!("tailLines: Invalid value: {n}: must be greater than or equal to 0")));
+            return Err(Error::LogOptions(format!("tailLines: Invalid value: {n}: must be greater than or equal to 0")));
         }
         let limit_bytes = positive("limitBytes", int("limitBytes")?)?;
         let since_seconds = positive("sinceSeconds", int("sinceSeconds")?)?;
@@ -99,12 +99,12 @@ impl LogOptions {
             .map(|v| {
                 DateTime::parse_from_rfc3339(v)
                     .map(|t| t.with_timezone(&Utc))
-                    .map_err(|e| Error::Invalid(format!("sinceTime: Invalid value: {v:?}: {e}")))
+                    .map_err(|e| Error::LogOptions(format!("sinceTime: Invalid value: {v:?}: {e}")))
             })
             .transpose()?;
         let since_time = match (since_seconds, since_time) {
             (Some(_), Some(_)) => {
-                return Err(Error::Invalid("at most one of `sinceTime` or `sinceSeconds` may be specified".into()));
+                return Err(Error::LogOptions("at most one of `sinceTime` or `sinceSeconds` may be specified".into()));
             }
             (Some(secs), None) => Some(Utc::now() - chrono::Duration::seconds(secs)),
             (None, t) => t,
@@ -122,26 +122,26 @@ impl LogOptions {
 
 /// Which of the container's output streams a record came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogStream {
+pub(crate) enum LogStream {
     Stdout,
     Stderr,
 }
 
 /// One parsed record of a CRI log file.
 #[derive(Clone, Debug, PartialEq)]
-pub struct LogRecord<'a> {
-    pub timestamp: DateTime<Utc>,
-    pub stream: LogStream,
+pub(crate) struct LogRecord<'a> {
+    pub(crate) timestamp: DateTime<Utc>,
+    pub(crate) stream: LogStream,
     /// A `P` chunk: the line continues in the next record.
-    pub partial: bool,
+    pub(crate) partial: bool,
     /// The text, without the line's newline.
-    pub message: &'a [u8],
+    pub(crate) message: &'a [u8],
 }
 
 /// Parse one line of a CRI log file (without its trailing newline):
 /// `<RFC3339Nano> <stdout|stderr> <P|F>[:<more tags>] <message>`.
-pub fn parse_cri_line(line: &[u8]) -> Result<LogRecord<'_>> {
-    let invalid = |what: &str| Error::Invalid(format!("CRI log line: {what}: {:?}", String::from_utf8_lossy(line)));
+pub(crate) fn parse_cri_line(line: &[u8]) -> Result<LogRecord<'_>> {
+    let invalid = |what: &'static str| Error::LogLine { what, line: String::from_utf8_lossy(line).into_owned() };
     let mut fields = line.splitn(4, |b| *b == b' ');
     let (Some(ts), Some(stream), Some(tag)) = (fields.next(), fields.next(), fields.next()) else {
         return Err(invalid("too few fields"));
@@ -254,13 +254,13 @@ impl LogWriter<'_> {
 
 /// An open container log file, opened before anything is streamed so that a missing file can
 /// still be answered with an error status.
-pub struct ContainerLog {
+pub(crate) struct ContainerLog {
     path: PathBuf,
     file: tokio::fs::File,
 }
 
 impl ContainerLog {
-    pub async fn open(path: &Path) -> Result<ContainerLog> {
+    pub(crate) async fn open(path: &Path) -> Result<ContainerLog> {
         let file = tokio::fs::File::open(path).await.map_err(|e| Error::io(path, e))?;
         Ok(ContainerLog { path: path.to_path_buf(), file })
     }
@@ -268,7 +268,7 @@ impl ContainerLog {
     /// Stream the log to `out` as `opts` asks. `still_running` is asked, when following, whether
     /// the container still runs (a CRI `ContainerStatus` in the server). Returns when the log is
     /// done, `limitBytes` is reached or the receiver of `out` is dropped.
-    pub async fn stream<F, Fut>(self, opts: &LogOptions, out: mpsc::Sender<Bytes>, mut still_running: F) -> Result<()>
+    pub(crate) async fn stream<F, Fut>(self, opts: &LogOptions, out: mpsc::Sender<Bytes>, mut still_running: F) -> Result<()>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = bool>,
@@ -357,15 +357,6 @@ impl ContainerLog {
     }
 }
 
-/// Open the log at `path` and stream it to `out` ([`ContainerLog::open`] + [`ContainerLog::stream`]).
-pub async fn read_logs<F, Fut>(path: &Path, opts: &LogOptions, out: mpsc::Sender<Bytes>, still_running: F) -> Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    ContainerLog::open(path).await?.stream(opts, out, still_running).await
-}
-
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -373,6 +364,15 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
+
+    /// Open the log at `path` and stream it to `out`, as the HTTP server does.
+    async fn read_logs<F, Fut>(path: &Path, opts: &LogOptions, out: mpsc::Sender<Bytes>, still_running: F) -> Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        ContainerLog::open(path).await?.stream(opts, out, still_running).await
+    }
 
     fn ts(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).expect("timestamp").with_timezone(&Utc)
@@ -458,7 +458,7 @@ mod tests {
             q(&[("sinceTime", "yesterday")]),
             q(&[("sinceTime", "2024-05-01T10:00:00Z"), ("sinceSeconds", "5")]),
         ] {
-            assert!(matches!(LogOptions::from_query(&bad), Err(Error::Invalid(_))), "{bad:?}");
+            assert!(matches!(LogOptions::from_query(&bad), Err(Error::LogOptions(_))), "{bad:?}");
         }
     }
 
@@ -557,7 +557,9 @@ mod tests {
         let mut file = std::fs::OpenOptions::new().append(true).open(&path).expect("open for append");
         file.write_all(b"2024-05-01T10:00:05Z stdout P app").expect("append");
         file.flush().expect("flush");
-        tokio::time::sleep(FOLLOW_POLL_INTERVAL * 3).await;
+        // Three polls of the file see the partial record, and none may pass it on.
+        let partial_kept = || matches!(rx.try_recv(), Err(mpsc::error::TryRecvError::Empty));
+        crate::testing::hold_for("a partial record to stay unsent", FOLLOW_POLL_INTERVAL * 3, partial_kept).await;
         file.write_all(b"ended \n2024-05-01T10:00:05Z stdout F line\n").expect("append");
         assert_eq!(recv(&mut rx).await.as_deref(), Some(b"appended line\n".as_slice()));
 

@@ -26,13 +26,13 @@ use crate::cri::RemoteRuntime;
 /// Runs lifecycle handlers. Cheap to clone: the CRI client and the HTTP client share their
 /// connections.
 #[derive(Clone)]
-pub struct HandlerRunner {
+pub(crate) struct HandlerRunner {
     runtime: RemoteRuntime,
     http: reqwest::Client,
 }
 
 /// `format.Pod`: `name_namespace(uid)`, the way kubelet names a pod in messages.
-pub fn format_pod(pod: &Pod) -> String {
+pub(crate) fn format_pod(pod: &Pod) -> String {
     let m = &pod.metadata;
     format!(
         "{}_{}({})",
@@ -43,7 +43,7 @@ pub fn format_pod(pod: &Pod) -> String {
 }
 
 impl HandlerRunner {
-    pub fn new(runtime: RemoteRuntime) -> HandlerRunner {
+    pub(crate) fn new(runtime: RemoteRuntime) -> HandlerRunner {
         // Kubernetes' hook client skips certificate verification (hooks target the pod itself,
         // whose certificate no one on the node can vouch for) and never uses a proxy.
         let http = reqwest::Client::builder()
@@ -60,7 +60,7 @@ impl HandlerRunner {
 
     /// Run: the handler's outcome; an error is the message of the FailedPostStartHook /
     /// FailedPreStopHook event.
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         container_id: &str,
         pod: &Pod,
@@ -145,7 +145,7 @@ impl HandlerRunner {
 /// The URL of an httpGet hook: scheme (HTTP unless HTTPS), host (the pod's first IP unless
 /// given), port (a number, a number as a string, or the name of a container port; empty = 80),
 /// path (a leading `/` added when missing).
-pub fn http_get_url(get: &HTTPGetAction, container: &Container, pod_ips: &[String]) -> Result<String, String> {
+pub(crate) fn http_get_url(get: &HTTPGetAction, container: &Container, pod_ips: &[String]) -> Result<String, String> {
     let host = match get.host.as_deref().filter(|h| !h.is_empty()) {
         Some(h) => h.to_string(),
         None => pod_ips.first().cloned().ok_or_else(|| "failed to find networking container: the pod has no IP".to_string())?,

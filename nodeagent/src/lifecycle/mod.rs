@@ -1,5 +1,5 @@
 //! Mirrors kubelet's pkg/kubelet/lifecycle: the checks a pod passes before the node agent runs it
 //! ([`predicate`]) and the container lifecycle hooks ([`handlers`]).
 
-pub mod handlers;
-pub mod predicate;
+pub(crate) mod handlers;
+pub(crate) mod predicate;

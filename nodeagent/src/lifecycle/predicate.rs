@@ -35,18 +35,18 @@ use scheduler::plugins::helper::find_untolerated;
 use scheduler::plugins::{node_affinity, node_name, node_ports};
 
 /// Kubernetes' taint-toleration plugin name and ErrReasonNotMatch, which kubelet reports.
-pub const TAINT_TOLERATION: &str = "TaintToleration";
-pub const ERR_REASON_TAINTS_NOT_MATCH: &str = "node(s) had taints that the pod didn't tolerate";
+pub(crate) const TAINT_TOLERATION: &str = "TaintToleration";
+pub(crate) const ERR_REASON_TAINTS_NOT_MATCH: &str = "node(s) had taints that the pod didn't tolerate";
 /// The label a node selector names the OS with (v1.LabelOSStable).
-pub const LABEL_OS: &str = "kubernetes.io/os";
+pub(crate) const LABEL_OS: &str = "kubernetes.io/os";
 
 /// The verdict (lifecycle.PodAdmitResult). On rejection `reason` is a CamelCase word for
 /// `status.reason` and `message` a sentence for `status.message`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodAdmitResult {
-    pub admit: bool,
-    pub reason: String,
-    pub message: String,
+pub(crate) struct PodAdmitResult {
+    pub(crate) admit: bool,
+    pub(crate) reason: String,
+    pub(crate) message: String,
 }
 
 impl PodAdmitResult {
@@ -111,7 +111,7 @@ fn insufficient(want: &Resource, used: &Resource, pods: i64, allocatable: &Resou
 /// `pod` itself (by UID) are skipped, so callers may pass their whole list. `max_pods` is the
 /// agent's own `--max-pods`: it wins over the Node object's `allocatable.pods`, which may be
 /// stale or edited.
-pub fn can_admit_pod(node: &Node, running: &[Pod], pod: &Pod, max_pods: usize) -> PodAdmitResult {
+pub(crate) fn can_admit_pod(node: &Node, running: &[Pod], pod: &Pod, max_pods: usize) -> PodAdmitResult {
     let uid = uid(pod);
     let others: Vec<&Pod> = running
         .iter()

@@ -10,18 +10,18 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 /// The file name: CRI takes the first conflist in lexical order (`max_conf_num = 1`).
-pub const CONFLIST_NAME: &str = "10-kubelab.conflist";
+pub(crate) const CONFLIST_NAME: &str = "10-kubelab.conflist";
 
 /// A pod CIDR like `10.244.1.0/24`, with the first host address as the bridge's gateway.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodCidr {
-    pub network: Ipv4Addr,
-    pub prefix: u8,
+    pub(crate) network: Ipv4Addr,
+    pub(crate) prefix: u8,
 }
 
 impl PodCidr {
     pub fn parse(s: &str) -> Result<PodCidr> {
-        let bad = || Error::Invalid(format!("--pod-cidr {s:?}: want an IPv4 CIDR such as 10.244.1.0/24"));
+        let bad = || Error::InvalidFlag(format!("--pod-cidr {s:?}: want an IPv4 CIDR such as 10.244.1.0/24"));
         let (ip, prefix) = s.split_once('/').ok_or_else(bad)?;
         let ip: Ipv4Addr = ip.parse().map_err(|_| bad())?;
         let prefix: u8 = prefix.parse().map_err(|_| bad())?;
@@ -32,11 +32,12 @@ impl PodCidr {
         Ok(PodCidr { network: Ipv4Addr::from(u32::from(ip) & mask), prefix })
     }
 
-    pub fn gateway(&self) -> Ipv4Addr {
+    pub(crate) fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::from(u32::from(self.network) + 1)
     }
 
-    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, ip: Ipv4Addr) -> bool {
         let mask = u32::MAX << (32 - self.prefix);
         u32::from(ip) & mask == u32::from(self.network)
     }
@@ -50,12 +51,12 @@ impl std::fmt::Display for PodCidr {
 
 /// The bridge for `cidr`: `kubelab<third octet>` (10.244.3.0/24 → `kubelab3`), so that several
 /// agents on one host (the end-to-end tests) do not share a bridge.
-pub fn bridge_name(cidr: &PodCidr) -> String {
+pub(crate) fn bridge_name(cidr: &PodCidr) -> String {
     format!("kubelab{}", cidr.network.octets()[2])
 }
 
 /// The conflist text for `cidr`, with IPAM state kept in `ipam_dir`.
-pub fn conflist(cidr: &PodCidr, bridge: &str, ipam_dir: &Path) -> String {
+pub(crate) fn conflist(cidr: &PodCidr, bridge: &str, ipam_dir: &Path) -> String {
     let v = serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "kubelab",
@@ -99,7 +100,7 @@ pub fn write_conflist(conf_dir: &Path, cidr: &PodCidr, bridge: &str, ipam_dir: &
 /// host-local keeps one file per allocated IP, holding the container (sandbox) ID. After a crash
 /// those of sandboxes that no longer exist leak addresses: free them. Returns the IPs released.
 /// Blocking.
-pub fn release_leaked_ips(ipam_dir: &Path, live_sandboxes: &std::collections::HashSet<String>) -> Vec<String> {
+pub(crate) fn release_leaked_ips(ipam_dir: &Path, live_sandboxes: &std::collections::HashSet<String>) -> Vec<String> {
     let mut released = vec![];
     let Ok(networks) = std::fs::read_dir(ipam_dir) else { return released };
     for net in networks.flatten() {

@@ -32,39 +32,40 @@ use crate::error::{Error, Result};
 
 /// How often routes are recomputed and re-applied (flannel's host-gw resyncs its routes on a
 /// timer too, for the same reason: routes can vanish under it).
-pub const RESYNC_PERIOD: Duration = Duration::from_secs(10);
+pub(crate) const RESYNC_PERIOD: Duration = Duration::from_secs(10);
 
 /// The `proto` number of the routes this backend owns (an unassigned id in
 /// `/etc/iproute2/rt_protos`). `ip route show proto 77` lists exactly ours.
-pub const ROUTE_PROTOCOL: u8 = 77;
+pub(crate) const ROUTE_PROTOCOL: u8 = 77;
 
 /// One route to a peer node's pods.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Route {
+pub(crate) struct Route {
     /// The peer's pod CIDR, as the Node's `spec.podCIDR` writes it (`10.244.2.0/24`).
-    pub dst: String,
+    pub(crate) dst: String,
     /// The peer's InternalIP.
-    pub via: Ipv4Addr,
+    pub(crate) via: Ipv4Addr,
 }
 
 /// What one resync changes.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct RouteDiff {
+pub(crate) struct RouteDiff {
     /// `ip route replace`: missing, or pointing at another gateway.
-    pub replace: Vec<Route>,
+    pub(crate) replace: Vec<Route>,
     /// `ip route del`: ours, but no node wants it any more.
-    pub delete: Vec<Route>,
+    pub(crate) delete: Vec<Route>,
 }
 
 impl RouteDiff {
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.replace.is_empty() && self.delete.is_empty()
     }
 }
 
 /// Step 2: the routes this node should have, keyed by destination CIDR. Our own node, nodes
 /// without a pod CIDR and nodes without an IPv4 InternalIP are skipped (nothing to route to).
-pub fn desired_routes(nodes: &[Node], self_name: &str) -> BTreeMap<String, Ipv4Addr> {
+pub(crate) fn desired_routes(nodes: &[Node], self_name: &str) -> BTreeMap<String, Ipv4Addr> {
     let mut out = BTreeMap::new();
     for node in nodes {
         if node.metadata.name.as_deref() == Some(self_name) {
@@ -84,7 +85,7 @@ fn internal_ipv4(node: &Node) -> Option<Ipv4Addr> {
 
 /// Step 3: parse `ip -4 route show proto <n>` output (`10.244.2.0/24 via 172.31.250.12 dev eth0 …`)
 /// into destination → gateway. Lines without a `via` (not ours to manage) are ignored.
-pub fn parse_routes(out: &str) -> BTreeMap<String, Ipv4Addr> {
+pub(crate) fn parse_routes(out: &str) -> BTreeMap<String, Ipv4Addr> {
     let mut routes = BTreeMap::new();
     for line in out.lines() {
         let mut words = line.split_whitespace();
@@ -104,7 +105,7 @@ pub fn parse_routes(out: &str) -> BTreeMap<String, Ipv4Addr> {
 }
 
 /// Step 4: what to replace and what to delete to turn `current` (our routes) into `desired`.
-pub fn diff(desired: &BTreeMap<String, Ipv4Addr>, current: &BTreeMap<String, Ipv4Addr>) -> RouteDiff {
+pub(crate) fn diff(desired: &BTreeMap<String, Ipv4Addr>, current: &BTreeMap<String, Ipv4Addr>) -> RouteDiff {
     let replace = desired
         .iter()
         .filter(|(dst, via)| current.get(*dst) != Some(via))
@@ -120,7 +121,7 @@ pub fn diff(desired: &BTreeMap<String, Ipv4Addr>, current: &BTreeMap<String, Ipv
 
 /// Runs the backend until `shutdown` turns true. Errors (API server unreachable, `ip` failing)
 /// are logged and retried at the next resync: routes already in place keep working meanwhile.
-pub async fn run(client: kube::Client, node_name: String, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(client: kube::Client, node_name: String, mut shutdown: watch::Receiver<bool>) {
     let api: Api<Node> = Api::all(client);
     let mut tick = tokio::time::interval(RESYNC_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -170,7 +171,7 @@ async fn ip(args: &[&str]) -> Result<String> {
         .await
         .map_err(|e| Error::io(what.clone(), e))?;
     if !out.status.success() {
-        return Err(Error::Invalid(format!("{what}: {} {}", out.status, String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Command { command: what, status: out.status, stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -2,4 +2,4 @@
 //! CNI configuration for its `--pod-cidr` ([`cni`]), the job a network add-on does in Kubernetes.
 
 pub mod cni;
-pub mod host_gw;
+pub(crate) mod host_gw;

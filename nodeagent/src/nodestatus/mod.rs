@@ -24,7 +24,7 @@
 //! at warn once per outage (and at info when the API server is back); [`run`] never returns
 //! before shutdown.
 
-pub mod setters;
+pub(crate) mod setters;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -45,47 +45,48 @@ use crate::error::Result;
 use setters::HostInfo;
 
 /// How often the node status is computed (kubelet's `--node-status-update-frequency`).
-pub const NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
+pub(crate) const NODE_STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
 /// The longest the status goes unwritten when nothing changes.
-pub const NODE_STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(60);
+pub(crate) const NODE_STATUS_REPORT_FREQUENCY: Duration = Duration::from_secs(60);
 /// The namespace of node Leases.
-pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+pub(crate) const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 /// The Lease's duration (kubelet's `--node-lease-duration-seconds`).
-pub const NODE_LEASE_DURATION_SECONDS: i32 = 40;
+pub(crate) const NODE_LEASE_DURATION_SECONDS: i32 = 40;
 /// How often the Lease is renewed: a quarter of its duration, as kubelet does.
-pub const NODE_LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const NODE_LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(10);
 /// The longest the status waits for the runtime's version.
 const CRI_VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 /// Retry delays after a failed registration: doubling from the first to the last.
 const REGISTER_BACKOFF: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(10));
 
 /// Well-known node labels (v1.LabelHostname, LabelOSStable, LabelArchStable).
-pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
-pub const LABEL_OS: &str = "kubernetes.io/os";
-pub const LABEL_ARCH: &str = "kubernetes.io/arch";
+pub(crate) const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
+pub(crate) const LABEL_OS: &str = "kubernetes.io/os";
+pub(crate) const LABEL_ARCH: &str = "kubernetes.io/arch";
 
 /// How this node presents itself.
 #[derive(Clone, Debug)]
-pub struct NodeOptions {
-    pub node_name: String,
+pub(crate) struct NodeOptions {
+    pub(crate) node_name: String,
     /// Extra labels, set at registration (kubelet's `--node-labels`).
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// Taints set at registration (kubelet's `--register-with-taints`).
-    pub taints: Vec<Taint>,
+    pub(crate) taints: Vec<Taint>,
     /// `spec.podCIDR`, when the node's pod range is configured rather than allocated.
-    pub pod_cidr: Option<String>,
-    pub max_pods: u32,
+    pub(crate) pod_cidr: Option<String>,
+    pub(crate) max_pods: u32,
     /// The agent's HTTP port, published as `status.daemonEndpoints.kubeletEndpoint.port`.
-    pub port: u16,
+    pub(crate) port: u16,
     /// The agent's data directory: its filesystem's size is the node's ephemeral-storage.
-    pub root_dir: PathBuf,
+    pub(crate) root_dir: PathBuf,
     /// The InternalIP to publish; found from the default route when None.
-    pub node_ip: Option<IpAddr>,
+    pub(crate) node_ip: Option<IpAddr>,
 }
 
 impl NodeOptions {
     /// Kubelet's defaults: 110 pods, port 10250, no extra labels or taints.
-    pub fn new(node_name: impl Into<String>, root_dir: PathBuf) -> NodeOptions {
+    #[cfg(test)]
+    pub(crate) fn new(node_name: impl Into<String>, root_dir: PathBuf) -> NodeOptions {
         NodeOptions {
             node_name: node_name.into(),
             labels: BTreeMap::new(),
@@ -99,7 +100,7 @@ impl NodeOptions {
     }
 
     /// The configured labels plus the well-known ones the agent always sets.
-    pub fn node_labels(&self) -> BTreeMap<String, String> {
+    pub(crate) fn node_labels(&self) -> BTreeMap<String, String> {
         let mut labels = self.labels.clone();
         labels.insert(LABEL_HOSTNAME.to_string(), self.node_name.clone());
         labels.insert(LABEL_OS.to_string(), std::env::consts::OS.to_string());
@@ -112,15 +113,18 @@ impl NodeOptions {
 /// saying what is wrong, which becomes the condition's message), and the eviction manager's
 /// pressure, as the MemoryPressure, DiskPressure and PIDPressure conditions report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeReadiness {
+pub(crate) struct NodeReadiness {
     /// The CRI answers and reports RuntimeReady.
-    pub runtime_ready: Result<(), String>,
+    pub(crate) runtime_ready: Result<(), String>,
     /// PLEG relisted recently.
-    pub pleg_healthy: Result<(), String>,
+    pub(crate) pleg_healthy: Result<(), String>,
     /// The CRI reports NetworkReady (a CNI config is in place).
-    pub network_ready: Result<(), String>,
-    /// The pressure the eviction manager reports (MemoryPressure, DiskPressure, PIDPressure).
-    pub pressure: crate::eviction::NodePressure,
+    pub(crate) network_ready: Result<(), String>,
+    /// The pressure the eviction manager reports, one flag per condition (kubelet's setters are
+    /// handed its IsUnderMemoryPressure, IsUnderDiskPressure and IsUnderPIDPressure).
+    pub(crate) memory_pressure: bool,
+    pub(crate) disk_pressure: bool,
+    pub(crate) pid_pressure: bool,
 }
 
 impl Default for NodeReadiness {
@@ -130,7 +134,9 @@ impl Default for NodeReadiness {
             runtime_ready: Err("container runtime status check may not have completed yet".to_string()),
             pleg_healthy: Err("pleg has yet to be successful".to_string()),
             network_ready: Err("container runtime network not ready: network status not yet known".to_string()),
-            pressure: Default::default(),
+            memory_pressure: false,
+            disk_pressure: false,
+            pid_pressure: false,
         }
     }
 }
@@ -170,7 +176,7 @@ impl Observer {
 }
 
 /// Registers the node, then keeps its status and Lease up to date until `shutdown` turns true.
-pub async fn run(
+pub(crate) async fn run(
     client: kube::Client,
     opts: NodeOptions,
     runtime: RemoteRuntime,
@@ -283,7 +289,7 @@ fn initial_node(opts: &NodeOptions, status: k8s_openapi::api::core::v1::NodeStat
 
 /// What taking over an existing Node changes in it (a merge patch), if anything: the agent's
 /// labels where missing or different, and the pod CIDR if the Node has none.
-pub fn takeover_patch(existing: &Node, opts: &NodeOptions) -> Option<serde_json::Value> {
+pub(crate) fn takeover_patch(existing: &Node, opts: &NodeOptions) -> Option<serde_json::Value> {
     let have = existing.metadata.labels.clone().unwrap_or_default();
     let labels: BTreeMap<String, String> = opts.node_labels().into_iter().filter(|(k, v)| have.get(k) != Some(v)).collect();
     let has_cidr = existing.spec.as_ref().and_then(|s| s.pod_cidr.as_deref()).is_some_and(|c| !c.is_empty());
@@ -338,7 +344,7 @@ async fn update_status(api: &Api<Node>, observer: &mut Observer, readiness: &Nod
 }
 
 /// The Lease object for `node` renewed now (nodelease's newLease), from `base` if there is one.
-pub fn renewed_lease(base: Option<Lease>, node: &Node, now: MicroTime) -> Lease {
+pub(crate) fn renewed_lease(base: Option<Lease>, node: &Node, now: MicroTime) -> Lease {
     let name = node.metadata.name.clone().unwrap_or_default();
     let mut lease = base.unwrap_or_else(|| Lease {
         metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(NODE_LEASE_NAMESPACE.to_string()), ..ObjectMeta::default() },
@@ -500,7 +506,7 @@ mod tests {
     fn readiness_starts_not_ready() {
         let r = NodeReadiness::default();
         assert!(setters::not_ready_message(&r).is_some());
-        let ok = NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), pressure: Default::default() };
+        let ok = NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), ..NodeReadiness::default() };
         assert_eq!(setters::not_ready_message(&ok), None);
     }
 }

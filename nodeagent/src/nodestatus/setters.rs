@@ -20,24 +20,24 @@ use super::{NodeOptions, NodeReadiness};
 /// The Kubernetes API level kubelab speaks, as the node agent reports it in
 /// `status.nodeInfo.kubeletVersion`: the same as the API server's `/version` gitVersion, so that
 /// `kubectl get nodes` shows one version for the whole cluster.
-pub const KUBELET_VERSION: &str = "v1.32.0-kubelab";
+pub(crate) const KUBELET_VERSION: &str = "v1.32.0-kubelab";
 
 /// What the node agent learns about its host.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct HostInfo {
+pub(crate) struct HostInfo {
     /// Online CPUs.
-    pub num_cpus: u64,
+    pub(crate) num_cpus: u64,
     /// MemTotal of /proc/meminfo, in KiB.
-    pub memory_kib: u64,
+    pub(crate) memory_kib: u64,
     /// Size of the filesystem holding the agent's root directory, in bytes.
-    pub ephemeral_storage_bytes: u64,
-    pub hostname: String,
-    pub internal_ip: Option<IpAddr>,
-    pub kernel_version: String,
-    pub os_image: String,
-    pub machine_id: String,
-    pub boot_id: String,
-    pub system_uuid: String,
+    pub(crate) ephemeral_storage_bytes: u64,
+    pub(crate) hostname: String,
+    pub(crate) internal_ip: Option<IpAddr>,
+    pub(crate) kernel_version: String,
+    pub(crate) os_image: String,
+    pub(crate) machine_id: String,
+    pub(crate) boot_id: String,
+    pub(crate) system_uuid: String,
 }
 
 fn read_trimmed(path: &str) -> String {
@@ -47,7 +47,7 @@ fn read_trimmed(path: &str) -> String {
 impl HostInfo {
     /// Reads the host (blocking). Anything unreadable is left empty or zero rather than failing:
     /// a node with an unknown boot ID is still a node.
-    pub fn gather(opts: &NodeOptions) -> HostInfo {
+    pub(crate) fn gather(opts: &NodeOptions) -> HostInfo {
         // SAFETY: sysconf only reads a system value.
         let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
         let internal_ip = opts.node_ip.or_else(|| {
@@ -56,8 +56,8 @@ impl HostInfo {
         });
         HostInfo {
             num_cpus: u64::try_from(cpus).unwrap_or(0),
-            memory_kib: std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| parse_meminfo_total(&m)).unwrap_or(0),
-            ephemeral_storage_bytes: crate::eviction::stats::fs_stats(&opts.root_dir).map_or(0, |fs| fs.capacity.max(0) as u64),
+            memory_kib: std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| crate::stats::memory::parse_meminfo_total(&m)).unwrap_or(0),
+            ephemeral_storage_bytes: crate::stats::fs_stats(&opts.root_dir).map_or(0, |fs| fs.capacity.max(0) as u64),
             hostname: client::hostname(),
             internal_ip,
             kernel_version: read_trimmed("/proc/sys/kernel/osrelease"),
@@ -72,21 +72,8 @@ impl HostInfo {
     }
 }
 
-/// MemTotal from /proc/meminfo, in KiB.
-pub fn parse_meminfo_total(meminfo: &str) -> Option<u64> {
-    meminfo.lines().find_map(|line| {
-        let rest = line.strip_prefix("MemTotal:")?;
-        let mut parts = rest.split_whitespace();
-        let n: u64 = parts.next()?.parse().ok()?;
-        match parts.next() {
-            Some("kB") | None => Some(n),
-            Some(_) => None,
-        }
-    })
-}
-
 /// PRETTY_NAME from /etc/os-release, unquoted.
-pub fn parse_os_release_pretty_name(os_release: &str) -> Option<String> {
+pub(crate) fn parse_os_release_pretty_name(os_release: &str) -> Option<String> {
     os_release.lines().find_map(|line| {
         let v = line.trim().strip_prefix("PRETTY_NAME=")?;
         let v = v.trim_matches(|c| c == '"' || c == '\'');
@@ -95,7 +82,7 @@ pub fn parse_os_release_pretty_name(os_release: &str) -> Option<String> {
 }
 
 /// The interface of the default route in /proc/net/route (destination 0, mask 0, lowest metric).
-pub fn default_route_interface(route_table: &str) -> Option<String> {
+pub(crate) fn default_route_interface(route_table: &str) -> Option<String> {
     route_table
         .lines()
         .skip(1)
@@ -113,7 +100,7 @@ pub fn default_route_interface(route_table: &str) -> Option<String> {
 
 /// The node's InternalIP when none is configured: the address of the default route's interface
 /// (where traffic to other nodes leaves), else the first non-loopback IPv4 address.
-pub fn choose_internal_ip(route_table: &str, addrs: &[(String, Ipv4Addr)]) -> Option<Ipv4Addr> {
+pub(crate) fn choose_internal_ip(route_table: &str, addrs: &[(String, Ipv4Addr)]) -> Option<Ipv4Addr> {
     if let Some(iface) = default_route_interface(route_table)
         && let Some((_, ip)) = addrs.iter().find(|(name, _)| *name == iface)
     {
@@ -153,7 +140,7 @@ fn interface_ipv4s() -> Vec<(String, Ipv4Addr)> {
 
 
 /// Kubernetes' architecture names (Go's GOARCH) from Rust's.
-pub fn go_arch() -> &'static str {
+pub(crate) fn go_arch() -> &'static str {
     match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
@@ -165,7 +152,7 @@ pub fn go_arch() -> &'static str {
 
 /// Capacity (MachineInfo): cpu, memory, ephemeral-storage, pods. Allocatable is the same: kubelab
 /// reserves nothing for system daemons (no `--kube-reserved`/`--system-reserved`).
-pub fn capacity(host: &HostInfo, max_pods: u32) -> BTreeMap<String, Quantity> {
+pub(crate) fn capacity(host: &HostInfo, max_pods: u32) -> BTreeMap<String, Quantity> {
     let bytes = |b: u64| if b.is_multiple_of(1024) { format!("{}Ki", b / 1024) } else { b.to_string() };
     BTreeMap::from([
         ("cpu".to_string(), Quantity(host.num_cpus.to_string())),
@@ -176,7 +163,7 @@ pub fn capacity(host: &HostInfo, max_pods: u32) -> BTreeMap<String, Quantity> {
 }
 
 /// NodeAddress: the InternalIP (when known) and the Hostname.
-pub fn addresses(host: &HostInfo) -> Vec<NodeAddress> {
+pub(crate) fn addresses(host: &HostInfo) -> Vec<NodeAddress> {
     let mut out = Vec::new();
     if let Some(ip) = host.internal_ip {
         out.push(NodeAddress { type_: "InternalIP".to_string(), address: ip.to_string() });
@@ -189,7 +176,7 @@ pub fn addresses(host: &HostInfo) -> Vec<NodeAddress> {
 
 /// VersionInfo and MachineInfo's system part. `runtime_version` is `<name>://<version>` from
 /// the CRI Version call.
-pub fn node_info(host: &HostInfo, runtime_version: &str) -> NodeSystemInfo {
+pub(crate) fn node_info(host: &HostInfo, runtime_version: &str) -> NodeSystemInfo {
     NodeSystemInfo {
         architecture: go_arch().to_string(),
         boot_id: host.boot_id.clone(),
@@ -207,7 +194,7 @@ pub fn node_info(host: &HostInfo, runtime_version: &str) -> NodeSystemInfo {
 
 /// The message of a NotReady node: every failing check, as an aggregate error prints them
 /// (one alone as it is, several as `[a, b]`). None when all pass.
-pub fn not_ready_message(r: &NodeReadiness) -> Option<String> {
+pub(crate) fn not_ready_message(r: &NodeReadiness) -> Option<String> {
     let errs: Vec<&str> = [&r.runtime_ready, &r.pleg_healthy, &r.network_ready]
         .into_iter()
         .filter_map(|e| e.as_ref().err().map(String::as_str))
@@ -240,14 +227,14 @@ fn condition(old: &[NodeCondition], type_: &str, status: &str, reason: &str, mes
 
 /// The types of condition the node agent owns; others (NetworkUnavailable, set by a network
 /// plugin) are kept as they are.
-pub const OWNED_CONDITIONS: [&str; 4] = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"];
+pub(crate) const OWNED_CONDITIONS: [&str; 4] = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"];
 
 /// The conditions (MemoryPressureCondition, DiskPressureCondition, PIDPressureCondition,
 /// ReadyCondition), in kubelet's order, after any conditions the agent does not own. The pressure
-/// conditions are the eviction manager's ([`crate::eviction`]), carried in `readiness.pressure`.
-pub fn conditions(old: &[NodeCondition], readiness: &NodeReadiness, now: &Time) -> Vec<NodeCondition> {
+/// conditions are the eviction manager's, carried in `readiness`.
+pub(crate) fn conditions(old: &[NodeCondition], readiness: &NodeReadiness, now: &Time) -> Vec<NodeCondition> {
     let mut out: Vec<NodeCondition> = old.iter().filter(|c| !OWNED_CONDITIONS.contains(&c.type_.as_str())).cloned().collect();
-    out.extend(pressure_conditions(old, &readiness.pressure, now));
+    out.extend(pressure_conditions(old, readiness, now));
     out.push(match not_ready_message(readiness) {
         None => condition(old, "Ready", "True", "KubeletReady", "kubelet is posting ready status", now),
         Some(msg) => condition(old, "Ready", "False", "KubeletNotReady", &msg, now),
@@ -257,19 +244,19 @@ pub fn conditions(old: &[NodeCondition], readiness: &NodeReadiness, now: &Time) 
 
 /// MemoryPressure, DiskPressure and PIDPressure with kubelet's reasons and messages
 /// (MemoryPressureCondition, DiskPressureCondition, PIDPressureCondition).
-pub fn pressure_conditions(old: &[NodeCondition], p: &crate::eviction::NodePressure, now: &Time) -> [NodeCondition; 3] {
+pub(crate) fn pressure_conditions(old: &[NodeCondition], r: &NodeReadiness, now: &Time) -> [NodeCondition; 3] {
     [
-        if p.memory {
+        if r.memory_pressure {
             condition(old, "MemoryPressure", "True", "KubeletHasInsufficientMemory", "kubelet has insufficient memory available", now)
         } else {
             condition(old, "MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", now)
         },
-        if p.disk {
+        if r.disk_pressure {
             condition(old, "DiskPressure", "True", "KubeletHasDiskPressure", "kubelet has disk pressure", now)
         } else {
             condition(old, "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", now)
         },
-        if p.pid {
+        if r.pid_pressure {
             condition(old, "PIDPressure", "True", "KubeletHasInsufficientPID", "kubelet has insufficient PID available", now)
         } else {
             condition(old, "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", now)
@@ -279,7 +266,7 @@ pub fn pressure_conditions(old: &[NodeCondition], p: &crate::eviction::NodePress
 
 /// The whole status the agent writes, from the previous one (for transition times and the
 /// conditions it does not own).
-pub fn node_status(
+pub(crate) fn node_status(
     old: Option<&NodeStatus>,
     host: &HostInfo,
     runtime_version: &str,
@@ -304,7 +291,7 @@ pub fn node_status(
 
 /// Whether `new` says anything `old` does not, heartbeats aside: only then is a write due before
 /// the report interval is up.
-pub fn status_changed(old: Option<&NodeStatus>, new: &NodeStatus) -> bool {
+pub(crate) fn status_changed(old: Option<&NodeStatus>, new: &NodeStatus) -> bool {
     let Some(old) = old else { return true };
     let strip = |c: &Option<Vec<NodeCondition>>| -> Vec<NodeCondition> {
         let mut v = c.clone().unwrap_or_default();
@@ -332,7 +319,7 @@ mod tests {
     }
 
     fn ready() -> NodeReadiness {
-        NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), pressure: Default::default() }
+        NodeReadiness { runtime_ready: Ok(()), pleg_healthy: Ok(()), network_ready: Ok(()), ..Default::default() }
     }
 
     fn host() -> HostInfo {
@@ -356,15 +343,6 @@ mod tests {
 
     fn ready_condition(s: &NodeStatus) -> NodeCondition {
         s.conditions.as_ref().and_then(|c| c.iter().find(|c| c.type_ == "Ready").cloned()).expect("Ready")
-    }
-
-    #[test]
-    fn meminfo() {
-        let sample = "MemTotal:       24605272 kB\nMemFree:        20334112 kB\nMemAvailable:   22799968 kB\n";
-        assert_eq!(parse_meminfo_total(sample), Some(24_605_272));
-        assert_eq!(parse_meminfo_total("MemFree: 1 kB\n"), None);
-        assert_eq!(parse_meminfo_total("MemTotal: lots kB\n"), None);
-        assert_eq!(parse_meminfo_total("MemTotal: 5 MB\n"), None);
     }
 
     #[test]
@@ -426,7 +404,7 @@ mod tests {
         let o = opts();
         let s1 = node_status(None, &host(), "r", &ready(), &o, &t(100));
         let mut pressed = ready();
-        pressed.pressure = crate::eviction::NodePressure { memory: true, disk: false, pid: true };
+        (pressed.memory_pressure, pressed.disk_pressure, pressed.pid_pressure) = (true, false, true);
         let s2 = node_status(Some(&s1), &host(), "r", &pressed, &o, &t(110));
         assert!(status_changed(Some(&s1), &s2));
         let get = |s: &NodeStatus, t: &str| s.conditions.iter().flatten().find(|c| c.type_ == t).cloned().expect("condition");

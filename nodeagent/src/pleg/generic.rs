@@ -28,13 +28,13 @@ const TARGET: &str = "kubelet::pleg";
 /// What PLEG remembers of one pod: whether each sandbox is ready, and each container's state,
 /// by ID (kubelet keeps whole kubecontainer.Pods; the states are all the comparison needs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodRecord {
-    pub sandboxes: BTreeMap<String, bool>,
-    pub containers: BTreeMap<String, ContainerState>,
+pub(crate) struct PodRecord {
+    pub(crate) sandboxes: BTreeMap<String, bool>,
+    pub(crate) containers: BTreeMap<String, ContainerState>,
 }
 
 /// Every pod the runtime has, by pod UID. Sorted, so that events come out in a stable order.
-pub type PodRecords = BTreeMap<String, PodRecord>;
+pub(crate) type PodRecords = BTreeMap<String, PodRecord>;
 
 fn container_state(state: i32) -> ContainerState {
     match api::ContainerState::try_from(state) {
@@ -48,7 +48,7 @@ fn container_state(state: i32) -> ContainerState {
 /// Group the runtime's sandboxes and containers by pod UID (kubelet's GetPods). A container
 /// without the UID label belongs to the pod of its sandbox; anything without a UID at all was
 /// not made by a node agent and is ignored.
-pub fn group_pods(sandboxes: &[api::PodSandbox], containers: &[api::Container]) -> PodRecords {
+pub(crate) fn group_pods(sandboxes: &[api::PodSandbox], containers: &[api::Container]) -> PodRecords {
     let mut records = PodRecords::new();
     let mut sandbox_pod: BTreeMap<&str, &str> = BTreeMap::new();
     for s in sandboxes {
@@ -118,7 +118,7 @@ fn container_events(uid: &str, id: &str, old: PlegState, new: PlegState) -> Vec<
 /// What changed between two relists, pod by pod: for each sandbox created, changed readiness
 /// or removed, a `PodSync`; for each container, the events of its state change. Pods and IDs in
 /// sorted order; a pod's sandbox events first.
-pub fn compute_events(old: &PodRecords, new: &PodRecords) -> Vec<PodLifecycleEvent> {
+pub(crate) fn compute_events(old: &PodRecords, new: &PodRecords) -> Vec<PodLifecycleEvent> {
     let empty = PodRecord::default();
     let mut uids: Vec<&String> = old.keys().chain(new.keys()).collect();
     uids.sort();
@@ -228,7 +228,7 @@ fn health(last_relist: Option<Instant>, now: Instant, threshold: Duration) -> Re
 /// The relisting PLEG. Cheap to clone: clones share the health clock, so the HTTP server and
 /// the node status keep one while [`GenericPleg::run`] owns another.
 #[derive(Clone)]
-pub struct GenericPleg {
+pub(crate) struct GenericPleg {
     runtime: RemoteRuntime,
     events: mpsc::Sender<PodLifecycleEvent>,
     options: Options,
@@ -239,13 +239,13 @@ pub struct GenericPleg {
 
 impl GenericPleg {
     /// A PLEG sending to `events` (create it with [`super::CHANNEL_CAPACITY`]).
-    pub fn new(runtime: RemoteRuntime, events: mpsc::Sender<PodLifecycleEvent>, options: Options) -> GenericPleg {
+    pub(crate) fn new(runtime: RemoteRuntime, events: mpsc::Sender<PodLifecycleEvent>, options: Options) -> GenericPleg {
         GenericPleg { runtime, events, options, last_relist: Arc::new(Mutex::new(None)) }
     }
 
     /// `Ok` while the last successful relist is recent enough; the error is the message the
     /// node's Ready condition and `/healthz` show.
-    pub fn healthy(&self) -> Result<(), String> {
+    pub(crate) fn healthy(&self) -> Result<(), String> {
         let last = *self.last_relist.lock().unwrap_or_else(PoisonError::into_inner);
         health(last, Instant::now(), self.options.relist_threshold)
     }
@@ -279,7 +279,7 @@ impl GenericPleg {
     }
 
     /// Relist every period until `shutdown` completes or the event receiver is dropped.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    pub(crate) async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let mut records = PodRecords::new();
         let mut ticker = tokio::time::interval(self.options.relist_period);

@@ -13,24 +13,24 @@
 
 use std::time::Duration;
 
-pub mod generic;
+pub(crate) mod generic;
 
-pub use generic::{GenericPleg, PodRecord, PodRecords, compute_events, group_pods};
+pub(crate) use generic::GenericPleg;
 
 /// How often the runtime is relisted (kubelet's genericPlegRelistPeriod).
-pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// PLEG is unhealthy when no relist has succeeded for this long (genericPlegRelistThreshold):
 /// the node then reports NotReady, since the agent no longer sees what its containers do.
-pub const RELIST_THRESHOLD: Duration = Duration::from_secs(3 * 60);
+pub(crate) const RELIST_THRESHOLD: Duration = Duration::from_secs(3 * 60);
 /// Capacity of the event channel (kubelet's plegChannelCapacity). Events beyond it are dropped
 /// and counted: the sync loop's periodic resync catches up with those pods.
-pub const CHANNEL_CAPACITY: usize = 1000;
+pub(crate) const CHANNEL_CAPACITY: usize = 1000;
 
 /// Tuning; tests shrink the period.
 #[derive(Clone, Debug)]
-pub struct Options {
-    pub relist_period: Duration,
-    pub relist_threshold: Duration,
+pub(crate) struct Options {
+    pub(crate) relist_period: Duration,
+    pub(crate) relist_threshold: Duration,
 }
 
 impl Default for Options {

@@ -22,18 +22,18 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 }
 
 /// The static pod's hash (`kubernetes.io/config.hash`, which the pod sources set to its UID).
-pub fn static_pod_hash(pod: &Pod) -> Option<&str> {
+pub(crate) fn static_pod_hash(pod: &Pod) -> Option<&str> {
     annotation(pod, CONFIG_HASH_ANNOTATION_KEY)
 }
 
 /// The hash of the static pod a mirror pod was made from (`kubernetes.io/config.mirror`).
-pub fn mirror_pod_hash(pod: &Pod) -> Option<&str> {
+pub(crate) fn mirror_pod_hash(pod: &Pod) -> Option<&str> {
     annotation(pod, CONFIG_MIRROR_ANNOTATION_KEY)
 }
 
 /// Whether `mirror_pod` is an up-to-date mirror of `static_pod` (kubelet's IsMirrorPodOf): same
 /// name and namespace, and made from the same hash.
-pub fn mirror_matches(static_pod: &Pod, mirror_pod: &Pod) -> bool {
+pub(crate) fn mirror_matches(static_pod: &Pod, mirror_pod: &Pod) -> bool {
     if static_pod.metadata.name != mirror_pod.metadata.name || static_pod.metadata.namespace != mirror_pod.metadata.namespace {
         return false;
     }
@@ -47,7 +47,7 @@ pub fn mirror_matches(static_pod: &Pod, mirror_pod: &Pod) -> bool {
 /// annotations plus the mirror hash) and spec, owned by the node, without what the API server
 /// assigns (uid, resourceVersion, creationTimestamp) and without status (the status manager
 /// writes that through `pods/status`).
-pub fn mirror_pod_for(static_pod: &Pod, node: &Node) -> Result<Pod> {
+pub(crate) fn mirror_pod_for(static_pod: &Pod, node: &Node) -> Result<Pod> {
     let hash = static_pod_hash(static_pod)
         .ok_or_else(|| Error::Invalid(format!("static pod {} has no {CONFIG_HASH_ANNOTATION_KEY} annotation", key(static_pod))))?;
     let mut annotations = static_pod.metadata.annotations.clone().unwrap_or_default();
@@ -82,7 +82,7 @@ fn key(pod: &Pod) -> String {
 /// of that name already exists and is a mirror of the same hash, that one is returned: an
 /// earlier attempt (or an earlier run of the agent) already made it. Any other pod of that name
 /// is an error: the caller deletes a stale mirror first.
-pub async fn create_mirror_pod(client: &kube::Client, static_pod: &Pod, node: &Node) -> Result<Pod> {
+pub(crate) async fn create_mirror_pod(client: &kube::Client, static_pod: &Pod, node: &Node) -> Result<Pod> {
     let mirror = mirror_pod_for(static_pod, node)?;
     let namespace = mirror.metadata.namespace.as_deref().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
@@ -110,7 +110,7 @@ pub async fn create_mirror_pod(client: &kube::Client, static_pod: &Pod, node: &N
 /// nothing to wait for), only if it still has `uid` when one is given — the name may already
 /// belong to a newer mirror. A mirror already gone, or replaced (the UID precondition failed),
 /// is not an error.
-pub async fn delete_mirror_pod(client: &kube::Client, namespace: &str, name: &str, uid: Option<&str>) -> Result<()> {
+pub(crate) async fn delete_mirror_pod(client: &kube::Client, namespace: &str, name: &str, uid: Option<&str>) -> Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let params = DeleteParams {
         grace_period_seconds: Some(0),

@@ -32,22 +32,22 @@
 //!   first probe (as in the kubelet), so adopted pods briefly report Ready=False.
 //! - No `prober_probe_total` metric yet.
 
-pub mod probe;
+pub(crate) mod probe;
 #[allow(clippy::module_inception)]
-pub mod prober;
-pub mod prober_manager;
-pub mod results;
-pub mod worker;
+pub(crate) mod prober;
+pub(crate) mod prober_manager;
+pub(crate) mod results;
+pub(crate) mod worker;
 
 use std::fmt;
 
-pub use prober::{ProbeRunner, Prober};
-pub use prober_manager::ProberManager;
-pub use results::{PodProbeResults, ProbeResult};
+pub(crate) use prober::{ProbeRunner, Prober};
+pub(crate) use prober_manager::ProberManager;
+pub(crate) use results::{PodProbeResults, ProbeResult};
 
 /// The three kinds of probe (kubelet's probeType).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ProbeType {
+pub(crate) enum ProbeType {
     Liveness,
     Readiness,
     Startup,
@@ -66,14 +66,14 @@ impl fmt::Display for ProbeType {
 
 /// How many times a probe that errors (rather than fails) is tried within one tick
 /// (kubelet's maxProbeRetries).
-pub const MAX_PROBE_RETRIES: usize = 3;
+pub(crate) const MAX_PROBE_RETRIES: usize = 3;
 
 /// Output kept from a probe (exec output, HTTP body) for events and logs (kubelet's
 /// maxProbeOutputLength / maxRespBodyLength: 10 KiB).
-pub const MAX_PROBE_OUTPUT: usize = 10 * 1024;
+pub(crate) const MAX_PROBE_OUTPUT: usize = 10 * 1024;
 
 /// Kubernetes' defaults for a probe's timing fields.
-pub const DEFAULT_PERIOD_SECONDS: i32 = 10;
-pub const DEFAULT_TIMEOUT_SECONDS: i32 = 1;
-pub const DEFAULT_SUCCESS_THRESHOLD: i32 = 1;
-pub const DEFAULT_FAILURE_THRESHOLD: i32 = 3;
+pub(crate) const DEFAULT_PERIOD_SECONDS: i32 = 10;
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: i32 = 1;
+pub(crate) const DEFAULT_SUCCESS_THRESHOLD: i32 = 1;
+pub(crate) const DEFAULT_FAILURE_THRESHOLD: i32 = 3;

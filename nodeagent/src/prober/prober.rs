@@ -16,7 +16,7 @@ use crate::events::{self, Recorder};
 
 /// What a probe worker calls once per tick. The real one is [`Prober`]; the worker's tests
 /// script results with a fake, so probe timing is tested without a runtime or a network.
-pub trait ProbeRunner: Send + Sync + 'static {
+pub(crate) trait ProbeRunner: Send + Sync + 'static {
     /// Run `container`'s `probe_type` probe once. `Ok` is the result to count; `Err` means the
     /// probe could not be run, and the worker throws that tick away.
     fn probe<'a>(
@@ -30,7 +30,7 @@ pub trait ProbeRunner: Send + Sync + 'static {
 }
 
 /// The probe's spec of the given type on a container.
-pub fn probe_spec(container: &Container, probe_type: ProbeType) -> Option<&Probe> {
+pub(crate) fn probe_spec(container: &Container, probe_type: ProbeType) -> Option<&Probe> {
     match probe_type {
         ProbeType::Liveness => container.liveness_probe.as_ref(),
         ProbeType::Readiness => container.readiness_probe.as_ref(),
@@ -39,13 +39,13 @@ pub fn probe_spec(container: &Container, probe_type: ProbeType) -> Option<&Probe
 }
 
 /// The probe's `timeoutSeconds` (default 1, at least 1).
-pub fn probe_timeout(p: &Probe) -> Duration {
+pub(crate) fn probe_timeout(p: &Probe) -> Duration {
     Duration::from_secs(p.timeout_seconds.unwrap_or(super::DEFAULT_TIMEOUT_SECONDS).max(1) as u64)
 }
 
 /// A probe port: a number, or the name of one of the container's ports
 /// (probe.ResolveContainerPort).
-pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16> {
+pub(crate) fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16> {
     let n = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(name) => container
@@ -54,21 +54,21 @@ pub fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16> {
             .flatten()
             .find(|p| p.name.as_deref() == Some(name.as_str()))
             .map(|p| p.container_port)
-            .ok_or_else(|| Error::Invalid(format!("couldn't find port {name:?} in container {:?}", container.name)))?,
+            .ok_or_else(|| Error::ProbeSpec(format!("couldn't find port {name:?} in container {:?}", container.name)))?,
     };
-    u16::try_from(n).ok().filter(|p| *p > 0).ok_or_else(|| Error::Invalid(format!("invalid port number: {n}")))
+    u16::try_from(n).ok().filter(|p| *p > 0).ok_or_else(|| Error::ProbeSpec(format!("invalid port number: {n}")))
 }
 
 /// The real prober: exec through the runtime, HTTP and TCP from the node.
-pub struct Prober {
+pub(crate) struct Prober {
     runtime: RemoteRuntime,
     recorder: Recorder,
     http: reqwest::Client,
 }
 
 impl Prober {
-    pub fn new(runtime: RemoteRuntime, recorder: Recorder) -> Result<Prober> {
-        let http = probe::http::new_client().map_err(|e| Error::Invalid(format!("building the HTTP probe client: {e}")))?;
+    pub(crate) fn new(runtime: RemoteRuntime, recorder: Recorder) -> Result<Prober> {
+        let http = probe::http::new_client().map_err(Error::ProbeClient)?;
         Ok(Prober { runtime, recorder, http })
     }
 
@@ -85,7 +85,7 @@ impl Prober {
         if let Some(exec) = &p.exec {
             let cmd = exec.command.clone().unwrap_or_default();
             if cmd.is_empty() {
-                return Err(Error::Invalid("exec probe without a command".into()));
+                return Err(Error::ProbeSpec("exec probe without a command".into()));
             }
             return probe::exec::probe(&self.runtime, container_id, &cmd, timeout).await;
         }
@@ -109,9 +109,9 @@ impl Prober {
             return Ok(probe::tcp::probe(host, port, timeout).await);
         }
         if p.grpc.is_some() {
-            return Err(Error::Invalid("gRPC probes are not supported by this node agent".into()));
+            return Err(Error::ProbeSpec("gRPC probes are not supported by this node agent".into()));
         }
-        Err(Error::Invalid("missing probe handler".into()))
+        Err(Error::ProbeSpec("missing probe handler".into()))
     }
 
     async fn probe_inner(
@@ -153,10 +153,6 @@ impl Prober {
             Ok((Outcome::Failure, output)) => {
                 tracing::debug!(target: "kubelet::prober", probe = %probe_type, pod_uid, container = %container.name, %output, "probe failed");
                 event(events::CONTAINER_UNHEALTHY, format!("{probe_type} probe failed: {output}"));
-                Ok(ProbeResult::Failure)
-            }
-            Ok((Outcome::Unknown, output)) => {
-                event(events::CONTAINER_UNHEALTHY, format!("Unknown {probe_type} probe status: {output}"));
                 Ok(ProbeResult::Failure)
             }
         }

@@ -37,7 +37,7 @@ struct WorkerHandle {
 
 /// The probe workers and their results. Cheap to clone.
 #[derive(Clone)]
-pub struct ProberManager {
+pub(crate) struct ProberManager {
     inner: Arc<Inner>,
 }
 
@@ -56,7 +56,7 @@ struct Inner {
 
 impl ProberManager {
     /// Workers read pod statuses from `status` and probe through `runner`.
-    pub fn new(runner: Arc<dyn ProbeRunner>, status: StatusManager) -> ProberManager {
+    pub(crate) fn new(runner: Arc<dyn ProbeRunner>, status: StatusManager) -> ProberManager {
         let (tx, rx) = mpsc::unbounded_channel();
         ProberManager {
             inner: Arc::new(Inner {
@@ -86,13 +86,13 @@ impl ProberManager {
     }
 
     /// The stream of result changes, for the sync loop (once; `None` afterwards).
-    pub fn take_updates(&self) -> Option<mpsc::UnboundedReceiver<Update>> {
+    pub(crate) fn take_updates(&self) -> Option<mpsc::UnboundedReceiver<Update>> {
         self.inner.updates.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// AddPod: start a worker for every probe of the pod's containers that has none. Must be
     /// called within a tokio runtime.
-    pub fn add_pod(&self, pod: &Pod) {
+    pub(crate) fn add_pod(&self, pod: &Pod) {
         let Some(uid) = pod.metadata.uid.clone() else { return };
         let Some(spec) = &pod.spec else { return };
         let pod = Arc::new(pod.clone());
@@ -138,22 +138,23 @@ impl ProberManager {
     }
 
     /// StopLivenessAndStartup: the pod is terminating.
-    pub fn stop_liveness_and_startup(&self, pod_uid: &str) {
+    pub(crate) fn stop_liveness_and_startup(&self, pod_uid: &str) {
         self.stop_where(|(uid, _, t)| !(uid == pod_uid && *t != ProbeType::Readiness));
     }
 
     /// RemovePod: stop every worker of the pod.
-    pub fn remove_pod(&self, pod_uid: &str) {
+    pub(crate) fn remove_pod(&self, pod_uid: &str) {
         self.stop_where(|(uid, _, _)| uid != pod_uid);
     }
 
     /// CleanupPods: stop the workers of pods not in `desired`.
-    pub fn cleanup_pods(&self, desired: &HashSet<String>) {
+    pub(crate) fn cleanup_pods(&self, desired: &HashSet<String>) {
         self.stop_where(|(uid, _, _)| desired.contains(uid));
     }
 
-    /// How many workers run (for tests and the benchmark's sanity checks).
-    pub fn worker_count(&self) -> usize {
+    /// How many workers run (for tests).
+    #[cfg(test)]
+    pub(crate) fn worker_count(&self) -> usize {
         self.workers().len()
     }
 
@@ -163,7 +164,7 @@ impl ProberManager {
     /// Containers without such probes are left out (the generator takes them as started and
     /// ready once running). A started, not-ready container gets an immediate readiness probe
     /// rather than waiting for its next tick.
-    pub fn readiness_and_startup(&self, pod: &Pod, runtime: &kc::PodStatus) -> (HashMap<String, bool>, HashMap<String, bool>) {
+    pub(crate) fn readiness_and_startup(&self, pod: &Pod, runtime: &kc::PodStatus) -> (HashMap<String, bool>, HashMap<String, bool>) {
         let (mut readiness, mut startup) = (HashMap::new(), HashMap::new());
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         for c in pod.spec.iter().flat_map(|s| &s.containers) {
@@ -185,7 +186,7 @@ impl ProberManager {
     }
 
     /// The liveness and startup results of the pod's containers, for `compute_pod_actions`.
-    pub fn pod_probe_results(&self, runtime: &kc::PodStatus) -> PodProbeResults {
+    pub(crate) fn pod_probe_results(&self, runtime: &kc::PodStatus) -> PodProbeResults {
         let mut r = PodProbeResults::default();
         for c in &runtime.containers {
             if let Some(v) = self.inner.liveness.get(&c.id) {
@@ -203,11 +204,11 @@ impl ProberManager {
 mod tests {
     use super::*;
     use crate::error::Result;
+    use crate::testing::wait_for;
     use futures::future::BoxFuture;
     use k8s_openapi::api::core::v1::{
         Container, ContainerState as ApiState, ContainerStateRunning, ContainerStatus, ExecAction, PodSpec, PodStatus, Probe,
     };
-    use std::time::Duration;
 
     /// Every probe answers with `answer`.
     struct Always(ProbeResult);
@@ -267,14 +268,6 @@ mod tests {
                 ..Default::default()
             }]),
             ..Default::default()
-        }
-    }
-
-    async fn wait_for(what: &str, cond: impl Fn() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !cond() {
-            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 

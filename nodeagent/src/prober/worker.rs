@@ -29,19 +29,19 @@ use tokio::sync::{Notify, oneshot};
 use super::results::{Manager, ProbeResult};
 use super::{ProbeRunner, ProbeType};
 use crate::status::StatusManager;
-use crate::status::generate::parse_container_id;
+use crate::status::container_statuses::parse_container_id;
 
 /// A probe's timing, with Kubernetes' defaults filled in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Timing {
-    pub initial_delay_seconds: i64,
-    pub period: Duration,
-    pub success_threshold: u32,
-    pub failure_threshold: u32,
+pub(crate) struct Timing {
+    pub(crate) initial_delay_seconds: i64,
+    pub(crate) period: Duration,
+    pub(crate) success_threshold: u32,
+    pub(crate) failure_threshold: u32,
 }
 
 impl Timing {
-    pub fn new(p: &Probe, probe_type: ProbeType) -> Timing {
+    pub(crate) fn new(p: &Probe, probe_type: ProbeType) -> Timing {
         let at_least_one = |v: Option<i32>, default: i32| v.unwrap_or(default).max(1) as u32;
         Timing {
             initial_delay_seconds: p.initial_delay_seconds.unwrap_or(0).max(0) as i64,
@@ -58,7 +58,7 @@ impl Timing {
 }
 
 /// The result a container starts from before its first probe counts.
-pub fn initial_value(probe_type: ProbeType) -> ProbeResult {
+pub(crate) fn initial_value(probe_type: ProbeType) -> ProbeResult {
     match probe_type {
         // Not ready until proven ready.
         ProbeType::Readiness => ProbeResult::Failure,
@@ -70,7 +70,7 @@ pub fn initial_value(probe_type: ProbeType) -> ProbeResult {
 
 /// What a tick decided before probing.
 #[derive(Debug, PartialEq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Nothing to do this tick.
     Wait,
     /// The worker is done for good.
@@ -81,12 +81,12 @@ pub enum Step {
 
 /// The probe worker's state (the fields of kubelet's worker struct), without the I/O.
 #[derive(Debug)]
-pub struct Worker {
-    pub probe_type: ProbeType,
+pub(crate) struct Worker {
+    pub(crate) probe_type: ProbeType,
     /// The pod as it was when the worker started (its spec does not change).
-    pub pod: Arc<Pod>,
-    pub container: Container,
-    pub timing: Timing,
+    pub(crate) pod: Arc<Pod>,
+    pub(crate) container: Container,
+    pub(crate) timing: Timing,
     container_id: Option<String>,
     last_result: ProbeResult,
     result_run: u32,
@@ -95,7 +95,7 @@ pub struct Worker {
 
 impl Worker {
     /// `None` when the container has no probe of this type.
-    pub fn new(probe_type: ProbeType, pod: Arc<Pod>, container: Container) -> Option<Worker> {
+    pub(crate) fn new(probe_type: ProbeType, pod: Arc<Pod>, container: Container) -> Option<Worker> {
         let timing = Timing::new(super::prober::probe_spec(&container, probe_type)?, probe_type);
         Some(Worker {
             probe_type,
@@ -114,12 +114,12 @@ impl Worker {
     }
 
     /// The container ID the worker follows (the latest it saw).
-    pub fn container_id(&self) -> Option<&str> {
+    pub(crate) fn container_id(&self) -> Option<&str> {
         self.container_id.as_deref()
     }
 
     /// Steps 1–6 of a tick, given the pod's latest status and the time.
-    pub fn check(&mut self, status: Option<&PodStatus>, now: DateTime<Utc>, results: &Manager) -> Step {
+    pub(crate) fn check(&mut self, status: Option<&PodStatus>, now: DateTime<Utc>, results: &Manager) -> Step {
         // Step 1: a status to look at; a terminal pod is never probed again.
         let Some(status) = status else { return Step::Wait };
         if is_pod_phase_terminal(status.phase.as_deref()) {
@@ -174,7 +174,7 @@ impl Worker {
     }
 
     /// Step 7: count a probe's result, and cache it once it reached its threshold.
-    pub fn record(&mut self, result: ProbeResult, results: &Manager) {
+    pub(crate) fn record(&mut self, result: ProbeResult, results: &Manager) {
         let Some(id) = self.container_id.clone() else { return };
         if self.last_result == result {
             self.result_run += 1;
@@ -200,22 +200,22 @@ impl Worker {
 }
 
 /// Everything a running worker task needs besides its [`Worker`].
-pub struct WorkerContext {
-    pub runner: Arc<dyn ProbeRunner>,
-    pub results: Arc<Manager>,
-    pub status: StatusManager,
+pub(crate) struct WorkerContext {
+    pub(crate) runner: Arc<dyn ProbeRunner>,
+    pub(crate) results: Arc<Manager>,
+    pub(crate) status: StatusManager,
     /// When the agent started: a worker started within one period of it waits a random part of
     /// the period first, so that probes of adopted pods do not all fire at once.
-    pub agent_started: Instant,
+    pub(crate) agent_started: Instant,
     /// Probe now, without waiting for the next tick (readiness of a container that just started).
-    pub trigger: Arc<Notify>,
+    pub(crate) trigger: Arc<Notify>,
     /// Fires, or is dropped, to stop the worker.
-    pub stop: oneshot::Receiver<()>,
+    pub(crate) stop: oneshot::Receiver<()>,
 }
 
 /// The worker task (kubelet's worker.run): tick until stopped or done, then drop the
 /// container's result. Returns when the worker is finished.
-pub async fn run(mut w: Worker, mut ctx: WorkerContext) {
+pub(crate) async fn run(mut w: Worker, mut ctx: WorkerContext) {
     let period = w.timing.period;
     tracing::debug!(target: "kubelet::prober", probe = %w.probe_type, pod_uid = w.pod_uid(), container = %w.container.name, ?period, "probe worker started");
     if ctx.agent_started.elapsed() < period {
@@ -302,7 +302,7 @@ mod tests {
     /// A pod status with container "c" as `id`, running since `t(0)` unless `running` is false.
     fn status(id: &str, running: bool, started: bool) -> PodStatus {
         let state = if running {
-            ContainerState { running: Some(ContainerStateRunning { started_at: Some(crate::status::generate::to_time(t(0))) }), ..Default::default() }
+            ContainerState { running: Some(ContainerStateRunning { started_at: Some(crate::status::container_statuses::to_time(t(0))) }), ..Default::default() }
         } else {
             ContainerState { terminated: Some(ContainerStateTerminated { exit_code: 137, ..Default::default() }), ..Default::default() }
         };
@@ -468,7 +468,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let results = Arc::new(Manager::new(ProbeType::Readiness, tx));
         let runner = Arc::new(Scripted {
-            answers: Mutex::new(vec![Ok(ProbeResult::Success), Err(Error::Invalid("no IP".into())), Ok(ProbeResult::Failure)]),
+            answers: Mutex::new(vec![Ok(ProbeResult::Success), Err(Error::NotReady("no IP".into())), Ok(ProbeResult::Failure)]),
             ran_at: Mutex::new(vec![]),
         });
         let trigger = Arc::new(Notify::new());

@@ -33,16 +33,15 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use k8s_cri::v1 as api;
-use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::server::{Provider, container_names, select_instance};
+use super::host_interface::{Provider, container_selector, find_pod_container, select_instance, text};
 use super::spdy::{self, Frame};
 use super::websocket::{self as ws, ChannelMessage, Message};
 
 /// remotecommand's protocol over SPDY: v4 puts the exit code into the error stream's Status.
-pub const SPDY_PROTOCOL: &str = "v4.channel.k8s.io";
+pub(crate) const SPDY_PROTOCOL: &str = "v4.channel.k8s.io";
 /// How long opening the SPDY streams may take (kubelet's `StreamCreationTimeout`).
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Websocket frames queued for kubectl: a slow reader slows the command's output down.
@@ -50,17 +49,17 @@ const OUTPUT_CHANNEL_CAPACITY: usize = 32;
 
 /// The options of one exec or attach (kubelet's remotecommand `Options`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StreamOptions {
-    pub command: Vec<String>,
-    pub stdin: bool,
-    pub stdout: bool,
-    pub stderr: bool,
-    pub tty: bool,
+pub(crate) struct StreamOptions {
+    pub(crate) command: Vec<String>,
+    pub(crate) stdin: bool,
+    pub(crate) stdout: bool,
+    pub(crate) stderr: bool,
+    pub(crate) tty: bool,
 }
 
 impl StreamOptions {
     /// Step 1. `command` repeats, one argument each; a tty merges stderr into stdout.
-    pub fn from_query(query: &str) -> Result<StreamOptions, String> {
+    pub(crate) fn from_query(query: &str) -> Result<StreamOptions, String> {
         let pairs = web::Query::<Vec<(String, String)>>::from_query(query).map_err(|e| e.to_string())?.into_inner();
         let flag = |k: &str| pairs.iter().any(|(key, v)| key == k && (v == "true" || v == "1"));
         let mut opts = StreamOptions {
@@ -80,7 +79,7 @@ impl StreamOptions {
     }
 
     /// The remotecommand streams to open, in order, by their `streamType`.
-    pub fn stream_types(&self) -> Vec<&'static str> {
+    pub(crate) fn stream_types(&self) -> Vec<&'static str> {
         let mut types = vec!["error"];
         for (on, kind) in [(self.stdin, "stdin"), (self.stdout, "stdout"), (self.stderr, "stderr"), (self.tty, "resize")] {
             if on {
@@ -93,7 +92,7 @@ impl StreamOptions {
 
 /// Exec runs a new process; attach joins the container's main one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Exec,
     Attach,
 }
@@ -107,7 +106,7 @@ impl Kind {
     }
 }
 
-pub async fn exec(
+pub(crate) async fn exec(
     req: HttpRequest,
     payload: web::Payload,
     provider: web::Data<dyn Provider>,
@@ -116,17 +115,13 @@ pub async fn exec(
     serve(Kind::Exec, req, payload, provider, path.into_inner()).await
 }
 
-pub async fn attach(
+pub(crate) async fn attach(
     req: HttpRequest,
     payload: web::Payload,
     provider: web::Data<dyn Provider>,
     path: web::Path<(String, String, String)>,
 ) -> HttpResponse {
     serve(Kind::Attach, req, payload, provider, path.into_inner()).await
-}
-
-fn text(status: StatusCode, body: String) -> HttpResponse {
-    HttpResponse::build(status).content_type("text/plain; charset=utf-8").body(body)
 }
 
 async fn serve(
@@ -221,15 +216,8 @@ async fn serve(
 
 /// Step 2: the id of the newest running instance of `container`, or the HTTP error to answer.
 async fn running_container(provider: &dyn Provider, namespace: &str, pod_name: &str, container: &str) -> Result<String, HttpResponse> {
-    let pod: Pod = provider
-        .pods()
-        .into_iter()
-        .find(|p| p.metadata.name.as_deref() == Some(pod_name) && p.metadata.namespace.as_deref().unwrap_or("default") == namespace)
-        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("pod {pod_name:?} not found")))?;
-    if !container_names(&pod).any(|n| n == container) {
-        return Err(text(StatusCode::BAD_REQUEST, format!("container {container:?} is not valid for pod {pod_name:?}")));
-    }
-    let selector = super::server::container_selector(&pod, namespace, pod_name, container);
+    let pod = find_pod_container(provider, namespace, pod_name, container)?;
+    let selector = container_selector(&pod, namespace, pod_name, container);
     let filter = api::ContainerFilter {
         state: Some(api::ContainerStateValue { state: api::ContainerState::ContainerRunning as i32 }),
         label_selector: selector,

@@ -1,10 +1,12 @@
 //! Mirrors kubelet's pkg/kubelet/server: the node agent's HTTP endpoints (`/healthz`, `/pods`,
 //! `/metrics`, `/containerLogs/…`, `/exec/…`, `/attach/…`), served by actix-web on `--address:--port`.
 
-pub mod exec;
+pub(crate) mod exec;
+pub(crate) mod host_interface;
 #[allow(clippy::module_inception)]
-pub mod server;
-pub mod spdy;
-pub mod websocket;
+pub(crate) mod server;
+pub(crate) mod spdy;
+pub(crate) mod websocket;
 
-pub use server::{Provider, serve};
+pub(crate) use host_interface::Provider;
+pub(crate) use server::serve;

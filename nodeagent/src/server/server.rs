@@ -1,6 +1,7 @@
 //! Mirrors kubelet's pkg/kubelet/server/server.go: the node agent's HTTP server — `/healthz`,
 //! `/pods`, `/metrics` and `/containerLogs/{namespace}/{pod}/{container}`, which is what the API
-//! server proxies `kubectl logs` to; `/exec/…` and `/attach/…` live in [`super::exec`].
+//! server proxies `kubectl logs` to; `/exec/…` and `/attach/…` are routed to [`super::exec`], and what
+//! both need from the rest of the agent is [`super::host_interface`].
 //!
 //! Serving a container's log, step by step:
 //! 1. Find the pod among the pods the agent runs (404 if it runs no such pod).
@@ -23,8 +24,8 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::container::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
-use crate::cri::RemoteRuntime;
+use super::exec;
+use super::host_interface::{Provider, container_selector, find_pod_container, select_instance, text};
 use crate::kuberuntime::logs::{ContainerLog, LogOptions};
 
 /// How long a graceful stop waits for open requests (followed logs included) before closing them.
@@ -34,18 +35,9 @@ const SHUTDOWN_TIMEOUT_SECS: u64 = 2;
 /// reader down instead of growing memory.
 const LOG_CHANNEL_CAPACITY: usize = 16;
 
-/// What the server needs from the rest of the agent (kubelet's `HostInterface`, cut down).
-pub trait Provider: Send + Sync + 'static {
-    /// The pods the agent runs (static pods included).
-    fn pods(&self) -> Vec<Pod>;
-    fn runtime(&self) -> RemoteRuntime;
-    /// `Err(reason)` makes `/healthz` answer 500 with the reason.
-    fn healthz(&self) -> Result<(), String>;
-}
-
 /// Serve on `listener` until `shutdown` turns true (or its sender is dropped), then stop
 /// gracefully: stop accepting, give open requests [`SHUTDOWN_TIMEOUT_SECS`] to finish.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: std::net::TcpListener,
     provider: Arc<dyn Provider>,
     mut shutdown: watch::Receiver<bool>,
@@ -60,8 +52,8 @@ pub async fn serve(
             .route("/metrics", web::get().to(metrics))
             .route("/debug/trace/pods/{uid}", web::get().to(trace))
             .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
-            .route("/exec/{namespace}/{pod}/{container}", web::route().to(super::exec::exec))
-            .route("/attach/{namespace}/{pod}/{container}", web::route().to(super::exec::attach))
+            .route("/exec/{namespace}/{pod}/{container}", web::route().to(exec::exec))
+            .route("/attach/{namespace}/{pod}/{container}", web::route().to(exec::attach))
     })
     .listen(listener)?
     .shutdown_timeout(SHUTDOWN_TIMEOUT_SECS)
@@ -78,10 +70,6 @@ pub async fn serve(
             Ok(())
         }
     }
-}
-
-fn text(status: StatusCode, body: String) -> HttpResponse {
-    HttpResponse::build(status).content_type("text/plain; charset=utf-8").body(body)
 }
 
 async fn healthz(provider: web::Data<dyn Provider>) -> HttpResponse {
@@ -117,37 +105,6 @@ async fn container_logs(
     }
 }
 
-/// The agent's labels that find a container's instances in the runtime; with the pod's UID, so
-/// that a deleted pod's leftovers under the same name never match.
-pub(super) fn container_selector(pod: &Pod, namespace: &str, pod_name: &str, container: &str) -> HashMap<String, String> {
-    let mut selector = HashMap::from([
-        (POD_NAMESPACE_LABEL.to_string(), namespace.to_string()),
-        (POD_NAME_LABEL.to_string(), pod_name.to_string()),
-        (CONTAINER_NAME_LABEL.to_string(), container.to_string()),
-    ]);
-    if let Some(uid) = pod.metadata.uid.as_ref() {
-        selector.insert(POD_UID_LABEL.to_string(), uid.clone());
-    }
-    selector
-}
-
-/// The names a pod's spec gives its containers (init and ephemeral ones have logs too).
-pub(super) fn container_names(pod: &Pod) -> impl Iterator<Item = &str> {
-    let spec = pod.spec.as_ref();
-    let app = spec.into_iter().flat_map(|s| s.containers.iter().map(|c| c.name.as_str()));
-    let init = spec.into_iter().flat_map(|s| s.init_containers.iter().flatten().map(|c| c.name.as_str()));
-    let ephemeral = spec.into_iter().flat_map(|s| s.ephemeral_containers.iter().flatten().map(|c| c.name.as_str()));
-    app.chain(init).chain(ephemeral)
-}
-
-/// Step 3's decision: the newest instance of a container (highest restart attempt, then latest
-/// creation), or with `previous` the one before it.
-pub(super) fn select_instance(mut instances: Vec<api::Container>, previous: bool) -> Option<api::Container> {
-    let key = |c: &api::Container| (c.metadata.as_ref().map_or(0, |m| m.attempt), c.created_at);
-    instances.sort_by_key(|c| std::cmp::Reverse(key(c)));
-    instances.into_iter().nth(usize::from(previous))
-}
-
 async fn stream_container_logs(
     provider: &dyn Provider,
     namespace: &str,
@@ -159,17 +116,8 @@ async fn stream_container_logs(
     let internal = |msg: String| text(StatusCode::INTERNAL_SERVER_ERROR, msg);
     let opts = LogOptions::from_query(query).map_err(|e| bad_request(e.to_string()))?;
 
-    // Step 1: the pod.
-    let pod = provider
-        .pods()
-        .into_iter()
-        .find(|p| p.metadata.name.as_deref() == Some(pod_name) && p.metadata.namespace.as_deref().unwrap_or("default") == namespace)
-        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("pod {pod_name:?} not found")))?;
-
-    // Step 2: the container is in its spec.
-    if !container_names(&pod).any(|n| n == container) {
-        return Err(bad_request(format!("container {container:?} is not valid for pod {pod_name:?}")));
-    }
+    // Steps 1 and 2: the pod, and the container in its spec.
+    let pod = find_pod_container(provider, namespace, pod_name, container)?;
 
     // Step 3: its instances in the runtime, by the agent's labels (and the pod's UID, so that a
     // deleted pod's leftovers under the same name are never shown).
@@ -222,6 +170,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::container::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
+    use crate::cri::RemoteRuntime;
     use crate::cri::fake::{FakeRuntime, FakeServer};
 
     const BUSYBOX: &str = "docker.io/library/busybox:1.36";
@@ -331,24 +281,6 @@ mod tests {
             let status = resp.status().as_u16();
             (status, resp.text().await.expect("body"))
         }
-    }
-
-    #[test]
-    fn picks_the_newest_instance_or_the_previous_one() {
-        let c = |id: &str, attempt: u32, created_at: i64| api::Container {
-            id: id.into(),
-            metadata: Some(api::ContainerMetadata { name: "app".into(), attempt }),
-            created_at,
-            ..Default::default()
-        };
-        let ids = |v: Option<api::Container>| v.map(|c| c.id);
-        let list = vec![c("a0", 0, 10), c("a2", 2, 30), c("a1", 1, 20)];
-        assert_eq!(ids(select_instance(list.clone(), false)), Some("a2".into()));
-        assert_eq!(ids(select_instance(list, true)), Some("a1".into()));
-        assert_eq!(ids(select_instance(vec![c("a0", 0, 10)], true)), None);
-        assert_eq!(ids(select_instance(vec![], false)), None);
-        // Same attempt (a new sandbox restarts attempts' meaning): the later one wins.
-        assert_eq!(ids(select_instance(vec![c("old", 0, 10), c("new", 0, 50)], false)), Some("new".into()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

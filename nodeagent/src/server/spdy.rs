@@ -29,29 +29,29 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 /// The only SPDY version spdystream speaks.
-pub const VERSION: u16 = 3;
+pub(crate) const VERSION: u16 = 3;
 
-pub const TYPE_SYN_STREAM: u16 = 1;
-pub const TYPE_SYN_REPLY: u16 = 2;
-pub const TYPE_RST_STREAM: u16 = 3;
-pub const TYPE_SETTINGS: u16 = 4;
-pub const TYPE_PING: u16 = 6;
-pub const TYPE_GOAWAY: u16 = 7;
-pub const TYPE_HEADERS: u16 = 8;
-pub const TYPE_WINDOW_UPDATE: u16 = 9;
+pub(crate) const TYPE_SYN_STREAM: u16 = 1;
+pub(crate) const TYPE_SYN_REPLY: u16 = 2;
+pub(crate) const TYPE_RST_STREAM: u16 = 3;
+pub(crate) const TYPE_PING: u16 = 6;
+pub(crate) const TYPE_GOAWAY: u16 = 7;
+/// One of the frame types the agent reads past ([`Frame::Ignored`]); the tests send one.
+#[cfg(test)]
+pub(crate) const TYPE_WINDOW_UPDATE: u16 = 9;
 
 /// Last frame the sender will write on this stream.
-pub const FLAG_FIN: u8 = 0x01;
+pub(crate) const FLAG_FIN: u8 = 0x01;
 
 /// The HTTP header naming the sub-protocols offered (request) and chosen (101 response).
-pub const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
+pub(crate) const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
 
 /// Bound on the HTTP response head and on an error body read from a refusing server.
 const MAX_HTTP_HEAD: usize = 16 << 10;
 const MAX_ERROR_BODY: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("streaming URL {0:?} is not an http:// URL")]
     Url(String),
     #[error("connecting to the streaming server at {addr}: {source}")]
@@ -74,7 +74,7 @@ pub enum Error {
 
 /// One frame, as received (or, in tests, as sent).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// `header_block` is left compressed (see the module doc).
     SynStream { stream_id: u32, flags: u8, header_block: Bytes },
     SynReply { stream_id: u32, flags: u8 },
@@ -87,7 +87,8 @@ pub enum Frame {
 }
 
 impl Frame {
-    pub fn fin(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn fin(&self) -> bool {
         match self {
             Frame::SynStream { flags, .. } | Frame::SynReply { flags, .. } | Frame::Data { flags, .. } => flags & FLAG_FIN != 0,
             _ => false,
@@ -100,7 +101,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 /// Take one whole frame off the front of `buf`; `None` when more bytes are needed.
-pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, Error> {
+pub(crate) fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, Error> {
     if buf.len() < 8 {
         return Ok(None);
     }
@@ -158,7 +159,7 @@ fn control(kind: u16, flags: u8, body: &[u8]) -> Bytes {
 
 /// A DATA frame. SPDY's length field is 24 bits: callers keep `data` under 16 MiB (stdin comes
 /// in websocket messages of at most [`super::websocket::MAX_MESSAGE_BYTES`]).
-pub fn data_frame(stream_id: u32, fin: bool, data: &[u8]) -> Bytes {
+pub(crate) fn data_frame(stream_id: u32, fin: bool, data: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(8 + data.len());
     out.put_u32(stream_id & 0x7fff_ffff);
     out.put_u32((u32::from(if fin { FLAG_FIN } else { 0 }) << 24) | (data.len() as u32 & 0x00ff_ffff));
@@ -166,18 +167,19 @@ pub fn data_frame(stream_id: u32, fin: bool, data: &[u8]) -> Bytes {
     out.freeze()
 }
 
-pub fn ping_frame(id: u32) -> Bytes {
+pub(crate) fn ping_frame(id: u32) -> Bytes {
     control(TYPE_PING, 0, &id.to_be_bytes())
 }
 
-pub fn rst_stream_frame(stream_id: u32, status: u32) -> Bytes {
+#[cfg(test)]
+pub(crate) fn rst_stream_frame(stream_id: u32, status: u32) -> Bytes {
     let mut body = [0u8; 8];
     body[..4].copy_from_slice(&stream_id.to_be_bytes());
     body[4..].copy_from_slice(&status.to_be_bytes());
     control(TYPE_RST_STREAM, 0, &body)
 }
 
-pub fn goaway_frame(last_good_stream_id: u32, status: u32) -> Bytes {
+pub(crate) fn goaway_frame(last_good_stream_id: u32, status: u32) -> Bytes {
     let mut body = [0u8; 8];
     body[..4].copy_from_slice(&last_good_stream_id.to_be_bytes());
     body[4..].copy_from_slice(&status.to_be_bytes());
@@ -190,13 +192,13 @@ const SYNC_FLUSH: [u8; 5] = [0x00, 0x00, 0x00, 0xff, 0xff];
 /// Writes the header blocks of one connection: one zlib stream, each block a run of stored
 /// deflate blocks, so each frame's bytes are complete on their own (the effect of a sync flush).
 #[derive(Debug, Default)]
-pub struct HeaderWriter {
+pub(crate) struct HeaderWriter {
     started: bool,
 }
 
 impl HeaderWriter {
     /// A SYN_STREAM frame opening `stream_id` with `headers` (names lower-case, as SPDY wants).
-    pub fn syn_stream(&mut self, stream_id: u32, headers: &[(&str, &str)], fin: bool) -> Bytes {
+    pub(crate) fn syn_stream(&mut self, stream_id: u32, headers: &[(&str, &str)], fin: bool) -> Bytes {
         let mut body = BytesMut::new();
         body.put_u32(stream_id & 0x7fff_ffff);
         body.put_u32(0); // associated-to-stream-id: none
@@ -206,7 +208,8 @@ impl HeaderWriter {
     }
 
     /// A SYN_REPLY accepting `stream_id` (what a server answers; our tests play the server).
-    pub fn syn_reply(&mut self, stream_id: u32, headers: &[(&str, &str)]) -> Bytes {
+    #[cfg(test)]
+    pub(crate) fn syn_reply(&mut self, stream_id: u32, headers: &[(&str, &str)]) -> Bytes {
         let mut body = BytesMut::new();
         body.put_u32(stream_id & 0x7fff_ffff);
         self.header_block(&mut body, headers);
@@ -244,7 +247,7 @@ impl HeaderWriter {
 
 /// The writing half of a client connection: opens streams, sends data, answers pings.
 #[derive(Debug)]
-pub struct ClientConn {
+pub(crate) struct ClientConn {
     write: OwnedWriteHalf,
     headers: HeaderWriter,
     next_stream_id: u32,
@@ -252,7 +255,7 @@ pub struct ClientConn {
 
 impl ClientConn {
     /// Send SYN_STREAM for a new stream (client streams have odd ids, in increasing order).
-    pub async fn create_stream(&mut self, headers: &[(&str, &str)]) -> Result<u32, Error> {
+    pub(crate) async fn create_stream(&mut self, headers: &[(&str, &str)]) -> Result<u32, Error> {
         let id = self.next_stream_id;
         self.next_stream_id += 2;
         let frame = self.headers.syn_stream(id, headers, false);
@@ -260,12 +263,12 @@ impl ClientConn {
         Ok(id)
     }
 
-    pub async fn send(&mut self, frame: &[u8]) -> Result<(), Error> {
+    pub(crate) async fn send(&mut self, frame: &[u8]) -> Result<(), Error> {
         Ok(self.write.write_all(frame).await?)
     }
 
     /// Write `data` on `stream_id`; with `fin`, the stream's last frame (its half-close).
-    pub async fn data(&mut self, stream_id: u32, data: &[u8], fin: bool) -> Result<(), Error> {
+    pub(crate) async fn data(&mut self, stream_id: u32, data: &[u8], fin: bool) -> Result<(), Error> {
         self.send(&data_frame(stream_id, fin, data)).await
     }
 }
@@ -273,14 +276,14 @@ impl ClientConn {
 /// The reading half: frames off the socket. [`Self::next`] is cancel-safe (only `read_buf`
 /// awaits, and bytes read stay in the buffer), so it can sit in a `select!`.
 #[derive(Debug)]
-pub struct FrameReader {
+pub(crate) struct FrameReader {
     read: OwnedReadHalf,
     buf: BytesMut,
 }
 
 impl FrameReader {
     /// The next frame, `None` once the server closed the connection between frames.
-    pub async fn next(&mut self) -> Result<Option<Frame>, Error> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Frame>, Error> {
         loop {
             if let Some(frame) = decode(&mut self.buf)? {
                 return Ok(Some(frame));
@@ -304,7 +307,7 @@ fn split_url(url: &str) -> Result<(&str, &str), Error> {
 
 /// Upgrade an HTTP connection to `url` to SPDY/3.1, offering `protocols`; returns both halves
 /// and the protocol the server chose.
-pub async fn dial(url: &str, protocols: &[&str]) -> Result<(ClientConn, FrameReader, String), Error> {
+pub(crate) async fn dial(url: &str, protocols: &[&str]) -> Result<(ClientConn, FrameReader, String), Error> {
     let (authority, path) = split_url(url)?;
     let stream = TcpStream::connect(authority).await.map_err(|source| Error::Connect { addr: authority.to_string(), source })?;
     stream.set_nodelay(true)?;

@@ -20,40 +20,40 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// The protocol kubectl 1.30+ asks for first; it adds the close-stream message to v4.
-pub const V5_PROTOCOL: &str = "v5.channel.k8s.io";
+pub(crate) const V5_PROTOCOL: &str = "v5.channel.k8s.io";
 /// What older kubectl versions ask for: v5 without close-stream.
-pub const V4_PROTOCOL: &str = "v4.channel.k8s.io";
+pub(crate) const V4_PROTOCOL: &str = "v4.channel.k8s.io";
 /// Subprotocols we accept, in order of preference.
-pub const PROTOCOLS: &[&str] = &[V5_PROTOCOL, V4_PROTOCOL];
+pub(crate) const PROTOCOLS: &[&str] = &[V5_PROTOCOL, V4_PROTOCOL];
 
 /// The stream ids of the channel protocol (remotecommand's order).
-pub const STDIN: u8 = 0;
-pub const STDOUT: u8 = 1;
-pub const STDERR: u8 = 2;
-pub const ERROR: u8 = 3;
-pub const RESIZE: u8 = 4;
+pub(crate) const STDIN: u8 = 0;
+pub(crate) const STDOUT: u8 = 1;
+pub(crate) const STDERR: u8 = 2;
+pub(crate) const ERROR: u8 = 3;
+pub(crate) const RESIZE: u8 = 4;
 /// The first byte of a v5 close-stream message; the second names the stream.
-pub const CLOSE_STREAM: u8 = 255;
+pub(crate) const CLOSE_STREAM: u8 = 255;
 
 /// A larger message is a protocol violation: kubectl writes stdin in chunks of at most 32 KiB,
 /// so this bounds what one misbehaving client can make the agent buffer.
-pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1 << 20;
 
 /// RFC 6455 §1.3: the GUID appended to the client's key before hashing.
 const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-pub const OP_CONTINUATION: u8 = 0x0;
-pub const OP_TEXT: u8 = 0x1;
-pub const OP_BINARY: u8 = 0x2;
-pub const OP_CLOSE: u8 = 0x8;
-pub const OP_PING: u8 = 0x9;
-pub const OP_PONG: u8 = 0xA;
+pub(crate) const OP_CONTINUATION: u8 = 0x0;
+pub(crate) const OP_TEXT: u8 = 0x1;
+pub(crate) const OP_BINARY: u8 = 0x2;
+pub(crate) const OP_CLOSE: u8 = 0x8;
+pub(crate) const OP_PING: u8 = 0x9;
+pub(crate) const OP_PONG: u8 = 0xA;
 
 /// Close status 1000: a normal end (the command finished).
-pub const CLOSE_NORMAL: u16 = 1000;
+pub(crate) const CLOSE_NORMAL: u16 = 1000;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("websocket: reserved bits set without a negotiated extension")]
     ReservedBits,
     #[error("websocket: a client frame must be masked")]
@@ -70,7 +70,7 @@ pub enum Error {
 
 /// One whole message from the client (fragments already joined, masks already removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Message {
+pub(crate) enum Message {
     Text(Bytes),
     Binary(Bytes),
     Ping(Bytes),
@@ -80,13 +80,13 @@ pub enum Message {
 }
 
 /// The `Sec-WebSocket-Accept` answer to a client's `Sec-WebSocket-Key`.
-pub fn accept_key(key: &str) -> String {
+pub(crate) fn accept_key(key: &str) -> String {
     base64(&sha1(format!("{}{ACCEPT_GUID}", key.trim()).as_bytes()))
 }
 
 /// The first of our [`PROTOCOLS`] the client offered in `Sec-WebSocket-Protocol` (the header
 /// may repeat; each value is a comma-separated list).
-pub fn select_protocol<'a>(offered: impl IntoIterator<Item = &'a str>) -> Option<&'static str> {
+pub(crate) fn select_protocol<'a>(offered: impl IntoIterator<Item = &'a str>) -> Option<&'static str> {
     let offered: Vec<&str> = offered.into_iter().flat_map(|v| v.split(',')).map(str::trim).collect();
     PROTOCOLS.iter().copied().find(|p| offered.contains(p))
 }
@@ -94,23 +94,23 @@ pub fn select_protocol<'a>(offered: impl IntoIterator<Item = &'a str>) -> Option
 /// Reassembles client frames into messages. Feed it bytes as they arrive with [`Self::extend`],
 /// then take messages with [`Self::next_message`] until it returns `None`.
 #[derive(Debug, Default)]
-pub struct MessageReader {
+pub(crate) struct MessageReader {
     buf: BytesMut,
     /// A fragmented data message in progress: its opcode and the payload so far.
     partial: Option<(u8, BytesMut)>,
 }
 
 impl MessageReader {
-    pub fn new() -> MessageReader {
+    pub(crate) fn new() -> MessageReader {
         MessageReader::default()
     }
 
-    pub fn extend(&mut self, bytes: &[u8]) {
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
 
     /// The next complete message, `None` when more bytes are needed.
-    pub fn next_message(&mut self) -> Result<Option<Message>, Error> {
+    pub(crate) fn next_message(&mut self) -> Result<Option<Message>, Error> {
         loop {
             let Some((fin, opcode, payload)) = self.next_frame()? else { return Ok(None) };
             match opcode {
@@ -185,7 +185,7 @@ fn data_message(opcode: u8, payload: Bytes) -> Message {
 }
 
 /// A frame from the server: FIN set, unmasked (RFC 6455 §5.1: servers never mask).
-pub fn frame(opcode: u8, payload: &[u8]) -> Bytes {
+pub(crate) fn frame(opcode: u8, payload: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(payload.len() + 10);
     out.put_u8(0x80 | opcode);
     put_length(&mut out, 0, payload.len());
@@ -194,7 +194,8 @@ pub fn frame(opcode: u8, payload: &[u8]) -> Bytes {
 }
 
 /// A frame as a client writes it, masked with `mask` (for test clients).
-pub fn masked_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4]) -> Bytes {
+#[cfg(test)]
+pub(crate) fn masked_frame(fin: bool, opcode: u8, payload: &[u8], mask: [u8; 4]) -> Bytes {
     let mut out = BytesMut::with_capacity(payload.len() + 14);
     out.put_u8(if fin { 0x80 } else { 0 } | opcode);
     put_length(&mut out, 0x80, payload.len());
@@ -216,12 +217,12 @@ fn put_length(out: &mut BytesMut, mask_bit: u8, len: usize) {
 }
 
 /// A close frame with a status code.
-pub fn close_frame(code: u16) -> Bytes {
+pub(crate) fn close_frame(code: u16) -> Bytes {
     frame(OP_CLOSE, &code.to_be_bytes())
 }
 
 /// A binary message for channel `stream`.
-pub fn channel_frame(stream: u8, data: &[u8]) -> Bytes {
+pub(crate) fn channel_frame(stream: u8, data: &[u8]) -> Bytes {
     let mut payload = Vec::with_capacity(data.len() + 1);
     payload.push(stream);
     payload.extend_from_slice(data);
@@ -230,7 +231,7 @@ pub fn channel_frame(stream: u8, data: &[u8]) -> Bytes {
 
 /// What one binary message of the channel protocol means.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChannelMessage {
+pub(crate) enum ChannelMessage {
     Data { stream: u8, data: Bytes },
     /// v5 only: the client will write no more to `stream`.
     Close { stream: u8 },
@@ -238,7 +239,7 @@ pub enum ChannelMessage {
 
 /// Parse a binary message under `protocol` (v4 has no close message: there a leading 255 is a
 /// stream id like any other, and the caller ignores it as unknown). `None` for an empty message.
-pub fn parse_channel(protocol: &str, mut message: Bytes) -> Option<ChannelMessage> {
+pub(crate) fn parse_channel(protocol: &str, mut message: Bytes) -> Option<ChannelMessage> {
     let stream = *message.first()?;
     message.advance(1);
     if stream == CLOSE_STREAM && protocol == V5_PROTOCOL {

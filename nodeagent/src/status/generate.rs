@@ -1,15 +1,16 @@
-//! Mirrors kubelet's kubelet_pods.go (`generateAPIPodStatus`, `convertToAPIContainerStatuses`,
-//! `getPhase`) and pkg/kubelet/status/generate.go (the pod conditions the node agent owns).
+//! Mirrors kubelet's kubelet_pods.go (`generateAPIPodStatus`, `getPhase`) and
+//! pkg/kubelet/status/generate.go (the pod conditions the node agent owns); the container
+//! statuses it starts from are [`super::container_statuses`].
 //!
 //! One pure function, [`generate_api_pod_status`], turns what the runtime reports about a pod
 //! ([`crate::container::PodStatus`]: sandboxes and container attempts) into the API's
 //! `PodStatus`. It is pure so that every rule below has a table test; the status manager stores
 //! and writes what it returns. The steps, in Kubernetes' order:
 //!
-//! 1. Container statuses, init containers and app containers apart: a default waiting state,
-//!    the newest runtime attempt as `state`, the one before it as `lastState`, and the last
-//!    sync's failure reason (ErrImagePull, CrashLoopBackOff, …) for a container that will be
-//!    started again.
+//! 1. Container statuses ([`super::container_statuses`]), init containers and app containers
+//!    apart: a default waiting state, the newest runtime attempt as `state`, the one before it as
+//!    `lastState`, and the last sync's failure reason (ErrImagePull, CrashLoopBackOff, …) for a
+//!    container that will be started again.
 //! 2. The phase ([`get_phase`]), which never leaves Succeeded or Failed once reached.
 //! 3. Probe results: `started` and `ready`.
 //! 4. Conditions: those the agent does not own are kept; PodReadyToStartContainers,
@@ -21,323 +22,68 @@ use std::collections::HashMap;
 
 use api::pod::{app_containers, init_containers, is_pod_phase_terminal, is_static_pod, restart_policy};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    HostIP, Pod, PodCondition, PodIP, PodStatus,
-};
+use k8s_openapi::api::core::v1::{ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 
-use crate::container::{self as kc, ContainerState as RuntimeState};
-
-/// The scheme of container IDs in the API (`containerd://<id>`): which runtime ran it.
-pub const CONTAINER_ID_SCHEME: &str = "containerd";
+use super::container_statuses::{
+    apply_probe_results, convert_to_api_container_statuses, last_terminated, state_of, terminated, to_time,
+};
+use crate::container as kc;
 
 // Pod phases (v1.PodPhase).
-pub const PHASE_PENDING: &str = "Pending";
-pub const PHASE_RUNNING: &str = "Running";
-pub const PHASE_SUCCEEDED: &str = "Succeeded";
-pub const PHASE_FAILED: &str = "Failed";
+pub(crate) const PHASE_PENDING: &str = "Pending";
+pub(crate) const PHASE_RUNNING: &str = "Running";
+pub(crate) const PHASE_SUCCEEDED: &str = "Succeeded";
+pub(crate) const PHASE_FAILED: &str = "Failed";
 
 // Pod condition types the node agent owns (kubetypes.PodConditionsByKubelet).
-pub const POD_SCHEDULED: &str = "PodScheduled";
-pub const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
-pub const POD_INITIALIZED: &str = "Initialized";
-pub const POD_READY: &str = "Ready";
-pub const CONTAINERS_READY: &str = "ContainersReady";
-
-// Waiting reasons the agent sets itself (kubelet's ContainerCreating, PodInitializing).
-pub const CONTAINER_CREATING: &str = "ContainerCreating";
-pub const POD_INITIALIZING: &str = "PodInitializing";
-/// A container the runtime lost track of: reported as terminated with 137 (kubecontainer's
-/// ContainerReasonStatusUnknown), so that a pod never looks successful by accident.
-pub const CONTAINER_STATUS_UNKNOWN: &str = "ContainerStatusUnknown";
+pub(crate) const POD_SCHEDULED: &str = "PodScheduled";
+pub(crate) const POD_READY_TO_START_CONTAINERS: &str = "PodReadyToStartContainers";
+pub(crate) const POD_INITIALIZED: &str = "Initialized";
+pub(crate) const POD_READY: &str = "Ready";
+pub(crate) const CONTAINERS_READY: &str = "ContainersReady";
 
 // Condition reasons (status/generate.go).
-pub const UNKNOWN_CONTAINER_STATUSES: &str = "UnknownContainerStatuses";
-pub const POD_COMPLETED: &str = "PodCompleted";
-pub const POD_FAILED: &str = "PodFailed";
-pub const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
-pub const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
-pub const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
+pub(crate) const POD_COMPLETED: &str = "PodCompleted";
+pub(crate) const POD_FAILED: &str = "PodFailed";
+pub(crate) const CONTAINERS_NOT_READY: &str = "ContainersNotReady";
+pub(crate) const CONTAINERS_NOT_INITIALIZED: &str = "ContainersNotInitialized";
+pub(crate) const READINESS_GATES_NOT_READY: &str = "ReadinessGatesNotReady";
 
 /// Everything the status of one pod is computed from. The caller gathers it; the function
 /// reads nothing else, so a test states every input.
-pub struct StatusInputs<'a> {
+pub(crate) struct StatusInputs<'a> {
     /// The pod as the agent has it (defaulted spec; `status` is the API server's last copy,
     /// which holds the conditions other components own and a terminal phase already reported).
-    pub pod: &'a Pod,
+    pub(crate) pod: &'a Pod,
     /// What the runtime reports about the pod's sandboxes and containers.
-    pub runtime: &'a kc::PodStatus,
+    pub(crate) runtime: &'a kc::PodStatus,
     /// The last status the agent set (the status manager's copy); `None` falls back to
     /// `pod.status`. It keeps startTime, transition times, restart counts and last states.
-    pub old: Option<&'a PodStatus>,
+    pub(crate) old: Option<&'a PodStatus>,
     /// Container name → (reason, message) of the last sync's failure to start it: ErrImagePull,
     /// ImagePullBackOff, CrashLoopBackOff, CreateContainerConfigError, … (kubelet's reasonCache).
-    pub waiting_reasons: &'a HashMap<String, (String, String)>,
+    pub(crate) waiting_reasons: &'a HashMap<String, (String, String)>,
     /// CRI container ID (no scheme) → readiness probe result. Absent means no result, taken as
     /// ready once the container runs (as with no readiness probe). When probes land the prober
     /// must report `false` for a probed container until its first success.
-    pub readiness: &'a HashMap<String, bool>,
+    pub(crate) readiness: &'a HashMap<String, bool>,
     /// CRI container ID → startup probe result; absent means started once running.
-    pub startup: &'a HashMap<String, bool>,
+    pub(crate) startup: &'a HashMap<String, bool>,
     /// The node's addresses, first the primary (hostIP); empty when unknown.
-    pub host_ips: &'a [String],
+    pub(crate) host_ips: &'a [String],
     /// The pod's QoS class ("Guaranteed", "Burstable", "BestEffort"), computed by the caller.
-    pub qos_class: &'a str,
+    pub(crate) qos_class: &'a str,
     /// The pod is being terminated, or has been: its containers will not be restarted, so all
     /// of them exited decides Succeeded/Failed whatever the restart policy.
-    pub pod_is_terminal: bool,
+    pub(crate) pod_is_terminal: bool,
     /// The clock, for startTime and transition times.
-    pub now: DateTime<Utc>,
-}
-
-/// A time as the API holds it: whole seconds (the wire format has no fraction, and a status
-/// compared before and after a round trip must be equal).
-pub fn to_time(t: DateTime<Utc>) -> Time {
-    Time(Timestamp::from_second(t.timestamp()).unwrap_or(Timestamp::UNIX_EPOCH))
-}
-
-/// `containerd://<id>`, the container ID as the API shows it.
-pub fn container_id(id: &str) -> String {
-    format!("{CONTAINER_ID_SCHEME}://{id}")
-}
-
-/// The CRI ID inside an API container ID (`containerd://abc` → `abc`).
-pub fn parse_container_id(id: &str) -> &str {
-    id.split_once("://").map_or(id, |(_, rest)| rest)
+    pub(crate) now: DateTime<Utc>,
 }
 
 /// The conditions this agent writes; every other condition belongs to someone else and is kept.
-pub fn condition_owned_by_kubelet(type_: &str) -> bool {
+pub(crate) fn condition_owned_by_kubelet(type_: &str) -> bool {
     matches!(type_, POD_SCHEDULED | POD_READY_TO_START_CONTAINERS | POD_INITIALIZED | POD_READY | CONTAINERS_READY)
-}
-
-fn waiting(reason: Option<&str>, message: Option<&str>) -> ContainerState {
-    ContainerState {
-        waiting: Some(ContainerStateWaiting {
-            reason: reason.filter(|r| !r.is_empty()).map(String::from),
-            message: message.filter(|m| !m.is_empty()).map(String::from),
-        }),
-        ..Default::default()
-    }
-}
-
-fn unknown_terminated(message: &str) -> ContainerState {
-    ContainerState {
-        terminated: Some(ContainerStateTerminated {
-            exit_code: 137,
-            reason: Some(CONTAINER_STATUS_UNKNOWN.into()),
-            message: Some(message.into()),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn state_of(s: &ContainerStatus) -> (bool, bool, bool) {
-    let st = s.state.as_ref();
-    (
-        st.is_some_and(|s| s.waiting.is_some()),
-        st.is_some_and(|s| s.running.is_some()),
-        st.is_some_and(|s| s.terminated.is_some()),
-    )
-}
-
-fn last_terminated(s: &ContainerStatus) -> Option<&ContainerStateTerminated> {
-    s.last_state.as_ref().and_then(|l| l.terminated.as_ref())
-}
-
-fn terminated(s: &ContainerStatus) -> Option<&ContainerStateTerminated> {
-    s.state.as_ref().and_then(|l| l.terminated.as_ref())
-}
-
-/// Whether the next sync will start this container (again) — kubecontainer's
-/// ShouldContainerBeRestarted. The runtime manager's `compute_pod_actions` asks the same
-/// question; it lives here because the status needs it too.
-pub fn should_container_be_restarted(container: &Container, pod: &Pod, runtime: &kc::PodStatus) -> bool {
-    // A pod being deleted is never restarted.
-    if pod.metadata.deletion_timestamp.is_some() {
-        return false;
-    }
-    let Some(status) = runtime.find_container(&container.name) else {
-        // Never started (or every attempt was garbage-collected): start it.
-        return true;
-    };
-    match status.state {
-        RuntimeState::Running => false,
-        RuntimeState::Unknown | RuntimeState::Created => true,
-        RuntimeState::Exited => match restart_policy(pod) {
-            "Never" => false,
-            "OnFailure" => status.exit_code != 0,
-            _ => true,
-        },
-    }
-}
-
-/// One runtime attempt as an API container status (kubelet's convertContainerStatus).
-fn convert_container_status(cs: &kc::ContainerStatus, spec_image: &str, old: Option<&ContainerStatus>) -> ContainerStatus {
-    let cid = container_id(&cs.id);
-    let mut status = ContainerStatus {
-        name: cs.name.clone(),
-        restart_count: cs.restart_count,
-        image: if cs.image.is_empty() { spec_image.to_string() } else { cs.image.clone() },
-        image_id: cs.image_ref.clone(),
-        container_id: Some(cid.clone()),
-        last_state: Some(ContainerState::default()),
-        ..Default::default()
-    };
-    let state = match cs.state {
-        RuntimeState::Running => ContainerState {
-            running: Some(ContainerStateRunning { started_at: cs.started_at.map(to_time) }),
-            ..Default::default()
-        },
-        // Created but not started: waiting to run, no reason of its own.
-        RuntimeState::Created => waiting(None, None),
-        RuntimeState::Exited => ContainerState {
-            terminated: Some(ContainerStateTerminated {
-                exit_code: cs.exit_code,
-                reason: Some(cs.reason.clone()).filter(|r| !r.is_empty()),
-                message: Some(cs.message.clone()).filter(|m| !m.is_empty()),
-                started_at: cs.started_at.map(to_time),
-                finished_at: cs.finished_at.map(to_time),
-                container_id: Some(cid),
-                signal: None,
-            }),
-            ..Default::default()
-        },
-        // It ran before and the runtime no longer knows its state: it stopped, we do not know
-        // how. "Container ran and failed" differs from "never ran" (a run-once pod must not run
-        // twice), so this is terminated rather than waiting.
-        RuntimeState::Unknown if old.is_some_and(|o| state_of(o).1) => {
-            status.restart_count = old.map_or(0, |o| o.restart_count) + 1;
-            unknown_terminated("The container could not be located when the pod was terminated")
-        }
-        RuntimeState::Unknown => waiting(None, None),
-    };
-    status.state = Some(state);
-    status
-}
-
-/// The API statuses of one list of containers (init or app), kubelet's
-/// convertToAPIContainerStatuses. Init containers come back in spec order, app containers
-/// sorted by name (as Kubernetes: clients expect a deterministic order).
-fn convert_to_api_container_statuses(
-    i: &StatusInputs,
-    previous: &[ContainerStatus],
-    containers: &[Container],
-    has_init_containers: bool,
-    is_init: bool,
-) -> Vec<ContainerStatus> {
-    let old: HashMap<&str, &ContainerStatus> = previous.iter().map(|s| (s.name.as_str(), s)).collect();
-    let default_reason = if has_init_containers { POD_INITIALIZING } else { CONTAINER_CREATING };
-
-    // Step 1: every container starts waiting; a terminated old status is kept whole, otherwise
-    // the old restart count and last state are the defaults.
-    let mut statuses: HashMap<&str, ContainerStatus> = HashMap::new();
-    for c in containers {
-        let mut s = ContainerStatus {
-            name: c.name.clone(),
-            image: c.image.clone().unwrap_or_default(),
-            state: Some(waiting(Some(default_reason), None)),
-            last_state: Some(ContainerState::default()),
-            ..Default::default()
-        };
-        if let Some(o) = old.get(c.name.as_str()) {
-            if state_of(o).2 {
-                s = (*o).clone();
-            } else {
-                s.restart_count = o.restart_count;
-                s.last_state = o.last_state.clone();
-            }
-        }
-        statuses.insert(c.name.as_str(), s);
-    }
-
-    // Step 2: a container that was running and that the runtime no longer reports at all
-    // (removed behind our back) shows a last termination, not a plain wait: a default wait
-    // would push the pod back to Pending.
-    for c in containers {
-        if i.runtime.find_container(&c.name).is_some() {
-            continue;
-        }
-        let Some(o) = old.get(c.name.as_str()) else { continue };
-        let (_, was_running, was_terminated) = state_of(o);
-        if was_terminated || !was_running {
-            continue;
-        }
-        let Some(s) = statuses.get_mut(c.name.as_str()) else { continue };
-        let is_default_wait = s.state.as_ref().and_then(|st| st.waiting.as_ref()).is_some_and(|w| w.reason.as_deref() == Some(default_reason));
-        if !is_default_wait || last_terminated(s).is_some() {
-            continue;
-        }
-        s.last_state = Some(unknown_terminated("The container could not be located when the pod was deleted.  The container used to be Running"));
-        if i.pod.metadata.deletion_timestamp.is_none() {
-            s.restart_count += 1;
-        }
-    }
-
-    // Step 3: the newest attempt is the state, the one before it the last state.
-    for c in containers {
-        let mut attempts = i.runtime.containers_named(&c.name);
-        let Some(newest) = attempts.next() else { continue };
-        let o = old.get(c.name.as_str()).copied();
-        let mut s = convert_container_status(newest, c.image.as_deref().unwrap_or(""), o);
-        if let Some(previous) = attempts.next() {
-            s.last_state = convert_container_status(previous, "", o).state;
-        } else if let Some(o) = o {
-            // The previous attempt is gone from the runtime (garbage-collected): carry what the
-            // last status knew. Same attempt → its last state; a newer attempt → the old
-            // status's terminated state is the previous attempt's end.
-            if o.container_id == s.container_id {
-                s.last_state = o.last_state.clone();
-            } else if state_of(o).2 && s.restart_count > o.restart_count {
-                s.last_state = o.state.clone();
-            }
-        }
-        statuses.insert(c.name.as_str(), s);
-    }
-
-    // Step 4: a container the next sync will (re)start is waiting, with the reason its last
-    // start failed; its terminated state moves to lastState.
-    for c in containers {
-        if is_init
-            && let Some(s) = i.runtime.find_container(&c.name)
-            && s.state == RuntimeState::Exited
-            && s.exit_code == 0
-        {
-            // A succeeded init container is never run again.
-            continue;
-        }
-        if !should_container_be_restarted(c, i.pod, i.runtime) {
-            continue;
-        }
-        let Some((reason, message)) = i.waiting_reasons.get(&c.name) else { continue };
-        let Some(s) = statuses.get_mut(c.name.as_str()) else { continue };
-        if state_of(s).2 {
-            s.last_state = s.state.clone();
-        }
-        s.state = Some(waiting(Some(reason), Some(message)));
-    }
-
-    let mut out: Vec<ContainerStatus> = containers.iter().filter_map(|c| statuses.remove(c.name.as_str())).collect();
-    if !is_init {
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-    }
-    out
-}
-
-/// The prober's part (prober_manager.go UpdatePodStatus): `started` from the startup probe,
-/// `ready` from the readiness probe; an init container is ready once it exited 0.
-fn apply_probe_results(statuses: &mut [ContainerStatus], i: &StatusInputs, is_init: bool) {
-    for s in statuses {
-        let running = state_of(s).1;
-        let id = s.container_id.as_deref().map(parse_container_id);
-        let lookup = |m: &HashMap<String, bool>| id.and_then(|id| m.get(id)).copied().unwrap_or(true);
-        let started = running && lookup(i.startup);
-        s.started = Some(started);
-        s.ready = if is_init { terminated(s).is_some_and(|t| t.exit_code == 0) } else { started && lookup(i.readiness) };
-    }
 }
 
 /// The pod's phase from its container statuses (kubelet's getPhase).
@@ -348,7 +94,7 @@ fn apply_probe_results(statuses: &mut [ContainerStatus], i: &StatusInputs, is_in
 /// - Succeeded / Failed: every app container exited and none will be restarted: Never, or
 ///   OnFailure with all 0 (Succeeded), or the pod is terminal. A failed init container fails
 ///   the pod at once with Never.
-pub fn get_phase(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], pod_is_terminal: bool) -> &'static str {
+pub(crate) fn get_phase(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], pod_is_terminal: bool) -> &'static str {
     let find = |list: &[ContainerStatus], name: &str| list.iter().find(|s| s.name == name).cloned();
     let mut pending_initialization = 0;
     let mut failed_initialization = 0;
@@ -448,7 +194,7 @@ fn go_list(names: &[&str]) -> String {
 
 /// PodReadyToStartContainers: True once a ready sandbox with its network exists (the runtime
 /// manager would not need to create a new one).
-pub fn pod_ready_to_start_containers_condition(runtime: &kc::PodStatus) -> PodCondition {
+pub(crate) fn pod_ready_to_start_containers_condition(runtime: &kc::PodStatus) -> PodCondition {
     let ready = runtime
         .sandboxes
         .iter()
@@ -458,7 +204,7 @@ pub fn pod_ready_to_start_containers_condition(runtime: &kc::PodStatus) -> PodCo
 }
 
 /// Initialized: every init container exited 0 (or an app container has already started).
-pub fn pod_initialized_condition(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
+pub(crate) fn pod_initialized_condition(pod: &Pod, init_statuses: &[ContainerStatus], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
     let mut unknown = Vec::new();
     let mut incomplete = Vec::new();
     for c in init_containers(pod) {
@@ -491,13 +237,13 @@ pub fn pod_initialized_condition(pod: &Pod, init_statuses: &[ContainerStatus], a
 }
 
 /// ContainersReady in a terminal phase: False, PodCompleted or PodFailed.
-pub fn containers_ready_condition_for_terminal_phase(type_: &str, phase: &str) -> PodCondition {
+pub(crate) fn containers_ready_condition_for_terminal_phase(type_: &str, phase: &str) -> PodCondition {
     let reason = if phase == PHASE_FAILED { POD_FAILED } else { POD_COMPLETED };
     condition(type_, false, Some(reason), None)
 }
 
 /// ContainersReady: every app container is ready.
-pub fn containers_ready_condition(pod: &Pod, app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
+pub(crate) fn containers_ready_condition(pod: &Pod, app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
     let mut unknown = Vec::new();
     let mut unready = Vec::new();
     for c in app_containers(pod) {
@@ -525,7 +271,7 @@ pub fn containers_ready_condition(pod: &Pod, app_statuses: &[ContainerStatus], p
 }
 
 /// Ready: ContainersReady, and every readiness gate's condition True.
-pub fn pod_ready_condition(pod: &Pod, conditions: &[PodCondition], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
+pub(crate) fn pod_ready_condition(pod: &Pod, conditions: &[PodCondition], app_statuses: &[ContainerStatus], phase: &str) -> PodCondition {
     let containers_ready = containers_ready_condition(pod, app_statuses, phase);
     if containers_ready.status != "True" {
         return PodCondition { type_: POD_READY.into(), ..containers_ready };
@@ -550,7 +296,7 @@ pub fn pod_ready_condition(pod: &Pod, conditions: &[PodCondition], app_statuses:
 
 /// Give each agent-owned condition its `lastTransitionTime`: the old one while the status is
 /// unchanged, `now` when it flips (the status manager's updateLastTransitionTime).
-pub fn update_last_transition_times(status: &mut PodStatus, old: Option<&PodStatus>, now: &Time) {
+pub(crate) fn update_last_transition_times(status: &mut PodStatus, old: Option<&PodStatus>, now: &Time) {
     let old_conditions = old.and_then(|o| o.conditions.as_deref()).unwrap_or(&[]);
     for c in status.conditions.iter_mut().flatten() {
         if !condition_owned_by_kubelet(&c.type_) {
@@ -564,7 +310,7 @@ pub fn update_last_transition_times(status: &mut PodStatus, old: Option<&PodStat
 }
 
 /// The API status of a pod (kubelet's generateAPIPodStatus). See the module docs for the steps.
-pub fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
+pub(crate) fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
     let pod = i.pod;
     let api_status = pod.status.as_ref();
     let old = i.old.or(api_status);
@@ -575,8 +321,8 @@ pub fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
     // Step 1: container statuses.
     let old_app = old.and_then(|o| o.container_statuses.as_deref()).unwrap_or(&[]);
     let old_init = old.and_then(|o| o.init_container_statuses.as_deref()).unwrap_or(&[]);
-    let mut app = convert_to_api_container_statuses(i, old_app, app_containers(pod), has_init, false);
-    let mut init = convert_to_api_container_statuses(i, old_init, init_containers(pod), has_init, true);
+    let mut app = convert_to_api_container_statuses(pod, i.runtime, i.waiting_reasons, old_app, app_containers(pod), has_init, false);
+    let mut init = convert_to_api_container_statuses(pod, i.runtime, i.waiting_reasons, old_init, init_containers(pod), has_init, true);
 
     // Step 2: the phase. Once terminal (in our last status or on the API server) it stays.
     let mut phase = get_phase(pod, &init, &app, i.pod_is_terminal);
@@ -601,8 +347,8 @@ pub fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
     }
 
     // Step 3: probe results.
-    apply_probe_results(&mut app, i, false);
-    apply_probe_results(&mut init, i, true);
+    apply_probe_results(&mut app, i.readiness, i.startup, false);
+    apply_probe_results(&mut init, i.readiness, i.startup, true);
 
     // Step 4: conditions — others' first, then ours in Kubernetes' order.
     let mut conditions: Vec<PodCondition> = api_status
@@ -659,7 +405,10 @@ pub fn generate_api_pod_status(i: &StatusInputs) -> PodStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::container::ContainerState as RuntimeState;
+    use crate::status::container_statuses::should_container_be_restarted;
     use chrono::TimeZone;
+    use k8s_openapi::api::core::v1::ContainerState;
     use kc::{ContainerStatus as RtContainer, SandboxStatus};
     use serde_json::json;
 
@@ -1124,10 +873,4 @@ mod tests {
         assert_eq!(summary(s.container_statuses.as_ref()), ["app terminated(1) last=- restarts=0 ready=false"]);
     }
 
-    #[test]
-    fn container_ids() {
-        assert_eq!(container_id("abc"), "containerd://abc");
-        assert_eq!(parse_container_id("containerd://abc"), "abc");
-        assert_eq!(parse_container_id("abc"), "abc");
-    }
 }

@@ -31,9 +31,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
+use super::container_statuses::{CONTAINER_STATUS_UNKNOWN, to_time};
 use super::generate::{
-    self, CONTAINER_STATUS_UNKNOWN, CONTAINERS_READY, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, POD_READY,
-    condition_owned_by_kubelet, containers_ready_condition_for_terminal_phase,
+    self, CONTAINERS_READY, PHASE_FAILED, PHASE_PENDING, PHASE_RUNNING, POD_READY, condition_owned_by_kubelet,
+    containers_ready_condition_for_terminal_phase,
 };
 use crate::error::{Error, Result};
 
@@ -41,9 +42,9 @@ const TARGET: &str = "kubelet::status";
 
 /// Tuning; tests shrink the period.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub(crate) struct Options {
     /// How often every pod's status is synced, confirmed or not.
-    pub sync_period: Duration,
+    pub(crate) sync_period: Duration,
 }
 
 impl Default for Options {
@@ -54,7 +55,7 @@ impl Default for Options {
 
 /// How the status manager reaches the API server: three calls. The real one is
 /// [`KubeStatusWriter`]; tests use an in-memory fake.
-pub trait PodStatusWriter: Send + Sync + 'static {
+pub(crate) trait PodStatusWriter: Send + Sync + 'static {
     /// The pod named so, or `None` when the API server has none (404).
     fn get_pod<'a>(&'a self, namespace: &'a str, name: &'a str) -> BoxFuture<'a, Result<Option<Pod>>>;
     /// PATCH `pods/<name>/status` with a JSON merge patch (RFC 7386); returns the updated pod.
@@ -65,12 +66,12 @@ pub trait PodStatusWriter: Send + Sync + 'static {
 
 /// [`PodStatusWriter`] over a kube client.
 #[derive(Clone)]
-pub struct KubeStatusWriter {
+pub(crate) struct KubeStatusWriter {
     client: kube::Client,
 }
 
 impl KubeStatusWriter {
-    pub fn new(client: kube::Client) -> Self {
+    pub(crate) fn new(client: kube::Client) -> Self {
         KubeStatusWriter { client }
     }
 
@@ -142,7 +143,7 @@ struct Inner {
 
 /// The pod status cache and its writer. Cheap to clone: every clone is the same manager.
 #[derive(Clone)]
-pub struct StatusManager {
+pub(crate) struct StatusManager {
     inner: Arc<Inner>,
 }
 
@@ -213,7 +214,7 @@ fn unknown_terminated() -> ContainerState {
 /// conditions others own come from the API server; a terminal phase is held back while the
 /// pod's containers may still run (a pod reported Succeeded must have released what it used);
 /// a terminal phase makes Ready and ContainersReady False.
-pub fn merge_pod_status(api: &PodStatus, mut new: PodStatus, could_have_running_containers: bool) -> PodStatus {
+pub(crate) fn merge_pod_status(api: &PodStatus, mut new: PodStatus, could_have_running_containers: bool) -> PodStatus {
     let mut conditions: Vec<_> = api.conditions.iter().flatten().filter(|c| !condition_owned_by_kubelet(&c.type_)).cloned().collect();
     conditions.extend(new.conditions.take().into_iter().flatten().filter(|c| condition_owned_by_kubelet(&c.type_)));
     new.conditions = Some(conditions);
@@ -240,7 +241,7 @@ pub fn merge_pod_status(api: &PodStatus, mut new: PodStatus, could_have_running_
 /// A JSON merge patch (RFC 7386) that turns `old` into `new`: changed keys with their new
 /// value, removed keys as `null`, lists whole. Written because the API server compares nothing
 /// for us: a patch of just `status` would leave fields we dropped (an old `reason`) in place.
-pub fn create_merge_patch(old: &Value, new: &Value) -> Value {
+pub(crate) fn create_merge_patch(old: &Value, new: &Value) -> Value {
     match (old, new) {
         (Value::Object(o), Value::Object(n)) => {
             let mut patch = Map::new();
@@ -275,12 +276,12 @@ fn is_mirror_of(api_pod: &Pod, hash: &str) -> bool {
 impl StatusManager {
     /// A manager writing through `client`; `None` (no API server, static pods only) keeps
     /// statuses locally and writes nothing.
-    pub fn new(client: Option<kube::Client>, options: Options) -> StatusManager {
+    pub(crate) fn new(client: Option<kube::Client>, options: Options) -> StatusManager {
         let writer = client.map(|c| Arc::new(KubeStatusWriter::new(c)) as Arc<dyn PodStatusWriter>);
         StatusManager::with_writer(writer, options)
     }
 
-    pub fn with_writer(writer: Option<Arc<dyn PodStatusWriter>>, options: Options) -> StatusManager {
+    pub(crate) fn with_writer(writer: Option<Arc<dyn PodStatusWriter>>, options: Options) -> StatusManager {
         StatusManager {
             inner: Arc::new(Inner { state: Mutex::new(State::default()), changed: Notify::new(), writer, options }),
         }
@@ -293,7 +294,7 @@ impl StatusManager {
     }
 
     /// The status last set for the pod with this UID.
-    pub fn get_pod_status(&self, uid: &str) -> Option<PodStatus> {
+    pub(crate) fn get_pod_status(&self, uid: &str) -> Option<PodStatus> {
         self.lock().statuses.get(uid).map(|v| v.status.clone())
     }
 
@@ -301,7 +302,7 @@ impl StatusManager {
     /// it would take the pod out of a terminal phase or bring back a container that terminated
     /// for good. Conditions keep their transition times while their status holds, and the start
     /// time never changes once set.
-    pub fn set_pod_status(&self, pod: &Pod, status: PodStatus) {
+    pub(crate) fn set_pod_status(&self, pod: &Pod, status: PodStatus) {
         self.update_status_internal(pod, status, false);
     }
 
@@ -310,7 +311,7 @@ impl StatusManager {
     /// without a terminated state is marked terminated (137, ContainerStatusUnknown) so that a
     /// pod is never reported successful by accident, and a pod not yet terminal becomes Failed
     /// (static pods excepted). From now on a terminal phase is written as soon as it is set.
-    pub fn terminate_pod(&self, pod: &Pod) {
+    pub(crate) fn terminate_pod(&self, pod: &Pod) {
         let Some(uid) = pod.metadata.uid.clone() else { return };
         let mut status = {
             let st = self.lock();
@@ -350,7 +351,7 @@ impl StatusManager {
 
     /// The agent has released everything the pod held (volumes unmounted, cgroup removed): once
     /// its final status is written, a pod being deleted may be removed from the API server.
-    pub fn pod_resources_released(&self, uid: &str) {
+    pub(crate) fn pod_resources_released(&self, uid: &str) {
         let mut st = self.lock();
         let Some(v) = st.statuses.get_mut(uid) else {
             tracing::debug!(target: TARGET, pod_uid = %uid, "resources released for a pod without status");
@@ -365,7 +366,7 @@ impl StatusManager {
     }
 
     /// Forget every pod not in `keep` (UIDs of the pods the agent still has).
-    pub fn remove_orphaned_statuses(&self, keep: &HashSet<String>) {
+    pub(crate) fn remove_orphaned_statuses(&self, keep: &HashSet<String>) {
         let mut st = self.lock();
         st.statuses.retain(|uid, _| keep.contains(uid));
         let State { statuses, api_versions, .. } = &mut *st;
@@ -390,7 +391,7 @@ impl StatusManager {
             tracing::error!(target: TARGET, pod = %pod_key, pod_uid = %uid, error = %e, "status update refused");
             return;
         }
-        let now = generate::to_time(chrono::Utc::now());
+        let now = to_time(chrono::Utc::now());
         generate::update_last_transition_times(&mut status, Some(&old), &now);
         status.start_time = old.start_time.clone().or(status.start_time).or(Some(now));
         if status.phase.is_none() {
@@ -456,7 +457,7 @@ impl StatusManager {
 
     /// One pass of the writer (kubelet's syncBatch): every pod whose status the API server has
     /// not confirmed, or with `all`, every pod. Returns how many pods were synced.
-    pub async fn sync_batch(&self, all: bool) -> usize {
+    pub(crate) async fn sync_batch(&self, all: bool) -> usize {
         let Some(writer) = self.inner.writer.clone() else { return 0 };
         let mut work: Vec<(String, Versioned)> = {
             let st = self.lock();
@@ -568,7 +569,7 @@ impl StatusManager {
 
     /// Write statuses until `shutdown` completes: a batch whenever a status changes, and all of
     /// them every `sync_period`. Without an API server it only waits.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    pub(crate) async fn run(self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         if self.inner.writer.is_none() {
             return shutdown.await;
@@ -593,7 +594,7 @@ impl StatusManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::generate::{PHASE_SUCCEEDED, POD_SCHEDULED, to_time};
+    use crate::status::generate::{PHASE_SUCCEEDED, POD_SCHEDULED};
     use k8s_openapi::api::core::v1::{ContainerStateRunning, PodCondition};
 
     /// An in-memory API server for pods: applies merge patches as the real one does and records

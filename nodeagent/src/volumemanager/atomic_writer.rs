@@ -30,7 +30,7 @@ use tracing::debug;
 use crate::error::{Error, Result};
 
 /// The symlink naming the current version.
-pub const DATA_DIR_NAME: &str = "..data";
+pub(crate) const DATA_DIR_NAME: &str = "..data";
 /// The new `..data` link is built under this name, then renamed over the old one.
 const NEW_DATA_DIR_NAME: &str = "..data_tmp";
 /// Kubernetes' limits on a payload path and on each of its components.
@@ -41,58 +41,58 @@ const DIR_MODE: u32 = 0o755;
 
 /// One file of a payload: its bytes and its permission bits.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileProjection {
-    pub data: Vec<u8>,
-    pub mode: u32,
+pub(crate) struct FileProjection {
+    pub(crate) data: Vec<u8>,
+    pub(crate) mode: u32,
 }
 
 /// Relative path (as the user wrote it, validated by [`AtomicWriter::write`]) → file.
-pub type Payload = BTreeMap<String, FileProjection>;
+pub(crate) type Payload = BTreeMap<String, FileProjection>;
 
 /// The mode of projected files when the volume gives no `defaultMode` (the API's default, 0644).
-pub const DEFAULT_MODE: u32 = 0o644;
+pub(crate) const DEFAULT_MODE: u32 = 0o644;
 
 /// A `defaultMode`/`mode` field as permission bits, checked as the API does (0 to 0777).
-pub fn file_mode(mode: Option<i32>, default: u32) -> Result<u32> {
+pub(crate) fn file_mode(mode: Option<i32>, default: u32) -> Result<u32> {
     match mode {
         None => Ok(default),
         Some(m) => match u32::try_from(m) {
             Ok(m) if m <= 0o777 => Ok(m),
-            _ => Err(Error::Invalid(format!("mode {m}: must be a number between 0 and 0777 (octal), both inclusive"))),
+            _ => Err(Error::VolumeSpec(format!("mode {m}: must be a number between 0 and 0777 (octal), both inclusive"))),
         },
     }
 }
 
 /// Checks one payload path as Kubernetes does: non-empty, relative, no `..` component, not
 /// starting with `..` (reserved for the writer's own entries), within the length limits.
-pub fn validate_path(path: &str) -> Result<()> {
+pub(crate) fn validate_path(path: &str) -> Result<()> {
     if path.is_empty() {
-        return Err(Error::Invalid(format!("invalid path: must not be empty: {path:?}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must not be empty: {path:?}")));
     }
     if path.starts_with('/') {
-        return Err(Error::Invalid(format!("invalid path: must be relative path: {path}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must be relative path: {path}")));
     }
     if path.len() > MAX_PATH_LENGTH {
-        return Err(Error::Invalid(format!(
+        return Err(Error::VolumeSpec(format!(
             "invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
         )));
     }
     if path.contains('\0') {
-        return Err(Error::Invalid(format!("invalid path: must not contain a NUL byte: {path:?}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must not contain a NUL byte: {path:?}")));
     }
     let items: Vec<&str> = path.split('/').collect();
     for item in &items {
         if *item == ".." {
-            return Err(Error::Invalid(format!("invalid path: must not contain '..': {path}")));
+            return Err(Error::VolumeSpec(format!("invalid path: must not contain '..': {path}")));
         }
         if item.len() > MAX_FILE_NAME_LENGTH {
-            return Err(Error::Invalid(format!(
+            return Err(Error::VolumeSpec(format!(
                 "invalid path: filenames must be less than or equal to {MAX_FILE_NAME_LENGTH} characters"
             )));
         }
     }
     if items[0].starts_with("..") && items[0].len() > 2 {
-        return Err(Error::Invalid(format!("invalid path: must not start with '..': {path}")));
+        return Err(Error::VolumeSpec(format!("invalid path: must not start with '..': {path}")));
     }
     Ok(())
 }
@@ -104,26 +104,26 @@ fn clean_path(path: &str) -> String {
 
 /// Writes payloads into one target directory (a volume's directory on the host).
 #[derive(Clone, Debug)]
-pub struct AtomicWriter {
+pub(crate) struct AtomicWriter {
     target_dir: PathBuf,
 }
 
 impl AtomicWriter {
-    pub fn new(target_dir: impl Into<PathBuf>) -> Self {
+    pub(crate) fn new(target_dir: impl Into<PathBuf>) -> Self {
         AtomicWriter { target_dir: target_dir.into() }
     }
 
     /// Makes the target directory hold exactly `payload`. Returns whether a new version was
     /// written: when the payload equals what `..data` already points at (same paths, bytes and
     /// modes) nothing is rewritten, so mtimes stay and inotify watchers in containers stay quiet.
-    pub fn write(&self, payload: &Payload) -> Result<bool> {
+    pub(crate) fn write(&self, payload: &Payload) -> Result<bool> {
         // Step 1: validate and clean the payload's paths.
         let mut clean = BTreeMap::new();
         for (path, file) in payload {
             validate_path(path)?;
             let cleaned = clean_path(path);
             if cleaned.is_empty() {
-                return Err(Error::Invalid(format!("invalid path: must not be empty: {path:?}")));
+                return Err(Error::VolumeSpec(format!("invalid path: must not be empty: {path:?}")));
             }
             clean.insert(cleaned, file);
         }
@@ -415,11 +415,14 @@ mod tests {
         let p = payload(&[("a", "1"), ("d/b", "2")]);
         assert!(w.write(&p)?);
         let before_versions = versions(dir.path());
-        let before = mtime(&dir.path().join("a"));
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // An mtime far in the past: a rewrite, which would set it to now, cannot go unseen
+        // however coarse the filesystem's clock is.
+        let before = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let a = dir.path().join("a");
+        std::fs::File::open(&a).and_then(|f| f.set_modified(before)).map_err(|e| Error::io(&a, e))?;
         assert!(!w.write(&p)?, "same payload: nothing written");
         assert_eq!(versions(dir.path()), before_versions);
-        assert_eq!(mtime(&dir.path().join("a")), before);
+        assert_eq!(mtime(&a), before);
 
         // A mode change alone is a change.
         let mut p2 = p.clone();

@@ -11,11 +11,11 @@ use super::atomic_writer::{FileProjection, Payload, file_mode};
 use crate::error::{Error, Result};
 
 /// The plugin's directory name under `pods/<uid>/volumes` (`kubernetes.io/configmap`, escaped).
-pub const PLUGIN_NAME: &str = "kubernetes.io~configmap";
+pub(crate) const PLUGIN_NAME: &str = "kubernetes.io~configmap";
 
 /// The error a missing configMap gives, in kubelet's words (its configMap manager names the
 /// resource in the singular, unlike the API server's `configmaps "x" not found`).
-pub fn not_found(name: &str) -> Error {
+pub(crate) fn not_found(name: &str) -> Error {
     Error::NotReady(format!("configmap {name:?} not found"))
 }
 
@@ -23,7 +23,7 @@ pub fn not_found(name: &str) -> Error {
 /// file of that name with `default_mode`; with `items`, only the listed keys, at their `path`, with
 /// their own `mode` if given. A listed key the configMap lacks is an error, unless the source is
 /// `optional` (then it is skipped).
-pub fn make_payload(
+pub(crate) fn make_payload(
     items: Option<&[KeyToPath]>,
     config_map: &ConfigMap,
     default_mode: u32,
@@ -45,7 +45,7 @@ pub fn make_payload(
                     if optional {
                         continue;
                     }
-                    return Err(Error::Invalid(format!("configmap references non-existent config key: {}", item.key)));
+                    return Err(Error::VolumeSpec(format!("configmap references non-existent config key: {}", item.key)));
                 };
                 payload.insert(item.path.clone(), FileProjection { data, mode: file_mode(item.mode, default_mode)? });
             }

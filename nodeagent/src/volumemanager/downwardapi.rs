@@ -25,14 +25,14 @@ use super::atomic_writer::{FileProjection, Payload, file_mode};
 use crate::error::{Error, Result};
 
 /// The plugin's directory name under `pods/<uid>/volumes`.
-pub const PLUGIN_NAME: &str = "kubernetes.io~downward-api";
+pub(crate) const PLUGIN_NAME: &str = "kubernetes.io~downward-api";
 
 /// The node's allocatable resources (`status.allocatable`), by resource name: the value of a
 /// limit a container leaves unset.
-pub type Allocatable = BTreeMap<String, Quantity>;
+pub(crate) type Allocatable = BTreeMap<String, Quantity>;
 
 /// The files the items describe, each with its `mode` or `default_mode`.
-pub fn collect_data(
+pub(crate) fn collect_data(
     items: &[DownwardAPIVolumeFile],
     pod: &Pod,
     allocatable: &Allocatable,
@@ -43,15 +43,15 @@ pub fn collect_data(
         let mode = file_mode(item.mode, default_mode)?;
         let data = if let Some(field) = &item.field_ref {
             extract_field_path_as_string(pod, &field.field_path)
-                .map_err(|e| Error::Invalid(format!("unable to extract field {}: {e}", field.field_path)))?
+                .map_err(|e| Error::VolumeSpec(format!("unable to extract field {}: {e}", field.field_path)))?
         } else if let Some(sel) = &item.resource_field_ref {
             let name = sel.container_name.as_deref().unwrap_or_default();
             let container = find_container(pod, name)
-                .ok_or_else(|| Error::Invalid(format!("downward API item {:?}: container {name:?} not found in the pod", item.path)))?;
+                .ok_or_else(|| Error::VolumeSpec(format!("downward API item {:?}: container {name:?} not found in the pod", item.path)))?;
             extract_container_resource_value(sel, container, allocatable)
-                .map_err(|e| Error::Invalid(format!("unable to extract resource {}: {e}", sel.resource)))?
+                .map_err(|e| Error::VolumeSpec(format!("unable to extract resource {}: {e}", sel.resource)))?
         } else {
-            return Err(Error::Invalid(format!(
+            return Err(Error::VolumeSpec(format!(
                 "downward API item {:?}: neither fieldRef nor resourceFieldRef",
                 item.path
             )));
@@ -62,7 +62,7 @@ pub fn collect_data(
 }
 
 /// fieldpath.ExtractFieldPathAsString for the pod's metadata.
-pub fn extract_field_path_as_string(pod: &Pod, field_path: &str) -> std::result::Result<String, String> {
+pub(crate) fn extract_field_path_as_string(pod: &Pod, field_path: &str) -> std::result::Result<String, String> {
     let meta = &pod.metadata;
     let empty = BTreeMap::new();
     let labels = meta.labels.as_ref().unwrap_or(&empty);
@@ -85,14 +85,14 @@ pub fn extract_field_path_as_string(pod: &Pod, field_path: &str) -> std::result:
 }
 
 /// A container of the pod by name (app containers first, then init containers).
-pub fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+pub(crate) fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
     let spec = pod.spec.as_ref()?;
     spec.containers.iter().chain(spec.init_containers.iter().flatten()).find(|c| c.name == name)
 }
 
 /// ExtractContainerResourceValue: `limits.cpu` & co. of `container` in units of the divisor,
 /// rounded up; an unset limit is the node's allocatable.
-pub fn extract_container_resource_value(
+pub(crate) fn extract_container_resource_value(
     sel: &ResourceFieldSelector,
     container: &Container,
     allocatable: &Allocatable,
@@ -150,7 +150,7 @@ fn split_subscript(field_path: &str) -> Option<(&str, &str)> {
 
 /// Kubernetes' format for a labels or annotations file: one `key="value"` line per entry, sorted
 /// by key, the value quoted as Go's `%q` does, no newline after the last line.
-pub fn format_map(m: &BTreeMap<String, String>) -> String {
+pub(crate) fn format_map(m: &BTreeMap<String, String>) -> String {
     m.iter().map(|(k, v)| format!("{k}={}", go_quote(v))).collect::<Vec<_>>().join("\n")
 }
 

@@ -15,13 +15,13 @@ use super::mount;
 use crate::error::{Error, Result};
 
 /// The plugin's directory name under `pods/<uid>/volumes`.
-pub const PLUGIN_NAME: &str = "kubernetes.io~empty-dir";
+pub(crate) const PLUGIN_NAME: &str = "kubernetes.io~empty-dir";
 /// Kubernetes' emptyDir mode.
-pub const DEFAULT_MODE: u32 = 0o777;
+pub(crate) const DEFAULT_MODE: u32 = 0o777;
 
 /// Where an emptyDir's bytes live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Medium {
+pub(crate) enum Medium {
     Disk,
     /// tmpfs, with an optional size limit in bytes.
     Memory {
@@ -31,18 +31,18 @@ pub enum Medium {
 
 impl Medium {
     /// The `medium` field as the API spells it (`""` or `"Memory"`).
-    pub fn parse(medium: Option<&str>, size_limit: Option<i64>) -> Result<Medium> {
+    pub(crate) fn parse(medium: Option<&str>, size_limit: Option<i64>) -> Result<Medium> {
         match medium.unwrap_or("") {
             "" => Ok(Medium::Disk),
             "Memory" => Ok(Medium::Memory { size_limit }),
-            other => Err(Error::Invalid(format!("emptyDir medium {other:?} is not supported by kubelab"))),
+            other => Err(Error::VolumeSpec(format!("emptyDir medium {other:?} is not supported by kubelab"))),
         }
     }
 }
 
 /// Makes `dir` ready: created, tmpfs-mounted if memory-backed (only once: every sync calls this),
 /// and given `mode`. Idempotent.
-pub fn set_up(dir: &Path, medium: Medium, mode: u32) -> Result<()> {
+pub(crate) fn set_up(dir: &Path, medium: Medium, mode: u32) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     if let Medium::Memory { size_limit } = medium
         && !mount::is_mount_point(dir)?

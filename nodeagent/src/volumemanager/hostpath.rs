@@ -21,7 +21,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 
 /// Runs the `type` check on `path`, creating it for the `…OrCreate` types.
-pub fn check_type(path: &Path, path_type: &str) -> Result<()> {
+pub(crate) fn check_type(path: &Path, path_type: &str) -> Result<()> {
     let failed = |what: &str| Error::NotReady(format!("hostPath type check failed: {} is not {what}", path.display()));
     let stat = || std::fs::metadata(path).ok();
     match path_type {
@@ -67,7 +67,7 @@ pub fn check_type(path: &Path, path_type: &str) -> Result<()> {
             Some(m) if m.file_type().is_block_device() => Ok(()),
             _ => Err(failed("a block device")),
         },
-        other => Err(Error::Invalid(format!("{other} is an invalid volume type"))),
+        other => Err(Error::VolumeSpec(format!("{other} is an invalid volume type"))),
     }
 }
 

@@ -35,14 +35,14 @@
 //! - Only these six volume types; any other (persistentVolumeClaim, nfs, csi, …) fails with an error
 //!   naming the type.
 
-pub mod atomic_writer;
-pub mod configmap;
-pub mod downwardapi;
-pub mod emptydir;
-pub mod hostpath;
-pub mod mount;
-pub mod projected;
-pub mod secret;
+pub(crate) mod atomic_writer;
+pub(crate) mod configmap;
+pub(crate) mod downwardapi;
+pub(crate) mod emptydir;
+pub(crate) mod hostpath;
+pub(crate) mod mount;
+pub(crate) mod projected;
+pub(crate) mod secret;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -58,11 +58,11 @@ use self::atomic_writer::{AtomicWriter, DEFAULT_MODE, Payload, file_mode};
 use self::emptydir::Medium;
 use self::projected::ProjectedObjects;
 use crate::error::{Error, Result};
-use crate::kubelet_getters;
+use crate::kubelet::getters;
 
 /// Sets up and tears down the volumes of the pods on this node.
 #[derive(Clone)]
-pub struct VolumeManager {
+pub(crate) struct VolumeManager {
     root_dir: PathBuf,
     /// `None` when the agent runs without an API server (static pods only).
     client: Option<kube::Client>,
@@ -72,36 +72,28 @@ pub struct VolumeManager {
 
 /// The volumes of one pod, ready on the host, by volume name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MountedVolumes {
+pub(crate) struct MountedVolumes {
     volumes: BTreeMap<String, MountedVolume>,
 }
 
 impl MountedVolumes {
-    pub fn get(&self, name: &str) -> Option<&MountedVolume> {
+    pub(crate) fn get(&self, name: &str) -> Option<&MountedVolume> {
         self.volumes.get(name)
     }
 
-    /// By volume name, sorted.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &MountedVolume)> {
-        self.volumes.iter().map(|(k, v)| (k.as_str(), v))
-    }
-
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.volumes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.volumes.is_empty()
     }
 }
 
 /// What the runtime bind-mounts into a container for a `volumeMount` of this volume.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountedVolume {
-    pub host_path: PathBuf,
+pub(crate) struct MountedVolume {
+    pub(crate) host_path: PathBuf,
     /// configMap, secret, downwardAPI and projected volumes are read-only whatever the
     /// `volumeMount` says: the files belong to the atomic writer.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
 }
 
 /// What to do on the host for one volume, decided (and any API objects fetched) before the
@@ -125,12 +117,12 @@ enum Plan {
 }
 
 impl VolumeManager {
-    pub fn new(root_dir: PathBuf, client: Option<kube::Client>) -> Self {
+    pub(crate) fn new(root_dir: PathBuf, client: Option<kube::Client>) -> Self {
         VolumeManager { root_dir, client, node: None }
     }
 
     /// Read the node's allocatable from `node` (for downwardAPI resource fields).
-    pub fn with_node(mut self, node: tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>) -> Self {
+    pub(crate) fn with_node(mut self, node: tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>) -> Self {
         self.node = Some(node);
         self
     }
@@ -149,7 +141,7 @@ impl VolumeManager {
     /// configMap appears); the first failure is returned as [`Error::Volume`], whose message is
     /// kubelet's FailedMount event text:
     /// `MountVolume.SetUp failed for volume "config" : configmap "app-config" not found`.
-    pub async fn mount_volumes(&self, pod: &Pod) -> Result<MountedVolumes> {
+    pub(crate) async fn mount_volumes(&self, pod: &Pod) -> Result<MountedVolumes> {
         let uid = pod_uid(pod)?;
         let mut mounted = MountedVolumes::default();
         let mut first_error = None;
@@ -172,8 +164,8 @@ impl VolumeManager {
 
     /// After the pod's containers are gone: unmount tmpfs volumes, remove the volumes dir.
     /// hostPath volumes are the node's own paths and are left alone. Idempotent.
-    pub async fn unmount_volumes(&self, pod_uid: &str) -> Result<()> {
-        let dir = kubelet_getters::pod_volumes_dir(&self.root_dir, pod_uid);
+    pub(crate) async fn unmount_volumes(&self, pod_uid: &str) -> Result<()> {
+        let dir = getters::pod_volumes_dir(&self.root_dir, pod_uid);
         let uid = pod_uid.to_string();
         run_blocking(dir.clone(), move || {
             tear_down_dir(&dir)?;
@@ -202,12 +194,12 @@ impl VolumeManager {
     /// Decides what one volume needs, fetching the configMaps and secrets it names.
     async fn plan(&self, pod: &Pod, uid: &str, volume: &Volume) -> Result<Plan> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let dir = |plugin: &str| kubelet_getters::pod_volume_dir(&self.root_dir, uid, plugin, &volume.name);
+        let dir = |plugin: &str| getters::pod_volume_dir(&self.root_dir, uid, plugin, &volume.name);
         if let Some(empty_dir) = &volume.empty_dir {
             let size_limit = match &empty_dir.size_limit {
                 Some(q) => Some(
                     apimachinery::resource::parse_quantity_units(&q.0)
-                        .ok_or_else(|| Error::Invalid(format!("emptyDir sizeLimit {:?} is not a quantity", q.0)))?,
+                        .ok_or_else(|| Error::VolumeSpec(format!("emptyDir sizeLimit {:?} is not a quantity", q.0)))?,
                 ),
                 None => None,
             };
@@ -235,7 +227,7 @@ impl VolumeManager {
             let name = source
                 .secret_name
                 .as_deref()
-                .ok_or_else(|| Error::Invalid("secret volume without secretName".into()))?;
+                .ok_or_else(|| Error::VolumeSpec("secret volume without secretName".into()))?;
             let optional = source.optional.unwrap_or(false);
             let default_mode = file_mode(source.default_mode, DEFAULT_MODE)?;
             let payload = match self.get::<Secret>(namespace, name, "secret").await? {
@@ -282,7 +274,7 @@ impl VolumeManager {
                 payload,
             });
         }
-        Err(Error::Invalid(format!("volume type {} is not supported by kubelab", volume_type(volume))))
+        Err(Error::VolumeSpec(format!("volume type {} is not supported by kubelab", volume_type(volume))))
     }
 
     /// One GET; `Ok(None)` when the object does not exist.
@@ -292,7 +284,7 @@ impl VolumeManager {
         <K as kube::Resource>::DynamicType: Default,
     {
         let Some(client) = &self.client else {
-            return Err(Error::Invalid(format!(
+            return Err(Error::VolumeSpec(format!(
                 "{kind} {name:?}: the node agent runs without an API server, so static pods cannot use {kind}s"
             )));
         };
@@ -321,7 +313,7 @@ fn execute(plan: Plan) -> Result<MountedVolume> {
 /// A wrapped emptyDir on `medium`, holding exactly `payload` (through the atomic writer). Returns
 /// whether new content was written. Blocking; this is the part of the configMap, secret,
 /// downwardAPI and projected plugins that needs no API server.
-pub fn write_files(dir: &Path, medium: Medium, payload: &Payload) -> Result<bool> {
+pub(crate) fn write_files(dir: &Path, medium: Medium, payload: &Payload) -> Result<bool> {
     emptydir::set_up(dir, medium, emptydir::DEFAULT_MODE)?;
     let written = AtomicWriter::new(dir).write(payload)?;
     if written {
@@ -361,7 +353,7 @@ async fn run_blocking<T: Send + 'static>(path: PathBuf, f: impl FnOnce() -> Resu
 fn pod_uid(pod: &Pod) -> Result<&str> {
     match api::pod::uid(pod) {
         uid if !uid.is_empty() && !uid.contains('/') && uid != "." && uid != ".." => Ok(uid),
-        _ => Err(Error::Invalid(format!("pod has no usable UID: {:?}", pod.metadata.uid))),
+        _ => Err(Error::UnusableUid(format!("pod has no usable UID: {:?}", pod.metadata.uid))),
     }
 }
 
@@ -473,7 +465,7 @@ mod tests {
         assert_eq!(first, second);
         assert_eq!(first.len(), 4);
 
-        let volumes_dir = kubelet_getters::pod_volumes_dir(&root.path().join("agent"), "uid-1");
+        let volumes_dir = getters::pod_volumes_dir(&root.path().join("agent"), "uid-1");
         let scratch = first.get("scratch").expect("scratch");
         assert_eq!(scratch.host_path, volumes_dir.join("kubernetes.io~empty-dir/scratch"));
         assert!(!scratch.read_only);
@@ -529,7 +521,7 @@ mod tests {
         );
         assert!(matches!(&err, Error::Volume { source, .. } if matches!(**source, Error::NotReady(_))));
         // The volumes after the failing one were still set up.
-        assert!(kubelet_getters::pod_volume_dir(root.path(), "uid-2", emptydir::PLUGIN_NAME, "ok").is_dir());
+        assert!(getters::pod_volume_dir(root.path(), "uid-2", emptydir::PLUGIN_NAME, "ok").is_dir());
 
         let p = pod(
             "uid-2",

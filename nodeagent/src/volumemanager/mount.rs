@@ -15,24 +15,24 @@ const MOUNTINFO: &str = "/proc/self/mountinfo";
 
 /// One line of `/proc/self/mountinfo` (proc(5)), the fields the node agent uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountInfo {
+pub(crate) struct MountInfo {
     /// Where it is mounted, octal escapes (`\040` for a space) decoded.
-    pub mount_point: PathBuf,
+    pub(crate) mount_point: PathBuf,
     /// `tmpfs`, `cgroup`, `cgroup2`, `ext4`, …
-    pub fs_type: String,
+    pub(crate) fs_type: String,
     /// The per-superblock options: for a cgroup v1 mount they name its controllers (`rw,cpu,cpuacct`).
-    pub super_options: String,
+    pub(crate) super_options: String,
 }
 
 /// Every mount of this process's mount namespace, in the kernel's order (parents before children).
-pub fn mounts() -> Result<Vec<MountInfo>> {
+pub(crate) fn mounts() -> Result<Vec<MountInfo>> {
     let text = std::fs::read_to_string(MOUNTINFO).map_err(|e| Error::io(MOUNTINFO, e))?;
     Ok(parse_mountinfo(&text))
 }
 
 /// Parses mountinfo text. Malformed lines are skipped: the kernel writes this file, and one line we
 /// fail to read must not hide the others.
-pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
     text.lines()
         .filter_map(|line| {
             // `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue`:
@@ -82,13 +82,13 @@ fn real_path(path: &Path) -> PathBuf {
 }
 
 /// Whether something is mounted exactly at `path`.
-pub fn is_mount_point(path: &Path) -> Result<bool> {
+pub(crate) fn is_mount_point(path: &Path) -> Result<bool> {
     let path = real_path(path);
     Ok(mounts()?.iter().any(|m| m.mount_point == path))
 }
 
 /// Every mount point at or below `dir`, deepest first (the order to unmount them in).
-pub fn mounts_under(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn mounts_under(dir: &Path) -> Result<Vec<PathBuf>> {
     let dir = real_path(dir);
     let mut found: Vec<PathBuf> =
         mounts()?.into_iter().map(|m| m.mount_point).filter(|p| p.starts_with(&dir)).collect();
@@ -105,7 +105,7 @@ fn c_path(path: &Path) -> Result<CString> {
 /// Mounts a fresh tmpfs on `path` (which must exist), limited to `size_bytes` if given. This is
 /// what an emptyDir with `medium: Memory` is, and what secrets always live on, so their bytes never
 /// touch the node's disk.
-pub fn mount_tmpfs(path: &Path, size_bytes: Option<i64>) -> Result<()> {
+pub(crate) fn mount_tmpfs(path: &Path, size_bytes: Option<i64>) -> Result<()> {
     let target = c_path(path)?;
     let options = match size_bytes {
         Some(size) => CString::new(format!("size={size}")),
@@ -122,7 +122,7 @@ pub fn mount_tmpfs(path: &Path, size_bytes: Option<i64>) -> Result<()> {
 
 /// Unmounts whatever is mounted on `path`. Not lazy (no `MNT_DETACH`): if something still uses the
 /// mount, the caller hears about it (EBUSY) and retries, as kubelet does.
-pub fn unmount(path: &Path) -> Result<()> {
+pub(crate) fn unmount(path: &Path) -> Result<()> {
     let target = c_path(path)?;
     // SAFETY: `target` is a valid NUL-terminated string that outlives the call.
     let rc = unsafe { libc::umount2(target.as_ptr(), 0) };

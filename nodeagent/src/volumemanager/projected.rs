@@ -19,21 +19,21 @@ use super::{configmap, downwardapi, secret};
 use crate::error::Result;
 
 /// The plugin's directory name under `pods/<uid>/volumes`.
-pub const PLUGIN_NAME: &str = "kubernetes.io~projected";
+pub(crate) const PLUGIN_NAME: &str = "kubernetes.io~projected";
 
 /// The configMaps and secrets the sources name, fetched beforehand by name; a name missing from
 /// the map is an object that does not exist.
 #[derive(Clone, Debug, Default)]
-pub struct ProjectedObjects {
-    pub config_maps: BTreeMap<String, ConfigMap>,
-    pub secrets: BTreeMap<String, Secret>,
+pub(crate) struct ProjectedObjects {
+    pub(crate) config_maps: BTreeMap<String, ConfigMap>,
+    pub(crate) secrets: BTreeMap<String, Secret>,
     /// The node's allocatable, for downwardAPI `resourceFieldRef`s of unset limits.
-    pub node_allocatable: downwardapi::Allocatable,
+    pub(crate) node_allocatable: downwardapi::Allocatable,
 }
 
 /// The merged payload of every source, in order (a later source's file wins a path clash, which
 /// API validation forbids anyway). `volume` names the volume in the log lines of skipped sources.
-pub fn collect_data(
+pub(crate) fn collect_data(
     volume: &str,
     sources: &[VolumeProjection],
     pod: &Pod,

@@ -12,10 +12,10 @@ use super::atomic_writer::{FileProjection, Payload, file_mode};
 use crate::error::{Error, Result};
 
 /// The plugin's directory name under `pods/<uid>/volumes`.
-pub const PLUGIN_NAME: &str = "kubernetes.io~secret";
+pub(crate) const PLUGIN_NAME: &str = "kubernetes.io~secret";
 
 /// The error a missing secret gives, in kubelet's words.
-pub fn not_found(name: &str) -> Error {
+pub(crate) fn not_found(name: &str) -> Error {
     Error::NotReady(format!("secret {name:?} not found"))
 }
 
@@ -33,7 +33,7 @@ fn secret_data(secret: &Secret) -> BTreeMap<&str, Vec<u8>> {
 
 /// The files a secret projects; the same rules as
 /// [`configmap::make_payload`](super::configmap::make_payload).
-pub fn make_payload(
+pub(crate) fn make_payload(
     items: Option<&[KeyToPath]>,
     secret: &Secret,
     default_mode: u32,
@@ -48,7 +48,7 @@ pub fn make_payload(
                     if optional {
                         continue;
                     }
-                    return Err(Error::Invalid(format!("references non-existent secret key: {}", item.key)));
+                    return Err(Error::VolumeSpec(format!("references non-existent secret key: {}", item.key)));
                 };
                 payload.insert(
                     item.path.clone(),

@@ -9,12 +9,12 @@ use crate::error::{Error, Result};
 
 /// How long past the probe's own timeout the agent waits for the runtime to answer ExecSync
 /// (the runtime enforces the timeout; this guards against a runtime that hangs).
-pub const EXEC_SLACK: Duration = Duration::from_secs(2);
+pub(crate) const EXEC_SLACK: Duration = Duration::from_secs(2);
 
 /// Run `cmd` in container `container_id`. Exit code 0 → Success; another code → Failure with
 /// the command's output; the runtime's timeout (DEADLINE_EXCEEDED) → Failure "command … timed
 /// out". Any other runtime error is an error: the worker throws that result away.
-pub async fn probe(runtime: &RemoteRuntime, container_id: &str, cmd: &[String], timeout: Duration) -> Result<(Outcome, String)> {
+pub(crate) async fn probe(runtime: &RemoteRuntime, container_id: &str, cmd: &[String], timeout: Duration) -> Result<(Outcome, String)> {
     let timed_out = || (Outcome::Failure, format!("command {cmd:?} timed out"));
     let call = runtime.exec_sync(container_id, cmd.to_vec(), timeout);
     let (exit_code, stdout, stderr) = match tokio::time::timeout(timeout + EXEC_SLACK, call).await {

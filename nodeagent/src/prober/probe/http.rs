@@ -19,13 +19,13 @@ use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use super::Outcome;
 
 /// The User-Agent of probes: the Kubernetes version this agent speaks.
-pub const PROBE_USER_AGENT: &str = "kube-probe/1.32";
+pub(crate) const PROBE_USER_AGENT: &str = "kube-probe/1.32";
 
 /// At most this many redirects are followed (net/http's default, kept by the kubelet).
-pub const MAX_REDIRECTS: usize = 10;
+pub(crate) const MAX_REDIRECTS: usize = 10;
 
 /// The client every HTTP probe uses. Cheap to clone.
-pub fn new_client() -> reqwest::Result<reqwest::Client> {
+pub(crate) fn new_client() -> reqwest::Result<reqwest::Client> {
     let policy = reqwest::redirect::Policy::custom(|attempt| {
         let first_host = attempt.previous().first().and_then(|u| u.host_str().map(str::to_owned));
         if attempt.url().host_str().map(str::to_owned) != first_host {
@@ -49,7 +49,7 @@ pub fn new_client() -> reqwest::Result<reqwest::Client> {
 
 /// `scheme://host:port/path`, with IPv6 hosts in brackets and the path given a leading `/`
 /// (kubelet's formatURL).
-pub fn format_url(scheme: &str, host: &str, port: u16, path: &str) -> String {
+pub(crate) fn format_url(scheme: &str, host: &str, port: u16, path: &str) -> String {
     let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
     let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
     format!("{}://{host}:{port}{path}", scheme.to_ascii_lowercase())
@@ -73,7 +73,7 @@ fn headers(probe_headers: &[HTTPHeader]) -> std::result::Result<HeaderMap, Strin
 }
 
 /// GET `url` within `timeout` and judge the answer.
-pub async fn probe(client: &reqwest::Client, url: &str, probe_headers: &[HTTPHeader], timeout: Duration) -> (Outcome, String) {
+pub(crate) async fn probe(client: &reqwest::Client, url: &str, probe_headers: &[HTTPHeader], timeout: Duration) -> (Outcome, String) {
     let headers = match headers(probe_headers) {
         Ok(h) => h,
         Err(e) => return (Outcome::Failure, e),

@@ -5,19 +5,17 @@
 //! - [`http`]: GET a URL on the pod; 200 ≤ status < 400 is success.
 //! - [`tcp`]: open a TCP connection; connecting is success.
 
-pub mod exec;
-pub mod http;
-pub mod tcp;
+pub(crate) mod exec;
+pub(crate) mod http;
+pub(crate) mod tcp;
 
 /// A handler's verdict (pkg/probe's Result).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Success,
     /// Success, with something worth an event (an HTTP redirect to another host not followed).
     Warning,
     Failure,
-    /// The handler could not tell (counted as a failure, with an event saying so).
-    Unknown,
 }
 
 /// Keep at most [`super::MAX_PROBE_OUTPUT`] bytes of `bytes`, as text.

@@ -8,7 +8,7 @@ use tokio::net::TcpStream;
 use super::Outcome;
 
 /// Connect to `host:port` within `timeout`.
-pub async fn probe(host: &str, port: u16, timeout: Duration) -> (Outcome, String) {
+pub(crate) async fn probe(host: &str, port: u16, timeout: Duration) -> (Outcome, String) {
     let addr = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
         Ok(Ok(_stream)) => (Outcome::Success, String::new()),

@@ -14,7 +14,7 @@ use crate::prober::ProbeType;
 
 /// A probe's cached result (results.Result).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProbeResult {
+pub(crate) enum ProbeResult {
     /// Not probed yet (a startup probe's initial value).
     Unknown,
     Success,
@@ -23,11 +23,11 @@ pub enum ProbeResult {
 
 /// A cached result changed (results.Update).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Update {
-    pub probe_type: ProbeType,
-    pub container_id: String,
-    pub result: ProbeResult,
-    pub pod_uid: String,
+pub(crate) struct Update {
+    pub(crate) probe_type: ProbeType,
+    pub(crate) container_id: String,
+    pub(crate) result: ProbeResult,
+    pub(crate) pod_uid: String,
 }
 
 /// The results of one probe type.
@@ -35,7 +35,7 @@ pub struct Update {
 /// The update channel is unbounded: a worker sends at most one update per period, only when
 /// its result *changes*, and the sync loop drains the channel as it goes. A bounded channel
 /// would let a full channel stall probe workers behind the sync loop for no gain.
-pub struct Manager {
+pub(crate) struct Manager {
     probe_type: ProbeType,
     /// A std Mutex: held only to read or write one map entry, never across an await.
     cache: Mutex<HashMap<String, ProbeResult>>,
@@ -43,17 +43,17 @@ pub struct Manager {
 }
 
 impl Manager {
-    pub fn new(probe_type: ProbeType, updates: mpsc::UnboundedSender<Update>) -> Manager {
+    pub(crate) fn new(probe_type: ProbeType, updates: mpsc::UnboundedSender<Update>) -> Manager {
         Manager { probe_type, cache: Mutex::new(HashMap::new()), updates }
     }
 
     /// The cached result for a container, if any.
-    pub fn get(&self, container_id: &str) -> Option<ProbeResult> {
+    pub(crate) fn get(&self, container_id: &str) -> Option<ProbeResult> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(container_id).copied()
     }
 
     /// Cache `result`; an actual change is sent on the update channel.
-    pub fn set(&self, container_id: &str, result: ProbeResult, pod_uid: &str) {
+    pub(crate) fn set(&self, container_id: &str, result: ProbeResult, pod_uid: &str) {
         let previous = self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(container_id.to_string(), result);
         if previous != Some(result) {
             tracing::debug!(target: "kubelet::prober", probe = %self.probe_type, container_id, pod_uid, ?result, "probe result changed");
@@ -67,7 +67,7 @@ impl Manager {
         }
     }
 
-    pub fn remove(&self, container_id: &str) {
+    pub(crate) fn remove(&self, container_id: &str) {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).remove(container_id);
     }
 }
@@ -75,15 +75,15 @@ impl Manager {
 /// What `compute_pod_actions` reads from the prober about a pod's containers: the liveness and
 /// startup results by CRI container ID (kubelet's livenessManager.Get / startupManager.Get).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PodProbeResults {
-    pub liveness: HashMap<String, ProbeResult>,
-    pub startup: HashMap<String, ProbeResult>,
+pub(crate) struct PodProbeResults {
+    pub(crate) liveness: HashMap<String, ProbeResult>,
+    pub(crate) startup: HashMap<String, ProbeResult>,
 }
 
 impl PodProbeResults {
     /// Why a running container must be killed: a failed liveness probe first, then a failed
     /// startup probe (the order computePodActions checks them in).
-    pub fn kill_reason(&self, container_id: &str) -> Option<ProbeType> {
+    pub(crate) fn kill_reason(&self, container_id: &str) -> Option<ProbeType> {
         if self.liveness.get(container_id) == Some(&ProbeResult::Failure) {
             Some(ProbeType::Liveness)
         } else if self.startup.get(container_id) == Some(&ProbeResult::Failure) {

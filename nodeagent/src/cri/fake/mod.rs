@@ -3,8 +3,8 @@
 //! [`RemoteRuntime`](crate::cri::RemoteRuntime) client, gRPC encoding included.
 //!
 //! Nothing runs: a "container" is a record that moves CREATED → RUNNING → EXITED when asked. What
-//! the fake does copy from containerd 1.6 (see docs/containerd-cri.md) is the behaviour a kubelet
-//! depends on, because that is what the node agent's tests are meant to catch:
+//! the fake does copy from containerd 1.6 (as measured with containerd 1.6.20 on Debian 12) is the
+//! behaviour a kubelet depends on, because that is what the node agent's tests are meant to catch:
 //!
 //! - `RunPodSandbox` gives the sandbox an IP from `10.88.0.0/16` (none for host-network sandboxes,
 //!   which must not set a hostname), and refuses a second sandbox with the same
@@ -33,24 +33,29 @@
 //!
 //! Every call is recorded with its CRI name ([`FakeRuntime::calls`]) and any call can be made to
 //! fail once ([`FakeRuntime::inject_error`]).
+//!
+//! This file holds the fake node's state and what tests do to it; the two CRI services answer
+//! from that state in [`fake_runtime_service`] and [`fake_image_service`], as in cri-api.
+
+mod fake_image_service;
+mod fake_runtime_service;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use futures::stream::BoxStream;
 use k8s_cri::v1 as api;
-use k8s_cri::v1::image_service_server::{ImageService, ImageServiceServer};
-use k8s_cri::v1::runtime_service_server::{RuntimeService, RuntimeServiceServer};
+use k8s_cri::v1::image_service_server::ImageServiceServer;
+use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
-use tonic::{Request, Response, Status};
+use tonic::Status;
 
 use crate::error::{Error, Result};
 
 /// The socket's file name inside the directory given to [`FakeRuntime::start`].
-pub const SOCKET_NAME: &str = "fake-cri.sock";
+pub(crate) const SOCKET_NAME: &str = "fake-cri.sock";
 
 /// Exit code and reason of a container killed with SIGKILL (128 + 9), as containerd reports it.
 const SIGKILL_EXIT_CODE: i32 = 137;
@@ -60,20 +65,20 @@ const SIGKILL_EXIT_CODE: i32 = 137;
 /// The state sits behind a `std::sync::Mutex` rather than in an actor because every gRPC handler
 /// holds it for a few map operations and never across an `.await`.
 #[derive(Clone, Default)]
-pub struct FakeRuntime {
+pub(crate) struct FakeRuntime {
     state: Arc<Mutex<State>>,
 }
 
 /// The running gRPC server. Dropping it stops accepting connections (connections already open
 /// are served until their clients drop them).
-pub struct FakeServer {
+pub(crate) struct FakeServer {
     endpoint: String,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl FakeServer {
     /// `unix://<dir>/fake-cri.sock`, ready for [`RemoteRuntime::connect`](crate::cri::RemoteRuntime::connect).
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         self.endpoint.clone()
     }
 }
@@ -110,12 +115,12 @@ struct State {
 
 /// What a scripted `ExecSync` command does ([`FakeRuntime::script_exec`]).
 #[derive(Clone, Debug, Default)]
-pub struct ExecScript {
-    pub exit_code: i32,
-    pub stdout: String,
-    pub stderr: String,
+pub(crate) struct ExecScript {
+    pub(crate) exit_code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
     /// How long the command runs before it answers.
-    pub delay: std::time::Duration,
+    pub(crate) delay: std::time::Duration,
 }
 
 struct Sandbox {
@@ -176,7 +181,7 @@ fn now_nanos() -> i64 {
 /// Docker-style reference normalisation, as containerd applies it before looking an image up:
 /// a missing registry is `docker.io`, a one-part Docker Hub name lives under `library/`, and a
 /// missing tag is `latest`.
-pub fn normalize_image(name: &str) -> String {
+pub(crate) fn normalize_image(name: &str) -> String {
     let (first, rest) = match name.split_once('/') {
         Some((first, rest)) => (first, Some(rest)),
         None => (name, None),
@@ -261,7 +266,7 @@ fn to_sandbox(s: &api::PodSandboxStatus) -> api::PodSandbox {
 
 impl FakeRuntime {
     /// Serve the fake on `<dir>/fake-cri.sock` (a stale socket file there is replaced).
-    pub async fn start(dir: &Path) -> Result<(FakeRuntime, FakeServer)> {
+    pub(crate) async fn start(dir: &Path) -> Result<(FakeRuntime, FakeServer)> {
         let path = dir.join(SOCKET_NAME);
         match tokio::fs::remove_file(&path).await {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::io(&path, e)),
@@ -302,7 +307,7 @@ impl FakeRuntime {
     }
 
     /// Put an image on the node (as `ctr images import` would).
-    pub fn add_image(&self, name: &str) {
+    pub(crate) fn add_image(&self, name: &str) {
         let name = normalize_image(name);
         let digest = fake_digest(&name);
         let repo = name.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')).map_or(name.as_str(), |(r, _)| r);
@@ -319,523 +324,67 @@ impl FakeRuntime {
 
     /// Whether `PullImage` succeeds (adding the image) instead of failing like a node without a
     /// registry. Default: false.
-    pub fn set_pull_allowed(&self, allowed: bool) {
+    pub(crate) fn set_pull_allowed(&self, allowed: bool) {
         self.state().pull_allowed = allowed;
     }
 
     /// Make the next call of `op` (a CRI method name such as `"CreateContainer"`) fail with
     /// `status`, once. Several injections for one op fail that many calls, in order.
-    pub fn inject_error(&self, op: &str, status: Status) {
+    pub(crate) fn inject_error(&self, op: &str, status: Status) {
         self.state().injected.entry(op.to_string()).or_default().push_back(status);
     }
 
     /// A running container's process exits with `exit_code` (reason "Completed" for 0, "Error"
     /// otherwise). No-op for a container that is not running or does not exist.
-    pub fn exit_container(&self, id: &str, exit_code: i32) {
+    pub(crate) fn exit_container(&self, id: &str, exit_code: i32) {
         if let Some(c) = self.state().containers.get_mut(id) {
             exit(c, exit_code);
         }
     }
 
     /// Make `ExecSync` of exactly `cmd` (in any container) behave as `script`.
-    pub fn script_exec(&self, cmd: &[&str], script: ExecScript) {
+    pub(crate) fn script_exec(&self, cmd: &[&str], script: ExecScript) {
         self.state().exec_scripts.insert(cmd.iter().map(|s| s.to_string()).collect(), script);
     }
 
     /// (container id, timeout in seconds) of every StopContainer received, in order.
-    pub fn stop_requests(&self) -> Vec<(String, i64)> {
+    pub(crate) fn stop_requests(&self) -> Vec<(String, i64)> {
         self.state().stop_requests.clone()
     }
 
     /// What ExecSync in container `id` answers from now on: `exit_code` and `output` (on
     /// stdout), as if the command ran — how tests make an exec probe pass or fail.
-    pub fn set_exec_result(&self, id: &str, exit_code: i32, output: &str) {
+    pub(crate) fn set_exec_result(&self, id: &str, exit_code: i32, output: &str) {
         self.state().exec_results.insert(id.to_string(), (exit_code, output.as_bytes().to_vec()));
     }
 
     /// Every ExecSync received: (container id, command, timeout in seconds).
-    pub fn exec_calls(&self) -> Vec<(String, Vec<String>, i64)> {
+    pub(crate) fn exec_calls(&self) -> Vec<(String, Vec<String>, i64)> {
         self.state().exec_calls.clone()
     }
 
     /// Every call received so far, in order, by CRI method name (`"RunPodSandbox"`, …).
-    pub fn calls(&self) -> Vec<String> {
+    pub(crate) fn calls(&self) -> Vec<String> {
         self.state().calls.clone()
     }
 
-    pub fn clear_calls(&self) {
+    pub(crate) fn clear_calls(&self) {
         self.state().calls.clear();
     }
 
     /// All containers, in creation order.
-    pub fn containers(&self) -> Vec<api::Container> {
+    pub(crate) fn containers(&self) -> Vec<api::Container> {
         self.state().containers.iter().map(|(id, c)| to_container(id, c)).collect()
     }
 
     /// All sandboxes, in creation order.
-    pub fn sandboxes(&self) -> Vec<api::PodSandbox> {
+    pub(crate) fn sandboxes(&self) -> Vec<api::PodSandbox> {
         self.state().sandboxes.values().map(|s| to_sandbox(&s.status)).collect()
     }
 }
 
 fn invalid(what: &str) -> Status {
     Status::invalid_argument(format!("{what} is required"))
-}
-
-#[tonic::async_trait]
-impl RuntimeService for FakeRuntime {
-    async fn version(&self, _: Request<api::VersionRequest>) -> Result<Response<api::VersionResponse>, Status> {
-        self.check("Version")?;
-        Ok(Response::new(api::VersionResponse {
-            version: "0.1.0".into(),
-            runtime_name: "fake".into(),
-            runtime_version: "0.0.0".into(),
-            runtime_api_version: "v1".into(),
-        }))
-    }
-
-    async fn run_pod_sandbox(
-        &self,
-        request: Request<api::RunPodSandboxRequest>,
-    ) -> Result<Response<api::RunPodSandboxResponse>, Status> {
-        let mut state = self.begin("RunPodSandbox")?;
-        let req = request.into_inner();
-        let config = req.config.ok_or_else(|| invalid("sandbox config"))?;
-        let meta = config.metadata.clone().ok_or_else(|| invalid("sandbox config metadata"))?;
-        let host_network = is_host_network(&config);
-        if host_network && !config.hostname.is_empty() {
-            return Err(Status::unknown(
-                "failed to create containerd task: unable to set hostname without a private UTS namespace",
-            ));
-        }
-        let taken = state.sandboxes.values().any(|s| s.status.metadata.as_ref() == Some(&meta));
-        if taken {
-            let name = format!("{}_{}_{}_{}", meta.name, meta.namespace, meta.uid, meta.attempt);
-            return Err(Status::unknown(format!("failed to reserve sandbox name {name:?}: name is reserved")));
-        }
-        let id = state.new_id();
-        let ip = if host_network { String::new() } else { state.new_ip() };
-        let namespace_options = config
-            .linux
-            .as_ref()
-            .and_then(|l| l.security_context.as_ref())
-            .and_then(|s| s.namespace_options.clone());
-        let status = api::PodSandboxStatus {
-            id: id.clone(),
-            metadata: Some(meta),
-            state: api::PodSandboxState::SandboxReady as i32,
-            created_at: now_nanos(),
-            network: Some(api::PodSandboxNetworkStatus { ip, additional_ips: vec![] }),
-            linux: Some(api::LinuxPodSandboxStatus {
-                namespaces: Some(api::Namespace { options: namespace_options }),
-            }),
-            labels: config.labels,
-            annotations: config.annotations,
-            runtime_handler: req.runtime_handler,
-        };
-        state.sandboxes.insert(id.clone(), Sandbox { status, log_directory: config.log_directory });
-        Ok(Response::new(api::RunPodSandboxResponse { pod_sandbox_id: id }))
-    }
-
-    async fn stop_pod_sandbox(
-        &self,
-        request: Request<api::StopPodSandboxRequest>,
-    ) -> Result<Response<api::StopPodSandboxResponse>, Status> {
-        let mut state = self.begin("StopPodSandbox")?;
-        let id = request.into_inner().pod_sandbox_id;
-        let sandbox = state.sandbox_mut(&id)?;
-        sandbox.status.state = api::PodSandboxState::SandboxNotready as i32;
-        if let Some(net) = sandbox.status.network.as_mut() {
-            net.ip.clear();
-        }
-        for c in state.containers.values_mut().filter(|c| c.pod_sandbox_id == id) {
-            exit(c, SIGKILL_EXIT_CODE);
-        }
-        Ok(Response::new(api::StopPodSandboxResponse {}))
-    }
-
-    async fn remove_pod_sandbox(
-        &self,
-        request: Request<api::RemovePodSandboxRequest>,
-    ) -> Result<Response<api::RemovePodSandboxResponse>, Status> {
-        let mut state = self.begin("RemovePodSandbox")?;
-        let id = request.into_inner().pod_sandbox_id;
-        state.sandboxes.remove(&id);
-        state.containers.retain(|_, c| c.pod_sandbox_id != id);
-        Ok(Response::new(api::RemovePodSandboxResponse {}))
-    }
-
-    async fn pod_sandbox_status(
-        &self,
-        request: Request<api::PodSandboxStatusRequest>,
-    ) -> Result<Response<api::PodSandboxStatusResponse>, Status> {
-        let mut state = self.begin("PodSandboxStatus")?;
-        let id = request.into_inner().pod_sandbox_id;
-        let status = state.sandbox_mut(&id)?.status.clone();
-        Ok(Response::new(api::PodSandboxStatusResponse {
-            status: Some(status),
-            timestamp: now_nanos(),
-            ..Default::default()
-        }))
-    }
-
-    async fn list_pod_sandbox(
-        &self,
-        request: Request<api::ListPodSandboxRequest>,
-    ) -> Result<Response<api::ListPodSandboxResponse>, Status> {
-        let state = self.begin("ListPodSandbox")?;
-        let filter = request.into_inner().filter.unwrap_or_default();
-        let items = state
-            .sandboxes
-            .values()
-            .map(|s| &s.status)
-            .filter(|s| filter.id.is_empty() || s.id == filter.id)
-            .filter(|s| filter.state.as_ref().is_none_or(|want| s.state == want.state))
-            .filter(|s| labels_match(&filter.label_selector, &s.labels))
-            .map(to_sandbox)
-            .collect();
-        Ok(Response::new(api::ListPodSandboxResponse { items }))
-    }
-
-    async fn create_container(
-        &self,
-        request: Request<api::CreateContainerRequest>,
-    ) -> Result<Response<api::CreateContainerResponse>, Status> {
-        let mut state = self.begin("CreateContainer")?;
-        let req = request.into_inner();
-        let config = req.config.ok_or_else(|| invalid("container config"))?;
-        let meta = config.metadata.clone().ok_or_else(|| invalid("container config metadata"))?;
-        let sandbox = state.sandbox_mut(&req.pod_sandbox_id)?;
-        let pod = sandbox.status.metadata.clone().unwrap_or_default();
-        let log_directory = sandbox.log_directory.clone();
-        let reserved_name = format!("{}_{}_{}_{}_{}", meta.name, pod.name, pod.namespace, pod.uid, meta.attempt);
-        if state.containers.values().any(|c| c.reserved_name == reserved_name) {
-            return Err(Status::unknown(format!(
-                "failed to reserve container name {reserved_name:?}: name {reserved_name:?} is reserved"
-            )));
-        }
-        let image_name = config.image.as_ref().map(|i| i.image.clone()).unwrap_or_default();
-        let image = state
-            .image(&image_name)
-            .cloned()
-            .ok_or_else(|| Status::not_found(format!("failed to get image {image_name:?}: not found")))?;
-        let log_path = if log_directory.is_empty() || config.log_path.is_empty() {
-            String::new()
-        } else {
-            Path::new(&log_directory).join(&config.log_path).display().to_string()
-        };
-        let id = state.new_id();
-        let status = api::ContainerStatus {
-            id: id.clone(),
-            metadata: Some(meta),
-            state: api::ContainerState::ContainerCreated as i32,
-            created_at: now_nanos(),
-            image: config.image,
-            image_ref: image.id.clone(),
-            image_id: image.id,
-            labels: config.labels,
-            annotations: config.annotations,
-            mounts: config.mounts,
-            log_path,
-            ..Default::default()
-        };
-        state.containers.insert(id.clone(), Container { pod_sandbox_id: req.pod_sandbox_id, reserved_name, status });
-        Ok(Response::new(api::CreateContainerResponse { container_id: id }))
-    }
-
-    async fn start_container(
-        &self,
-        request: Request<api::StartContainerRequest>,
-    ) -> Result<Response<api::StartContainerResponse>, Status> {
-        let mut state = self.begin("StartContainer")?;
-        let id = request.into_inner().container_id;
-        let sandbox_id = state.container_mut(&id)?.pod_sandbox_id.clone();
-        let ready = state
-            .sandboxes
-            .get(&sandbox_id)
-            .is_some_and(|s| s.status.state == api::PodSandboxState::SandboxReady as i32);
-        if !ready {
-            return Err(Status::unknown(format!("sandbox container {sandbox_id:?} is not running")));
-        }
-        let c = state.container_mut(&id)?;
-        if c.status.state != api::ContainerState::ContainerCreated as i32 {
-            let name = api::ContainerState::try_from(c.status.state).map_or("UNKNOWN", |s| s.as_str_name());
-            return Err(Status::unknown(format!("container {id:?} is in {name} state")));
-        }
-        c.status.state = api::ContainerState::ContainerRunning as i32;
-        c.status.started_at = now_nanos();
-        Ok(Response::new(api::StartContainerResponse {}))
-    }
-
-    async fn stop_container(
-        &self,
-        request: Request<api::StopContainerRequest>,
-    ) -> Result<Response<api::StopContainerResponse>, Status> {
-        let mut state = self.begin("StopContainer")?;
-        let req = request.into_inner();
-        state.stop_requests.push((req.container_id.clone(), req.timeout));
-        let c = state.container_mut(&req.container_id)?;
-        // A grace period: the process handles SIGTERM and exits cleanly. None: SIGKILL.
-        exit(c, if req.timeout > 0 { 0 } else { SIGKILL_EXIT_CODE });
-        Ok(Response::new(api::StopContainerResponse {}))
-    }
-
-    async fn remove_container(
-        &self,
-        request: Request<api::RemoveContainerRequest>,
-    ) -> Result<Response<api::RemoveContainerResponse>, Status> {
-        let mut state = self.begin("RemoveContainer")?;
-        state.containers.remove(&request.into_inner().container_id);
-        Ok(Response::new(api::RemoveContainerResponse {}))
-    }
-
-    async fn list_containers(
-        &self,
-        request: Request<api::ListContainersRequest>,
-    ) -> Result<Response<api::ListContainersResponse>, Status> {
-        let state = self.begin("ListContainers")?;
-        let filter = request.into_inner().filter.unwrap_or_default();
-        let containers = state
-            .containers
-            .iter()
-            .filter(|(id, _)| filter.id.is_empty() || **id == filter.id)
-            .filter(|(_, c)| filter.pod_sandbox_id.is_empty() || c.pod_sandbox_id == filter.pod_sandbox_id)
-            .filter(|(_, c)| filter.state.as_ref().is_none_or(|want| c.status.state == want.state))
-            .filter(|(_, c)| labels_match(&filter.label_selector, &c.status.labels))
-            .map(|(id, c)| to_container(id, c))
-            .collect();
-        Ok(Response::new(api::ListContainersResponse { containers }))
-    }
-
-    async fn container_status(
-        &self,
-        request: Request<api::ContainerStatusRequest>,
-    ) -> Result<Response<api::ContainerStatusResponse>, Status> {
-        let mut state = self.begin("ContainerStatus")?;
-        let status = state.container_mut(&request.into_inner().container_id)?.status.clone();
-        Ok(Response::new(api::ContainerStatusResponse { status: Some(status), info: HashMap::new() }))
-    }
-
-    async fn update_container_resources(
-        &self,
-        request: Request<api::UpdateContainerResourcesRequest>,
-    ) -> Result<Response<api::UpdateContainerResourcesResponse>, Status> {
-        let mut state = self.begin("UpdateContainerResources")?;
-        let req = request.into_inner();
-        let c = state.container_mut(&req.container_id)?;
-        c.status.resources = Some(api::ContainerResources { linux: req.linux, ..Default::default() });
-        Ok(Response::new(api::UpdateContainerResourcesResponse {}))
-    }
-
-    async fn reopen_container_log(
-        &self,
-        request: Request<api::ReopenContainerLogRequest>,
-    ) -> Result<Response<api::ReopenContainerLogResponse>, Status> {
-        let mut state = self.begin("ReopenContainerLog")?;
-        let id = request.into_inner().container_id;
-        if state.container_mut(&id)?.status.state != api::ContainerState::ContainerRunning as i32 {
-            return Err(Status::unknown("container is not running"));
-        }
-        Ok(Response::new(api::ReopenContainerLogResponse {}))
-    }
-
-    async fn exec_sync(&self, request: Request<api::ExecSyncRequest>) -> Result<Response<api::ExecSyncResponse>, Status> {
-        let req = request.into_inner();
-        // The command "runs" without the state locked, so other calls go on meanwhile.
-        let (script, result) = {
-            let mut state = self.begin("ExecSync")?;
-            state.exec_calls.push((req.container_id.clone(), req.cmd.clone(), req.timeout));
-            let c = state.container_mut(&req.container_id)?;
-            if c.status.state != api::ContainerState::ContainerRunning as i32 {
-                return Err(Status::unknown(format!("container {:?} is not running", req.container_id)));
-            }
-            (state.exec_scripts.get(&req.cmd).cloned(), state.exec_results.get(&req.container_id).cloned())
-        };
-        if let Some((exit_code, stdout)) = result {
-            return Ok(Response::new(api::ExecSyncResponse { stdout, stderr: vec![], exit_code }));
-        }
-        let Some(script) = script else {
-            return Ok(Response::new(api::ExecSyncResponse { stdout: req.cmd.join(" ").into_bytes(), stderr: vec![], exit_code: 0 }));
-        };
-        let timeout = std::time::Duration::from_secs(req.timeout.max(0) as u64);
-        if req.timeout > 0 && script.delay > timeout {
-            tokio::time::sleep(timeout).await;
-            return Err(Status::deadline_exceeded(format!("timeout {}s exceeded: context deadline exceeded", req.timeout)));
-        }
-        tokio::time::sleep(script.delay).await;
-        Ok(Response::new(api::ExecSyncResponse {
-            stdout: script.stdout.into_bytes(),
-            stderr: script.stderr.into_bytes(),
-            exit_code: script.exit_code,
-        }))
-    }
-
-    async fn exec(&self, _: Request<api::ExecRequest>) -> Result<Response<api::ExecResponse>, Status> {
-        self.check("Exec")?;
-        Err(Status::unimplemented("the fake runtime has no streaming server"))
-    }
-
-    async fn attach(&self, _: Request<api::AttachRequest>) -> Result<Response<api::AttachResponse>, Status> {
-        self.check("Attach")?;
-        Err(Status::unimplemented("the fake runtime has no streaming server"))
-    }
-
-    async fn port_forward(&self, _: Request<api::PortForwardRequest>) -> Result<Response<api::PortForwardResponse>, Status> {
-        self.check("PortForward")?;
-        Err(Status::unimplemented("the fake runtime has no streaming server"))
-    }
-
-    async fn container_stats(
-        &self,
-        _: Request<api::ContainerStatsRequest>,
-    ) -> Result<Response<api::ContainerStatsResponse>, Status> {
-        self.check("ContainerStats")?;
-        Err(Status::unimplemented("the fake runtime keeps no stats"))
-    }
-
-    async fn list_container_stats(
-        &self,
-        _: Request<api::ListContainerStatsRequest>,
-    ) -> Result<Response<api::ListContainerStatsResponse>, Status> {
-        self.check("ListContainerStats")?;
-        Err(Status::unimplemented("the fake runtime keeps no stats"))
-    }
-
-    async fn pod_sandbox_stats(
-        &self,
-        _: Request<api::PodSandboxStatsRequest>,
-    ) -> Result<Response<api::PodSandboxStatsResponse>, Status> {
-        self.check("PodSandboxStats")?;
-        Err(Status::unimplemented("the fake runtime keeps no stats"))
-    }
-
-    async fn list_pod_sandbox_stats(
-        &self,
-        _: Request<api::ListPodSandboxStatsRequest>,
-    ) -> Result<Response<api::ListPodSandboxStatsResponse>, Status> {
-        self.check("ListPodSandboxStats")?;
-        Err(Status::unimplemented("the fake runtime keeps no stats"))
-    }
-
-    async fn update_runtime_config(
-        &self,
-        _: Request<api::UpdateRuntimeConfigRequest>,
-    ) -> Result<Response<api::UpdateRuntimeConfigResponse>, Status> {
-        // The kubelet sends the node's pod CIDR here; containerd accepts it, so does the fake.
-        self.check("UpdateRuntimeConfig")?;
-        Ok(Response::new(api::UpdateRuntimeConfigResponse {}))
-    }
-
-    async fn status(&self, _: Request<api::StatusRequest>) -> Result<Response<api::StatusResponse>, Status> {
-        self.check("Status")?;
-        let condition = |t: &str| api::RuntimeCondition { r#type: t.to_string(), status: true, ..Default::default() };
-        Ok(Response::new(api::StatusResponse {
-            status: Some(api::RuntimeStatus { conditions: vec![condition("RuntimeReady"), condition("NetworkReady")] }),
-            ..Default::default()
-        }))
-    }
-
-    async fn checkpoint_container(
-        &self,
-        _: Request<api::CheckpointContainerRequest>,
-    ) -> Result<Response<api::CheckpointContainerResponse>, Status> {
-        self.check("CheckpointContainer")?;
-        Err(Status::unimplemented("method CheckpointContainer not implemented"))
-    }
-
-    type GetContainerEventsStream = BoxStream<'static, Result<api::ContainerEventResponse, Status>>;
-
-    async fn get_container_events(
-        &self,
-        _: Request<api::GetEventsRequest>,
-    ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        self.check("GetContainerEvents")?;
-        Err(Status::unimplemented("method GetContainerEvents not implemented"))
-    }
-
-    async fn list_metric_descriptors(
-        &self,
-        _: Request<api::ListMetricDescriptorsRequest>,
-    ) -> Result<Response<api::ListMetricDescriptorsResponse>, Status> {
-        self.check("ListMetricDescriptors")?;
-        Err(Status::unimplemented("method ListMetricDescriptors not implemented"))
-    }
-
-    async fn list_pod_sandbox_metrics(
-        &self,
-        _: Request<api::ListPodSandboxMetricsRequest>,
-    ) -> Result<Response<api::ListPodSandboxMetricsResponse>, Status> {
-        self.check("ListPodSandboxMetrics")?;
-        Err(Status::unimplemented("method ListPodSandboxMetrics not implemented"))
-    }
-
-    async fn runtime_config(
-        &self,
-        _: Request<api::RuntimeConfigRequest>,
-    ) -> Result<Response<api::RuntimeConfigResponse>, Status> {
-        self.check("RuntimeConfig")?;
-        Err(Status::unimplemented("method RuntimeConfig not implemented"))
-    }
-}
-
-#[tonic::async_trait]
-impl ImageService for FakeRuntime {
-    async fn list_images(&self, request: Request<api::ListImagesRequest>) -> Result<Response<api::ListImagesResponse>, Status> {
-        let state = self.begin("ListImages")?;
-        let wanted = request.into_inner().filter.and_then(|f| f.image).map(|i| i.image).filter(|i| !i.is_empty());
-        let images = match wanted {
-            Some(name) => state.image(&name).cloned().into_iter().collect(),
-            None => state.images.values().cloned().collect(),
-        };
-        Ok(Response::new(api::ListImagesResponse { images }))
-    }
-
-    async fn image_status(
-        &self,
-        request: Request<api::ImageStatusRequest>,
-    ) -> Result<Response<api::ImageStatusResponse>, Status> {
-        let state = self.begin("ImageStatus")?;
-        let name = request.into_inner().image.map(|i| i.image).unwrap_or_default();
-        // An unknown image is an empty answer, not an error: "not present" is a normal state.
-        let image = state.image(&name).cloned();
-        Ok(Response::new(api::ImageStatusResponse { image, info: HashMap::new() }))
-    }
-
-    async fn pull_image(&self, request: Request<api::PullImageRequest>) -> Result<Response<api::PullImageResponse>, Status> {
-        let pull_allowed = self.begin("PullImage")?.pull_allowed;
-        let name = request.into_inner().image.map(|i| i.image).unwrap_or_default();
-        if !pull_allowed {
-            let reference = normalize_image(&name);
-            return Err(Status::unknown(format!(
-                "failed to pull and unpack image {reference:?}: failed to resolve reference {reference:?}: \
-                 dial tcp: lookup registry: no such host (fake runtime: pulls are disabled)"
-            )));
-        }
-        self.add_image(&name);
-        let image_ref = self.state().image(&name).map(|i| i.id.clone()).unwrap_or_default();
-        Ok(Response::new(api::PullImageResponse { image_ref }))
-    }
-
-    async fn remove_image(&self, request: Request<api::RemoveImageRequest>) -> Result<Response<api::RemoveImageResponse>, Status> {
-        let mut state = self.begin("RemoveImage")?;
-        let name = request.into_inner().image.map(|i| i.image).unwrap_or_default();
-        if let Some(id) = state.image(&name).map(|i| i.id.clone()) {
-            state.images.retain(|_, i| i.id != id);
-        }
-        Ok(Response::new(api::RemoveImageResponse {}))
-    }
-
-    async fn image_fs_info(&self, _: Request<api::ImageFsInfoRequest>) -> Result<Response<api::ImageFsInfoResponse>, Status> {
-        let state = self.begin("ImageFsInfo")?;
-        let used: u64 = state.images.values().map(|i| i.size).sum();
-        let usage = api::FilesystemUsage {
-            timestamp: now_nanos(),
-            fs_id: Some(api::FilesystemIdentifier { mountpoint: "/var/lib/fake-cri".into() }),
-            used_bytes: Some(api::UInt64Value { value: used }),
-            inodes_used: Some(api::UInt64Value { value: state.images.len() as u64 }),
-        };
-        Ok(Response::new(api::ImageFsInfoResponse { image_filesystems: vec![usage], container_filesystems: vec![] }))
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 //! ```text
 //! <root>/pods/<uid>/volumes/<plugin>/<volume>   a volume's host side, e.g. kubernetes.io~empty-dir/cache
 //! <root>/pods/<uid>/plugins/                    per-pod state of volume plugins
-//! <root>/pods/<uid>/containers/<container>/     per-container files (termination logs, …)
 //! <root>/pods/<uid>/etc-hosts                   the /etc/hosts the containers mount
 //! ```
 //!
@@ -20,47 +19,42 @@ use crate::error::{Error, Result};
 use crate::volumemanager::mount;
 
 /// kubelet's default is /var/lib/kubelet; kubelab's agent keeps its own.
-pub const DEFAULT_ROOT_DIR: &str = "/var/lib/kubelab";
+pub(crate) const DEFAULT_ROOT_DIR: &str = "/var/lib/kubelab";
 
 /// `<root>/pods`: one directory per pod UID.
-pub fn pods_dir(root: &Path) -> PathBuf {
+pub(crate) fn pods_dir(root: &Path) -> PathBuf {
     root.join("pods")
 }
 
 /// `<root>/pods/<uid>`.
-pub fn pod_dir(root: &Path, uid: &str) -> PathBuf {
+pub(crate) fn pod_dir(root: &Path, uid: &str) -> PathBuf {
     pods_dir(root).join(uid)
 }
 
 /// `<root>/pods/<uid>/volumes`.
-pub fn pod_volumes_dir(root: &Path, uid: &str) -> PathBuf {
+pub(crate) fn pod_volumes_dir(root: &Path, uid: &str) -> PathBuf {
     pod_dir(root, uid).join("volumes")
 }
 
 /// `<root>/pods/<uid>/volumes/<plugin>/<volume>`, with `plugin_name` already escaped the way
 /// kubelet does it (`kubernetes.io/empty-dir` → `kubernetes.io~empty-dir`).
-pub fn pod_volume_dir(root: &Path, uid: &str, plugin_name: &str, volume_name: &str) -> PathBuf {
+pub(crate) fn pod_volume_dir(root: &Path, uid: &str, plugin_name: &str, volume_name: &str) -> PathBuf {
     pod_volumes_dir(root, uid).join(plugin_name).join(volume_name)
 }
 
 /// `<root>/pods/<uid>/plugins`.
-pub fn pod_plugins_dir(root: &Path, uid: &str) -> PathBuf {
+pub(crate) fn pod_plugins_dir(root: &Path, uid: &str) -> PathBuf {
     pod_dir(root, uid).join("plugins")
 }
 
 /// `<root>/pods/<uid>/etc-hosts`: the hosts file kubelet writes and bind-mounts into containers.
-pub fn pod_etc_hosts_path(root: &Path, uid: &str) -> PathBuf {
+pub(crate) fn pod_etc_hosts_path(root: &Path, uid: &str) -> PathBuf {
     pod_dir(root, uid).join("etc-hosts")
-}
-
-/// `<root>/pods/<uid>/containers/<container>`.
-pub fn pod_container_dir(root: &Path, uid: &str, container: &str) -> PathBuf {
-    pod_dir(root, uid).join("containers").join(container)
 }
 
 /// Step 2 of SyncPod: the pod's data directories (`pods/<uid>/{volumes,plugins}`). Idempotent.
 /// Blocking.
-pub fn make_pod_data_dirs(root: &Path, uid: &str) -> Result<()> {
+pub(crate) fn make_pod_data_dirs(root: &Path, uid: &str) -> Result<()> {
     for dir in [pod_volumes_dir(root, uid), pod_plugins_dir(root, uid)] {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     }
@@ -69,7 +63,7 @@ pub fn make_pod_data_dirs(root: &Path, uid: &str) -> Result<()> {
 
 /// The UIDs that have a directory under `<root>/pods`, sorted: compared with the pods the agent
 /// knows, the difference is the orphans to clean up. Blocking.
-pub fn pod_uids_on_disk(root: &Path) -> Result<Vec<String>> {
+pub(crate) fn pod_uids_on_disk(root: &Path) -> Result<Vec<String>> {
     let dir = pods_dir(root);
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -92,9 +86,9 @@ pub fn pod_uids_on_disk(root: &Path) -> Result<Vec<String>> {
 /// secrets are harmless to lose, a bind-mounted host directory is not). The caller unmounts the
 /// volumes first ([`crate::volumemanager::VolumeManager::unmount_volumes`]) and retries on
 /// [`Error::NotReady`]. Blocking.
-pub fn remove_pod_dir(root: &Path, uid: &str) -> Result<()> {
+pub(crate) fn remove_pod_dir(root: &Path, uid: &str) -> Result<()> {
     if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
-        return Err(Error::Invalid(format!("refusing to remove the pod directory of UID {uid:?}")));
+        return Err(Error::UnusableUid(format!("refusing to remove the pod directory of UID {uid:?}")));
     }
     let dir = pod_dir(root, uid);
     if !dir.exists() {
@@ -127,7 +121,6 @@ mod tests {
         );
         assert_eq!(pod_plugins_dir(root, "u1"), Path::new("/var/lib/kubelab/pods/u1/plugins"));
         assert_eq!(pod_etc_hosts_path(root, "u1"), Path::new("/var/lib/kubelab/pods/u1/etc-hosts"));
-        assert_eq!(pod_container_dir(root, "u1", "app"), Path::new("/var/lib/kubelab/pods/u1/containers/app"));
     }
 
     #[test]

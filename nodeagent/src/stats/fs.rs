@@ -1,7 +1,6 @@
-//! Mirrors the parts of kubelet's stats provider (pkg/kubelet/stats, cAdvisor) that the eviction
-//! manager and image garbage collection read: filesystem sizes (`statvfs`), directory usage,
-//! cgroup v1 memory working sets and the number of processes. All blocking file I/O: callers run
-//! it in `spawn_blocking`.
+//! Mirrors the filesystem part of cAdvisor's fs info that kubelet's stats read: a filesystem's
+//! size and free space (`statvfs`) and what a directory tree takes on disk (`du`). Blocking file
+//! I/O: callers run it in `spawn_blocking`.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -10,17 +9,17 @@ use std::path::Path;
 
 /// One filesystem's size and free space, in bytes and inodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FsStats {
-    pub capacity: i64,
+pub(crate) struct FsStats {
+    pub(crate) capacity: i64,
     /// Free to unprivileged users (`f_bavail`), which is what a pod can still write.
-    pub available: i64,
-    pub inodes: i64,
-    pub inodes_free: i64,
+    pub(crate) available: i64,
+    pub(crate) inodes: i64,
+    pub(crate) inodes_free: i64,
 }
 
 impl FsStats {
     /// Percent of the capacity in use, as image GC computes it (100 − available share).
-    pub fn usage_percent(&self) -> i64 {
+    pub(crate) fn usage_percent(&self) -> i64 {
         if self.capacity <= 0 {
             return 0;
         }
@@ -29,7 +28,7 @@ impl FsStats {
 }
 
 /// `statvfs` of the filesystem holding `path` (or its nearest existing ancestor).
-pub fn fs_stats(path: &Path) -> Option<FsStats> {
+pub(crate) fn fs_stats(path: &Path) -> Option<FsStats> {
     let mut p = path;
     while !p.exists() {
         p = p.parent()?;
@@ -53,7 +52,7 @@ pub fn fs_stats(path: &Path) -> Option<FsStats> {
 /// Bytes a directory tree takes on disk (`du`): allocated blocks, hard links counted once per
 /// walk, symlinks not followed, and never crossing into another filesystem (a memory-backed
 /// emptyDir is a tmpfs and uses no disk). A missing directory uses nothing.
-pub fn dir_usage(dir: &Path) -> i64 {
+pub(crate) fn dir_usage(dir: &Path) -> i64 {
     let Ok(root) = std::fs::symlink_metadata(dir) else { return 0 };
     let dev = root.dev();
     let mut total = 0i64;
@@ -76,24 +75,6 @@ pub fn dir_usage(dir: &Path) -> i64 {
     total
 }
 
-/// The number of processes on the host (`sysinfo`'s procs, as kubelet's RunningProcesses).
-pub fn running_processes() -> Option<i64> {
-    // SAFETY: sysinfo fills the zeroed struct we own.
-    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sysinfo(&mut info) } != 0 {
-        return None;
-    }
-    Some(i64::from(info.procs))
-}
-
-/// A cgroup v1 memory cgroup's working set (usage minus inactive file pages), or None if the
-/// cgroup cannot be read.
-pub fn cgroup_working_set(dir: &Path) -> Option<i64> {
-    let usage: i64 = std::fs::read_to_string(dir.join("memory.usage_in_bytes")).ok()?.trim().parse().ok()?;
-    let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
-    Some(super::helpers::working_set(usage, &stat))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,15 +92,6 @@ mod tests {
         std::fs::hard_link(dir.path().join("a/b/f"), dir.path().join("a/g")).expect("link");
         let used = dir_usage(dir.path());
         assert!((64 * 1024..2 * 64 * 1024).contains(&used), "64 KiB counted once, got {used}");
-        assert!(running_processes().is_some_and(|n| n > 0));
-    }
-
-    #[test]
-    fn working_set_from_cgroup_files() {
-        let dir = tempfile::tempdir().expect("tmp");
-        assert_eq!(cgroup_working_set(dir.path()), None);
-        std::fs::write(dir.path().join("memory.usage_in_bytes"), "3000\n").expect("write");
-        std::fs::write(dir.path().join("memory.stat"), "cache 9\ntotal_inactive_file 1000\n").expect("write");
-        assert_eq!(cgroup_working_set(dir.path()), Some(2000));
+        assert!(crate::stats::pidlimit::running_processes().is_some_and(|n| n > 0));
     }
 }

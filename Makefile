@@ -25,7 +25,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .NOTPARALLEL:
 
 help:
-	@echo "make deps         install missing Debian packages ($(APT_PACKAGES)), unpack etcd 3.4 for comparisons, provide kubectl 1.27-1.33"
+	@echo "make deps         install missing Debian packages ($(APT_PACKAGES)), unpack etcd 3.4 for comparisons, provide kubectl 1.27-1.33,"
+	@echo "                  install the pinned Python and JavaScript Kubernetes clients the client suites drive (e2e/clients/)"
 	@echo "make images       build the pause and busybox image tarballs into $(IMAGES_DIR)"
 	@echo "make build        images + cargo build --workspace"
 	@echo "make test         deps + build + every test (nextest if installed)"
@@ -40,7 +41,10 @@ help:
 	@echo "make bench-trace      what recording pod steps costs: pod startup and create throughput, recording on vs off"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
 
-# Idempotent: apt only runs when a package is missing (and then updates its lists first).
+# Idempotent: apt only runs when a package is missing (and then updates its lists first), and each
+# script fetches only what is not there yet. fetch-clients.sh installs python3-pip, nodejs and npm
+# itself, and only when python3's pip or a node/npm is missing (a NodeSource nodejs brings its own
+# npm, which Debian's npm package would conflict with).
 deps:
 	@missing=""; \
 	for p in $(APT_PACKAGES); do \
@@ -53,6 +57,7 @@ deps:
 	fi
 	@./scripts/fetch-etcd.sh
 	@./scripts/fetch-kubectl.sh
+	@./scripts/fetch-clients.sh
 
 # The e2e tests import these into their private containerd (e2e::containerd::images_dir()).
 images: $(IMAGES)

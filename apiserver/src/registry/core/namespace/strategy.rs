@@ -1,7 +1,8 @@
 //! Mirrors pkg/registry/core/namespace/strategy.go (and the Terminating mark of
 //! namespace/storage/storage.go's `Delete`): a new namespace is Active with the `kubernetes`
-//! finalizer, spec.finalizers change only through `/finalize`, and every new namespace gets its
-//! `default` service account.
+//! finalizer, spec.finalizers change only through `/finalize`, every namespace carries the
+//! `kubernetes.io/metadata.name` label with its name, and every new namespace gets its `default`
+//! service account.
 
 use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec};
 use serde_json::{Value, json};
@@ -13,7 +14,7 @@ use crate::registry::generic::store::name_of;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, Subresource, causes, meta_field};
 use crate::registry::generic::typed::{Object, Typed};
 use api::core::v1::defaults::set_defaults_namespace;
-use api::core::v1::well_known::FINALIZER_KUBERNETES;
+use api::core::v1::well_known::{FINALIZER_KUBERNETES, LABEL_METADATA_NAME};
 
 pub static NAMESPACES: ResourceInfo = ResourceInfo {
     group: "",
@@ -40,6 +41,13 @@ impl Strategy for NamespaceStrategy {
         &NAMESPACES
     }
 
+    /// SetDefaults_Namespace: the `kubernetes.io/metadata.name` label, and phase Active.
+    fn set_defaults(&self, obj: &mut Object) {
+        if let Some(ns) = obj.typed_mut::<Namespace>() {
+            set_defaults_namespace(ns);
+        }
+    }
+
     fn prepare_for_create(&self, obj: &mut Object) {
         let obj = obj.json_mut();
         obj["spec"]["finalizers"] = json!([FINALIZER_KUBERNETES]);
@@ -50,6 +58,15 @@ impl Strategy for NamespaceStrategy {
         // spec.finalizers change only through /finalize, the status only through /status.
         new["spec"]["finalizers"] = old.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
         new["status"] = old.get("status").cloned().unwrap_or(json!({}));
+        // Kubernetes defaults every namespace it decodes, updates included: the name label cannot
+        // be taken off or changed. (kubelab defaults new objects only, so it is put back here.)
+        let name = name_of(new).to_string();
+        if !name.is_empty() {
+            if !new["metadata"]["labels"].is_object() {
+                new["metadata"]["labels"] = json!({});
+            }
+            new["metadata"]["labels"][LABEL_METADATA_NAME] = json!(name);
+        }
     }
 
     fn validate(&self, obj: &Value) -> Vec<Cause> {
@@ -102,6 +119,21 @@ mod tests {
         assert_eq!(deps.len(), 1);
         assert_eq!(deps[0].0.plural, "serviceaccounts");
         assert_eq!(deps[0].1["metadata"], json!({"name": "default", "namespace": "team-a"}));
+    }
+
+    #[test]
+    fn every_namespace_is_labelled_with_its_name() {
+        let mut obj = Object::new(json!({"metadata": {"name": "team-a", "labels": {"x": "y"}}}));
+        NamespaceStrategy.set_defaults(&mut obj);
+        assert_eq!(obj.into_json()["metadata"]["labels"], json!({"kubernetes.io/metadata.name": "team-a", "x": "y"}));
+
+        // An update cannot remove it or point it elsewhere.
+        let old = json!({"metadata": {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a"}}});
+        for labels in [json!(null), json!({"kubernetes.io/metadata.name": "other", "x": "y"})] {
+            let mut new = json!({"metadata": {"name": "team-a", "labels": labels}});
+            NamespaceStrategy.prepare_for_update(&mut new, &old);
+            assert_eq!(new["metadata"]["labels"]["kubernetes.io/metadata.name"], "team-a", "{new}");
+        }
     }
 
     #[test]

@@ -149,7 +149,10 @@ impl Storage {
             opts = opts.with_limit(limit);
         }
         let resp = self.kv().get(from, Some(opts)).await.map_err(map_compacted)?;
-        let revision = resp.header().map_or(0, |h| h.revision());
+        // The header carries the store's current revision, whatever revision was read: a read at
+        // a given revision (a continued list) answers for that one, so that every later page is
+        // read there too (etcd3 store's GetList keeps withRev).
+        let revision = if revision > 0 { revision } else { resp.header().map_or(0, |h| h.revision()) };
         let mut items = Vec::with_capacity(resp.kvs().len());
         for kv in resp.kvs() {
             items.push(decode(kv.key(), kv.value(), kv.mod_revision())?);

@@ -61,7 +61,9 @@ impl StreamOptions {
     /// Step 1. `command` repeats, one argument each; a tty merges stderr into stdout.
     pub(crate) fn from_query(query: &str) -> Result<StreamOptions, String> {
         let pairs = web::Query::<Vec<(String, String)>>::from_query(query).map_err(|e| e.to_string())?.into_inner();
-        let flag = |k: &str| pairs.iter().any(|(key, v)| key == k && (v == "true" || v == "1"));
+        // The API server passes the client's query on as it came, so a flag is read as its
+        // parameter codec reads one (strconv.ParseBool): the Python client writes `True`.
+        let flag = |k: &str| pairs.iter().any(|(key, v)| key == k && matches!(v.as_str(), "1" | "t" | "T" | "true" | "TRUE" | "True"));
         let mut opts = StreamOptions {
             command: pairs.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect(),
             stdin: flag("stdin"),
@@ -354,7 +356,9 @@ async fn from_client(
             Err(e) => return ControlFlow::Break(End::ClientProtocol(e)),
         };
         let sent = match message {
-            Message::Binary(data) => match ws::parse_channel(protocol, data) {
+            // A text frame carries a channel message as a binary one does (wsstream reads either
+            // into bytes): the Python client writes stdin given as a str in text frames.
+            Message::Binary(data) | Message::Text(data) => match ws::parse_channel(protocol, data) {
                 Some(ChannelMessage::Data { stream: ws::STDIN, data }) => match s.stdin {
                     Some(id) if !*stdin_closed => s.conn.data(id, &data, false).await,
                     _ => Ok(()),
@@ -383,7 +387,7 @@ async fn from_client(
                 let _ = out.send(ws::close_frame(ws::CLOSE_NORMAL)).await;
                 return ControlFlow::Break(End::ClientGone);
             }
-            Message::Text(_) | Message::Pong(_) => Ok(()),
+            Message::Pong(_) => Ok(()),
         };
         if let Err(e) = sent {
             return ControlFlow::Break(End::Runtime(e));
@@ -507,13 +511,14 @@ mod tests {
         let (out_tx, mut out_rx) = mpsc::channel(8);
         let relay = tokio::spawn(relay(ReceiverStream::new(client_rx), session, ws::V5_PROTOCOL, out_tx));
 
-        // kubectl: stdin in two messages (one split across writes), a ping, then stdin's close.
+        // kubectl: stdin in two messages (one split across writes, one in a text frame as the Python
+        // client sends it), a ping, then stdin's close.
         let mask = [9, 8, 7, 6];
         let first = ws::masked_frame(true, ws::OP_BINARY, b"\x00abc", mask);
         client_tx.send(Ok(first.slice(..3))).await.expect("send");
         client_tx.send(Ok(first.slice(3..))).await.expect("send");
         client_tx.send(Ok(ws::masked_frame(true, ws::OP_PING, b"hb", mask))).await.expect("send");
-        client_tx.send(Ok(ws::masked_frame(true, ws::OP_BINARY, b"\x00def", mask))).await.expect("send");
+        client_tx.send(Ok(ws::masked_frame(true, ws::OP_TEXT, b"\x00def", mask))).await.expect("send");
         client_tx.send(Ok(ws::masked_frame(true, ws::OP_BINARY, &[ws::CLOSE_STREAM, ws::STDIN], mask))).await.expect("send");
 
         let mut got = Vec::new();
@@ -559,5 +564,8 @@ mod tests {
         );
         let attach = StreamOptions::from_query("stdin=1&stdout=1").expect("valid");
         assert!(attach.command.is_empty() && attach.stdin && attach.stdout);
+        // The Python client's spelling; anything else is off.
+        let o = StreamOptions::from_query("command=ls&stdin=False&stdout=True&stderr=T&tty=yes").expect("valid");
+        assert_eq!((o.stdin, o.stdout, o.stderr, o.tty), (false, true, true, false));
     }
 }

@@ -64,6 +64,8 @@ except ImportError as e:
 CHECK_TIMEOUT = 90
 # Waiting for a pod to run, or for an object to go.
 WAIT_TIMEOUT = 60
+# Waiting for the garbage collector (kube-controller-manager's acts within a second or two).
+GC_TIMEOUT = 20
 # Every request but a watch or a followed log gives up after this long.
 REQUEST_TIMEOUT = 20
 
@@ -150,7 +152,7 @@ class Suite:
             return phase == "Running", f"phase {phase}"
         wait_for(f"pod {name} Running", running)
 
-    def wait_gone(self, read, what):
+    def wait_gone(self, read, what, timeout=WAIT_TIMEOUT):
         def gone():
             try:
                 obj = read()
@@ -159,7 +161,7 @@ class Suite:
                     return True, ""
                 raise
             return False, f"still there: deletionTimestamp {obj.metadata.deletion_timestamp}, finalizers {obj.metadata.finalizers}"
-        wait_for(f"{what} to be gone", gone)
+        wait_for(f"{what} to be gone", gone, timeout)
 
     def names(self, items):
         return sorted(i.metadata.name for i in items)
@@ -413,12 +415,20 @@ def watch_from_resource_version(s):
 @check("watch-bookmarks")
 def watch_bookmarks(s):
     # allowWatchBookmarks=true: the stream still carries the changes, and a BOOKMARK (kind and
-    # resourceVersion only) arrives before it ends. kube-apiserver sends one 2 s before the
-    # watch's deadline and about every minute (cacher's cache_watcher.go, nextBookmarkTime).
+    # resourceVersion only) arrives before it ends, at a version that covers what changed since
+    # outside the watch's selector — so that a client resumes from there, not from its last event.
+    # kube-apiserver sends one 2 s before the watch's deadline and about every minute (cacher's
+    # cache_watcher.go, nextBookmarkTime); kubelab every 10 s.
     rv = s.core.list_namespaced_config_map(s.ns, _request_timeout=REQUEST_TIMEOUT).metadata.resource_version
     s.configmap("bookmark-1", labels={"bookmark": "yes"})
+    other = []
+
+    def stop_after(ev):
+        if ev[-1]["name"] == "bookmark-1" and not other:
+            other.append(s.configmap("bookmark-other"))
+        return ev[-1]["type"] == "BOOKMARK"
     start = time.monotonic()
-    events = watch_events(s, lambda ev: ev[-1]["type"] == "BOOKMARK", resource_version=rv, allow_watch_bookmarks=True,
+    events = watch_events(s, stop_after, resource_version=rv, allow_watch_bookmarks=True, label_selector="bookmark=yes",
                           timeout_seconds=15, _request_timeout=30)
     took = time.monotonic() - start
     types = [e["type"] for e in events]
@@ -427,7 +437,8 @@ def watch_bookmarks(s):
     ensure(types and types[-1] == "BOOKMARK", f"no BOOKMARK in {took:.1f}s of a 15 s watch: events {types}")
     b = events[-1]["raw"]
     ensure(b.get("kind") == "ConfigMap" and b.get("apiVersion") == "v1", f"bookmark object kind/apiVersion: {b}")
-    ensure(int(b["metadata"]["resourceVersion"]) >= int(events[0]["raw"]["metadata"]["resourceVersion"]), f"bookmark resourceVersion behind the events: {b}")
+    other_rv = int(other[0].metadata.resource_version)
+    ensure(int(b["metadata"]["resourceVersion"]) >= other_rv, f"bookmark resourceVersion {b['metadata']['resourceVersion']} behind bookmark-other's {other_rv}")
 
 
 @check("watch-bookmark-before-timeout")
@@ -553,7 +564,7 @@ def delete_foreground(s):
     answer = json.loads(resp.data)
     ensure(answer.get("kind") == "ConfigMap" and "foregroundDeletion" in answer["metadata"].get("finalizers", []) and answer["metadata"].get("deletionTimestamp"),
            f"the answer: {answer}")
-    s.wait_gone(lambda: s.get_cm("dependent-fg"), "the dependent configmap")
+    s.wait_gone(lambda: s.get_cm("dependent-fg"), "the dependent configmap", GC_TIMEOUT)
     s.wait_gone(lambda: s.get_cm("owner-fg"), "the owner configmap")
 
 
@@ -578,7 +589,7 @@ def delete_orphan(s):
     def orphaned():
         refs = s.get_cm("dependent-orphan").metadata.owner_references
         return not refs, f"ownerReferences {refs}"
-    wait_for("the dependent to lose its owner reference", orphaned)
+    wait_for("the dependent to lose its owner reference", orphaned, GC_TIMEOUT)
 
 
 @check("delete-background-dependents")
@@ -588,7 +599,7 @@ def delete_background_dependents(s):
     owned(s, "dependent-bg", owner)
     s.core.delete_namespaced_config_map("owner-bg", s.ns, propagation_policy="Background", _request_timeout=REQUEST_TIMEOUT)
     api_error(lambda: s.get_cm("owner-bg"), 404, "NotFound")
-    s.wait_gone(lambda: s.get_cm("dependent-bg"), "the dependent configmap")
+    s.wait_gone(lambda: s.get_cm("dependent-bg"), "the dependent configmap", GC_TIMEOUT)
 
 
 @check("delete-grace-period")

@@ -460,21 +460,6 @@ check('watch-bookmark-before-timeout', async (s) => {
     ensure(sameJson(types, ['BOOKMARK']), `events ${show(types)} in ${(Date.now() - start) / 1000}s of a watch with timeoutSeconds=4; expected one BOOKMARK before it ended`);
 });
 
-check('watch-expired-resource-version', async (s) => {
-    // A watch from a version the server no longer has ends with an ERROR event carrying a 410
-    // Expired Status (or answers 410 outright); informers relist on it.
-    let events;
-    try {
-        events = await watchEvents(s, { resourceVersion: '1', timeoutSeconds: 5 }, (ev) => ev.some((e) => e.type === 'ERROR'));
-    } catch (e) {
-        ensure(e.statusCode === 410 || e.code === 410 || /410/.test(String(e.message)), `the watch failed without a 410: ${e}`);
-        return;
-    }
-    const err = events.find((e) => e.type === 'ERROR');
-    ensure(err && err.object.kind === 'Status' && err.object.code === 410 && err.object.reason === 'Expired',
-        `a watch from resourceVersion 1: events ${show(events.map((e) => [e.type, e.object && e.object.reason]))}, expected an ERROR with a 410 Expired Status`);
-});
-
 check('informer', async (s) => {
     // The client's informer: list, then watch from the list's version, into a local cache.
     const path = `/api/v1/namespaces/${s.ns}/configmaps`;

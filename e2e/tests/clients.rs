@@ -29,7 +29,10 @@ fn suites_dir() -> PathBuf {
 /// Panics, naming the command that installs the clients, unless `marker` (a file of the install)
 /// exists and `interpreter` runs.
 fn require_install(marker: &Path, interpreter: &str) {
-    let install = "make deps (or scripts/fetch-clients.sh)";
+    let install = match std::env::var_os("KUBELAB_CLIENTS_DIR") {
+        Some(dir) => format!("CLIENTS_DIR={} scripts/fetch-clients.sh", dir.to_string_lossy()),
+        None => "make deps".to_string(),
+    };
     assert!(marker.exists(), "{} is missing: the client suites need the pinned clients; install them with `{install}`", marker.display());
     let runs = Command::new(interpreter).arg("--version").output().is_ok_and(|o| o.status.success());
     assert!(runs, "`{interpreter} --version` does not run: install it with `{install}`");

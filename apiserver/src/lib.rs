@@ -33,8 +33,10 @@
 //! 6. [`storage`]: the store itself ([`storage::store`]); lists and watches with a
 //!    resourceVersion are served by the resource's watch cache ([`storage::watch_cache`]): one
 //!    store watch per resource, fanned out to every watcher.
-//! 7. Errors leave as a `metav1.Status` ([`error::Error::to_status`]); Tables ([`printers`], with
-//!    each resource's columns in its registry folder) when kubectl asks for them.
+//! 7. The answer is written in the first media type the client offers that the server writes
+//!    ([`endpoints::negotiation`], decided before the handler runs; 406 when there is none): JSON,
+//!    YAML, or a Table ([`printers`], with each resource's columns in its registry folder) when
+//!    kubectl asks for one. Errors leave as a `metav1.Status` ([`error::Error::to_status`]).
 //!
 //! [`server::run`] installs the resources (one line each in server.rs), starts the watch caches,
 //! the compactor and the bootstrap of the system namespaces, and serves; [`config::Api`] is the
@@ -47,9 +49,12 @@
 //!   uses more than `run` and `Options`.
 //!
 //! ## Implementation caveats
-//! - JSON storage and JSON responses (or Tables); protobuf is accepted only as a request body,
-//!   for the kinds in `serializer::protobuf::decode` (namespaces, configmaps, secrets,
-//!   serviceaccounts, delete options). No TLS, no authentication or authorization, no admission
+//! - JSON storage; responses in JSON, YAML or a `meta.k8s.io/v1` Table. Protobuf is accepted
+//!   only as a request body, for the kinds in `serializer::protobuf::decode` (namespaces,
+//!   configmaps, secrets, serviceaccounts, delete options), and never written: a client that
+//!   offers protobuf first (kubectl's typed clients do) is answered in the JSON it offers next,
+//!   and one that offers only protobuf gets 406. `as=PartialObjectMetadata[List]` and
+//!   `meta.k8s.io/v1beta1` Tables are not served either (passed over the same way). No TLS, no authentication or authorization, no admission
 //!   webhooks.
 //! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
 //!   admission plugins that change it); Kubernetes' decoder applies them to every object it

@@ -78,6 +78,7 @@ matrix!(
     request_errors,
     logs_without_node_agent,
     survives_store_outage,
+    content_negotiation,
 );
 
 async fn start(run: Run) -> ApiCluster {
@@ -181,14 +182,17 @@ async fn bind(c: &ApiCluster, ns: &str, pod: &str, node: &str) -> (u16, String) 
 
 async fn version_and_api_resources(run: Run) {
     let c = start(run).await;
+    // kubectl 1.27 prints the whole version.Info here, later ones the short form: both carry
+    // the server's gitVersion.
     let out = c.kubectl_ok(&["version"]);
-    assert_contains(&c, "kubectl version", &out, &format!("Client Version: v1.{}.", run.kubectl));
-    assert_contains(&c, "kubectl version", &out, "Server Version: v1.32");
+    assert_contains(&c, "kubectl version", &out, "Server Version: ");
+    assert_contains(&c, "kubectl version", &out, "v1.32.0-kubelab");
     let v = parse_json(
         &c,
         "version -o json",
         &c.kubectl_ok(&["version", "-o", "json"]),
     );
+    assert_eq!(v["clientVersion"]["minor"], run.kubectl.to_string(), "{v}");
     assert_eq!(v["serverVersion"]["major"], "1", "{v}");
     assert_eq!(v["serverVersion"]["minor"], "32", "{v}");
 
@@ -1502,4 +1506,80 @@ async fn survives_store_outage(run: Run) {
     c.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
     let (code, body) = c.get("/readyz").await.expect("/readyz");
     assert_eq!(code, 200, "{body}");
+}
+
+/// GET `path` with `Accept: accept`: the code, the Content-Type and the body.
+async fn get_accepting(c: &ApiCluster, path: &str, accept: &str) -> (u16, String, String) {
+    let url = format!("{}{path}", c.url());
+    let resp = reqwest::Client::new()
+        .get(&url)
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("GET {url} ({accept}): {e}")));
+    let code = resp.status().as_u16();
+    let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let body = resp.text().await.unwrap_or_else(|e| c.fail(&format!("reading GET {url}: {e}")));
+    (code, ct, body)
+}
+
+/// Every media type a client offers is considered in order; 406 only when none can be served.
+async fn content_negotiation(run: Run) {
+    let c = start(run).await;
+    // Aggregated discovery in the version offered: v2beta1 (kubectl 1.27-1.29), v2 (1.30 on).
+    for (accept, version) in [
+        ("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", "v2beta1"),
+        ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", "v2"),
+    ] {
+        for path in ["/api", "/apis"] {
+            let (code, ct, body) = get_accepting(&c, path, accept).await;
+            let doc = parse_json(&c, path, &body);
+            assert_eq!(code, 200, "{path}: {body}");
+            assert_eq!(ct, format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"), "{path}");
+            assert_eq!(doc["apiVersion"], format!("apidiscovery.k8s.io/{version}"), "{path}: {body}");
+            let resources: Vec<&str> = doc["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|g| g["versions"][0]["resources"].as_array().into_iter().flatten())
+                .filter_map(|r| r["resource"].as_str())
+                .collect();
+            let want = if path == "/api" { "pods" } else { "leases" };
+            assert!(resources.contains(&want), "{path} as {version} lists no {want}: {body}");
+        }
+    }
+    // Aggregated discovery offered only as protobuf, which is not written: the legacy documents.
+    let (code, _, body) = get_accepting(&c, "/apis", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json").await;
+    assert_eq!((code, parse_json(&c, "/apis", &body)["kind"].as_str()), (200, Some("APIGroupList")), "{body}");
+    let (code, _, body) = get_accepting(&c, "/api", "").await;
+    assert_eq!((code, parse_json(&c, "/api", &body)["kind"].as_str()), (200, Some("APIVersions")), "{body}");
+
+    // Objects: the first servable type wins; protobuf is passed over.
+    let (code, ct, body) = get_accepting(&c, "/api/v1/namespaces/default", "application/vnd.kubernetes.protobuf, application/json").await;
+    assert_eq!((code, ct.as_str(), parse_json(&c, "ns", &body)["kind"].as_str()), (200, "application/json", Some("Namespace")), "{body}");
+    let (code, _, body) = get_accepting(&c, "/api/v1/namespaces", "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json;as=Table;v=v1;g=meta.k8s.io, application/json").await;
+    assert_eq!((code, parse_json(&c, "namespaces", &body)["kind"].as_str()), (200, Some("Table")), "{body}");
+    let (code, ct, body) = get_accepting(&c, "/api/v1/namespaces/default", "application/yaml").await;
+    let doc: Value = serde_norway::from_str(&body).unwrap_or_else(|e| c.fail(&format!("not YAML ({e}): {body}")));
+    assert_eq!((code, ct.as_str(), doc["metadata"]["name"].as_str()), (200, "application/yaml", Some("default")), "{body}");
+    // An error is written in the negotiated type too.
+    let (code, _, body) = get_accepting(&c, "/api/v1/namespaces/default/pods/missing", "application/yaml").await;
+    let doc: Value = serde_norway::from_str(&body).unwrap_or_else(|e| c.fail(&format!("not YAML ({e}): {body}")));
+    assert_eq!((code, doc["kind"].as_str(), doc["reason"].as_str()), (404, Some("Status"), Some("NotFound")), "{body}");
+
+    // Nothing servable: 406 with a Status naming what is.
+    for (path, accept) in [
+        ("/api/v1/namespaces", "application/vnd.kubernetes.protobuf"),
+        ("/api/v1/namespaces/default", "text/html, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"),
+        ("/api/v1/namespaces?watch=true", "application/yaml"),
+        ("/apis", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+    ] {
+        let (code, _, body) = get_accepting(&c, path, accept).await;
+        let s = parse_json(&c, path, &body);
+        assert_eq!((code, s["kind"].as_str(), s["reason"].as_str()), (406, Some("Status"), Some("NotAcceptable")), "{path} ({accept}): {body}");
+        assert_contains(&c, "406", s["message"].as_str().unwrap_or(""), "only the following media types are accepted: application/json");
+    }
+    // What kubectl itself sends works with this kubectl.
+    let out = c.kubectl_ok(&["get", "ns", "default", "-o", "name"]);
+    assert_contains(&c, "get ns", &out, "namespace/default");
 }

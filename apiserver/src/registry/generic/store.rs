@@ -322,8 +322,7 @@ impl Registry {
             {
                 return Err(self.conflict(name));
             }
-            let plan = plan_delete(&*self.strategy, obj, opts.grace_period_seconds, chrono::Utc::now());
-            match plan {
+            match plan_delete(&*self.strategy, obj, opts.grace_period_seconds, chrono::Utc::now()) {
                 DeletePlan::Keep => return Ok((current.value, false)),
                 DeletePlan::Remove if opts.is_dry_run() => return Ok((current.value, true)),
                 DeletePlan::Mark(marked) if opts.is_dry_run() => return Ok((marked, false)),

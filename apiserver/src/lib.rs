@@ -29,7 +29,9 @@
 //!    (ServiceAccount, Priority, DefaultTolerationSeconds), PrepareForCreate and validation (the
 //!    `api` crate's `validate_*`, whose field errors become a 422's causes), then the validating
 //!    plugins; an update splits spec from status. The store writes with a Txn conditioned on the
-//!    object's revision.
+//!    object's revision — unless the request is a dry run (`dryRun=All`, in the query or in a
+//!    delete's or an eviction's DeleteOptions: [`registry::generic::options::DryRun`]), which
+//!    runs every step but that write and answers what the write would have.
 //! 6. [`storage`]: the store itself ([`storage::store`]); lists and watches with a
 //!    resourceVersion are served by the resource's watch cache ([`storage::watch_cache`]): one
 //!    store watch per resource, fanned out to every watcher.
@@ -64,6 +66,10 @@
 //!   or CRDs yet.
 //! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are
 //!   background deletes of the object itself.
+//! - Dry run: a DELETE with a body also takes `dryRun` and `gracePeriodSeconds` from the query
+//!   when the body leaves them unset (kube-apiserver ignores the query then); an eviction's
+//!   `deleteOptions.dryRun` is validated (kube-apiserver takes any value as a dry run), and one
+//!   that differs from the query's is a 400 (kube-apiserver: 500).
 //! - Server-side apply tracks field ownership in a simplified way (see apimachinery's docs).
 //! - The OpenAPI v3 documents carry each kind's schema (from k8s-openapi), so `kubectl explain`
 //!   works, but not Kubernetes' field descriptions beyond what k8s-openapi's types carry, nor

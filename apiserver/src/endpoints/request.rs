@@ -175,11 +175,6 @@ pub fn decode(reg: &Registry, mut obj: Value, q: &HashMap<String, String>) -> Re
     Ok((canonical, warnings))
 }
 
-/// `?dryRun=All`: everything but the write.
-pub fn dry_run(q: &HashMap<String, String>) -> bool {
-    q.get("dryRun").is_some_and(|v| v == "All")
-}
-
 /// Records who wrote which fields (metadata.managedFields) for a non-apply write.
 pub fn record_managed_fields(mut obj: Value, old: Option<&Value>, q: &HashMap<String, String>, operation: &str) -> Value {
     if let Some(manager) = q.get("fieldManager").filter(|m| !m.is_empty()) {

@@ -45,8 +45,6 @@ KNOWN_GAPS = {
     "delete-foreground": "propagationPolicy=Foreground: no foregroundDeletion finalizer, the owner goes at once and its dependent stays (no garbage collector)",
     "delete-orphan": "propagationPolicy=Orphan: the dependent keeps its owner reference (no garbage collector)",
     "delete-background-dependents": "propagationPolicy=Background: the dependent of a deleted owner is never deleted (no garbage collector)",
-    # apiserver/src/endpoints/handlers/delete.rs reads dryRun from the query only.
-    "dry-run-delete-options": "dryRun in the DeleteOptions body is ignored: the object is deleted",
 }
 
 CLIENTS_DIR = os.environ.get("KUBELAB_CLIENTS_DIR", "/var/cache/kubelab/clients")

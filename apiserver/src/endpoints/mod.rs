@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod handlers;
 pub mod metrics;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod request;
 
 use actix_web::{HttpRequest, HttpResponse, web};

@@ -9,6 +9,10 @@
 //! examples are `Any`s that keep their value as YAML text (`yaml`), which is how kube-openapi
 //! reads them back.
 
+// A oneof holds its messages by value, as prost generates them; a schema beside a bare reference
+// is the shape of the protocol, not waste worth a box.
+#![allow(clippy::large_enum_variant)]
+
 /// `google.protobuf.Any`, which gnostic's `Any` may carry instead of YAML (the server never does).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ProtobufAny {

@@ -403,7 +403,9 @@ pub fn document(api: &Api, path: &str) -> Option<Value> {
         ["apis", g, v] => (*g, *v),
         _ => return None,
     };
-    if !(group == "policy" && version == "v1") && !api.registries.iter().any(|r| r.info().group == group && r.info().version == version) {
+    // policy/v1 is served for pods/eviction alone: a document without paths of its own.
+    let served_gv = (group == "policy" && version == "v1") || api.registries.iter().any(|r| r.info().group == group && r.info().version == version);
+    if !served_gv {
         return None;
     }
     Some(render_v3(&spec(&served(api), |g, v| g == group && v == version)))

@@ -33,6 +33,9 @@ pub enum Error {
     MethodNotAllowed(String),
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
+    /// Nothing the client offered in `Accept` can be written.
+    #[error("only the following media types are accepted: {0}")]
+    NotAcceptable(String),
     #[error("the server could not find the requested resource")]
     NoRoute,
     #[error("Request entity too large: limit is {0}")]
@@ -74,6 +77,7 @@ impl Error {
             Error::Forbidden(_) => 403,
             Error::MethodNotAllowed(_) => 405,
             Error::UnsupportedMediaType(_) => 415,
+            Error::NotAcceptable(_) => 406,
             Error::TooLarge(_) => 413,
             Error::Expired { .. } | Error::Gone(_) => 410,
             Error::TooManyRequests(_) => 429,
@@ -93,6 +97,7 @@ impl Error {
             Error::Forbidden(_) => "Forbidden",
             Error::MethodNotAllowed(_) => "MethodNotAllowed",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            Error::NotAcceptable(_) => "NotAcceptable",
             Error::TooLarge(_) => "RequestEntityTooLarge",
             Error::Expired { .. } => "Expired",
             Error::Gone(_) => "Gone",

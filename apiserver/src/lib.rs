@@ -29,12 +29,16 @@
 //!    (ServiceAccount, Priority, DefaultTolerationSeconds), PrepareForCreate and validation (the
 //!    `api` crate's `validate_*`, whose field errors become a 422's causes), then the validating
 //!    plugins; an update splits spec from status. The store writes with a Txn conditioned on the
-//!    object's revision.
+//!    object's revision — unless the request is a dry run (`dryRun=All`, in the query or in a
+//!    delete's or an eviction's DeleteOptions: [`registry::generic::options::DryRun`]), which
+//!    runs every step but that write and answers what the write would have.
 //! 6. [`storage`]: the store itself ([`storage::store`]); lists and watches with a
 //!    resourceVersion are served by the resource's watch cache ([`storage::watch_cache`]): one
 //!    store watch per resource, fanned out to every watcher.
-//! 7. Errors leave as a `metav1.Status` ([`error::Error::to_status`]); Tables ([`printers`], with
-//!    each resource's columns in its registry folder) when kubectl asks for them.
+//! 7. The answer is written in the first media type the client offers that the server writes
+//!    ([`endpoints::negotiation`], decided before the handler runs; 406 when there is none): JSON,
+//!    YAML, or a Table ([`printers`], with each resource's columns in its registry folder) when
+//!    kubectl asks for one. Errors leave as a `metav1.Status` ([`error::Error::to_status`]).
 //!
 //! Beside the request flow, the server describes itself: discovery ([`endpoints::discovery`]) and
 //! OpenAPI, built once per request as an [`endpoints::openapi::Spec`] (every path and operation,
@@ -54,9 +58,12 @@
 //!   uses more than `run` and `Options`.
 //!
 //! ## Implementation caveats
-//! - JSON storage and JSON responses (or Tables); protobuf is accepted only as a request body,
-//!   for the kinds in `serializer::protobuf::decode` (namespaces, configmaps, secrets,
-//!   serviceaccounts, delete options). No TLS, no authentication or authorization, no admission
+//! - JSON storage; responses in JSON, YAML or a `meta.k8s.io/v1` Table. Protobuf is accepted
+//!   only as a request body, for the kinds in `serializer::protobuf::decode` (namespaces,
+//!   configmaps, secrets, serviceaccounts, delete options), and never written: a client that
+//!   offers protobuf first (kubectl's typed clients do) is answered in the JSON it offers next,
+//!   and one that offers only protobuf gets 406. `as=PartialObjectMetadata[List]` and
+//!   `meta.k8s.io/v1beta1` Tables are not served either (passed over the same way). No TLS, no authentication or authorization, no admission
 //!   webhooks.
 //! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
 //!   admission plugins that change it); Kubernetes' decoder applies them to every object it
@@ -66,6 +73,10 @@
 //!   or CRDs yet.
 //! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are
 //!   background deletes of the object itself.
+//! - Dry run: a DELETE with a body also takes `dryRun` and `gracePeriodSeconds` from the query
+//!   when the body leaves them unset (kube-apiserver ignores the query then); an eviction's
+//!   `deleteOptions.dryRun` is validated (kube-apiserver takes any value as a dry run), and one
+//!   that differs from the query's is a 400 (kube-apiserver: 500).
 //! - Server-side apply tracks field ownership in a simplified way (see apimachinery's docs).
 //! - OpenAPI (v3 and v2) carries each kind's schema as k8s-openapi gives it (descriptions, types,
 //!   `required`, except a kind's `metadata`, which Kubernetes does not require), with the patch

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use e2e::Flavor;
 use e2e::apiserver::{ApiCluster, ApiOptions};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -79,6 +81,8 @@ matrix!(
     request_errors,
     logs_without_node_agent,
     survives_store_outage,
+    content_negotiation,
+    dry_run_writes_nothing,
 );
 
 async fn start(run: Run) -> ApiCluster {
@@ -182,14 +186,17 @@ async fn bind(c: &ApiCluster, ns: &str, pod: &str, node: &str) -> (u16, String) 
 
 async fn version_and_api_resources(run: Run) {
     let c = start(run).await;
+    // kubectl 1.27 prints the whole version.Info here, later ones the short form: both carry
+    // the server's gitVersion.
     let out = c.kubectl_ok(&["version"]);
-    assert_contains(&c, "kubectl version", &out, &format!("Client Version: v1.{}.", run.kubectl));
-    assert_contains(&c, "kubectl version", &out, "Server Version: v1.32");
+    assert_contains(&c, "kubectl version", &out, "Server Version: ");
+    assert_contains(&c, "kubectl version", &out, "v1.32.0-kubelab");
     let v = parse_json(
         &c,
         "version -o json",
         &c.kubectl_ok(&["version", "-o", "json"]),
     );
+    assert_eq!(v["clientVersion"]["minor"], run.kubectl.to_string(), "{v}");
     assert_eq!(v["serverVersion"]["major"], "1", "{v}");
     assert_eq!(v["serverVersion"]["minor"], "32", "{v}");
 
@@ -1594,4 +1601,298 @@ async fn survives_store_outage(run: Run) {
     c.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
     let (code, body) = c.get("/readyz").await.expect("/readyz");
     assert_eq!(code, 200, "{body}");
+}
+
+/// GET `path` with `Accept: accept`: the code, the Content-Type and the body.
+async fn get_accepting(c: &ApiCluster, path: &str, accept: &str) -> (u16, String, String) {
+    let url = format!("{}{path}", c.url());
+    let resp = reqwest::Client::new()
+        .get(&url)
+        .header("Accept", accept)
+        .send()
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("GET {url} ({accept}): {e}")));
+    let code = resp.status().as_u16();
+    let ct = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let body = resp.text().await.unwrap_or_else(|e| c.fail(&format!("reading GET {url}: {e}")));
+    (code, ct, body)
+}
+
+/// Every media type a client offers is considered in order; 406 only when none can be served.
+async fn content_negotiation(run: Run) {
+    let c = start(run).await;
+    // Aggregated discovery in the version offered: v2beta1 (kubectl 1.27-1.29), v2 (1.30 on).
+    for (accept, version) in [
+        ("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", "v2beta1"),
+        ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json", "v2"),
+    ] {
+        for path in ["/api", "/apis"] {
+            let (code, ct, body) = get_accepting(&c, path, accept).await;
+            let doc = parse_json(&c, path, &body);
+            assert_eq!(code, 200, "{path}: {body}");
+            assert_eq!(ct, format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"), "{path}");
+            assert_eq!(doc["apiVersion"], format!("apidiscovery.k8s.io/{version}"), "{path}: {body}");
+            let resources: Vec<&str> = doc["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|g| g["versions"][0]["resources"].as_array().into_iter().flatten())
+                .filter_map(|r| r["resource"].as_str())
+                .collect();
+            let want = if path == "/api" { "pods" } else { "leases" };
+            assert!(resources.contains(&want), "{path} as {version} lists no {want}: {body}");
+        }
+    }
+    // Aggregated discovery offered only as protobuf, which is not written: the legacy documents.
+    let (code, _, body) = get_accepting(&c, "/apis", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json").await;
+    assert_eq!((code, parse_json(&c, "/apis", &body)["kind"].as_str()), (200, Some("APIGroupList")), "{body}");
+    let (code, _, body) = get_accepting(&c, "/api", "").await;
+    assert_eq!((code, parse_json(&c, "/api", &body)["kind"].as_str()), (200, Some("APIVersions")), "{body}");
+
+    // Objects: the first servable type wins; protobuf is passed over.
+    let (code, ct, body) = get_accepting(&c, "/api/v1/namespaces/default", "application/vnd.kubernetes.protobuf, application/json").await;
+    assert_eq!((code, ct.as_str(), parse_json(&c, "ns", &body)["kind"].as_str()), (200, "application/json", Some("Namespace")), "{body}");
+    let (code, _, body) = get_accepting(&c, "/api/v1/namespaces", "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io, application/json;as=Table;v=v1;g=meta.k8s.io, application/json").await;
+    assert_eq!((code, parse_json(&c, "namespaces", &body)["kind"].as_str()), (200, Some("Table")), "{body}");
+    let (code, ct, body) = get_accepting(&c, "/api/v1/namespaces/default", "application/yaml").await;
+    let doc: Value = serde_norway::from_str(&body).unwrap_or_else(|e| c.fail(&format!("not YAML ({e}): {body}")));
+    assert_eq!((code, ct.as_str(), doc["metadata"]["name"].as_str()), (200, "application/yaml", Some("default")), "{body}");
+    // An error is written in the negotiated type too.
+    let (code, _, body) = get_accepting(&c, "/api/v1/namespaces/default/pods/missing", "application/yaml").await;
+    let doc: Value = serde_norway::from_str(&body).unwrap_or_else(|e| c.fail(&format!("not YAML ({e}): {body}")));
+    assert_eq!((code, doc["kind"].as_str(), doc["reason"].as_str()), (404, Some("Status"), Some("NotFound")), "{body}");
+
+    // Nothing servable: 406 with a Status naming what is.
+    for (path, accept) in [
+        ("/api/v1/namespaces", "application/vnd.kubernetes.protobuf"),
+        ("/api/v1/namespaces/default", "text/html, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"),
+        ("/api/v1/namespaces?watch=true", "application/yaml"),
+        ("/apis", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
+    ] {
+        let (code, _, body) = get_accepting(&c, path, accept).await;
+        let s = parse_json(&c, path, &body);
+        assert_eq!((code, s["kind"].as_str(), s["reason"].as_str()), (406, Some("Status"), Some("NotAcceptable")), "{path} ({accept}): {body}");
+        assert_contains(&c, "406", s["message"].as_str().unwrap_or(""), "only the following media types are accepted: application/json");
+    }
+    // What kubectl itself sends works with this kubectl.
+    let out = c.kubectl_ok(&["get", "ns", "default", "-o", "name"]);
+    assert_contains(&c, "get ns", &out, "namespace/default");
+// ---------------------------------------------------------------------------------------------
+// Server-side dry run: every write answers as it would, and nothing is written.
+
+/// A raw watch of a collection, read one event (one JSON line) at a time.
+struct RawWatch {
+    url: String,
+    body: BoxStream<'static, reqwest::Result<Vec<u8>>>,
+    buf: Vec<u8>,
+}
+
+impl RawWatch {
+    /// Watches `collection` (a path) from `rv`.
+    async fn open(c: &ApiCluster, collection: &str, rv: &str) -> RawWatch {
+        let url = format!("{}{collection}?watch=true&resourceVersion={rv}", c.url());
+        let resp = c
+            .http_streaming()
+            .get(&url)
+            .send()
+            .await
+            .unwrap_or_else(|e| c.fail(&format!("GET {url}: {e:#}")));
+        if resp.status().as_u16() != 200 {
+            c.fail(&format!("GET {url}: {}", resp.status()));
+        }
+        let body = resp.bytes_stream().map(|chunk| chunk.map(|b| b.to_vec())).boxed();
+        RawWatch { url, body, buf: Vec::new() }
+    }
+
+    /// The next event, within 10 s.
+    async fn next(&mut self, c: &ApiCluster) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                let text = String::from_utf8_lossy(&line).into_owned();
+                return parse_json(c, &format!("an event of {}", self.url), &text);
+            }
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Ok(Some(Ok(chunk))) => self.buf.extend_from_slice(&chunk),
+                Ok(Some(Err(e))) => c.fail(&format!("watch {}: {e:#}", self.url)),
+                Ok(None) => c.fail(&format!("watch {} ended", self.url)),
+                Err(_) => c.fail(&format!("watch {}: no event within 10 s", self.url)),
+            }
+        }
+    }
+}
+
+/// `kubectl get <what> -o json`'s resourceVersion.
+fn resource_version(c: &ApiCluster, what: &[&str]) -> String {
+    let v = get_json(c, what);
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_else(|| c.fail(&format!("no resourceVersion: {v}")))
+        .to_string()
+}
+
+/// A raw request that must answer `code` with a JSON body (an object or a Status); returns it.
+async fn expect_json(c: &ApiCluster, method: Method, path: &str, body: Option<Value>, content_type: Option<&str>, code: u16) -> Value {
+    let (got, text) = c
+        .request(method.clone(), path, body.map(|b| b.to_string().into_bytes()), content_type)
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("{method} {path}: {e:#}")));
+    if got != code {
+        c.fail(&format!("{method} {path}: expected {code}, got {got}: {text}"));
+    }
+    parse_json(c, &format!("{method} {path}"), &text)
+}
+
+async fn dry_run_writes_nothing(run: Run) {
+    let c = start(run).await;
+    let pods = "/api/v1/namespaces/default/pods";
+    create(&c, "node.yaml", NODE_YAML);
+    create(&c, "web.yaml", &pod_yaml("web", &[]));
+    create(&c, "a.yaml", &pod_yaml("a", &[]));
+    let (code, body) = bind(&c, "default", "a", "node-a").await;
+    assert_eq!(code, 201, "binding a: {body}");
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  k: v\n";
+    let cm_changed = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  k: changed\n";
+    let cm_path = c.write_file("cm.yaml", cm);
+    c.kubectl_ok(&["apply", "-f", cm_path.to_str().expect("utf-8")]);
+    create(&c, "team.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n");
+    let objects: [&[&str]; 5] = [
+        &["get", "pod", "web"],
+        &["get", "pod", "a"],
+        &["get", "node", "node-a"],
+        &["get", "configmap", "cm"],
+        &["get", "namespace", "team"],
+    ];
+    let before: Vec<String> = objects.iter().map(|o| resource_version(&c, o)).collect();
+    // Watches from now: the first event each sees must be the real write at the end.
+    let list = expect_json(&c, Method::GET, pods, None, None, 200).await;
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap_or_else(|| c.fail(&format!("no resourceVersion: {list}"))).to_string();
+    let mut watches = Vec::new();
+    for collection in ["/api/v1/namespaces/default/pods", "/api/v1/nodes", "/api/v1/namespaces/default/configmaps", "/api/v1/namespaces"] {
+        watches.push(RawWatch::open(&c, collection, &rv).await);
+    }
+
+    // kubectl --dry-run=server: create, apply (client- and server-side), replace, patch, label,
+    // annotate, delete, drain.
+    let dry = "--dry-run=server";
+    let path = |name: &str, text: &str| c.write_file(name, text).to_str().expect("utf-8").to_string();
+    let web2 = path("web2.yaml", &pod_yaml("web2", &[]));
+    let out = c.kubectl_ok(&["create", "-f", &web2, dry]);
+    assert_contains(&c, "create --dry-run=server", &out, "pod/web2 created (server dry run)");
+    let web = path("web-again.yaml", &pod_yaml("web", &[]));
+    c.kubectl_err(&["create", "-f", &web, dry], "AlreadyExists");
+    c.kubectl_err(&["create", "-f", &web2, "-n", "nowhere", dry], "namespaces \"nowhere\" not found");
+    let changed = path("cm-changed.yaml", cm_changed);
+    let out = c.kubectl_ok(&["apply", "-f", &changed, dry]);
+    assert_contains(&c, "apply --dry-run=server", &out, "configmap/cm configured (server dry run)");
+    let out = c.kubectl_ok(&["apply", "--server-side", "--force-conflicts", "-f", &changed, dry]);
+    assert_contains(&c, "apply --server-side --dry-run=server", &out, "configmap/cm serverside-applied (server dry run)");
+    let cm2 = path("cm2.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm2\ndata:\n  k: v\n");
+    let out = c.kubectl_ok(&["apply", "--server-side", "-f", &cm2, dry]);
+    assert_contains(&c, "apply --server-side of a new object", &out, "configmap/cm2 serverside-applied (server dry run)");
+    let out = c.kubectl_ok(&["replace", "-f", &changed, dry]);
+    assert_contains(&c, "replace --dry-run=server", &out, "configmap/cm replaced (server dry run)");
+    let out = c.kubectl_ok(&["replace", "-f", &changed, dry, "-o", "json"]);
+    let replaced = parse_json(&c, "replace -o json", &out);
+    assert_eq!(replaced["data"]["k"], "changed", "the answer is the replaced object: {replaced}");
+    for (kind, patch) in [
+        ("strategic", r#"{"metadata":{"labels":{"x":"y"}}}"#),
+        ("merge", r#"{"metadata":{"labels":{"x":"y"}}}"#),
+        ("json", r#"[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]"#),
+    ] {
+        let out = c.kubectl_ok(&["patch", "pod", "web", "--type", kind, "-p", patch, dry, "-o", "json"]);
+        let patched = parse_json(&c, &format!("patch --type {kind} -o json"), &out);
+        assert_eq!(patched["metadata"]["labels"]["x"], "y", "{kind}: the answer is the patched pod: {patched}");
+        assert_eq!(patched["metadata"]["resourceVersion"], before[0].as_str(), "{kind}: at the current version: {patched}");
+    }
+    let out = c.kubectl_ok(&["label", "pod", "web", "x=y", dry]);
+    assert_contains(&c, "label --dry-run=server", &out, "pod/web labeled (server dry run)");
+    let out = c.kubectl_ok(&["annotate", "pod", "web", "a=b", dry]);
+    assert_contains(&c, "annotate --dry-run=server", &out, "pod/web annotated (server dry run)");
+    let out = c.kubectl_ok(&["delete", "pod", "a", dry]);
+    assert_contains(&c, "delete --dry-run=server", &out, "pod \"a\" deleted (server dry run)");
+    let out = c.kubectl_ok(&["delete", "configmap", "cm", dry]);
+    assert_contains(&c, "delete --dry-run=server", &out, "configmap \"cm\" deleted (server dry run)");
+    let out = c.kubectl_ok(&["drain", "node-a", "--force", "--grace-period=0", "--timeout=20s", dry]);
+    for needle in ["node/node-a cordoned (server dry run)", "evicting pod default/a (server dry run)", "node/node-a drained (server dry run)"] {
+        assert_contains(&c, "drain --dry-run=server", &out, needle);
+    }
+
+    // Raw HTTP: what kubectl has no --dry-run for, the body's dryRun, and invalid values.
+    let all = json!({"apiVersion": "v1", "kind": "DeleteOptions", "dryRun": ["All"]});
+    let marked = expect_json(&c, Method::DELETE, &format!("{pods}/a"), Some(all.clone()), None, 200).await;
+    assert!(marked["metadata"]["deletionTimestamp"].is_string(), "a graceful delete answers the marked pod: {marked}");
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 30, "{marked}");
+    let gone = expect_json(&c, Method::DELETE, &format!("{pods}/web?dryRun=All"), None, None, 200).await;
+    assert_eq!(gone["metadata"]["name"], "web", "an unscheduled pod would go at once: {gone}");
+    let precondition = json!({"dryRun": ["All"], "preconditions": {"uid": "not-the-uid"}});
+    expect_status(&c, Method::DELETE, &format!("{pods}/a"), precondition.to_string().into_bytes(), 409).await;
+    let list = expect_json(&c, Method::DELETE, pods, Some(all.clone()), None, 200).await;
+    let mut listed: Vec<&str> = list["items"].as_array().map(|i| i.iter().filter_map(|p| p["metadata"]["name"].as_str()).collect()).unwrap_or_default();
+    listed.sort();
+    assert_eq!(listed, ["a", "web"], "deletecollection answers what it would delete: {list}");
+    let list = expect_json(&c, Method::DELETE, "/api/v1/namespaces/default/configmaps?dryRun=All", None, None, 200).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list}");
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web"}, "target": {"kind": "Node", "name": "node-a"}});
+    expect_json(&c, Method::POST, &format!("{pods}/web/binding?dryRun=All"), Some(binding), None, 201).await;
+    let bound_again = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "a"}, "target": {"kind": "Node", "name": "node-b"}});
+    expect_status(&c, Method::POST, &format!("{pods}/a/binding?dryRun=All"), bound_again.to_string().into_bytes(), 409).await;
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": "default"}, "deleteOptions": {"dryRun": ["All"]}});
+    expect_json(&c, Method::POST, &format!("{pods}/a/eviction"), Some(eviction), None, 201).await;
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a", "namespace": "default"}});
+    expect_json(&c, Method::POST, &format!("{pods}/a/eviction?dryRun=All"), Some(eviction.clone()), None, 201).await;
+    let mut running = get_json(&c, &["get", "pod", "web"]);
+    running["status"]["phase"] = json!("Running");
+    let status = expect_json(&c, Method::PUT, &format!("{pods}/web/status?dryRun=All"), Some(running), None, 200).await;
+    assert_eq!(status["status"]["phase"], "Running", "the answer is the updated status: {status}");
+    let patch = json!({"status": {"phase": "Failed"}});
+    let status = expect_json(&c, Method::PATCH, &format!("{pods}/web/status?dryRun=All"), Some(patch), Some("application/merge-patch+json"), 200).await;
+    assert_eq!(status["status"]["phase"], "Failed", "{status}");
+    let finalize = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}, "spec": {"finalizers": []}});
+    let ns = expect_json(&c, Method::PUT, "/api/v1/namespaces/team/finalize?dryRun=All", Some(finalize), None, 200).await;
+    assert_eq!(ns["spec"]["finalizers"], json!([]), "{ns}");
+    let stale = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "resourceVersion": "1"}, "data": {"k": "x"}});
+    expect_status(&c, Method::PUT, "/api/v1/namespaces/default/configmaps/cm?dryRun=All", stale.to_string().into_bytes(), 409).await;
+
+    let unsupported = "Unsupported value: []string{\"Foo\"}: supported values: \"All\"";
+    let new_cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm3"}});
+    let invalid = [
+        (Method::POST, "/api/v1/namespaces/default/configmaps?dryRun=Foo".to_string(), new_cm.to_string(), "CreateOptions"),
+        (Method::PUT, "/api/v1/namespaces/default/configmaps/cm?dryRun=Foo".to_string(), new_cm.to_string(), "UpdateOptions"),
+        (Method::DELETE, format!("{pods}/a"), json!({"dryRun": ["Foo"]}).to_string(), "DeleteOptions"),
+        (Method::DELETE, format!("{pods}?dryRun=Foo"), String::new(), "DeleteOptions"),
+        (Method::POST, format!("{pods}/a/eviction?dryRun=Foo"), eviction.to_string(), "CreateOptions"),
+    ];
+    for (method, path, body, kind) in invalid {
+        let s = expect_status(&c, method.clone(), &path, body.into_bytes(), 422).await;
+        let message = s["message"].as_str().unwrap_or("");
+        assert!(message.contains(unsupported) && message.starts_with(&format!("{kind}.meta.k8s.io")), "{method} {path}: {s}");
+        assert_eq!(s["details"]["causes"][0]["field"], "dryRun", "{s}");
+    }
+    let (code, text) = c
+        .request(Method::PATCH, &format!("{pods}/web?dryRun=Foo"), Some(b"{}".to_vec()), Some("application/merge-patch+json"))
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("PATCH ?dryRun=Foo: {e:#}")));
+    assert!(code == 422 && text.contains("PatchOptions.meta.k8s.io"), "PATCH ?dryRun=Foo: {code} {text}");
+
+    // Nothing changed, nothing appeared...
+    let after: Vec<String> = objects.iter().map(|o| resource_version(&c, o)).collect();
+    assert_eq!(after, before, "the resourceVersions of {objects:?}");
+    assert_eq!(names(&c, &["get", "pods"]), ["a", "web"]);
+    assert_eq!(names(&c, &["get", "configmaps"]), ["cm"]);
+    let a = get_json(&c, &["get", "pod", "a"]);
+    assert!(a["metadata"]["deletionTimestamp"].is_null(), "{a}");
+    let n = get_json(&c, &["get", "node", "node-a"]);
+    assert!(n["spec"]["unschedulable"].is_null(), "{n}");
+    // ...and no watch saw anything before the real writes that follow.
+    c.kubectl_ok(&["label", "pod", "web", "marker=real"]);
+    c.kubectl_ok(&["label", "node", "node-a", "marker=real"]);
+    c.kubectl_ok(&["label", "configmap", "cm", "marker=real"]);
+    c.kubectl_ok(&["label", "namespace", "team", "marker=real"]);
+    for w in &mut watches {
+        let event = w.next(&c).await;
+        assert_eq!(event["type"], "MODIFIED", "{}: {event}", w.url);
+        assert_eq!(event["object"]["metadata"]["labels"]["marker"], "real", "{}: the first event is the real write: {event}", w.url);
+    }
 }

@@ -1,21 +1,20 @@
 //! Mirrors k8s.io/apiserver/pkg/endpoints/discovery: what groups, versions and resources exist,
-//! in both forms kubectl reads. The aggregated form (apidiscovery.k8s.io/v2) is recognised by
-//! kubectl only through its Content-Type; the legacy form is the fallback and what `drain` reads.
+//! in both forms kubectl reads. The aggregated form (`apidiscovery.k8s.io/v2`, and `v2beta1`,
+//! which kubectl 1.27 to 1.29 ask for) is recognised by kubectl only through its Content-Type,
+//! which names the version it holds; the legacy form is the fallback, for any client that offers
+//! neither, and what `drain` reads.
 
-use actix_web::{HttpRequest, HttpResponse, http::header};
+use actix_web::{HttpRequest, HttpResponse};
 use serde_json::{Value, json};
 
 use crate::config::Api;
+use crate::endpoints::negotiation::{DiscoveryOutput, Output, negotiate_discovery};
+use crate::endpoints::request::{error_response, respond_as};
 use crate::registry::generic::strategy::ResourceInfo;
 
-pub const AGGREGATED_CONTENT_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-
-fn wants_aggregated(req: &HttpRequest) -> bool {
-    req.headers()
-        .get(header::ACCEPT)
-        .and_then(|a| a.to_str().ok())
-        .and_then(|a| a.split(',').next().map(str::to_string))
-        .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2"))
+/// The Content-Type of an aggregated discovery document of `version`.
+pub fn aggregated_content_type(version: &str) -> String {
+    format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList")
 }
 
 fn scope(info: &ResourceInfo) -> &'static str {
@@ -82,29 +81,35 @@ fn aggregated_group(api: &Api, group: &str, version: &str) -> Value {
     json!({"metadata": {"name": group}, "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
 }
 
-fn aggregated(items: Vec<Value>) -> HttpResponse {
-    let v = json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items});
-    HttpResponse::Ok().content_type(AGGREGATED_CONTENT_TYPE).json(v)
+/// An `APIGroupDiscoveryList` of `version`: v2 and v2beta1 have the same shape.
+fn aggregated(version: &str, items: Vec<Value>) -> HttpResponse {
+    let v = json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"), "metadata": {}, "items": items});
+    HttpResponse::Ok().content_type(aggregated_content_type(version)).json(v)
 }
 
 /// `GET /api`
 pub fn core(req: &HttpRequest, api: &Api) -> HttpResponse {
-    if wants_aggregated(req) {
-        return aggregated(vec![aggregated_group(api, "", "v1")]);
-    }
-    HttpResponse::Ok().json(json!({
+    let output = match negotiate_discovery(req) {
+        Ok(DiscoveryOutput::Aggregated(version)) => return aggregated(version, vec![aggregated_group(api, "", "v1")]),
+        Ok(DiscoveryOutput::Legacy(output)) => output,
+        Err(e) => return error_response(&e),
+    };
+    let versions = json!({
         "kind": "APIVersions",
         "versions": ["v1"],
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": req.connection_info().host()}],
-    }))
+    });
+    respond_as(output, 200, &versions, &[])
 }
 
 /// `GET /apis`
 pub fn apis(req: &HttpRequest, api: &Api) -> HttpResponse {
     let gs = groups(api);
-    if wants_aggregated(req) {
-        return aggregated(gs.iter().map(|(g, v)| aggregated_group(api, g, v)).collect());
-    }
+    let output = match negotiate_discovery(req) {
+        Ok(DiscoveryOutput::Aggregated(version)) => return aggregated(version, gs.iter().map(|(g, v)| aggregated_group(api, g, v)).collect()),
+        Ok(DiscoveryOutput::Legacy(output)) => output,
+        Err(e) => return error_response(&e),
+    };
     let groups: Vec<Value> = gs
         .iter()
         .map(|(g, v)| {
@@ -112,18 +117,24 @@ pub fn apis(req: &HttpRequest, api: &Api) -> HttpResponse {
             json!({"name": g, "versions": [gv.clone()], "preferredVersion": gv})
         })
         .collect();
-    HttpResponse::Ok().json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+    respond_as(output, 200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}), &[])
 }
 
 /// `GET /api/v1` or `/apis/<group>/<version>`: an APIResourceList, or None if unknown.
-pub fn resources(api: &Api, group: &str, version: &str) -> Option<HttpResponse> {
+pub fn resources(req: &HttpRequest, api: &Api, group: &str, version: &str) -> Option<HttpResponse> {
+    let output = match negotiate_discovery(req) {
+        // An aggregated document is a root's; a group version answers its list whatever the form.
+        Ok(DiscoveryOutput::Aggregated(_)) => Output::Json,
+        Ok(DiscoveryOutput::Legacy(output)) => output,
+        Err(e) => return Some(error_response(&e)),
+    };
     let known = (group.is_empty() && version == "v1") || groups(api).iter().any(|(g, v)| *g == group && *v == version);
     if !known {
         return None;
     }
     let list: Vec<Value> = api.registries.iter().filter(|r| r.info().group == group && r.info().version == version).flat_map(|r| legacy_entries(r.info())).collect();
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(HttpResponse::Ok().json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list})))
+    Some(respond_as(output, 200, &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}), &[]))
 }
 
 /// `GET /version`: the Kubernetes version kubelab speaks.

@@ -11,6 +11,7 @@
 pub mod discovery;
 pub mod handlers;
 pub mod metrics;
+pub mod negotiation;
 pub mod openapi;
 pub mod openapi_v2;
 pub mod request;
@@ -21,7 +22,8 @@ use crate::config::Api;
 use crate::registry::generic::rest::{RestRequest, SubresourceRest};
 use crate::error::{Error, Result};
 use handlers::{create, delete, get, patch, update, watch};
-use request::{Target, error_response, list_options, query};
+use negotiation::{Output, negotiate_output, negotiate_watch};
+use request::{Target, as_yaml, error_response, list_options, query};
 
 /// A discovery document's path: `GET /api`, `/apis`, `/api/<v>` or `/apis/<group>/<v>`.
 pub enum DiscoveryPath<'a> {
@@ -55,7 +57,7 @@ pub fn serve_discovery(req: &HttpRequest, api: &Api, path: DiscoveryPath<'_>) ->
     match path {
         DiscoveryPath::Core => discovery::core(req, api),
         DiscoveryPath::Groups => discovery::apis(req, api),
-        DiscoveryPath::Resources { group, version } => discovery::resources(api, group, version).unwrap_or_else(|| status(Error::NoRoute)),
+        DiscoveryPath::Resources { group, version } => discovery::resources(req, api, group, version).unwrap_or_else(|| status(Error::NoRoute)),
     }
 }
 
@@ -118,8 +120,28 @@ pub async fn connect(req: &HttpRequest, payload: web::Payload, api: &Api, t: &Ta
     resp.unwrap_or_else(|e| error_response(&e))
 }
 
-/// Runs a resource request with its body: the verb's handler for the target.
+/// Runs a resource request with its body, answering in the media type negotiated from its
+/// `Accept` before anything is done ([`negotiation`]): the verb's handler for the target.
 pub async fn serve(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Result<HttpResponse> {
+    // A subresource that streams its own media type (pods/log: text/plain).
+    if req.method() == actix_web::http::Method::GET
+        && let Some((SubresourceRest::Get(serve), r)) = subresource_rest(req, api, &t)
+    {
+        return serve(r).await;
+    }
+    let watch = req.method() == actix_web::http::Method::GET && t.name.is_none() && list_options(&query(req)).watch;
+    let output = if watch { negotiate_watch(req)? } else { negotiate_output(req)? };
+    let resp = run(req, body, api, t).await;
+    if output != Output::Yaml {
+        return resp;
+    }
+    let (head, body) = resp.unwrap_or_else(|e| error_response(&e)).into_parts();
+    let json = actix_web::body::to_bytes(body).await.map_err(|e| Error::Internal(format!("reading the answer: {e}")))?;
+    Ok(as_yaml(head, &json))
+}
+
+/// The verb's handler for the target.
+async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Result<HttpResponse> {
     let q = query(req);
     let info = t.registry.info();
     if info.namespaced && t.name.is_some() && t.namespace.is_none() {

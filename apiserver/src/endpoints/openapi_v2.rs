@@ -4,7 +4,7 @@
 //! [`Spec`] as `/openapi/v3`: definitions under `#/definitions/`, each operation with its
 //! `x-kubernetes-action` and `x-kubernetes-group-version-kind`.
 //!
-//! 1. Negotiate: the first clause of `Accept` (by quality) that names JSON or one of the two
+//! 1. Negotiate: the first media range of `Accept` (best first) that names JSON or one of the two
 //!    protobuf media types wins; `*/*` (and no `Accept`) means JSON; nothing acceptable is a bare
 //!    406, as kube-openapi answers.
 //! 2. Render the document and its ETag (a hash of the JSON form, shared by both encodings).
@@ -15,6 +15,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use proto::openapi_v2 as pb;
 use serde_json::{Map, Value, json};
 
+use super::negotiation::parse_accept;
 use super::openapi::{In, INFO_VERSION, Operation, Param, Spec, V3_REF_PREFIX, served, spec};
 use crate::config::Api;
 
@@ -39,24 +40,12 @@ const ACCEPTED: &[(&str, &str, Encoding)] = &[
     ("application", "com.github.proto-openapi.spec.v2.v1.0+protobuf", Encoding::Protobuf),
 ];
 
-/// Step 1: the encoding `accept` asks for, None when it names nothing served. Clauses are tried
-/// by quality, then the more specific first (goautoneg's order); `q=0` refuses a type.
+/// Step 1: the encoding `accept` asks for, None when it names nothing served. Media ranges are
+/// tried best first ([`parse_accept`]: by quality, then in the client's order; `q=0` refuses).
 pub fn negotiate(accept: Option<&str>) -> Option<Encoding> {
-    let accept = accept.map(str::trim).filter(|a| !a.is_empty()).unwrap_or("*/*");
-    let mut clauses: Vec<(f32, usize, &str, &str)> = accept
-        .split(',')
-        .filter_map(|clause| {
-            let mut parts = clause.split(';');
-            let (ty, sub) = parts.next()?.trim().split_once('/')?;
-            let q = parts.filter_map(|p| p.trim().strip_prefix("q=")).find_map(|q| q.trim().parse::<f32>().ok()).unwrap_or(1.0);
-            let wildcards = usize::from(ty == "*") + usize::from(sub == "*");
-            Some((q, wildcards, ty.trim(), sub.trim()))
-        })
-        .filter(|(q, ..)| *q > 0.0)
-        .collect();
-    clauses.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    clauses.iter().find_map(|(_, _, ty, sub)| {
-        ACCEPTED.iter().find(|(t, s, _)| (*ty == "*" || ty.eq_ignore_ascii_case(t)) && (*sub == "*" || sub.eq_ignore_ascii_case(s))).map(|(_, _, e)| *e)
+    parse_accept(accept).iter().find_map(|range| {
+        let matches = |t: &str, s: &str| (range.type_ == "*" || range.type_ == t) && (range.subtype == "*" || range.subtype == s);
+        ACCEPTED.iter().find(|(t, s, _)| matches(t, s)).map(|(_, _, e)| *e)
     })
 }
 

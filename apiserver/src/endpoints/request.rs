@@ -1,5 +1,5 @@
 //! Mirrors what k8s.io/apiserver/pkg/endpoints/handlers shares between its handlers (rest.go,
-//! the negotiation and response writers, the strict decoder): reading a request — its target,
+//! the response writers, the strict decoder): reading a request — its target,
 //! query, body (JSON, YAML or protobuf), options — and writing a response with its warnings.
 //! Every handler uses it; it uses no handler.
 
@@ -10,6 +10,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
+use crate::endpoints::negotiation::{Output, negotiate_output};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::ListOptions;
 use crate::registry::generic::store::{Registry, name_of, now_rfc3339};
@@ -49,11 +50,29 @@ pub fn list_options(q: &HashMap<String, String>) -> ListOptions {
     }
 }
 
-/// Whether the client asked for a `meta.k8s.io/v1` Table.
+/// Whether the first media type the client offers that the server can write is a
+/// `meta.k8s.io/v1` Table (`kubectl get`).
 pub fn wants_table(req: &HttpRequest) -> bool {
-    req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok()).is_some_and(|a| {
-        a.split(',').next().is_some_and(|first| first.contains("as=Table"))
-    })
+    matches!(negotiate_output(req), Ok(Output::Table))
+}
+
+/// `v` as the negotiated `output`: JSON (a Table is JSON too) or YAML.
+pub fn respond_as(output: Output, code: u16, v: &Value, warnings: &[String]) -> HttpResponse {
+    let resp = respond(code, v, warnings);
+    if output != Output::Yaml {
+        return resp;
+    }
+    let (head, _) = resp.into_parts();
+    as_yaml(head, &serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// A JSON answer (its head, and its body `json`) rewritten as YAML, with the same status and
+/// headers. A body that is not JSON is left as it is.
+pub fn as_yaml(head: HttpResponse<()>, json: &[u8]) -> HttpResponse {
+    let Ok(v) = serde_json::from_slice::<Value>(json) else { return head.set_body(json.to_vec()).map_into_boxed_body() };
+    let mut resp = head.set_body(serde_norway::to_string(&v).unwrap_or_default()).map_into_boxed_body();
+    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/yaml"));
+    resp
 }
 
 /// A JSON response, with a `Warning` header per warning.
@@ -154,11 +173,6 @@ pub fn decode(reg: &Registry, mut obj: Value, q: &HashMap<String, String>) -> Re
         return Err(Error::BadRequest(format!("strict decoding error: {}", warnings.join(", ")).replace("strict decoding error", &format!("{kind} in version \"{}\" cannot be handled as a {kind}: strict decoding error", info.version))));
     }
     Ok((canonical, warnings))
-}
-
-/// `?dryRun=All`: everything but the write.
-pub fn dry_run(q: &HashMap<String, String>) -> bool {
-    q.get("dryRun").is_some_and(|v| v == "All")
 }
 
 /// Records who wrote which fields (metadata.managedFields) for a non-apply write.

@@ -2,6 +2,7 @@
 //! subresource its resource's code serves (rest.Creater: pods/binding, pods/eviction).
 //!
 //! A create, step by step (each step's span, if it has one, is what `kubelab trace` shows):
+//! 0. the query's CreateOptions: `dryRun` must be `All` if set (422 otherwise);
 //! 1. decode the body through the typed object (`decode`): unknown fields are warnings, or 400
 //!    under `fieldValidation=Strict`; the name and namespace must be the URL's;
 //! 2. the resource's tracing hook: a pod carries this request's trace context (podtrace::otel);
@@ -12,6 +13,10 @@
 //!    validating admission, the write (`store write`);
 //! 6. name the new object in the request's span (pods), and create what comes with it (a
 //!    namespace's `default` service account).
+//!
+//! A dry run (`?dryRun=All`) runs every step but the write in step 5 and what follows a write in
+//! step 6, and answers 201 with the object as it would have been written (without a
+//! resourceVersion, as kube-apiserver answers it).
 
 use std::collections::HashMap;
 
@@ -20,14 +25,17 @@ use serde_json::Value;
 
 use crate::admission::interfaces::{Attributes, Operation};
 use crate::config::Api;
-use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, dry_run, parse_body, record_managed_fields, respond};
+use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, parse_body, query, record_managed_fields, respond};
 use crate::error::{Error, Result};
+use crate::registry::generic::options::WriteOptions;
 use crate::registry::generic::rest::{CreateFunc, RestRequest};
 use crate::registry::generic::store::{CreateAdmission, Registry, name_of};
 
 /// `POST .../<resource>`.
 pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let reg = &t.registry;
+    // Step 0: the options.
+    let opts = WriteOptions::from_query("CreateOptions", q)?;
     // Step 1: decode.
     let (mut obj, warnings) = tracing::debug_span!(target: "apiserver", "decode", pod_uid = tracing::field::Empty).in_scope(|| {
         let obj = parse_body(req, body)?;
@@ -43,14 +51,14 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
     // Step 3: managed fields.
     let obj = record_managed_fields(obj, None, q, "Update");
     // Steps 4 and 5.
-    let created = create_object(api, reg, t.namespace.as_deref(), obj, dry_run(q)).await?;
+    let created = create_object(api, reg, t.namespace.as_deref(), obj, opts.is_dry_run()).await?;
     // Step 6: the request names the object it created, so a tracing UI finds the create by it.
     if reg.strategy.traced()
         && let Some(uid) = created.pointer("/metadata/uid").and_then(Value::as_str)
     {
         tracing::Span::current().record(podtrace::KEY_FIELD, uid);
     }
-    if !dry_run(q) {
+    if !opts.is_dry_run() {
         api.after_create(reg, &created).await;
     }
     Ok(respond(201, &created, &warnings))
@@ -74,10 +82,12 @@ pub async fn create_object(api: &Api, reg: &Registry, namespace: Option<&str>, o
 }
 
 /// `POST .../<resource>/<name>/<subresource>` of a subresource its resource's code serves
-/// (rest.Creater): answered 201 with a Success Status.
+/// (rest.Creater): answered 201 with a Success Status. The query's CreateOptions (`dryRun`) are
+/// validated here and handed to the subresource's code, which honours them.
 pub async fn create_subresource(req: &HttpRequest, body: &[u8], r: RestRequest<'_>, serve: CreateFunc) -> Result<HttpResponse> {
+    let opts = WriteOptions::from_query("CreateOptions", &query(req))?;
     let obj = parse_body(req, body)?;
-    serve(r, obj).await?;
+    serve(r, obj, opts).await?;
     Ok(respond(201, &created_status(), &[]))
 }
 

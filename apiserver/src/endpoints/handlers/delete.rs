@@ -1,6 +1,11 @@
 //! Mirrors k8s.io/apiserver/pkg/endpoints/handlers/delete.go: DELETE of one object (gracefully
 //! for pods, marked and left to its finalizers when it has some) and DELETE of a collection, each
 //! object through admission (NamespaceLifecycle keeps the system namespaces).
+//!
+//! The options are the body's DeleteOptions (what kubectl and client-go send, `dryRun: ["All"]`
+//! included), with what the query sets and the body does not. A dry run checks and answers as the
+//! delete would — admission, preconditions, the object marked with its deletionTimestamp for a
+//! graceful delete — and writes nothing ([`crate::registry::generic::store::Registry::delete`]).
 
 use std::collections::HashMap;
 
@@ -9,14 +14,15 @@ use serde_json::{Value, json};
 
 use crate::admission::interfaces::{Attributes, Operation};
 use crate::config::Api;
-use crate::endpoints::request::{Target, dry_run, list_options, parse_body, respond};
+use crate::endpoints::request::{Target, list_options, parse_body, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::DeleteOptions;
 use crate::registry::generic::store::{Registry, name_of};
 
-/// The body's metav1.DeleteOptions, if it has one.
-fn delete_options(req: &HttpRequest, body: &[u8]) -> Result<DeleteOptions> {
-    Ok(if body.is_empty() { DeleteOptions::default() } else { DeleteOptions::from_json(&parse_body(req, body)?) })
+/// The request's metav1.DeleteOptions: the body's, if it has one, and the query's; validated.
+fn delete_options(req: &HttpRequest, body: &[u8], q: &HashMap<String, String>) -> Result<DeleteOptions> {
+    let body = if body.is_empty() { None } else { Some(parse_body(req, body)?) };
+    DeleteOptions::from_request(body.as_ref(), q)
 }
 
 /// Mutating admission of a delete: there is no new object, only the name.
@@ -28,14 +34,8 @@ async fn admit(api: &Api, reg: &Registry, namespace: Option<&str>, name: &str, d
 /// `DELETE .../<resource>/<name>`.
 pub async fn delete(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, ns) = (&t.registry, t.namespace.as_deref());
-    let mut opts = delete_options(req, body)?;
-    if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
-        opts.grace_period_seconds = Some(g);
-    }
-    admit(api, reg, ns, name, dry_run(q)).await?;
-    if dry_run(q) {
-        return Ok(respond(200, &reg.get(ns, name).await?, &[]));
-    }
+    let opts = delete_options(req, body, q)?;
+    admit(api, reg, ns, name, opts.is_dry_run()).await?;
     let (obj, _gone) = reg.delete(ns, name, &opts).await?;
     Ok(respond(200, &obj, &[]))
 }
@@ -43,12 +43,12 @@ pub async fn delete(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name:
 /// `DELETE .../<resource>`: every object the list options select that admission lets go.
 pub async fn delete_collection(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, info) = (&t.registry, t.registry.info());
-    let opts = delete_options(req, body)?;
+    let opts = delete_options(req, body, q)?;
     let list = reg.list(t.namespace.as_deref(), &list_options(q)).await?;
     let mut deleted = Vec::new();
     for item in list.items {
         let item_ns = item.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
-        if admit(api, reg, item_ns.as_deref(), name_of(&item), dry_run(q)).await.is_err() {
+        if admit(api, reg, item_ns.as_deref(), name_of(&item), opts.is_dry_run()).await.is_err() {
             continue;
         }
         match reg.delete(item_ns.as_deref(), name_of(&item), &opts).await {

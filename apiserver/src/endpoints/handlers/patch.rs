@@ -6,6 +6,9 @@
 //!   and the result is an update, retried on conflicts unless the patch pins a resourceVersion.
 //! - `application/apply-patch+yaml` is server-side apply: the applied configuration is merged
 //!   with field ownership (metadata.managedFields); it creates the object when absent.
+//!
+//! A dry run (`?dryRun=All`, PatchOptions) patches, decodes and checks as a real patch does and
+//! answers with the result, written nowhere (an apply that would create answers 201).
 
 use std::collections::HashMap;
 
@@ -15,8 +18,9 @@ use serde_json::Value;
 
 use super::create::create_object;
 use crate::config::Api;
-use crate::endpoints::request::{Target, check_name_and_namespace, decode, dry_run, parse_body, respond};
+use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, respond};
 use crate::error::{Error, Result};
+use crate::registry::generic::options::WriteOptions;
 use crate::registry::generic::store::now_rfc3339;
 
 fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
@@ -29,6 +33,7 @@ fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
 /// `PATCH .../<resource>/<name>[/status]`.
 pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, ns, sub) = (&t.registry, t.namespace.as_deref(), t.subresource.as_deref());
+    let dry_run = WriteOptions::from_query("PatchOptions", q)?.is_dry_run();
     let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("");
     let media = ct.split(';').next().unwrap_or("").trim().to_string();
     let kind = reg.info().kind;
@@ -48,8 +53,8 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
             Err(Error::NotFound { .. }) => {
                 let merged = apimachinery::managedfields::apply(None, &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
                 let (obj, _) = decode(reg, merged, q)?;
-                let created = create_object(api, reg, ns, obj, dry_run(q)).await?;
-                if !dry_run(q) {
+                let created = create_object(api, reg, ns, obj, dry_run).await?;
+                if !dry_run {
                     api.after_create(reg, &created).await;
                 }
                 Ok(respond(201, &created, &warnings))
@@ -57,7 +62,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
             Err(e) => Err(e),
             Ok(_) => {
                 let updated = reg
-                    .guaranteed_update_with(ns, name, sub, dry_run(q), |current| {
+                    .guaranteed_update_with(ns, name, sub, dry_run, |current| {
                         let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
                         Ok(decode(reg, merged, q)?.0)
                     })
@@ -88,7 +93,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
     };
     let manager = q.get("fieldManager").cloned();
     let updated = reg
-        .guaranteed_update_with(ns, name, sub, dry_run(q), |current| {
+        .guaranteed_update_with(ns, name, sub, dry_run, |current| {
             let patched = apply_patch(current)?;
             let (obj, w) = decode(reg, patched, q)?;
             warnings = w;

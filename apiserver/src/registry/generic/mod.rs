@@ -4,7 +4,8 @@
 //!   over [`crate::storage`], each step asking the resource's strategy.
 //! - [`strategy`]: the [`strategy::Strategy`] a resource implements and the
 //!   [`strategy::ResourceInfo`] that names it.
-//! - [`options`]: list and delete options, and the continue token of a paged list.
+//! - [`options`]: list, delete and write options (the `dryRun` every write takes), and the
+//!   continue token of a paged list.
 //! - [`rest`]: the subresources a resource's own code serves (pods/log, pods/exec...), and the
 //!   map of every installed resource ([`rest::Registries`]).
 //! - [`typed`]: decoding through the k8s-openapi type ([`typed::Typed`]).

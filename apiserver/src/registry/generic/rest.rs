@@ -9,12 +9,14 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use futures::future::LocalBoxFuture;
 use serde_json::Value;
 
+use super::options::WriteOptions;
 use super::store::Registry;
 use super::strategy::ResourceInfo;
 use crate::error::Result;
 
-/// A subresource's create: `POST` with a body (pods/binding, pods/eviction).
-pub type CreateFunc = for<'a> fn(RestRequest<'a>, Value) -> LocalBoxFuture<'a, Result<()>>;
+/// A subresource's create: `POST` with a body (pods/binding, pods/eviction), and the query's
+/// CreateOptions (validated: a dry run must write nothing).
+pub type CreateFunc = for<'a> fn(RestRequest<'a>, Value, WriteOptions) -> LocalBoxFuture<'a, Result<()>>;
 /// A subresource's get: `GET`, its answer streamed (pods/log).
 pub type GetFunc = for<'a> fn(RestRequest<'a>) -> LocalBoxFuture<'a, Result<HttpResponse>>;
 /// A subresource's connect: the connection is handed over (pods/exec, pods/attach).

@@ -172,7 +172,8 @@ impl Registry {
         self.update_with(namespace, name, obj, subresource, false).await
     }
 
-    /// An update; with `dry_run`, everything but the write.
+    /// An update; with `dry_run`, everything but the write (the answer is what would have been
+    /// written, at the current resourceVersion).
     pub async fn update_with(&self, namespace: Option<&str>, name: &str, obj: Value, subresource: Option<&str>, dry_run: bool) -> Result<Value> {
         let requested_rv = resource_version_of(&obj);
         let current = self.get_stored(namespace, name).await?;
@@ -182,10 +183,7 @@ impl Registry {
             return Err(self.conflict(name));
         }
         let new = self.prepare_update(&current.value, obj, subresource)?;
-        if dry_run {
-            return Ok(new);
-        }
-        self.write_update(namespace, name, &current, new).await
+        self.write_update(namespace, name, &current, new, dry_run).await
     }
 
     fn conflict(&self, name: &str) -> Error {
@@ -236,7 +234,10 @@ impl Registry {
         Ok(new)
     }
 
-    async fn write_update(&self, namespace: Option<&str>, name: &str, current: &Stored, new: Value) -> Result<Value> {
+    /// Writes an update prepared from `current`; with `dry_run`, answers what the write would
+    /// (the same object, at `current`'s resourceVersion, as etcd3's dry-run GuaranteedUpdate
+    /// does) and writes nothing.
+    async fn write_update(&self, namespace: Option<&str>, name: &str, current: &Stored, new: Value, dry_run: bool) -> Result<Value> {
         let mut cmp_new = new.clone();
         let mut cmp_old = current.value.clone();
         for v in [&mut cmp_new, &mut cmp_old] {
@@ -247,6 +248,9 @@ impl Registry {
         }
         if cmp_new == cmp_old {
             return Ok(current.value.clone()); // a no-op update writes nothing
+        }
+        if dry_run {
+            return Ok(with_resource_version(new, current.mod_revision));
         }
         // An object being deleted whose last finalizer is gone is deleted now.
         if new.pointer("/metadata/deletionTimestamp").is_some()
@@ -288,10 +292,7 @@ impl Registry {
                 return Err(self.conflict(name));
             }
             let new = self.prepare_update(&current.value, new, subresource)?;
-            if dry_run {
-                return Ok(new);
-            }
-            match self.write_update(namespace, name, &current, new).await {
+            match self.write_update(namespace, name, &current, new, dry_run).await {
                 Err(Error::Conflict { .. }) => continue,
                 other => return other,
             }
@@ -300,7 +301,9 @@ impl Registry {
     }
 
     /// Deletes an object; returns it and whether it is gone (false: it is being deleted
-    /// gracefully or waits for finalizers).
+    /// gracefully or waits for finalizers). With `opts.dry_run`, the preconditions are checked and
+    /// the answer is what the delete would answer (the object as marked, or as it was), but
+    /// nothing is written.
     pub async fn delete(&self, namespace: Option<&str>, name: &str, opts: &DeleteOptions) -> Result<(Value, bool)> {
         for _ in 0..10 {
             let current = self.get_stored(namespace, name).await?;
@@ -319,45 +322,66 @@ impl Registry {
             {
                 return Err(self.conflict(name));
             }
-            let grace = self.strategy.grace_period(obj, opts.grace_period_seconds);
-            let finalizers = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
-                || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
-            let mut marked = obj.clone();
-            let mut changed = false;
-            if let Some(g) = grace.filter(|g| *g > 0) {
-                // Graceful: mark, unless already marked with a shorter grace period.
-                let existing = obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
-                if existing.is_none_or(|e| g < e) {
-                    let since = obj.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).zip(existing);
-                    let at = deletion_timestamp(since, g, chrono::Utc::now());
-                    marked["metadata"]["deletionTimestamp"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-                    marked["metadata"]["deletionGracePeriodSeconds"] = json!(g);
-                    changed = true;
+            match plan_delete(&*self.strategy, obj, opts.grace_period_seconds, chrono::Utc::now()) {
+                DeletePlan::Keep => return Ok((current.value, false)),
+                DeletePlan::Remove if opts.is_dry_run() => return Ok((current.value, true)),
+                DeletePlan::Mark(marked) if opts.is_dry_run() => return Ok((marked, false)),
+                DeletePlan::Remove => {
+                    return match self.storage.delete(&self.key(namespace, name), current.mod_revision).await? {
+                        WriteOutcome::Written(_) => Ok((current.value, true)),
+                        WriteOutcome::Mismatch(None) => Err(self.not_found(name)),
+                        WriteOutcome::Mismatch(Some(_)) => continue,
+                    };
                 }
-            } else if finalizers {
-                if obj.pointer("/metadata/deletionTimestamp").is_none() {
-                    marked["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-                    marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                    self.strategy.mark_for_deletion(&mut marked);
-                    changed = true;
-                }
-            } else {
-                return match self.storage.delete(&self.key(namespace, name), current.mod_revision).await? {
-                    WriteOutcome::Written(_) => Ok((current.value, true)),
-                    WriteOutcome::Mismatch(None) => Err(self.not_found(name)),
+                DeletePlan::Mark(marked) => match self.storage.update(&self.key(namespace, name), &marked, current.mod_revision).await? {
+                    WriteOutcome::Written(rev) => return Ok((with_resource_version(marked, rev), false)),
+                    WriteOutcome::Mismatch(None) => return Err(self.not_found(name)),
                     WriteOutcome::Mismatch(Some(_)) => continue,
-                };
-            }
-            if !changed {
-                return Ok((current.value, false));
-            }
-            match self.storage.update(&self.key(namespace, name), &marked, current.mod_revision).await? {
-                WriteOutcome::Written(rev) => return Ok((with_resource_version(marked, rev), false)),
-                WriteOutcome::Mismatch(None) => return Err(self.not_found(name)),
-                WriteOutcome::Mismatch(Some(_)) => continue,
+                },
             }
         }
         Err(self.conflict(name))
+    }
+}
+
+/// What a delete does to the object it found (store.go's Delete, with BeforeDelete's graceful
+/// marking): decided here, carried out — or, for a dry run, only answered — by [`Registry::delete`].
+#[derive(Debug, PartialEq)]
+enum DeletePlan {
+    /// Remove the key now.
+    Remove,
+    /// Write the object marked for deletion: graceful (pods), or waiting for its finalizers.
+    Mark(Value),
+    /// Already marked as far as this delete would mark it: nothing to write.
+    Keep,
+}
+
+fn plan_delete(strategy: &dyn Strategy, obj: &Value, requested_grace: Option<i64>, now: chrono::DateTime<chrono::Utc>) -> DeletePlan {
+    let grace = strategy.grace_period(obj, requested_grace);
+    let finalizers = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+        || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    let mut marked = obj.clone();
+    if let Some(g) = grace.filter(|g| *g > 0) {
+        // Graceful: mark, unless already marked with a shorter grace period.
+        let existing = obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+        if existing.is_some_and(|e| g >= e) {
+            return DeletePlan::Keep;
+        }
+        let since = obj.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).zip(existing);
+        let at = deletion_timestamp(since, g, now);
+        marked["metadata"]["deletionTimestamp"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        marked["metadata"]["deletionGracePeriodSeconds"] = json!(g);
+        DeletePlan::Mark(marked)
+    } else if finalizers {
+        if obj.pointer("/metadata/deletionTimestamp").is_some() {
+            return DeletePlan::Keep;
+        }
+        marked["metadata"]["deletionTimestamp"] = json!(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        strategy.mark_for_deletion(&mut marked);
+        DeletePlan::Mark(marked)
+    } else {
+        DeletePlan::Remove
     }
 }
 
@@ -483,13 +507,25 @@ impl Registry {
     }
 
     /// A write that bypasses the strategy (the binding subresource, the server's own writes).
-    pub async fn raw_update<F>(&self, namespace: Option<&str>, name: &str, mut f: F) -> Result<Value>
+    pub async fn raw_update<F>(&self, namespace: Option<&str>, name: &str, f: F) -> Result<Value>
+    where
+        F: FnMut(&Value) -> Result<Value>,
+    {
+        self.raw_update_with(namespace, name, false, f).await
+    }
+
+    /// `raw_update`; with `dry_run`, `f` decides on the current object and its answer comes back
+    /// at the current resourceVersion, unwritten.
+    pub async fn raw_update_with<F>(&self, namespace: Option<&str>, name: &str, dry_run: bool, mut f: F) -> Result<Value>
     where
         F: FnMut(&Value) -> Result<Value>,
     {
         for _ in 0..10 {
             let current = self.get_stored(namespace, name).await?;
             let new = f(&current.value)?;
+            if dry_run {
+                return Ok(with_resource_version(new, current.mod_revision));
+            }
             match self.storage.update(&self.key(namespace, name), &new, current.mod_revision).await? {
                 WriteOutcome::Written(rev) => return Ok(with_resource_version(new, rev)),
                 WriteOutcome::Mismatch(None) => return Err(self.not_found(name)),
@@ -512,5 +548,40 @@ mod graceful_delete_tests {
         // Deleted at 03:04:05 with 60 s (deadline 03:05:05); now 30 s later with 10 s.
         assert_eq!(at(Some(("2026-01-02T03:05:05Z", 60)), 10), "2026-01-02T03:04:15Z");
         assert_eq!(at(Some(("not a time", 60)), 10), "2026-01-02T03:04:45Z", "an unreadable timestamp: from now");
+    }
+}
+
+#[cfg(test)]
+mod delete_plan_tests {
+    use serde_json::json;
+
+    use super::{DeletePlan, plan_delete};
+    use crate::registry::core::configmap::strategy::ConfigMapStrategy;
+    use crate::registry::core::namespace::strategy::NamespaceStrategy;
+    use crate::registry::core::pod::strategy::PodStrategy;
+
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z").map(|t| t.with_timezone(&chrono::Utc)).expect("time")
+    }
+
+    #[test]
+    fn what_a_delete_does_to_the_object_it_finds() {
+        let cm = json!({"metadata": {"name": "c", "resourceVersion": "7"}});
+        assert_eq!(plan_delete(&ConfigMapStrategy, &cm, None, now()), DeletePlan::Remove, "no grace, no finalizers: gone at once");
+
+        let bound = json!({"metadata": {"name": "p", "resourceVersion": "7"}, "spec": {"nodeName": "n1"}});
+        let DeletePlan::Mark(marked) = plan_delete(&PodStrategy, &bound, None, now()) else { panic!("a bound pod is marked") };
+        assert_eq!(marked["metadata"]["deletionTimestamp"], "2026-01-02T03:04:35Z");
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 30);
+        assert_eq!(marked["metadata"]["resourceVersion"], "7", "the answer keeps the version it was decided on");
+        assert_eq!(plan_delete(&PodStrategy, &marked, Some(60), now()), DeletePlan::Keep, "a longer grace period changes nothing");
+        assert!(matches!(plan_delete(&PodStrategy, &marked, Some(5), now()), DeletePlan::Mark(_)), "a shorter one marks again");
+        assert_eq!(plan_delete(&PodStrategy, &bound, Some(0), now()), DeletePlan::Remove, "grace 0: gone at once");
+
+        let ns = json!({"metadata": {"name": "team"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        let DeletePlan::Mark(marked) = plan_delete(&NamespaceStrategy, &ns, None, now()) else { panic!("a namespace with finalizers is marked") };
+        assert_eq!(marked["metadata"]["deletionTimestamp"], "2026-01-02T03:04:05Z");
+        assert_eq!(marked["status"]["phase"], "Terminating", "the strategy's own marking");
+        assert_eq!(plan_delete(&NamespaceStrategy, &marked, None, now()), DeletePlan::Keep, "already waiting for its finalizers");
     }
 }

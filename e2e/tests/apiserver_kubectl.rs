@@ -1677,6 +1677,8 @@ async fn content_negotiation(run: Run) {
     // What kubectl itself sends works with this kubectl.
     let out = c.kubectl_ok(&["get", "ns", "default", "-o", "name"]);
     assert_contains(&c, "get ns", &out, "namespace/default");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Server-side dry run: every write answers as it would, and nothing is written.
 

@@ -108,8 +108,6 @@ pub struct Spec {
     pub paths: BTreeMap<String, Vec<Operation>>,
     /// Schema name (`io.k8s.api.core.v1.Pod`) → schema, references as `#/components/schemas/…`.
     pub schemas: Map<String, Value>,
-    /// The group-version of each path (a document per group-version in v3).
-    pub path_gv: BTreeMap<String, (&'static str, &'static str)>,
 }
 
 /// One served resource: what discovery says of it, and the subresources its own code serves.
@@ -154,6 +152,7 @@ pub fn spec(served: &[Served<'_>], wanted: impl Fn(&str, &str) -> bool) -> Spec 
     let mut roots: Vec<(String, PatchMeta)> = Vec::new();
     let status = generator.subschema_for::<Status>();
     let status = schema_name(&status);
+    ensure_patch_schema(&mut generator);
     for s in served.iter().filter(|s| wanted(s.info.group, s.info.version)) {
         let info = s.info;
         let gvk = Gvk { group: info.group, version: info.version, kind: info.kind };
@@ -209,8 +208,11 @@ fn list_schema(generator: &mut SchemaGenerator, item: &str, gvk: Gvk) -> String 
     name
 }
 
-fn operation(method: &'static str, action: &'static str, gvk: Gvk, verb: &str, suffix: &str, params: Vec<Param>) -> Operation {
-    let id = format!("{verb}{}{}{suffix}", group_label(gvk.group), capitalize(gvk.version));
+/// An operation on a path of `info`'s group-version: its id is `<verb><Group><Version><suffix>`
+/// (`createCoreV1NamespacedPodEviction`, though an eviction is a policy/v1 kind), as kube-apiserver
+/// names them.
+fn operation(info: &ResourceInfo, method: &'static str, action: &'static str, gvk: Gvk, verb: &str, suffix: &str, params: Vec<Param>) -> Operation {
+    let id = format!("{verb}{}{}{suffix}", group_label(info.group), capitalize(info.version));
     Operation { method, action, gvk, operation_id: id, params, body: None, response: None }
 }
 
@@ -230,38 +232,36 @@ fn add_paths(spec: &mut Spec, s: &Served<'_>, generator: &mut SchemaGenerator, k
     let named = |extra: &[Param]| -> Vec<Param> { let mut p = with(extra); p.insert(scope.len(), path_param("name")); p };
     let k = info.kind;
     let mut insert = |path: String, ops: Vec<Operation>| {
-        spec.path_gv.insert(path.clone(), (info.group, info.version));
         spec.paths.insert(path, ops);
     };
 
-    let mut list_op = operation("get", "list", gvk, "list", &format!("{ns}{k}"), with(LIST));
+    let mut list_op = operation(info, "get", "list", gvk, "list", &format!("{ns}{k}"), with(LIST));
     list_op.response = Some(list.into());
-    let mut create = operation("post", "post", gvk, "create", &format!("{ns}{k}"), with(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]));
+    let mut create = operation(info, "post", "post", gvk, "create", &format!("{ns}{k}"), with(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]));
     create.body = Some(kind.into());
     create.response = Some(kind.into());
-    let mut delete_coll = operation("delete", "deletecollection", gvk, "delete", &format!("Collection{ns}{k}"), with(&[DRY_RUN, GRACE_PERIOD, PROPAGATION]).into_iter().chain(LIST.iter().copied()).collect());
+    let mut delete_coll = operation(info, "delete", "deletecollection", gvk, "delete", &format!("Collection{ns}{k}"), with(&[DRY_RUN, GRACE_PERIOD, PROPAGATION]).into_iter().chain(LIST.iter().copied()).collect());
     delete_coll.response = Some(status.into());
     insert(coll.clone(), vec![list_op, create, delete_coll]);
 
     if info.namespaced {
-        let mut all = operation("get", "list", gvk, "list", &format!("{k}ForAllNamespaces"), [PRETTY].into_iter().chain(LIST.iter().copied()).collect());
+        let mut all = operation(info, "get", "list", gvk, "list", &format!("{k}ForAllNamespaces"), [PRETTY].into_iter().chain(LIST.iter().copied()).collect());
         all.response = Some(list.into());
         insert(format!("{base}/{}", info.plural), vec![all]);
     }
 
     let item = format!("{coll}/{{name}}");
-    let mut read = operation("get", "get", gvk, "read", &format!("{ns}{k}"), named(&[]));
+    let mut read = operation(info, "get", "get", gvk, "read", &format!("{ns}{k}"), named(&[]));
     read.response = Some(kind.into());
-    let mut replace = operation("put", "put", gvk, "replace", &format!("{ns}{k}"), named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]));
+    let mut replace = operation(info, "put", "put", gvk, "replace", &format!("{ns}{k}"), named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]));
     replace.body = Some(kind.into());
     replace.response = Some(kind.into());
-    let mut patch = operation("patch", "patch", gvk, "patch", &format!("{ns}{k}"), named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION, FORCE]));
+    let mut patch = operation(info, "patch", "patch", gvk, "patch", &format!("{ns}{k}"), named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION, FORCE]));
     patch.body = Some(PATCH_SCHEMA.into());
     patch.response = Some(kind.into());
-    let mut delete = operation("delete", "delete", gvk, "delete", &format!("{ns}{k}"), named(&[DRY_RUN, GRACE_PERIOD, PROPAGATION]));
+    let mut delete = operation(info, "delete", "delete", gvk, "delete", &format!("{ns}{k}"), named(&[DRY_RUN, GRACE_PERIOD, PROPAGATION]));
     delete.response = Some(kind.into());
     insert(item.clone(), vec![read, replace, patch, delete]);
-    ensure_patch_schema(generator);
 
     for sub in info.subresources {
         let sub_gvk = Gvk { group: sub.group, version: sub.version, kind: sub.kind };
@@ -280,12 +280,12 @@ fn add_paths(spec: &mut Spec, s: &Served<'_>, generator: &mut SchemaGenerator, k
         let mut ops = Vec::new();
         for verb in sub.verbs {
             let op = match (*verb, connect) {
-                ("get", true) => operation("get", "connect", sub_gvk, "connect", &format!("Get{suffix}"), named(&[])),
-                ("create", true) => operation("post", "connect", sub_gvk, "connect", &format!("Post{suffix}"), named(&[])),
-                ("get", false) => Operation { response: sub_schema.clone().filter(|_| sub.name != "log"), ..operation("get", "get", sub_gvk, "read", &suffix, named(&[])) },
-                ("update", false) => Operation { body: sub_schema.clone(), response: sub_schema.clone(), ..operation("put", "put", sub_gvk, "replace", &suffix, named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION])) },
-                ("patch", false) => Operation { body: Some(PATCH_SCHEMA.into()), response: sub_schema.clone(), ..operation("patch", "patch", sub_gvk, "patch", &suffix, named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION, FORCE])) },
-                ("create", false) => Operation { body: sub_schema.clone(), response: sub_schema.clone(), ..operation("post", "post", sub_gvk, "create", &suffix, named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION])) },
+                ("get", true) => operation(info, "get", "connect", sub_gvk, "connect", &format!("Get{suffix}"), named(&[])),
+                ("create", true) => operation(info, "post", "connect", sub_gvk, "connect", &format!("Post{suffix}"), named(&[])),
+                ("get", false) => Operation { response: sub_schema.clone().filter(|_| sub.name != "log"), ..operation(info, "get", "get", sub_gvk, "read", &suffix, named(&[])) },
+                ("update", false) => Operation { body: sub_schema.clone(), response: sub_schema.clone(), ..operation(info, "put", "put", sub_gvk, "replace", &suffix, named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION])) },
+                ("patch", false) => Operation { body: Some(PATCH_SCHEMA.into()), response: sub_schema.clone(), ..operation(info, "patch", "patch", sub_gvk, "patch", &suffix, named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION, FORCE])) },
+                ("create", false) => Operation { body: sub_schema.clone(), response: sub_schema.clone(), ..operation(info, "post", "post", sub_gvk, "create", &suffix, named(&[DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION])) },
                 _ => continue,
             };
             ops.push(op);

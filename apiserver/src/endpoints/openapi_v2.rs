@@ -473,6 +473,8 @@ mod tests {
         assert!(patch["parameters"].as_array().expect("params").iter().any(|p| p["name"] == "fieldValidation" && p["in"] == "query"), "kubectl looks for fieldValidation on the patch operation");
         let eviction = op(&format!("{pods}/{{name}}/eviction"), "post");
         assert_eq!(eviction["x-kubernetes-group-version-kind"], json!({"group": "policy", "version": "v1", "kind": "Eviction"}));
+        assert_eq!(eviction["operationId"], "createCoreV1NamespacedPodEviction", "named by the path's group-version");
+        assert_eq!(eviction["parameters"].as_array().and_then(|p| p.last()).map(|b| b["schema"]["$ref"].clone()), Some(json!("#/definitions/io.k8s.api.policy.v1.Eviction")));
         assert_eq!(op(&format!("{pods}/{{name}}/exec"), "get")["x-kubernetes-action"], "connect");
         assert_eq!(op("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}", "put")["operationId"], "replaceCoordinationV1NamespacedLease");
         assert!(paths.get("/api/v1/nodes/{name}/status").is_some_and(|p| p.get("patch").is_some()));

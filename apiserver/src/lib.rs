@@ -40,6 +40,13 @@
 //!    YAML, or a Table ([`printers`], with each resource's columns in its registry folder) when
 //!    kubectl asks for one. Errors leave as a `metav1.Status` ([`error::Error::to_status`]).
 //!
+//! Beside the request flow, the server describes itself: discovery ([`endpoints::discovery`]) and
+//! OpenAPI, built once per request as an [`endpoints::openapi::Spec`] (every path and operation,
+//! every kind's schema) and rendered as v3 (`/openapi/v3`, a document per group-version:
+//! [`endpoints::openapi`]) or v2 (`/openapi/v2`, one Swagger 2.0 document, JSON or gnostic
+//! protobuf, with an ETag: [`endpoints::openapi_v2`]). kubectl reads them for `explain`, to learn
+//! that the server validates fields, and to compute a client-side `apply`'s patch.
+//!
 //! [`server::run`] installs the resources (one line each in server.rs), starts the watch caches,
 //! the compactor and the bootstrap of the system namespaces, and serves; [`config::Api`] is the
 //! state every request is served with.
@@ -71,9 +78,15 @@
 //!   `deleteOptions.dryRun` is validated (kube-apiserver takes any value as a dry run), and one
 //!   that differs from the query's is a 400 (kube-apiserver: 500).
 //! - Server-side apply tracks field ownership in a simplified way (see apimachinery's docs).
-//! - The OpenAPI v3 documents carry each kind's schema (from k8s-openapi), so `kubectl explain`
-//!   works, but not Kubernetes' field descriptions beyond what k8s-openapi's types carry, nor
-//!   request or response bodies per operation: an operation lists its parameters only.
+//! - OpenAPI (v3 and v2) carries each kind's schema as k8s-openapi gives it (descriptions, types,
+//!   `required`, except a kind's `metadata`, which Kubernetes does not require), with the patch
+//!   strategies of the lists the server's strategic merge patch knows (`x-kubernetes-patch-*`,
+//!   from apimachinery's `PatchMeta`), but not `x-kubernetes-list-type`/`-map-keys`, defaults or
+//!   enums. Operations name their parameters, request body and response schema; there are no
+//!   `/watch/` paths (the server has none), no `securityDefinitions`, and the v3 documents'
+//!   `?hash=` is the crate version, not a hash of the document. The v2 ETag is a 128-bit FNV-1a
+//!   of the JSON form (kube-openapi: SHA-512); the document is rendered on every request
+//!   (kube-openapi caches it).
 
 pub mod admission;
 pub mod config;

@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod metrics;
 pub mod negotiation;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod request;
 
 use actix_web::{HttpRequest, HttpResponse, web};

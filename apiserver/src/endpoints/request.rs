@@ -29,9 +29,14 @@ pub fn query(req: &HttpRequest) -> HashMap<String, String> {
     web::Query::<HashMap<String, String>>::from_query(req.query_string()).map(|q| q.into_inner()).unwrap_or_default()
 }
 
-/// Whether a query flag is on (`true` or `1`).
+/// Whether a query flag is on (`true`, `1`, `True`, …).
 pub fn flag(q: &HashMap<String, String>, name: &str) -> bool {
-    q.get(name).is_some_and(|v| v == "true" || v == "1")
+    q.get(name).is_some_and(|v| parse_bool(v))
+}
+
+/// A boolean query value as Go's `strconv.ParseBool` reads it (the Python client sends `True`).
+pub fn parse_bool(v: &str) -> bool {
+    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 /// metav1.ListOptions from the query.

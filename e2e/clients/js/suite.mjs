@@ -25,14 +25,8 @@ import { pathToFileURL } from 'node:url';
 // Checks the API server is known to fail, with why. A listed check that fails prints `xfail`; one
 // that passes fails the suite, so that the entry is removed once the server is fixed.
 const KNOWN_GAPS = {
-    // apiserver/src/endpoints/handlers/watch.rs sends a bookmark every 10 s; kube-apiserver sends
-    // one every minute and one 2 s before the watch's timeoutSeconds ends.
-    'watch-bookmark-before-timeout': 'no BOOKMARK 2 s before timeoutSeconds ends (kubelab sends one every 10 s only)',
-    // apiserver/src/endpoints/handlers/delete.rs answers every delete with the object; kube-apiserver
-    // answers a delete that removed the object at once with a Status (status Success, details with
-    // name, kind and uid) unless the resource returns deleted objects (pods do, configmaps do not).
-    'delete-background': 'DELETE of a configmap answers the ConfigMap, not a Status',
-    // No garbage collector: ownerReferences are stored, propagationPolicy is not acted on.
+    // No garbage collector (the API server's implementation caveats): ownerReferences are stored,
+    // propagationPolicy is not acted on. It arrives with the controllers that own objects.
     'delete-foreground': 'propagationPolicy=Foreground: no foregroundDeletion finalizer, the owner goes at once and its dependent stays (no garbage collector)',
     'delete-orphan': 'propagationPolicy=Orphan: the dependent keeps its owner reference (no garbage collector)',
     'delete-background-dependents': 'propagationPolicy=Background: the dependent of a deleted owner is never deleted (no garbage collector)',

@@ -31,17 +31,8 @@ import uuid
 # Checks the API server is known to fail, with why. A listed check that fails prints `xfail`; one
 # that passes fails the suite, so that the entry is removed once the server is fixed.
 KNOWN_GAPS = {
-    # apiserver/src/endpoints/request.rs `flag` takes only `true` and `1`; kube-apiserver's
-    # parameter codec takes what strconv.ParseBool does (1 t T true TRUE True), and the Python
-    # client writes `True`. GET ...?watch=True answers a ConfigMapList instead of a watch stream.
-    "watch-from-resource-version": "?watch=True is read as a list, not a watch (query flags take only true/1)",
-    "watch-bookmarks": "?watch=True&allowWatchBookmarks=True is read as a list, not a watch (query flags take only true/1)",
-    "watch-bookmark-before-timeout": "?watch=True is read as a list; and kubelab sends no BOOKMARK 2 s before timeoutSeconds ends, only every 10 s",
-    # apiserver/src/endpoints/handlers/delete.rs answers every delete with the object; kube-apiserver
-    # answers a delete that removed the object at once with a Status (status Success, details with
-    # name, kind and uid) unless the resource returns deleted objects (pods do, configmaps do not).
-    "delete-background": "DELETE of a configmap answers the ConfigMap, not a Status",
-    # No garbage collector: ownerReferences are stored, propagationPolicy is not acted on.
+    # No garbage collector (the API server's implementation caveats): ownerReferences are stored,
+    # propagationPolicy is not acted on. It arrives with the controllers that own objects.
     "delete-foreground": "propagationPolicy=Foreground: no foregroundDeletion finalizer, the owner goes at once and its dependent stays (no garbage collector)",
     "delete-orphan": "propagationPolicy=Orphan: the dependent keeps its owner reference (no garbage collector)",
     "delete-background-dependents": "propagationPolicy=Background: the dependent of a deleted owner is never deleted (no garbage collector)",

@@ -36,8 +36,22 @@ pub async fn delete(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name:
     let (reg, ns) = (&t.registry, t.namespace.as_deref());
     let opts = delete_options(req, body, q)?;
     admit(api, reg, ns, name, opts.is_dry_run()).await?;
-    let (obj, _gone) = reg.delete(ns, name, &opts).await?;
+    let (obj, gone) = reg.delete(ns, name, &opts).await?;
+    if gone && !reg.strategy.return_deleted_object() {
+        return Ok(respond(200, &deleted_status(reg, &obj), &[]));
+    }
     Ok(respond(200, &obj, &[]))
+}
+
+/// What a delete that removed the object answers for most resources: a Status `Success` naming
+/// it (store.go's `Delete` without `ReturnDeletedObject`).
+fn deleted_status(reg: &Registry, obj: &Value) -> Value {
+    let info = reg.info();
+    let mut details = json!({"name": name_of(obj), "kind": info.plural, "uid": obj.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")});
+    if !info.group.is_empty() {
+        details["group"] = json!(info.group);
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
 /// `DELETE .../<resource>`: every object the list options select that admission lets go.

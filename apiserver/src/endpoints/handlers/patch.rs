@@ -43,7 +43,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
         let manager = q.get("fieldManager").filter(|m| !m.is_empty()).ok_or_else(|| {
             Error::BadRequest("PATCH, application/apply-patch+yaml: fieldManager is required for apply requests".into())
         })?;
-        let force = q.get("force").is_some_and(|f| f == "true");
+        let force = crate::endpoints::request::flag(q, "force");
         let applied = parse_body(req, body)?;
         let (applied_checked, w) = decode(reg, applied.clone(), q)?;
         check_name_and_namespace(t, &applied_checked)?;

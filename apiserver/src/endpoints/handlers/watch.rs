@@ -90,8 +90,14 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
         if initial_end && tx.send(Ok(bookmark(sub.revision.max(last_rev), true))).await.is_err() {
             return;
         }
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        let mut next_bookmark = next_bookmark_time(tokio::time::Instant::now(), deadline);
         loop {
+            let bookmark_due = async {
+                match next_bookmark {
+                    Some(t) if bookmarks => tokio::time::sleep_until(t).await,
+                    _ => std::future::pending().await,
+                }
+            };
             let until_deadline = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -112,7 +118,8 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
                         }
                     }
                 }
-                _ = ticker.tick(), if bookmarks => {
+                _ = bookmark_due => {
+                    next_bookmark = next_bookmark_time(tokio::time::Instant::now(), deadline);
                     // Everything up to the cache's revision is already queued for this watcher.
                     let rev = cache.revision();
                     while let Ok(e) = sub.events.try_recv() {
@@ -136,6 +143,17 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
         }
     });
     Ok(stream_response(rx))
+}
+
+/// When a watch that allows bookmarks gets its next one (cacher.go `nextBookmarkTime`): after
+/// [`BOOKMARK_INTERVAL`], or 2 s before the watch's own deadline if that comes first, so that a
+/// client whose watch times out knows how far it got; none once even that has passed.
+fn next_bookmark_time(now: tokio::time::Instant, deadline: Option<tokio::time::Instant>) -> Option<tokio::time::Instant> {
+    let heartbeat = now + BOOKMARK_INTERVAL;
+    let Some(deadline) = deadline else { return Some(heartbeat) };
+    let pretimeout = deadline.checked_sub(Duration::from_secs(2))?;
+    let at = heartbeat.min(pretimeout);
+    (at > now).then_some(at)
 }
 
 /// A watch event of a traced object (a pod) handed to a watcher's stream is a step of that
@@ -164,4 +182,21 @@ fn stream_response(rx: mpsc::Receiver<std::result::Result<Bytes, std::io::Error>
         .content_type("application/json")
         .insert_header(("Transfer-Encoding", "chunked"))
         .streaming(ReceiverStream::new(rx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bookmark_comes_before_the_watch_times_out() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(next_bookmark_time(now, None), Some(now + BOOKMARK_INTERVAL));
+        // timeoutSeconds=4: 2 s before the end, well before the interval.
+        assert_eq!(next_bookmark_time(now, Some(now + Duration::from_secs(4))), Some(now + Duration::from_secs(2)));
+        // A long watch: the interval first.
+        assert_eq!(next_bookmark_time(now, Some(now + Duration::from_secs(300))), Some(now + BOOKMARK_INTERVAL));
+        // Within the last 2 s: no more.
+        assert_eq!(next_bookmark_time(now, Some(now + Duration::from_secs(1))), None);
+    }
 }

@@ -116,6 +116,13 @@ pub trait Strategy: Send + Sync + 'static {
         None
     }
 
+    /// Whether a delete that removes the object answers with it (`ReturnDeletedObject`: pods and
+    /// namespaces) rather than with a Status `Success` naming it. A delete that only marks the
+    /// object (a grace period, finalizers) answers with the marked object either way.
+    fn return_deleted_object(&self) -> bool {
+        false
+    }
+
     /// What else changes when a delete marks the object and waits for its finalizers (a namespace
     /// goes `Terminating`, as namespace/storage/storage.go's `Delete` does).
     fn mark_for_deletion(&self, _obj: &mut Value) {}

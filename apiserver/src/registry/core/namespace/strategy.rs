@@ -41,6 +41,10 @@ impl Strategy for NamespaceStrategy {
         &NAMESPACES
     }
 
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     /// SetDefaults_Namespace: the `kubernetes.io/metadata.name` label, and phase Active.
     fn set_defaults(&self, obj: &mut Object) {
         if let Some(ns) = obj.typed_mut::<Namespace>() {

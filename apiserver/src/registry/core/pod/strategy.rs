@@ -104,6 +104,10 @@ impl Strategy for PodStrategy {
         true
     }
 
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     /// The grace period of a pod delete: as requested, else the pod's own, and 0 for a pod that
     /// never ran (unscheduled) or has finished.
     fn grace_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {

@@ -3,6 +3,7 @@
 //! containerd (docker may be using `/run/containerd`), and torn down without touching anything it
 //! did not create. It is the recipe `kubelab up` follows (docs/architecture/lab.md): a persistent
 //! mount namespace, because containerd 1.6 hard-codes its shims' socket directory.
+//! (Long on purpose: the whole recipe — configure, start, import, tear down — in the order it runs.)
 //!
 //! Layout under the directory given to [`Containerd::start`]:
 //! ```text

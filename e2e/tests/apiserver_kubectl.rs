@@ -1,6 +1,9 @@
 //! Real kubectl against `kubelab apiserver`: everything in kubectl's wire contract that needs no
 //! node agent, with every kubectl a user may have, 1.27 to 1.33.
 //!
+//! (A long file on purpose: one `matrix!` runs every scenario with every kubectl, so the
+//! scenarios live together, one `async fn` each, in the order kubectl's commands are learned.)
+//!
 //! Each scenario is an `async fn(Run)`. The default kubectl (1.32) runs every scenario twice,
 //! as `kubectl_1_32::<scenario>::kubelab` (a one-member kubelab store) and `…::etcd` (three real
 //! etcd 3.4 members): the API server must not care which store it runs on, and the etcd run

@@ -1,4 +1,5 @@
 //! apiserver-bench: what the API server costs on top of the store, measured the way kubectl talks to it.
+//! (Long on purpose: a benchmark reads best top to bottom, each workload beside the figure it prints.)
 //!
 //! One `kubelab store` member and one `kubelab apiserver` run on loopback; the bench is a plain
 //! HTTP/1.1 JSON client (reqwest, one shared connection pool), as kubectl is. The same create

@@ -37,7 +37,7 @@
 //!    store watch per resource, fanned out to every watcher.
 //! 7. The answer is written in the first media type the client offers that the server writes
 //!    ([`endpoints::negotiation`], decided before the handler runs; 406 when there is none): JSON,
-//!    YAML, or a Table ([`printers`], with each resource's columns in its registry folder) when
+//!    YAML, metadata only (`PartialObjectMetadata`), or a Table ([`printers`], with each resource's columns in its registry folder) when
 //!    kubectl asks for one. Errors leave as a `metav1.Status` ([`error::Error::to_status`]).
 //!
 //! Beside the request flow, the server describes itself: discovery ([`endpoints::discovery`]) and
@@ -62,8 +62,8 @@
 //!   only as a request body, for the kinds in `serializer::protobuf::decode` (namespaces,
 //!   configmaps, secrets, serviceaccounts, delete options), and never written: a client that
 //!   offers protobuf first (kubectl's typed clients do) is answered in the JSON it offers next,
-//!   and one that offers only protobuf gets 406. `as=PartialObjectMetadata[List]` and
-//!   `meta.k8s.io/v1beta1` Tables are not served either (passed over the same way). No TLS, no authentication or authorization, no admission
+//!   and one that offers only protobuf gets 406. `meta.k8s.io/v1beta1` Tables and
+//!   `PartialObjectMetadata` are not served either (passed over the same way); their `v1` forms are. No TLS, no authentication or authorization, no admission
 //!   webhooks.
 //! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
 //!   admission plugins that change it); Kubernetes' decoder applies them to every object it

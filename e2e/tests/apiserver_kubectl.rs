@@ -1662,6 +1662,15 @@ async fn content_negotiation(run: Run) {
     let (code, ct, body) = get_accepting(&c, "/api/v1/namespaces/default", "application/yaml").await;
     let doc: Value = serde_norway::from_str(&body).unwrap_or_else(|e| c.fail(&format!("not YAML ({e}): {body}")));
     assert_eq!((code, ct.as_str(), doc["metadata"]["name"].as_str()), (200, "application/yaml", Some("default")), "{body}");
+    // Metadata only (metadata informers, `kube`'s list_metadata): the object's metadata, no spec.
+    let (code, _, body) = get_accepting(&c, "/api/v1/namespaces", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1").await;
+    let list = parse_json(&c, "namespaces", &body);
+    assert_eq!((code, list["kind"].as_str(), list["apiVersion"].as_str()), (200, Some("PartialObjectMetadataList"), Some("meta.k8s.io/v1")), "{body}");
+    let default = list["items"].as_array().into_iter().flatten().find(|i| i["metadata"]["name"] == "default").cloned().unwrap_or(Value::Null);
+    assert_eq!((default["kind"].as_str(), default.get("spec").is_none()), (Some("PartialObjectMetadata"), true), "{body}");
+    let (code, _, body) = get_accepting(&c, "/api/v1/namespaces/default", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1").await;
+    assert_eq!((code, parse_json(&c, "ns", &body)["metadata"]["name"].as_str()), (200, Some("default")), "{body}");
+
     // An error is written in the negotiated type too.
     let (code, _, body) = get_accepting(&c, "/api/v1/namespaces/default/pods/missing", "application/yaml").await;
     let doc: Value = serde_norway::from_str(&body).unwrap_or_else(|e| c.fail(&format!("not YAML ({e}): {body}")));
@@ -1670,7 +1679,7 @@ async fn content_negotiation(run: Run) {
     // Nothing servable: 406 with a Status naming what is.
     for (path, accept) in [
         ("/api/v1/namespaces", "application/vnd.kubernetes.protobuf"),
-        ("/api/v1/namespaces/default", "text/html, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"),
+        ("/api/v1/namespaces/default", "text/html, application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io"),
         ("/api/v1/namespaces?watch=true", "application/yaml"),
         ("/apis", "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"),
     ] {

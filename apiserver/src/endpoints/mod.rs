@@ -23,7 +23,7 @@ use crate::registry::generic::rest::{RestRequest, SubresourceRest};
 use crate::error::{Error, Result};
 use handlers::{create, delete, get, patch, update, watch};
 use negotiation::{Output, negotiate_output, negotiate_watch};
-use request::{Target, as_yaml, error_response, list_options, query};
+use request::{Target, as_partial_object_metadata, as_yaml, error_response, list_options, query};
 
 /// A discovery document's path: `GET /api`, `/apis`, `/api/<v>` or `/apis/<group>/<v>`.
 pub enum DiscoveryPath<'a> {
@@ -132,12 +132,13 @@ pub async fn serve(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) ->
     let watch = req.method() == actix_web::http::Method::GET && t.name.is_none() && list_options(&query(req)).watch;
     let output = if watch { negotiate_watch(req)? } else { negotiate_output(req)? };
     let resp = run(req, body, api, t).await;
-    if output != Output::Yaml {
+    // A watch shapes its own events (handlers/watch.rs); JSON and Tables are written as they are.
+    if watch || matches!(output, Output::Json | Output::Table) {
         return resp;
     }
     let (head, body) = resp.unwrap_or_else(|e| error_response(&e)).into_parts();
     let json = actix_web::body::to_bytes(body).await.map_err(|e| Error::Internal(format!("reading the answer: {e}")))?;
-    Ok(as_yaml(head, &json))
+    Ok(if output == Output::Yaml { as_yaml(head, &json) } else { as_partial_object_metadata(head, &json) })
 }
 
 /// The verb's handler for the target.

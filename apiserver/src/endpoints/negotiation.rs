@@ -124,6 +124,9 @@ pub enum Output {
     Yaml,
     /// A `meta.k8s.io/v1` Table (`kubectl get`).
     Table,
+    /// Only the objects' metadata: `meta.k8s.io/v1` `PartialObjectMetadata` (or its List), what
+    /// metadata-only informers and the garbage collector read.
+    Metadata,
 }
 
 /// The first offered media type an object can be written in.
@@ -144,8 +147,9 @@ fn output_for(ranges: &[MediaRange], yaml: bool) -> Result<Output> {
         match r.conversion() {
             None if json => return Ok(Output::Json),
             None if yaml && r.matches("application", "yaml") => return Ok(Output::Yaml),
-            // Tables are written as meta.k8s.io/v1; PartialObjectMetadata is not served.
+            // Tables and object metadata are written as meta.k8s.io/v1.
             Some(("Table", "meta.k8s.io", "v1")) if json => return Ok(Output::Table),
+            Some(("PartialObjectMetadata" | "PartialObjectMetadataList", "meta.k8s.io", "v1")) if json => return Ok(Output::Metadata),
             _ => {}
         }
     }
@@ -241,8 +245,9 @@ mod tests {
             output(
                 "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
             ),
-            Some(Output::Json)
+            Some(Output::Metadata)
         );
+        assert_eq!(output("application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io,application/json"), Some(Output::Json));
         assert_eq!(output("application/yaml"), Some(Output::Yaml));
         assert_eq!(output("*/*"), Some(Output::Json));
         assert_eq!(output("application/*"), Some(Output::Json));

@@ -71,6 +71,29 @@ pub fn respond_as(output: Output, code: u16, v: &Value, warnings: &[String]) -> 
     as_yaml(head, &serde_json::to_vec(v).unwrap_or_default())
 }
 
+/// An object, or each item of a list, as `meta.k8s.io/v1` `PartialObjectMetadata`: its metadata
+/// only. A Status stays a Status.
+pub fn partial_object_metadata(v: &Value) -> Value {
+    let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
+    let one = |o: &Value| json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o.get("metadata").cloned().unwrap_or_else(|| json!({}))});
+    match v.get("items").and_then(Value::as_array) {
+        _ if kind == "Status" => v.clone(),
+        Some(items) if kind.ends_with("List") => json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": v.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            "items": items.iter().map(one).collect::<Vec<_>>(),
+        }),
+        _ => one(v),
+    }
+}
+
+/// A JSON answer (its head, and its body `json`) rewritten as object metadata only.
+pub fn as_partial_object_metadata(head: HttpResponse<()>, json: &[u8]) -> HttpResponse {
+    let Ok(v) = serde_json::from_slice::<Value>(json) else { return head.set_body(json.to_vec()).map_into_boxed_body() };
+    head.set_body(serde_json::to_vec(&partial_object_metadata(&v)).unwrap_or_default()).map_into_boxed_body()
+}
+
 /// A JSON answer (its head, and its body `json`) rewritten as YAML, with the same status and
 /// headers. A body that is not JSON is left as it is.
 pub fn as_yaml(head: HttpResponse<()>, json: &[u8]) -> HttpResponse {

@@ -10,7 +10,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::{Error, Result};
-use crate::endpoints::request::wants_table;
+use crate::endpoints::negotiation::{Output, negotiate_watch};
+use crate::endpoints::request::partial_object_metadata;
 use crate::printers::tablegenerator;
 use crate::registry::generic::options::ListOptions;
 use crate::registry::generic::store::Registry;
@@ -21,9 +22,9 @@ use crate::storage::watch_cache::{EventType, WatchEvent, event_for};
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The watch line for `e` as `kind`: the event's shared encoding when the watcher sees the event
-/// as it is, a fresh one otherwise (a Table, or a selector transition).
-fn event_line(e: &WatchEvent, kind: EventType, table: bool, shape: &dyn Fn(&Value) -> Value) -> Bytes {
-    if !table && kind == e.kind {
+/// as it is, a fresh one otherwise (a Table, metadata only, or a selector transition).
+fn event_line(e: &WatchEvent, kind: EventType, shaped: bool, shape: &dyn Fn(&Value) -> Value) -> Bytes {
+    if !shaped && kind == e.kind {
         return e.json_line();
     }
     line(kind.as_str(), shape(&object_for(e, kind)))
@@ -38,13 +39,17 @@ fn line(kind: &str, object: Value) -> Bytes {
 /// `GET .../<resource>?watch=true`.
 pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &ListOptions) -> Result<HttpResponse> {
     let info = reg.info();
-    let table = wants_table(req);
+    // Negotiated already (endpoints::serve); each event's object is written in that form.
+    let output = negotiate_watch(req).unwrap_or(Output::Json);
+    let shaped = output != Output::Json;
     let shape = move |obj: &Value| -> Value {
-        if table {
-            let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
-            tablegenerator::table(info.printer, std::slice::from_ref(obj), &rv, None, chrono::Utc::now())
-        } else {
-            obj.clone()
+        match output {
+            Output::Table => {
+                let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+                tablegenerator::table(info.printer, std::slice::from_ref(obj), &rv, None, chrono::Utc::now())
+            }
+            Output::Metadata => partial_object_metadata(obj),
+            Output::Json | Output::Yaml => obj.clone(),
         }
     };
     // Who watches, for `kubelab trace`: the client's user agent without its version.
@@ -82,7 +87,7 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
             let kind = if e.kind == EventType::Added { Some(EventType::Added) } else { event_for(&e, &*filter) };
             if let Some(kind) = kind {
                 last_rev = last_rev.max(e.revision);
-                if tx.send(Ok(event_line(&e, kind, table, &shape))).await.is_err() {
+                if tx.send(Ok(event_line(&e, kind, shaped, &shape))).await.is_err() {
                     return;
                 }
             }
@@ -110,7 +115,7 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
                     let Some(e) = e else { return };
                     if let Some(kind) = event_for(&e, &*filter) {
                         last_rev = e.revision;
-                        if tx.send(Ok(event_line(&e, kind, table, &shape))).await.is_err() {
+                        if tx.send(Ok(event_line(&e, kind, shaped, &shape))).await.is_err() {
                             return;
                         }
                         if let Some(watcher) = &watcher {
@@ -125,7 +130,7 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
                     while let Ok(e) = sub.events.try_recv() {
                         if let Some(kind) = event_for(&e, &*filter) {
                             last_rev = e.revision;
-                            if tx.send(Ok(event_line(&e, kind, table, &shape))).await.is_err() {
+                            if tx.send(Ok(event_line(&e, kind, shaped, &shape))).await.is_err() {
                                 return;
                             }
                         }

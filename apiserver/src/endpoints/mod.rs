@@ -16,6 +16,8 @@ pub mod openapi;
 pub mod openapi_v2;
 pub mod request;
 
+use std::collections::HashMap;
+
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use crate::config::Api;
@@ -129,11 +131,15 @@ pub async fn serve(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) ->
     {
         return serve(r).await;
     }
-    let watch = req.method() == actix_web::http::Method::GET && t.name.is_none() && list_options(&query(req)).watch;
+    let q = query(req);
+    let get = req.method() == actix_web::http::Method::GET;
+    let watch = get && t.name.is_none() && list_options(&q).watch;
     let output = if watch { negotiate_watch(req)? } else { negotiate_output(req)? };
-    let resp = run(req, body, api, t).await;
-    // A watch shapes its own events (handlers/watch.rs); JSON and Tables are written as they are.
-    if watch || matches!(output, Output::Json | Output::Table) {
+    let resp = run(req, body, api, t, &q, output).await;
+    // GET, LIST and WATCH write Tables and metadata themselves (handlers/get.rs, watch.rs); a
+    // write's answer, and any YAML, is rewritten here.
+    let rewrite = output == Output::Yaml || (output == Output::Metadata && !get);
+    if watch || !rewrite {
         return resp;
     }
     let (head, body) = resp.unwrap_or_else(|e| error_response(&e)).into_parts();
@@ -141,9 +147,8 @@ pub async fn serve(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) ->
     Ok(if output == Output::Yaml { as_yaml(head, &json) } else { as_partial_object_metadata(head, &json) })
 }
 
-/// The verb's handler for the target.
-async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Result<HttpResponse> {
-    let q = query(req);
+/// The verb's handler for the target, with the request's query and negotiated output.
+async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target, q: &HashMap<String, String>, output: Output) -> Result<HttpResponse> {
     let info = t.registry.info();
     if info.namespaced && t.name.is_some() && t.namespace.is_none() {
         return Err(Error::NoRoute);
@@ -155,28 +160,28 @@ async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) -> Resul
     }
     let method = req.method().as_str();
     let not_allowed = || Error::MethodNotAllowed(format!("the server does not allow this method on the requested resource ({method})"));
-    // A subresource the resource's own code serves (pods/binding, pods/eviction, pods/log).
+    // A subresource the resource's own code serves (pods/binding, pods/eviction; a GET of one,
+    // pods/log, was served before negotiation).
     if let Some((rest, r)) = subresource_rest(req, api, &t) {
         return match (method, rest) {
             ("POST", SubresourceRest::Create(serve)) => create::create_subresource(req, &body, r, serve).await,
-            ("GET", SubresourceRest::Get(serve)) => serve(r).await,
             _ => Err(not_allowed()),
         };
     }
     match (method, t.name.as_deref(), t.subresource.as_deref()) {
         ("GET", None, None) => {
-            let opts = list_options(&q);
+            let opts = list_options(q);
             if opts.watch {
-                return watch::watch(req, &t.registry, t.namespace.as_deref(), &opts);
+                return watch::watch(req, &t.registry, t.namespace.as_deref(), &opts, output);
             }
-            get::list(req, &t, &q).await
+            get::list(&t, q, output).await
         }
-        ("GET", Some(name), None | Some("status")) => get::get(req, &t, name).await,
-        ("POST", None, None) => create::create(req, &body, api, &t, &q).await,
-        ("PUT", Some(name), None | Some("status") | Some("finalize")) => update::update(req, &body, &t, name, &q).await,
-        ("PATCH", Some(name), None | Some("status")) => patch::patch(req, &body, api, &t, name, &q).await,
-        ("DELETE", Some(name), None) => delete::delete(req, &body, api, &t, name, &q).await,
-        ("DELETE", None, None) => delete::delete_collection(req, &body, api, &t, &q).await,
+        ("GET", Some(name), None | Some("status")) => get::get(&t, name, output).await,
+        ("POST", None, None) => create::create(req, &body, api, &t, q).await,
+        ("PUT", Some(name), None | Some("status") | Some("finalize")) => update::update(req, &body, &t, name, q).await,
+        ("PATCH", Some(name), None | Some("status")) => patch::patch(req, &body, api, &t, name, q).await,
+        ("DELETE", Some(name), None) => delete::delete(req, &body, api, &t, name, q).await,
+        ("DELETE", None, None) => delete::delete_collection(req, &body, api, &t, q).await,
         _ => Err(not_allowed()),
     }
 }

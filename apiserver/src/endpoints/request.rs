@@ -10,7 +10,7 @@ use actix_web::http::header;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
-use crate::endpoints::negotiation::{Output, negotiate_output};
+use crate::endpoints::negotiation::Output;
 use crate::error::{Error, Result};
 use crate::registry::generic::options::ListOptions;
 use crate::registry::generic::store::{Registry, name_of, now_rfc3339};
@@ -55,20 +55,15 @@ pub fn list_options(q: &HashMap<String, String>) -> ListOptions {
     }
 }
 
-/// Whether the first media type the client offers that the server can write is a
-/// `meta.k8s.io/v1` Table (`kubectl get`).
-pub fn wants_table(req: &HttpRequest) -> bool {
-    matches!(negotiate_output(req), Ok(Output::Table))
-}
-
 /// `v` as the negotiated `output`: JSON (a Table is JSON too) or YAML.
 pub fn respond_as(output: Output, code: u16, v: &Value, warnings: &[String]) -> HttpResponse {
     let resp = respond(code, v, warnings);
     if output != Output::Yaml {
         return resp;
     }
-    let (head, _) = resp.into_parts();
-    as_yaml(head, &serde_json::to_vec(v).unwrap_or_default())
+    let mut resp = resp.set_body(serde_norway::to_string(v).unwrap_or_default()).map_into_boxed_body();
+    resp.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/yaml"));
+    resp
 }
 
 /// An object, or each item of a list, as `meta.k8s.io/v1` `PartialObjectMetadata`: its metadata

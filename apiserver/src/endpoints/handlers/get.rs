@@ -1,31 +1,35 @@
 //! Mirrors k8s.io/apiserver/pkg/endpoints/handlers/get.go: GET of one object (or its status) and
-//! LIST of a collection, as JSON or as the Table `kubectl get` asks for.
+//! LIST of a collection, as JSON, as the Table `kubectl get` asks for, or as metadata only.
 
 use std::collections::HashMap;
 
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::HttpResponse;
 use serde_json::{Value, json};
 
-use crate::endpoints::request::{Target, list_options, respond, wants_table};
+use crate::endpoints::negotiation::Output;
+use crate::endpoints::request::{Target, list_options, partial_object_metadata, respond};
 use crate::error::{Error, Result};
 use crate::printers::tablegenerator::{table, table_json};
 
 /// `GET .../<resource>/<name>` and `GET .../<resource>/<name>/status`.
-pub async fn get(req: &HttpRequest, t: &Target, name: &str) -> Result<HttpResponse> {
+pub async fn get(t: &Target, name: &str, output: Output) -> Result<HttpResponse> {
     let info = t.registry.info();
     let obj = t.registry.get(t.namespace.as_deref(), name).await?;
-    if wants_table(req) {
-        let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        return Ok(respond(200, &table(info.printer, &[obj], &rv, None, chrono::Utc::now()), &[]));
+    match output {
+        Output::Table => {
+            let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+            Ok(respond(200, &table(info.printer, &[obj], &rv, None, chrono::Utc::now()), &[]))
+        }
+        Output::Metadata => Ok(respond(200, &partial_object_metadata(&obj), &[])),
+        Output::Json | Output::Yaml => Ok(respond(200, &obj, &[])),
     }
-    Ok(respond(200, &obj, &[]))
 }
 
 /// `GET .../<resource>` without `watch`.
-pub async fn list(req: &HttpRequest, t: &Target, q: &HashMap<String, String>) -> Result<HttpResponse> {
+pub async fn list(t: &Target, q: &HashMap<String, String>, output: Output) -> Result<HttpResponse> {
     let info = t.registry.info();
     let list = t.registry.list(t.namespace.as_deref(), &list_options(q)).await?;
-    if wants_table(req) {
+    if output == Output::Table {
         let table = table_json(info.printer, &list.items, &list.resource_version, list.continue_token.as_deref(), chrono::Utc::now());
         return Ok(HttpResponse::Ok().content_type("application/json").body(table));
     }
@@ -37,15 +41,17 @@ pub async fn list(req: &HttpRequest, t: &Target, q: &HashMap<String, String>) ->
         meta["remainingItemCount"] = json!(r);
     }
     // The items are written straight from the (shared) objects, without a copy.
-    let mut body = serde_json::to_vec(&json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": meta}))
-        .unwrap_or_default();
+    let metadata_only = output == Output::Metadata;
+    let (kind, api_version) = if metadata_only { ("PartialObjectMetadataList".to_string(), "meta.k8s.io/v1".to_string()) } else { (format!("{}List", info.kind), info.api_version()) };
+    let mut body = serde_json::to_vec(&json!({"kind": kind, "apiVersion": api_version, "metadata": meta})).unwrap_or_default();
     body.pop(); // the closing brace: the items follow
     body.extend_from_slice(b",\"items\":[");
     for (i, item) in list.items.iter().enumerate() {
         if i > 0 {
             body.push(b',');
         }
-        serde_json::to_writer(&mut body, &**item).map_err(|e| Error::Internal(e.to_string()))?;
+        let written = if metadata_only { serde_json::to_writer(&mut body, &partial_object_metadata(item)) } else { serde_json::to_writer(&mut body, &**item) };
+        written.map_err(|e| Error::Internal(e.to_string()))?;
     }
     body.extend_from_slice(b"]}");
     Ok(HttpResponse::Ok().content_type("application/json").body(body))

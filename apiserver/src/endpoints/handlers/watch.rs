@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::{Error, Result};
-use crate::endpoints::negotiation::{Output, negotiate_watch};
+use crate::endpoints::negotiation::Output;
 use crate::endpoints::request::partial_object_metadata;
 use crate::printers::tablegenerator;
 use crate::registry::generic::options::ListOptions;
@@ -37,10 +37,9 @@ fn line(kind: &str, object: Value) -> Bytes {
 }
 
 /// `GET .../<resource>?watch=true`.
-pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &ListOptions) -> Result<HttpResponse> {
+pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &ListOptions, output: Output) -> Result<HttpResponse> {
     let info = reg.info();
-    // Negotiated already (endpoints::serve); each event's object is written in that form.
-    let output = negotiate_watch(req).unwrap_or(Output::Json);
+    // Each event's object is written in the negotiated form.
     let shaped = output != Output::Json;
     let shape = move |obj: &Value| -> Value {
         match output {

@@ -15,8 +15,6 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::up::UpArgs;
-
 /// Where the unit is written.
 pub const UNIT_PATH: &str = "/etc/systemd/system/kubelab.service";
 
@@ -71,8 +69,10 @@ fn service_args(given: impl Iterator<Item = String>, image_dir: &Path, has_image
     args
 }
 
-/// Writes [`UNIT_PATH`], reloads systemd and enables and starts the service.
-pub fn install(args: &UpArgs, image_dir: &Path) -> anyhow::Result<()> {
+/// Writes [`UNIT_PATH`], reloads systemd and enables and starts the service, which runs `kubelab
+/// up` with this run's flags (`image_dir_given`: whether they name the image directory;
+/// `data_dir`: where the cluster keeps its state, for the message).
+pub fn install(data_dir: &Path, image_dir: &Path, image_dir_given: bool) -> anyhow::Result<()> {
     if !Path::new("/run/systemd/system").is_dir() {
         bail!("--install-service needs systemd as the init system, and this machine was not booted by systemd: run `kubelab up` from a root shell instead");
     }
@@ -80,7 +80,7 @@ pub fn install(args: &UpArgs, image_dir: &Path) -> anyhow::Result<()> {
     let image_dir = image_dir.canonicalize().with_context(|| format!("image directory {}", image_dir.display()))?;
     // Everything after `up` on our own command line.
     let given = std::env::args().skip_while(|a| a != "up").skip(1);
-    let text = unit(&exe, &service_args(given, &image_dir, args.image_dir.is_some()));
+    let text = unit(&exe, &service_args(given, &image_dir, image_dir_given));
     std::fs::write(UNIT_PATH, &text).with_context(|| format!("writing {UNIT_PATH}"))?;
     for cmd in [vec!["daemon-reload"], vec!["enable", "--now", "kubelab.service"]] {
         let status = Command::new("systemctl").args(&cmd).status().with_context(|| format!("systemctl {}", cmd.join(" ")))?;
@@ -90,7 +90,7 @@ pub fn install(args: &UpArgs, image_dir: &Path) -> anyhow::Result<()> {
     }
     println!("kubelab up runs as kubelab.service ({UNIT_PATH}, Delegate=yes).");
     println!("  follow it:   journalctl -u kubelab -f");
-    println!("  stop it:     systemctl stop kubelab     (the cluster's state stays in {})", args.data_dir.display());
+    println!("  stop it:     systemctl stop kubelab     (the cluster's state stays in {})", data_dir.display());
     println!("  remove it:   systemctl disable --now kubelab && rm {UNIT_PATH}");
     Ok(())
 }

@@ -316,7 +316,7 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         .or_else(default_image_dir)
         .context("no image directory: run `make images`, or pass --image-dir")?;
     if args.install_service {
-        return crate::service::install(&args, &image_dir);
+        return crate::service::install(&args.data_dir, &image_dir, args.image_dir.is_some());
     }
     check_prerequisites(&args, &image_dir)?;
     let data = args.data_dir.clone();

@@ -119,6 +119,11 @@ impl NodeAgent {
         self.dir.join("manifests")
     }
 
+    /// The agent's `--cgroup-root` (`/kubelab-e2e-<pid>-<node>`).
+    pub fn cgroup_root(&self) -> &str {
+        &self.cgroup_root
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.process.as_ref().map(Process::pid)
     }

@@ -2,7 +2,9 @@
 //! and scheduler, driven by the pinned kubectl: pods run, init containers run in order, volumes
 //! carry configMaps and secrets (and their updates), crashing containers back off, a pod that
 //! does not fit is rejected, deletion completes within the grace period, static pods get mirror
-//! pods, and neither an agent restart nor a containerd restart loses or restarts a pod.
+//! pods, neither an agent restart nor a containerd restart loses or restarts a pod, and a pod's
+//! limits reach its cgroup files (cgroup v1 here; v2 with either driver in the fresh-host check)
+//! and a container over its memory limit ends `OOMKilled`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -214,4 +216,72 @@ async fn agent_and_containerd_restarts_lose_and_restart_nothing() {
     lab.hold_containers("survivor's containers across a containerd restart", &uid, &before, Duration::from_secs(6)).await;
     let p = lab.wait_running("survivor").await;
     assert_eq!(container_ids(&p), before, "a containerd restart must not lose or restart a pod");
+}
+
+/// The pod cgroup's files as this host lays them out, spelled out here rather than asked of the
+/// agent: cgroupfs on v1 (one tree per controller), cgroupfs on v2, or systemd's slices on v2
+/// (a `-` inside a level becomes `_`).
+fn pod_cgroup_file(cgroup_root: &str, uid: &str, controller: &str, file: &str) -> std::path::PathBuf {
+    use nodeagent::cm::{CgroupDriver, CgroupVersion, cgroup_version};
+    let root = cgroup_root.trim_matches('/');
+    let mount = std::path::Path::new("/sys/fs/cgroup");
+    match (cgroup_version(mount), CgroupDriver::detect()) {
+        (Some(CgroupVersion::V2), CgroupDriver::Systemd) => {
+            let r = root.replace('-', "_");
+            let u = uid.replace('-', "_");
+            mount.join(format!("{r}.slice/{r}-kubepods.slice/{r}-kubepods-burstable.slice/{r}-kubepods-burstable-pod{u}.slice")).join(file)
+        }
+        (Some(CgroupVersion::V2), CgroupDriver::Cgroupfs) => mount.join(root).join(format!("kubepods/burstable/pod{uid}")).join(file),
+        _ => {
+            // v1: the hierarchy holding the controller (`cpu,cpuacct` is one mount on Debian).
+            let hierarchy = std::fs::read_dir(mount)
+                .ok()
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| !p.is_symlink() && p.file_name().is_some_and(|n| n.to_string_lossy().split(',').any(|c| c == controller)))
+                .unwrap_or_else(|| mount.join(controller));
+            hierarchy.join(root).join(format!("kubepods/burstable/pod{uid}")).join(file)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pod_limits_reach_the_cgroup_and_a_container_over_its_memory_limit_is_oom_killed() {
+    let lab = lab("node-e", 15, false).await;
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: limited\nspec:\n  nodeName: node-e\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sleep, '3600']\n    resources:\n      requests: {cpu: 250m, memory: 64Mi}\n      limits: {cpu: 500m, memory: 128Mi}\n",
+    );
+    let p = lab.wait_running("limited").await;
+    let uid = p.metadata.uid.clone().expect("uid");
+    let v2 = nodeagent::cm::cgroup_version(std::path::Path::new("/sys/fs/cgroup")) == Some(nodeagent::cm::CgroupVersion::V2);
+    // 250m requested = 256 shares = weight 10 on v2; 500m limit = 50 ms per 100 ms; 128 MiB.
+    let want: &[(&str, &str, &str)] = if v2 {
+        &[("cpu", "cpu.weight", "10"), ("cpu", "cpu.max", "50000 100000"), ("memory", "memory.max", "134217728")]
+    } else {
+        &[
+            ("cpu", "cpu.shares", "256"),
+            ("cpu", "cpu.cfs_period_us", "100000"),
+            ("cpu", "cpu.cfs_quota_us", "50000"),
+            ("memory", "memory.limit_in_bytes", "134217728"),
+        ]
+    };
+    for (controller, file, value) in want {
+        let path = pod_cgroup_file(lab.agent.cgroup_root(), &uid, controller, file);
+        let got = std::fs::read_to_string(&path).unwrap_or_else(|e| lab.fail(&format!("{}: {e}", path.display())));
+        assert_eq!(got.trim(), *value, "{}", path.display());
+    }
+
+    // Doubling a shell string until the 32 MiB limit: the kernel kills it, the runtime says why.
+    lab.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hog\nspec:\n  nodeName: node-e\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: docker.io/library/busybox:1.36\n    command: [sh, -c, 'x=aaaaaaaaaaaaaaaa; while true; do x=$x$x; done']\n    resources:\n      limits: {cpu: 500m, memory: 32Mi}\n",
+    );
+    let p = lab.wait_pod("hog", "Failed", Duration::from_secs(120), |p| phase(p) == "Failed").await;
+    let c = &p.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default()[0];
+    let t = c.state.as_ref().and_then(|s| s.terminated.as_ref()).expect("state.terminated");
+    assert_eq!(t.reason.as_deref(), Some("OOMKilled"), "{t:?}");
+    assert_eq!(t.exit_code, 137);
+    let table = lab.api.kubectl_ok(&["get", "pod", "hog"]);
+    assert!(table.contains("OOMKilled"), "kubectl get shows the reason:\n{table}");
 }

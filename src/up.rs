@@ -60,6 +60,14 @@ pub struct UpArgs {
     /// The cgroup the node's pods go under.
     #[arg(long, default_value = "/kubelab")]
     pub cgroup_root: String,
+    /// The node agent's cgroup driver, and containerd's (SystemdCgroup): cgroupfs or systemd.
+    /// Default: systemd on a cgroup v2 host systemd booted, else cgroupfs.
+    #[arg(long)]
+    pub cgroup_driver: Option<nodeagent::cm::CgroupDriver>,
+    /// Instead of running here, install and start `kubelab up` (with the other flags given) as
+    /// the systemd service kubelab.service, with Delegate=yes.
+    #[arg(long)]
+    pub install_service: bool,
     // --otlp-endpoint: every component exports its pod spans (one process, one pipeline; each
     // span under its own component's service name).
     #[command(flatten)]
@@ -85,6 +93,11 @@ fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
 }
 
+/// `--cgroup-driver`, or the host's default.
+fn cgroup_driver(args: &UpArgs) -> nodeagent::cm::CgroupDriver {
+    args.cgroup_driver.unwrap_or_else(nodeagent::cm::CgroupDriver::detect)
+}
+
 /// Every prerequisite, checked before anything starts; the first missing one is one message
 /// naming the fix.
 fn check_prerequisites(args: &UpArgs, image_dir: &Path) -> anyhow::Result<()> {
@@ -101,9 +114,7 @@ fn check_prerequisites(args: &UpArgs, image_dir: &Path) -> anyhow::Result<()> {
     if !Path::new(containerd_config::CNI_BIN_DIR).join("bridge").is_file() {
         bail!("the CNI plugins are not installed in {}: run `make deps` (or apt-get install containernetworking-plugins)", containerd_config::CNI_BIN_DIR);
     }
-    if !Path::new("/sys/fs/cgroup/cpu").is_dir() || !Path::new("/sys/fs/cgroup/memory").is_dir() {
-        bail!("kubelab's node agent needs cgroup v1 (cpu and memory hierarchies under /sys/fs/cgroup)");
-    }
+    nodeagent::cm::check_host(cgroup_driver(args)).context("the node agent cannot manage this host's cgroups")?;
     if !image_dir.join("pause.tar").is_file() {
         bail!("no pause image in {}: run `make images` (or pass --image-dir)", image_dir.display());
     }
@@ -304,6 +315,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(default_image_dir)
         .context("no image directory: run `make images`, or pass --image-dir")?;
+    if args.install_service {
+        return crate::service::install(&args, &image_dir);
+    }
     check_prerequisites(&args, &image_dir)?;
     let data = args.data_dir.clone();
     std::fs::create_dir_all(data.join("logs")).with_context(|| format!("creating {}", data.display()))?;
@@ -380,8 +394,9 @@ async fn start(
 
     // containerd, a child process in our mount namespace.
     let containerd_dir = data.join("containerd");
+    let driver = cgroup_driver(args);
     let containerd = s.containerd.insert(Containerd::start(
-        ContainerdConfig::private(&containerd_dir, args.stream_port),
+        ContainerdConfig { systemd_cgroup: driver == nodeagent::cm::CgroupDriver::Systemd, ..ContainerdConfig::private(&containerd_dir, args.stream_port) },
         &containerd_dir.join("config.toml"),
         &data.join("logs/containerd.log"),
     )?);
@@ -466,6 +481,7 @@ async fn start(
     opts.node_ip = Some([127, 0, 0, 1].into());
     opts.image_dir = Some(image_dir.to_path_buf());
     opts.cgroup_root = args.cgroup_root.clone();
+    opts.cgroup_driver = driver;
     // As kind's nodes: this cluster shares the machine's disk with everything else on it, and
     // its images come from tarballs with no registry to pull them again, so neither disk pressure
     // nor image GC may take pods or images away. Memory pressure still evicts.
@@ -474,7 +490,8 @@ async fn start(
     let agent = s.agent.insert(spawn_actix("nodeagent", nodeagent::system, move || async move { nodeagent::run(opts, agent_rx).await.map_err(Into::into) }));
 
     let nodes: kube::Api<Node> = kube::Api::all(kube.clone());
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // Generous: an emulated machine (the fresh-host check) needs far more than the ~2 s here.
+    let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let ready = nodes.get_opt(&node_name).await.ok().flatten().is_some_and(|n| {
             n.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True")
@@ -486,7 +503,7 @@ async fn start(
             bail!("the node agent stopped; see the messages above");
         }
         if Instant::now() > deadline {
-            bail!("node {node_name} did not turn Ready within 120 s");
+            bail!("node {node_name} did not turn Ready within 300 s");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

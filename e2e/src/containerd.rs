@@ -743,9 +743,12 @@ fn remove_all_sandboxes(endpoint: &str, process: &mut Process) -> anyhow::Result
     })
 }
 
-/// `/sys/fs/cgroup/<controller>/k8s.io` for every mounted v1 hierarchy (where runc puts a pod
-/// without a cgroup parent).
+/// Where runc puts a pod without a cgroup parent: `/sys/fs/cgroup/<controller>/k8s.io` for every
+/// mounted v1 hierarchy, `/sys/fs/cgroup/k8s.io` on a v2 host.
 fn cgroup_dirs() -> Vec<PathBuf> {
+    if nodeagent::cm::cgroup_version(Path::new(CGROUP_ROOT)) == Some(nodeagent::cm::CgroupVersion::V2) {
+        return vec![Path::new(CGROUP_ROOT).join(CRI_NAMESPACE)];
+    }
     let Ok(entries) = std::fs::read_dir(CGROUP_ROOT) else {
         return Vec::new();
     };

@@ -220,13 +220,33 @@ pub fn delete_bridge(bridge: &str) {
 }
 
 /// rmdir `<hierarchy>/<root>` and everything below it, deepest first, in every cgroup v1
-/// hierarchy. Only empty cgroups can be removed, so this never touches a running process.
+/// hierarchy or in the v2 tree (after stopping the systemd driver's slices). Only empty cgroups
+/// can be removed, so this never touches a running process.
 pub fn remove_cgroup_tree(root: &str) {
-    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else { return };
-    for h in hierarchies.flatten() {
-        let top = h.path().join(root.trim_start_matches('/'));
-        if top.is_dir() {
-            rmdir_deep(&top);
+    use nodeagent::cm::{CgroupDriver, CgroupVersion, cgroup_version};
+    let mount = Path::new("/sys/fs/cgroup");
+    match cgroup_version(mount) {
+        Some(CgroupVersion::V2) => {
+            // The systemd driver made slices named after the root: stopping the top one stops
+            // and removes every slice below it (systemd would not forget units whose cgroups
+            // were removed behind its back).
+            if CgroupDriver::detect() == CgroupDriver::Systemd {
+                let unit = format!("{}.slice", root.trim_matches('/').replace('-', "_"));
+                let _ = std::process::Command::new("systemctl").args(["stop", &unit]).status();
+            }
+            let top = mount.join(root.trim_start_matches('/'));
+            if top.is_dir() {
+                rmdir_deep(&top);
+            }
+        }
+        _ => {
+            let Ok(hierarchies) = std::fs::read_dir(mount) else { return };
+            for h in hierarchies.flatten() {
+                let top = h.path().join(root.trim_start_matches('/'));
+                if top.is_dir() {
+                    rmdir_deep(&top);
+                }
+            }
         }
     }
 }

@@ -57,9 +57,13 @@ pub enum Error {
     /// `--housekeeping-interval`); the message names the flag.
     #[error("{0}")]
     InvalidFlag(String),
-    /// A host the node agent does not run on (no cgroup v1 hierarchy mounted).
+    /// A host the node agent cannot manage the cgroups of (none mounted, controllers not
+    /// delegated, the systemd driver without systemd); the message names the fix.
     #[error("{0}")]
     UnsupportedHost(String),
+    /// A call to systemd over D-Bus failed (the systemd cgroup driver).
+    #[error("systemd {op}: {message}")]
+    Systemd { op: &'static str, message: String },
     /// The container runtime did not answer within the start-up wait.
     #[error(
         "the container runtime at {endpoint} is not answering ({source}); is containerd running with its CRI plugin, and is --container-runtime-endpoint right?"

@@ -60,6 +60,9 @@
 //! - [`images`]: [`images::ImageImporter`] and [`images::parse_imported`] (image tarballs into
 //!   containerd), [`images::ImageGcPolicy`] (`--image-gc-*`).
 //! - [`network::cni`]: [`network::cni::PodCidr`] and [`network::cni::write_conflist`].
+//! - [`cm`]: [`cm::CgroupDriver`] (`--cgroup-driver`, and [`cm::CgroupDriver::detect`], which
+//!   containerd's configs ask to set `SystemdCgroup` to match), [`cm::CgroupVersion`],
+//!   [`cm::cgroup_version`] (which hierarchy the host mounts) and [`cm::check_host`].
 //! - [`eviction`]: [`eviction::Config`] with its [`eviction::Threshold`]s,
 //!   [`eviction::parse_threshold_config`] (`--eviction-hard`, failing with an
 //!   [`eviction::ThresholdError`]) and [`eviction::DEFAULT_EVICTION_HARD`].
@@ -68,9 +71,10 @@
 //! unit tests only: nothing outside this crate uses it, and the binary does not contain it.
 //!
 //! ## Implementation caveats
-//! - cgroup v1 with the cgroupfs driver only (what these machines have); no systemd driver.
+//! - cgroups ([`cm`]): v1 with the cgroupfs driver, v2 with the cgroupfs or the systemd driver;
+//!   not systemd on v1.
 //! - Garbage collection ([`kuberuntime::kuberuntime_gc`], [`images::image_gc_manager`]) and
-//!   eviction ([`eviction`]) know hard thresholds only, on cgroup v1.
+//!   eviction ([`eviction`]) know hard thresholds only.
 //! - Probes ([`prober`]) have their own caveats.
 //! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
@@ -82,7 +86,7 @@
 // `cargo doc -p nodeagent --document-private-items`.
 #![allow(rustdoc::private_intra_doc_links)]
 
-pub(crate) mod cm;
+pub mod cm;
 pub(crate) mod config;
 pub(crate) mod container;
 pub mod cri;

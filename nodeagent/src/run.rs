@@ -60,6 +60,11 @@ pub struct Options {
     pub image_dir: Option<PathBuf>,
     /// `--cgroup-root` (/): the cgroup that `kubepods` is created under.
     pub cgroup_root: String,
+    /// `--cgroup-driver` (default: [`crate::cm::CgroupDriver::detect`]); containerd's
+    /// `SystemdCgroup` must match it.
+    pub cgroup_driver: crate::cm::CgroupDriver,
+    /// `--pod-max-pids` (-1): the most processes a pod may run; 0 or negative is no limit.
+    pub pod_max_pids: i64,
     /// How often a running pod is synced when nothing happens to it (kubelet: 1 min; kubelab
     /// syncs more often so secret and configMap updates reach files quickly).
     pub resync_interval: Duration,
@@ -98,6 +103,8 @@ impl Options {
             register_with_taints: vec![],
             image_dir: None,
             cgroup_root: "/".into(),
+            cgroup_driver: crate::cm::CgroupDriver::detect(),
+            pod_max_pids: -1,
             resync_interval: Duration::from_secs(10),
             relist_period: Duration::from_secs(1),
             host_gw: false,
@@ -230,8 +237,9 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     }
     let recorder = Recorder::new(client.clone().map(|c| client::record::EventRecorder::new(c, "kubelet", Some(opts.node_name.clone()))));
 
-    let pods_cgroup = format!("{}/kubepods", opts.cgroup_root.trim_matches('/'));
-    let pcm = PodContainerManager::new(crate::cm::DEFAULT_CGROUP_ROOT)?.with_pods_cgroup(pods_cgroup.trim_start_matches('/'));
+    let cgroups = crate::cm::CgroupManager::new(opts.cgroup_driver, std::path::Path::new(crate::cm::DEFAULT_CGROUP_MOUNT))?;
+    tracing::info!(target: "kubelet::cm", version = ?cgroups.version(), driver = %cgroups.driver(), cgroup_root = %opts.cgroup_root, "cgroups");
+    let pcm = PodContainerManager::new(cgroups, &opts.cgroup_root).with_pod_pids_limit(opts.pod_max_pids);
     {
         let pcm = pcm.clone();
         tokio::task::spawn_blocking(move || pcm.ensure_qos_cgroups()).await??;

@@ -1,11 +1,13 @@
 //! Mirrors kubelet's cm/helpers_linux.go (and the pod arithmetic of
 //! k8s.io/component-helpers/resource, over the `api` crate's container arithmetic): what a pod's
-//! cgroup is limited to, in cgroup v1 units.
+//! cgroup is limited to, in cgroup v1 units, as kubelet computes it on either hierarchy (the v2
+//! and systemd code convert: [`super::cgroup_v2`], [`super::systemd`]).
 //!
-//! CPU requests become `cpu.shares` (a relative weight: 1 CPU = 1024 shares), CPU limits become a CFS
-//! quota (`cpu.cfs_quota_us` microseconds of CPU time per `cpu.cfs_period_us`), memory limits become
-//! `memory.limit_in_bytes`. Memory requests set nothing in a cgroup (they only matter to the
-//! scheduler and to eviction).
+//! CPU requests become `cpu.shares` (a relative weight: 1 CPU = 1024 shares; v2's `cpu.weight`),
+//! CPU limits become a CFS quota (`cpu.cfs_quota_us` microseconds of CPU time per
+//! `cpu.cfs_period_us`; v2's `cpu.max`), memory limits become `memory.limit_in_bytes` (v2's
+//! `memory.max`), `--pod-max-pids` becomes `pids.max`. Memory requests set nothing in a cgroup
+//! (they only matter to the scheduler and to eviction).
 
 use std::collections::BTreeMap;
 
@@ -32,6 +34,8 @@ pub(crate) struct ResourceConfig {
     pub(crate) cpu_quota: Option<i64>,
     pub(crate) cpu_period: Option<u64>,
     pub(crate) memory_limit: Option<i64>,
+    /// `pids.max`: the node's `--pod-max-pids`, the same for every pod.
+    pub(crate) pids_limit: Option<i64>,
 }
 
 /// A CPU request in millicores as `cpu.shares`: 1024 per CPU, rounded down, clamped to what the
@@ -198,12 +202,14 @@ pub(crate) fn resource_config_for_pod(pod: &Pod) -> ResourceConfig {
             cpu_quota: Some(quota),
             cpu_period: Some(QUOTA_PERIOD),
             memory_limit: Some(memory_limit),
+            pids_limit: None,
         },
         PodQOSClass::Burstable => ResourceConfig {
             cpu_shares: Some(shares),
             cpu_quota: cpu_limits_declared.then_some(quota),
             cpu_period: cpu_limits_declared.then_some(QUOTA_PERIOD),
             memory_limit: memory_limits_declared.then_some(memory_limit),
+            pids_limit: None,
         },
         PodQOSClass::BestEffort => ResourceConfig { cpu_shares: Some(MIN_SHARES), ..Default::default() },
     }
@@ -267,6 +273,7 @@ pub(crate) mod tests {
             cpu_quota: quota,
             cpu_period: quota.map(|_| QUOTA_PERIOD),
             memory_limit: memory,
+            pids_limit: None,
         }
     }
 

@@ -1,37 +1,36 @@
-//! Mirrors kubelet's cm/pod_container_manager_linux.go and cm/qos_container_manager_linux.go, for
-//! cgroup v1 with the cgroupfs driver: one cgroup per pod, under one per QoS class.
+//! Mirrors kubelet's cm/pod_container_manager_linux.go and cm/qos_container_manager_linux.go: one
+//! cgroup per pod, under one per QoS class, below `<--cgroup-root>/kubepods`.
 //!
 //! ```text
-//! /kubepods                      every pod (kubelet's "node allocatable" cgroup)
-//! /kubepods/pod<uid>             a Guaranteed pod: directly under kubepods
-//! /kubepods/burstable/pod<uid>   a Burstable pod
-//! /kubepods/besteffort/pod<uid>  a BestEffort pod (the QoS cgroup has the minimum cpu.shares)
-//! /kubepods/…/pod<uid>/<id>      the sandbox's and containers' cgroups, made by containerd (runc)
+//! cgroupfs driver (v1: in every hierarchy; v2: once)   systemd driver (v2)
+//! /kubepods                      every pod               /kubepods.slice
+//! /kubepods/pod<uid>             a Guaranteed pod        /kubepods.slice/kubepods-pod<uid>.slice
+//! /kubepods/burstable/pod<uid>   a Burstable pod         /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice
+//! /kubepods/besteffort/pod<uid>  a BestEffort pod        /kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod<uid>.slice
+//! …/pod<uid>/<id>                a container (runc)      …/kubepods-…-pod<uid>.slice/cri-containerd-<id>.scope
 //! ```
 //!
-//! In cgroup v1 each controller is its own tree (`/sys/fs/cgroup/cpu`, `…/memory`, …), so every
-//! cgroup above exists once per mounted hierarchy. The pod cgroup's path is what SyncPod passes to
-//! RunPodSandbox as `cgroup_parent`; containerd puts the containers below it but never removes it,
-//! so [`PodContainerManager::destroy`] does, after the pod's containers are gone.
+//! (In systemd's names a `-` inside a level becomes `_`: a pod UID's dashes are underscores.)
+//! The BestEffort cgroup gets the smallest CPU weight. The pod cgroup's name, in the driver's
+//! spelling, is what SyncPod passes to RunPodSandbox as `cgroup_parent`; the runtime puts the
+//! containers below it but never removes it, so [`PodContainerManager::destroy`] does, after the
+//! pod's containers are gone.
 //!
-//! Every method does blocking file I/O on cgroupfs: async callers wrap them in
-//! `tokio::task::spawn_blocking`.
+//! Every method does blocking I/O (cgroupfs, or D-Bus calls to systemd): async callers wrap them
+//! in `tokio::task::spawn_blocking`.
 
 use std::collections::BTreeSet;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use api::core::v1::helper::qos::{PodQOSClass, compute_pod_qos};
 use k8s_openapi::api::core::v1::Pod;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
-use super::helpers::{MIN_SHARES, resource_config_for_pod};
+use super::cgroup_manager::{CgroupManager, CgroupName};
+use super::helpers::{MIN_SHARES, ResourceConfig, resource_config_for_pod};
 use crate::error::{Error, Result};
-use crate::volumemanager::mount::{self, MountInfo};
 
-/// Where the cgroup hierarchies are mounted.
-pub(crate) const DEFAULT_CGROUP_ROOT: &str = "/sys/fs/cgroup";
-/// The cgroup every pod lives under.
+/// The cgroup every pod lives under, below `--cgroup-root`.
 pub(crate) const KUBEPODS: &str = "kubepods";
 /// The QoS cgroups' names below [`KUBEPODS`].
 pub(crate) const BURSTABLE: &str = "burstable";
@@ -39,188 +38,95 @@ pub(crate) const BEST_EFFORT: &str = "besteffort";
 /// A pod cgroup is named `pod<uid>`.
 pub(crate) const POD_CGROUP_PREFIX: &str = "pod";
 
-/// One mounted cgroup hierarchy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Hierarchy {
-    /// Its mount point, e.g. `/sys/fs/cgroup/memory`.
-    pub(crate) path: PathBuf,
-    /// The controllers attached to it (`cpu`, `cpuacct`, …; `name=systemd` for a named hierarchy).
-    pub(crate) controllers: Vec<String>,
-    /// The cgroup v2 tree of a hybrid setup. The agent never creates cgroups there, but
-    /// [`PodContainerManager::destroy`] removes pod cgroups it finds in it.
-    pub(crate) unified: bool,
-}
-
-impl Hierarchy {
-    /// A v1 hierarchy (tests build their own layouts with this).
-    #[cfg(test)]
-    pub(crate) fn v1(path: impl Into<PathBuf>, controllers: &[&str]) -> Hierarchy {
-        Hierarchy {
-            path: path.into(),
-            controllers: controllers.iter().map(|c| c.to_string()).collect(),
-            unified: false,
-        }
-    }
-
-    fn has(&self, controller: &str) -> bool {
-        self.controllers.iter().any(|c| c == controller)
-    }
-}
-
-/// The cgroup hierarchies mounted directly below `cgroup_root`, from the mount table. Super options
-/// that are not controllers (`rw`, `clone_children`, …) are dropped.
-pub(crate) fn detect_hierarchies(cgroup_root: &Path, mounts: &[MountInfo]) -> Vec<Hierarchy> {
-    const NOT_CONTROLLERS: [&str; 6] = ["rw", "ro", "noprefix", "clone_children", "xattr", "cpuset_v2_mode"];
-    let mut found: Vec<Hierarchy> = mounts
-        .iter()
-        .filter(|m| m.mount_point.parent() == Some(cgroup_root))
-        .filter_map(|m| match m.fs_type.as_str() {
-            "cgroup" => Some(Hierarchy {
-                path: m.mount_point.clone(),
-                controllers: m
-                    .super_options
-                    .split(',')
-                    .filter(|o| !NOT_CONTROLLERS.contains(o) && !o.starts_with("release_agent="))
-                    .map(str::to_string)
-                    .collect(),
-                unified: false,
-            }),
-            "cgroup2" => Some(Hierarchy { path: m.mount_point.clone(), controllers: Vec::new(), unified: true }),
-            _ => None,
-        })
-        .collect();
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found.dedup_by(|a, b| a.path == b.path);
-    found
-}
-
 /// Creates, sizes and removes pod cgroups.
 #[derive(Clone, Debug)]
 pub(crate) struct PodContainerManager {
-    /// [`KUBEPODS`], or a uniquely named cgroup in tests.
-    pods_cgroup: String,
-    hierarchies: Vec<Hierarchy>,
+    cgroups: CgroupManager,
+    /// `<--cgroup-root>/kubepods`.
+    pods_cgroup: CgroupName,
+    /// `--pod-max-pids` when positive: every pod cgroup's `pids.max`.
+    pod_pids_limit: Option<i64>,
 }
 
 impl PodContainerManager {
-    /// Manages every cgroup hierarchy mounted below `cgroup_root`, as found in
-    /// `/proc/self/mountinfo`. Fails when there is no v1 hierarchy: kubelab's agent speaks cgroup v1.
-    pub(crate) fn new(cgroup_root: impl Into<PathBuf>) -> Result<Self> {
-        let cgroup_root = cgroup_root.into();
-        let hierarchies = detect_hierarchies(&cgroup_root, &mount::mounts()?);
-        if !hierarchies.iter().any(|h| !h.unified) {
-            return Err(Error::UnsupportedHost(format!(
-                "no cgroup v1 hierarchy is mounted below {}: the node agent supports cgroup v1 (cgroupfs driver) only",
-                cgroup_root.display()
-            )));
-        }
-        Ok(Self::with_hierarchies(hierarchies))
+    /// Pods under `<cgroup_root>/kubepods` (`cgroup_root` as `--cgroup-root` spells it: `/`,
+    /// `/kubelab`).
+    pub(crate) fn new(cgroups: CgroupManager, cgroup_root: &str) -> Self {
+        PodContainerManager { cgroups, pods_cgroup: CgroupName::parse(cgroup_root).child(KUBEPODS), pod_pids_limit: None }
     }
 
-    /// Manages exactly these hierarchies (tests lay them out in a plain directory).
-    pub(crate) fn with_hierarchies(hierarchies: Vec<Hierarchy>) -> Self {
-        PodContainerManager { pods_cgroup: KUBEPODS.to_string(), hierarchies }
-    }
-
-    /// Puts pods under `/<name>` instead of `/kubepods` (tests use a unique name).
-    pub(crate) fn with_pods_cgroup(mut self, name: &str) -> Self {
-        self.pods_cgroup = name.to_string();
+    /// `--pod-max-pids`: a positive value limits every pod's processes; otherwise none.
+    pub(crate) fn with_pod_pids_limit(mut self, limit: i64) -> Self {
+        self.pod_pids_limit = (limit > 0).then_some(limit);
         self
     }
 
-    pub(crate) fn hierarchies(&self) -> &[Hierarchy] {
-        &self.hierarchies
+    pub(crate) fn cgroups(&self) -> &CgroupManager {
+        &self.cgroups
     }
 
-    fn v1(&self) -> impl Iterator<Item = &Hierarchy> {
-        self.hierarchies.iter().filter(|h| !h.unified)
+    /// The three cgroups a pod cgroup can be in.
+    fn qos_parents(&self) -> [CgroupName; 3] {
+        [self.pods_cgroup.child(BURSTABLE), self.pods_cgroup.child(BEST_EFFORT), self.pods_cgroup.clone()]
     }
 
-    /// The three cgroups a pod cgroup can be in, relative to a hierarchy's mount point.
-    fn qos_parents(&self) -> [PathBuf; 3] {
-        let pods = PathBuf::from(&self.pods_cgroup);
-        [pods.join(BURSTABLE), pods.join(BEST_EFFORT), pods]
-    }
-
-    fn pod_relative(&self, qos: PodQOSClass, uid: &str) -> PathBuf {
-        let pods = PathBuf::from(&self.pods_cgroup);
+    fn pod_cgroup_name(&self, qos: PodQOSClass, uid: &str) -> CgroupName {
         let parent = match qos {
-            PodQOSClass::Guaranteed => pods,
-            PodQOSClass::Burstable => pods.join(BURSTABLE),
-            PodQOSClass::BestEffort => pods.join(BEST_EFFORT),
+            PodQOSClass::Guaranteed => self.pods_cgroup.clone(),
+            PodQOSClass::Burstable => self.pods_cgroup.child(BURSTABLE),
+            PodQOSClass::BestEffort => self.pods_cgroup.child(BEST_EFFORT),
         };
-        parent.join(format!("{POD_CGROUP_PREFIX}{uid}"))
+        parent.child(&format!("{POD_CGROUP_PREFIX}{uid}"))
     }
 
-    /// The QoS manager's start: `kubepods`, `kubepods/burstable` and `kubepods/besteffort` in every
-    /// v1 hierarchy, the BestEffort cgroup at the minimum `cpu.shares`. Idempotent.
+    /// The QoS manager's start: `kubepods`, `kubepods/burstable` and `kubepods/besteffort`, the
+    /// BestEffort cgroup at the minimum CPU weight. Idempotent.
     pub(crate) fn ensure_qos_cgroups(&self) -> Result<()> {
-        let [burstable, best_effort, _] = self.qos_parents();
-        for h in self.v1() {
-            make_cgroup(h, &burstable)?;
-            make_cgroup(h, &best_effort)?;
-            if h.has("cpu") {
-                write_if_changed(&h.path.join(&best_effort).join("cpu.shares"), &MIN_SHARES.to_string())?;
-            }
-        }
-        Ok(())
+        let [burstable, best_effort, pods] = self.qos_parents();
+        self.cgroups.create(&pods, &ResourceConfig::default())?;
+        self.cgroups.create(&burstable, &ResourceConfig::default())?;
+        self.cgroups.create(&best_effort, &ResourceConfig { cpu_shares: Some(MIN_SHARES), ..Default::default() })
     }
 
-    /// The pod's cgroup as RunPodSandbox's `cgroup_parent` wants it: `/kubepods/burstable/pod<uid>`,
-    /// `/kubepods/besteffort/pod<uid>`, or `/kubepods/pod<uid>` for a Guaranteed pod.
+    /// The pod's cgroup as RunPodSandbox's `cgroup_parent` wants it, in the driver's spelling:
+    /// `/kubepods/burstable/pod<uid>`, or with systemd
+    /// `/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice`. (SyncPod
+    /// takes it from [`Self::ensure_exists`].)
+    #[cfg(test)]
     pub(crate) fn cgroup_parent(&self, pod: &Pod) -> String {
-        let uid = api::pod::uid(pod);
-        format!("/{}", self.pod_relative(compute_pod_qos(pod), uid).display())
+        self.cgroups.name(&self.pod_cgroup_name(compute_pod_qos(pod), api::pod::uid(pod)))
     }
 
-    /// Step 1 of SyncPod: the pod's cgroup in every v1 hierarchy (the QoS cgroups too), with
-    /// `cpu.shares`, `cpu.cfs_period_us`, `cpu.cfs_quota_us` and `memory.limit_in_bytes` from
-    /// [`resource_config_for_pod`]. Idempotent; a value already in place is not rewritten. Returns
-    /// [`Self::cgroup_parent`].
+    /// The directory of the pod cgroup's memory files (None when memory is not accounted).
+    pub(crate) fn pod_memory_dir(&self, pod: &Pod) -> Option<PathBuf> {
+        self.cgroups.memory_dir(&self.pod_cgroup_name(compute_pod_qos(pod), api::pod::uid(pod)))
+    }
+
+    /// Step 1 of SyncPod: the pod's cgroup (the QoS cgroups too), limited as
+    /// [`resource_config_for_pod`] says, with `--pod-max-pids`. Idempotent; a value already in
+    /// place is not rewritten. Returns [`Self::cgroup_parent`].
     pub(crate) fn ensure_exists(&self, pod: &Pod) -> Result<String> {
         let uid = valid_uid(api::pod::uid(pod))?;
-        let relative = self.pod_relative(compute_pod_qos(pod), uid);
+        let name = self.pod_cgroup_name(compute_pod_qos(pod), uid);
         self.ensure_qos_cgroups()?;
-        let config = resource_config_for_pod(pod);
-        for h in self.v1() {
-            make_cgroup(h, &relative)?;
-            let dir = h.path.join(&relative);
-            if h.has("cpu") {
-                if let Some(shares) = config.cpu_shares {
-                    write_if_changed(&dir.join("cpu.shares"), &shares.to_string())?;
-                }
-                // The period before the quota: the kernel checks a quota against the period.
-                if let Some(period) = config.cpu_period {
-                    write_if_changed(&dir.join("cpu.cfs_period_us"), &period.to_string())?;
-                }
-                if let Some(quota) = config.cpu_quota {
-                    write_if_changed(&dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
-                }
-            }
-            if h.has("memory")
-                && let Some(limit) = config.memory_limit
-            {
-                write_if_changed(&dir.join("memory.limit_in_bytes"), &limit.to_string())?;
-            }
-        }
-        let parent = format!("/{}", relative.display());
+        let config = ResourceConfig { pids_limit: self.pod_pids_limit, ..resource_config_for_pod(pod) };
+        self.cgroups.create(&name, &config)?;
+        let parent = self.cgroups.name(&name);
         debug!(target: "kubelet::cm", pod = %uid, cgroup = %parent, ?config, "pod cgroup ensured");
         Ok(parent)
     }
 
-    /// Removes the pod's cgroup from every hierarchy (the v2 tree of a hybrid setup included),
-    /// children first: containerd leaves `<pod cgroup>/<container id>` directories behind. A cgroup
-    /// that still holds a process cannot be removed (EBUSY); the error names the processes, and the
-    /// caller retries once they are gone. Already removed is fine.
+    /// Removes the pod's cgroup (wherever it is: under any QoS cgroup, in every hierarchy), with
+    /// what the runtime left below it. A cgroup that still holds a process is not removed: the
+    /// error names the processes, and the caller retries once they are gone. Already removed is
+    /// fine. `pod_uid` may also be a key from [`Self::pod_cgroup_uids`].
     pub(crate) fn destroy(&self, pod_uid: &str) -> Result<()> {
         let uid = valid_uid(pod_uid)?;
-        let name = format!("{POD_CGROUP_PREFIX}{uid}");
+        let level = format!("{POD_CGROUP_PREFIX}{uid}");
         let mut first_error = None;
-        for h in &self.hierarchies {
-            for parent in self.qos_parents() {
-                if let Err(e) = remove_cgroup_tree(&h.path.join(&parent).join(&name)) {
-                    first_error.get_or_insert(e);
-                }
+        for parent in self.qos_parents() {
+            if let Err(e) = self.cgroups.destroy(&parent.child(&level)) {
+                first_error.get_or_insert(e);
             }
         }
         match first_error {
@@ -232,51 +138,36 @@ impl PodContainerManager {
         }
     }
 
-    /// Every UID with a `pod<uid>` cgroup in any hierarchy, sorted: compared with the pods the agent
-    /// knows, the difference is the orphans to [`Self::destroy`]. Unreadable directories are logged
-    /// and skipped.
+    /// Every pod with a cgroup, by the key [`Self::pod_cgroup_key`] gives its UID, sorted:
+    /// compared with the keys of the pods the agent knows, the difference is the orphans to
+    /// [`Self::destroy`].
     pub(crate) fn pod_cgroup_uids(&self) -> Vec<String> {
         let mut uids = BTreeSet::new();
-        for h in &self.hierarchies {
-            for parent in self.qos_parents() {
-                let dir = h.path.join(parent);
-                let entries = match std::fs::read_dir(&dir) {
-                    Ok(entries) => entries,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => {
-                        warn!(target: "kubelet::cm", dir = %dir.display(), error = %e, "cannot list pod cgroups");
-                        continue;
-                    }
-                };
-                for entry in entries.flatten() {
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    if let Some(uid) = name.strip_prefix(POD_CGROUP_PREFIX)
-                        && !uid.is_empty()
-                        && entry.file_type().is_ok_and(|t| t.is_dir())
-                    {
-                        uids.insert(uid.to_string());
-                    }
+        for parent in self.qos_parents() {
+            for level in self.cgroups.child_levels(&parent) {
+                if let Some(uid) = level.strip_prefix(POD_CGROUP_PREFIX)
+                    && !uid.is_empty()
+                {
+                    uids.insert(uid.to_string());
                 }
             }
         }
         uids.into_iter().collect()
     }
 
-    /// Whether the pod's cgroup exists in every v1 hierarchy (under whichever QoS cgroup).
+    /// How a pod UID appears in its cgroup's name (systemd's slices have `_` for `-`).
+    pub(crate) fn pod_cgroup_key(&self, uid: &str) -> String {
+        self.cgroups.level_key(uid)
+    }
+
+    /// Whether the pod's cgroup exists (under whichever QoS cgroup; in every v1 hierarchy).
     #[cfg(test)]
     pub(crate) fn exists(&self, uid: &str) -> bool {
         if valid_uid(uid).is_err() {
             return false;
         }
-        let name = format!("{POD_CGROUP_PREFIX}{uid}");
-        let mut any = false;
-        for h in self.v1() {
-            any = true;
-            if !self.qos_parents().iter().any(|p| h.path.join(p).join(&name).is_dir()) {
-                return false;
-            }
-        }
-        any
+        let level = format!("{POD_CGROUP_PREFIX}{uid}");
+        self.qos_parents().iter().any(|p| self.cgroups.exists(&p.child(&level)))
     }
 }
 
@@ -288,85 +179,14 @@ fn valid_uid(uid: &str) -> Result<&str> {
     Ok(uid)
 }
 
-/// Creates `relative` and its missing ancestors in hierarchy `h`. In the cpuset hierarchy a new
-/// cgroup starts with empty `cpuset.cpus`/`cpuset.mems`, and a process cannot join a cgroup with no
-/// CPUs or memory nodes: copy them from the parent, level by level, as runc does.
-fn make_cgroup(h: &Hierarchy, relative: &Path) -> Result<()> {
-    let mut dir = h.path.clone();
-    for component in relative.components() {
-        dir.push(component);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(Error::io(&dir, e)),
-        }
-        if h.has("cpuset") {
-            for file in ["cpuset.cpus", "cpuset.mems"] {
-                let own = dir.join(file);
-                if read_trimmed(&own)?.is_empty()
-                    && let Some(parent) = dir.parent()
-                {
-                    let inherited = read_trimmed(&parent.join(file))?;
-                    write_if_changed(&own, &inherited)?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The file's content without surrounding whitespace; a missing file reads as empty.
-fn read_trimmed(path: &Path) -> Result<String> {
-    match std::fs::read_to_string(path) {
-        Ok(s) => Ok(s.trim().to_string()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(Error::io(path, e)),
-    }
-}
-
-/// Writes `value` unless the file already holds it (the kernel may round a memory limit to a page,
-/// in which case the same value is written again each time: harmless).
-fn write_if_changed(path: &Path, value: &str) -> Result<()> {
-    if read_trimmed(path)? == value {
-        return Ok(());
-    }
-    std::fs::write(path, value).map_err(|e| Error::io(path, e))
-}
-
-/// Removes a cgroup directory and every cgroup below it, deepest first. Only directories are
-/// removed: a cgroup's control files vanish with it.
-fn remove_cgroup_tree(dir: &Path) -> Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(dir, e)),
-    };
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        if entry.file_type().map_err(|e| Error::io(entry.path(), e))?.is_dir() {
-            remove_cgroup_tree(&entry.path())?;
-        }
-    }
-    match std::fs::remove_dir(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-            let pids = read_trimmed(&dir.join("cgroup.procs")).unwrap_or_default();
-            let pids: Vec<&str> = pids.split_whitespace().collect();
-            let why = if pids.is_empty() {
-                "cgroup is busy".to_string()
-            } else {
-                format!("cgroup still has processes (pids {})", pids.join(", "))
-            };
-            Err(Error::io(dir, io::Error::new(io::ErrorKind::ResourceBusy, why)))
-        }
-        Err(e) => Err(Error::io(dir, e)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::cm::cgroup_manager::{CgroupDriver, CgroupVersion, DEFAULT_CGROUP_MOUNT};
+    use crate::cm::cgroup_v1::Hierarchy;
+    use crate::cm::files::read_trimmed;
     use crate::cm::helpers::tests::{container, pod};
 
     fn with_uid(mut p: Pod, uid: &str) -> Pod {
@@ -391,33 +211,6 @@ mod tests {
         read_trimmed(path).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    #[test]
-    fn detects_hierarchies_from_mountinfo() {
-        let text = "\
-31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
-34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset,clone_children
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,release_agent=/x,name=systemd
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-50 23 0:40 / /elsewhere/memory rw - cgroup cgroup rw,memory
-";
-        let found = detect_hierarchies(Path::new("/sys/fs/cgroup"), &mount::parse_mountinfo(text));
-        let summary: Vec<(String, Vec<String>, bool)> =
-            found.iter().map(|h| (h.path.display().to_string(), h.controllers.clone(), h.unified)).collect();
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            summary,
-            vec![
-                ("/sys/fs/cgroup/cpu,cpuacct".into(), s(&["cpu", "cpuacct"]), false),
-                ("/sys/fs/cgroup/cpuset".into(), s(&["cpuset"]), false),
-                ("/sys/fs/cgroup/memory".into(), s(&["memory"]), false),
-                ("/sys/fs/cgroup/systemd".into(), s(&["name=systemd"]), false),
-                ("/sys/fs/cgroup/unified".into(), vec![], true),
-            ]
-        );
-    }
-
     /// The file layout on a plain directory standing in for /sys/fs/cgroup.
     #[test]
     fn layout_on_a_fake_root() -> Result<()> {
@@ -435,7 +228,7 @@ mod tests {
         }
         std::fs::write(root.path().join("cpuset/cpuset.cpus"), "0-1\n").map_err(|e| Error::io("cpus", e))?;
         std::fs::write(root.path().join("cpuset/cpuset.mems"), "0\n").map_err(|e| Error::io("mems", e))?;
-        let m = PodContainerManager::with_hierarchies(hierarchies);
+        let m = PodContainerManager::new(CgroupManager::cgroupfs_v1(hierarchies), "/");
 
         assert_eq!(m.cgroup_parent(&guaranteed("g")), "/kubepods/podg");
         assert_eq!(m.cgroup_parent(&burstable("b")), "/kubepods/burstable/podb");
@@ -481,63 +274,93 @@ mod tests {
         Ok(())
     }
 
-    /// Removes a test's top cgroup from every hierarchy, even when the test fails.
+    /// Removes a test's top cgroup, even when the test fails.
     struct Cleanup<'a>(&'a PodContainerManager, String);
 
     impl Drop for Cleanup<'_> {
         fn drop(&mut self) {
-            for h in self.0.hierarchies() {
-                let _ = remove_cgroup_tree(&h.path.join(&self.1));
-            }
+            let _ = self.0.cgroups().destroy(&CgroupName::parse(&self.1));
         }
     }
 
-    /// We are root on a cgroup v1 machine: a real pod cgroup, under a uniquely named parent instead
-    /// of /kubepods, is created, sized, blocked by a process and removed.
+    /// We are root on a real host (cgroup v1 here; v2 with either driver in the fresh-host check):
+    /// a real pod cgroup, under a uniquely named cgroup root, is created with the host's driver,
+    /// sized, blocked by a process and removed.
     #[test]
     fn real_pod_cgroup_lifecycle() -> Result<()> {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let top = format!("kubepods-test-{}-{nanos}", std::process::id());
-        let m = PodContainerManager::new(DEFAULT_CGROUP_ROOT)?.with_pods_cgroup(&top);
+        let cgroups = CgroupManager::new(CgroupDriver::detect(), Path::new(DEFAULT_CGROUP_MOUNT))?;
+        let m = PodContainerManager::new(cgroups.clone(), &top).with_pod_pids_limit(1000);
         let _cleanup = Cleanup(&m, top.clone());
         let uid = "0b5c6d7e-test";
         let pod = burstable(uid);
 
         let parent = m.ensure_exists(&pod)?;
-        assert_eq!(parent, format!("/{top}/burstable/pod{uid}"));
+        let name = CgroupName::parse(&top).child("kubepods").child("burstable").child(&format!("pod{uid}"));
+        match cgroups.driver() {
+            CgroupDriver::Cgroupfs => assert_eq!(parent, format!("/{top}/kubepods/burstable/pod{uid}")),
+            CgroupDriver::Systemd => {
+                let t = top.replace('-', "_");
+                assert_eq!(
+                    parent,
+                    format!("/{t}.slice/{t}-kubepods.slice/{t}-kubepods-burstable.slice/{t}-kubepods-burstable-pod0b5c6d7e_test.slice")
+                );
+            }
+        }
         m.ensure_exists(&pod)?;
-        let in_tree = |controller: &str, file: &str| -> Option<PathBuf> {
-            m.hierarchies()
-                .iter()
-                .find(|h| h.has(controller))
-                .map(|h| h.path.join(&top).join("burstable").join(format!("pod{uid}")).join(file))
-        };
-        if let Some(p) = in_tree("cpu", "cpu.cfs_quota_us") {
-            assert_eq!(read(&p), "25000");
-        }
-        if let Some(p) = in_tree("cpu", "cpu.shares") {
-            assert_eq!(read(&p), "102");
-        }
-        if let Some(p) = in_tree("memory", "memory.limit_in_bytes") {
-            assert_eq!(read(&p), "67108864");
-        }
-        if let Some(p) = in_tree("cpuset", "cpuset.cpus") {
-            assert!(!read(&p).is_empty(), "cpuset.cpus inherited");
+        let dirs = cgroups.dirs(&name);
+        match cgroups.version() {
+            CgroupVersion::V1 => {
+                let in_tree = |controller: &str, file: &str| -> Option<PathBuf> {
+                    let h = cgroups.hierarchies().iter().find(|h| h.has(controller))?;
+                    Some(h.path.join(parent.trim_start_matches('/')).join(file))
+                };
+                for (controller, file, want) in [
+                    ("cpu", "cpu.cfs_quota_us", "25000"),
+                    ("cpu", "cpu.shares", "102"),
+                    ("memory", "memory.limit_in_bytes", "67108864"),
+                    ("pids", "pids.max", "1000"),
+                ] {
+                    if let Some(p) = in_tree(controller, file) {
+                        assert_eq!(read(&p), want, "{file}");
+                    }
+                }
+                if let Some(p) = in_tree("cpuset", "cpuset.cpus") {
+                    assert!(!read(&p).is_empty(), "cpuset.cpus inherited");
+                }
+            }
+            CgroupVersion::V2 => {
+                let dir = &dirs[0];
+                assert_eq!(read(&dir.join("cpu.max")), "25000 100000");
+                assert_eq!(read(&dir.join("cpu.weight")), "4");
+                assert_eq!(read(&dir.join("memory.max")), "67108864");
+                assert_eq!(read(&dir.join("pids.max")), "1000");
+            }
         }
         assert!(m.exists(uid));
-        assert_eq!(m.pod_cgroup_uids(), vec![uid.to_string()]);
+        assert_eq!(m.pod_cgroup_uids(), vec![m.pod_cgroup_key(uid)]);
 
-        // What containerd leaves behind: a container cgroup inside the pod's, here with a process.
-        let container_dir =
-            |h: &Hierarchy| h.path.join(&top).join("burstable").join(format!("pod{uid}")).join("c0ffee");
-        for h in m.hierarchies().iter().filter(|h| !h.unified) {
-            std::fs::create_dir(container_dir(h)).map_err(|e| Error::io(container_dir(h), e))?;
+        // What the runtime leaves behind: a container cgroup inside the pod's, here with a process.
+        let container_dirs: Vec<PathBuf> = match cgroups.version() {
+            CgroupVersion::V1 => cgroups.hierarchies().iter().filter(|h| !h.unified).map(|h| h.path.join(parent.trim_start_matches('/')).join("c0ffee")).collect(),
+            CgroupVersion::V2 => vec![dirs[0].join("c0ffee")],
+        };
+        for d in &container_dirs {
+            std::fs::create_dir(d).map_err(|e| Error::io(d, e))?;
         }
-        let pids = m.hierarchies().iter().find(|h| h.has("pids") || h.has("memory")).cloned();
         let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().map_err(|e| Error::io("sleep", e))?;
-        let busy = match &pids {
-            Some(h) => {
-                let procs = container_dir(h).join("cgroup.procs");
+        let procs_dir = match cgroups.version() {
+            CgroupVersion::V1 => cgroups
+                .hierarchies()
+                .iter()
+                .find(|h| h.has("pids") || h.has("memory"))
+                .map(|h| h.path.join(parent.trim_start_matches('/')).join("c0ffee")),
+            CgroupVersion::V2 => Some(dirs[0].join("c0ffee")),
+        };
+        let busy = match &procs_dir {
+            Some(d) => {
+                let procs = d.join("cgroup.procs");
                 std::fs::write(&procs, sleeper.id().to_string()).map_err(|e| Error::io(&procs, e))?;
                 Some(m.destroy(uid))
             }

@@ -12,13 +12,17 @@
 //!
 //! Both carry the settings these machines need (measured, not guessed): `oom_score = 0` and
 //! `restrict_oom_score_adj` (neither the VMs nor the lab's node containers have
-//! `CAP_SYS_RESOURCE`), no AppArmor or SELinux, runc as `io.containerd.runc.v2` with the cgroupfs
-//! driver (`SystemdCgroup = false`: these hosts run cgroup v1 without systemd), the pause image
+//! `CAP_SYS_RESOURCE`), no AppArmor or SELinux, runc as `io.containerd.runc.v2` with the node
+//! agent's cgroup driver (`SystemdCgroup`: true where [`CgroupDriver::detect`] picks systemd, a
+//! cgroup v2 host systemd booted; false with cgroupfs — the two must agree, or runc rejects the
+//! sandbox's cgroup parent), the pause image
 //! kubelab builds as `sandbox_image` (no registry to pull it from), and CNI reading the one
 //! conflist the node agent writes.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
+
+use crate::cm::CgroupDriver;
 
 /// The pause image kubelab builds (`make images`); containerd's `sandbox_image`.
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.9";
@@ -53,6 +57,8 @@ pub struct ContainerdConfig {
     pub sandbox_image: String,
     /// Where the CRI plugin reads CNI network configs (`cni.conf_dir`).
     pub cni_conf_dir: PathBuf,
+    /// The runc runtime's `SystemdCgroup`: true for the node agent's systemd cgroup driver.
+    pub systemd_cgroup: bool,
 }
 
 impl ContainerdConfig {
@@ -72,6 +78,7 @@ impl ContainerdConfig {
             stream_server_port,
             sandbox_image: PAUSE_IMAGE.to_string(),
             cni_conf_dir: dir.join("cni/net.d"),
+            systemd_cgroup: CgroupDriver::detect() == CgroupDriver::Systemd,
         }
     }
 
@@ -92,6 +99,7 @@ impl ContainerdConfig {
             stream_server_port: 0,
             sandbox_image: PAUSE_IMAGE.to_string(),
             cni_conf_dir: PathBuf::from("/etc/cni/net.d"),
+            systemd_cgroup: CgroupDriver::detect() == CgroupDriver::Systemd,
         }
     }
 
@@ -141,7 +149,7 @@ oom_score = 0
       runtime_type = "io.containerd.runc.v2"
 
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
+        SystemdCgroup = {systemd_cgroup}
         BinaryName = {runc}
 {runc_root}
   [plugins."io.containerd.grpc.v1.cri".cni]
@@ -158,6 +166,7 @@ oom_score = 0
             stream_address = toml_str(self.stream_server_address),
             port = self.stream_server_port,
             runc = toml_str(RUNC),
+            systemd_cgroup = self.systemd_cgroup,
             cni_bin = toml_str(CNI_BIN_DIR),
             cni_conf = toml_str(self.cni_conf_dir.display()),
         )
@@ -280,7 +289,7 @@ mod tests {
             (&format!("{CRI}.containerd"), "snapshotter", s("overlayfs")),
             (&format!("{CRI}.containerd"), "default_runtime_name", s("runc")),
             (&format!("{CRI}.containerd.runtimes.runc"), "runtime_type", s("io.containerd.runc.v2")),
-            (RUNC_OPTIONS, "SystemdCgroup", Some(Value::Bool(false))),
+            (RUNC_OPTIONS, "SystemdCgroup", Some(Value::Bool(CgroupDriver::detect() == CgroupDriver::Systemd))),
             (RUNC_OPTIONS, "BinaryName", s(RUNC)),
             (&format!("{CRI}.cni"), "bin_dir", s(CNI_BIN_DIR)),
             (&format!("{CRI}.cni"), "max_conf_num", Some(Value::Int(1))),
@@ -356,10 +365,12 @@ mod tests {
             stream_server_port: 1234,
             sandbox_image: "example.com/pause:1".into(),
             cni_conf_dir: "/c".into(),
+            systemd_cgroup: true,
         };
         let values = parse(&c.render()).expect("parses");
         assert_layout(&values, &c);
         assert_eq!(get(&values, CRI, "sandbox_image"), s("example.com/pause:1"));
+        assert_eq!(get(&values, RUNC_OPTIONS, "SystemdCgroup"), Some(Value::Bool(true)));
     }
 
     /// Strings are escaped: a path with a quote and a backslash reads back unchanged.

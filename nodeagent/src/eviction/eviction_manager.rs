@@ -222,13 +222,17 @@ mod tests {
         std::fs::create_dir_all(&cg).expect("mkdir");
         std::fs::write(cg.join("memory.usage_in_bytes"), "1048576\n").expect("write");
         std::fs::write(cg.join("memory.stat"), "total_inactive_file 0\n").expect("write");
-        let obs = helpers::make_signal_observations(&crate::stats::read_node_stats(Some(&cg), dir.path(), dir.path()));
+        let obs = helpers::make_signal_observations(&crate::stats::read_node_stats(&crate::stats::NodeMemory::V1Root(cg.clone()), dir.path(), dir.path()));
         let mem = obs.get(&Signal::MemoryAvailable).expect("memory observed");
         assert_eq!(mem.capacity - mem.available, 1 << 20, "capacity minus the working set");
         for s in [Signal::NodeFsAvailable, Signal::ImageFsAvailable, Signal::PidAvailable, Signal::NodeFsInodesFree] {
             assert!(obs.get(&s).is_some_and(|o| o.available <= o.capacity), "{s}");
         }
-        let without_memory_root = helpers::make_signal_observations(&crate::stats::read_node_stats(None, dir.path(), dir.path()));
+        let without_memory_root =
+            helpers::make_signal_observations(&crate::stats::read_node_stats(&crate::stats::NodeMemory::Unknown, dir.path(), dir.path()));
         assert!(!without_memory_root.contains_key(&Signal::MemoryAvailable));
+        // cgroup v2: the node from /proc/meminfo.
+        let v2 = helpers::make_signal_observations(&crate::stats::read_node_stats(&crate::stats::NodeMemory::Meminfo, dir.path(), dir.path()));
+        assert!(v2.get(&Signal::MemoryAvailable).is_some_and(|o| o.available > 0 && o.available <= o.capacity));
     }
 }

@@ -23,8 +23,8 @@
 //!
 //! ## Implementation caveats
 //! - Hard thresholds only: no soft thresholds, grace periods or `--eviction-minimum-reclaim`.
-//! - cgroup v1 only (memory usage and working set from `memory.usage_in_bytes`/`memory.stat`,
-//!   read through [`crate::stats`]).
+//! - Memory is read through [`crate::stats`] from cgroup v1 or v2 files; PSI (`memory.pressure`)
+//!   is not used.
 //! - No memcg notifications: memory is only looked at every interval.
 //! - PID pressure ranks pods by priority only (kubelab counts no processes per pod).
 

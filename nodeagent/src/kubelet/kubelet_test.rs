@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
 use crate::cm::PodContainerManager;
-use crate::cm::pod_container_manager::Hierarchy;
+use crate::cm::cgroup_v1::Hierarchy;
 use crate::cri::RemoteRuntime;
 use crate::cri::fake::{FakeRuntime, FakeServer};
 use crate::events::Recorder;
@@ -53,7 +53,7 @@ async fn harness() -> Harness {
         client: None,
         runtime: RuntimeManager::new(rt, Recorder::default(), dir.path().join("logs"), Default::default()),
         volumes: VolumeManager::new(dir.path().join("root"), None),
-        pcm: PodContainerManager::with_hierarchies(hierarchies),
+        pcm: PodContainerManager::new(crate::cm::CgroupManager::cgroupfs_v1(hierarchies), "/"),
         status,
         probes,
         recorder: Recorder::default(),

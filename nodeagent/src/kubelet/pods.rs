@@ -56,8 +56,9 @@ impl Kubelet {
             let root = self.deps.root_dir.clone();
             let keep2 = keep.clone();
             let orphan_dirs = tokio::task::spawn_blocking(move || {
+                let keep_keys: HashSet<String> = keep2.iter().map(|u| pcm.pod_cgroup_key(u)).collect();
                 for u in pcm.pod_cgroup_uids() {
-                    if !keep2.contains(&u)
+                    if !keep_keys.contains(&u)
                         && let Err(e) = pcm.destroy(&u)
                     {
                         tracing::debug!(target: "kubelet::housekeeping", pod_uid = %u, error = %e, "orphaned pod cgroup");

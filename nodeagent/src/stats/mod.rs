@@ -13,7 +13,8 @@
 //! Everything here is blocking file I/O except the provider, which moves it to `spawn_blocking`.
 //!
 //! ## Implementation caveats
-//! - cgroup v1 only (memory usage and working set from `memory.usage_in_bytes`/`memory.stat`).
+//! - Memory from cgroup v1 or v2 files ([`memory`] has the table); no PSI and no per-cgroup OOM
+//!   counts are read.
 //! - No per-pod process counts, no network or CPU usage, no `/stats/summary` endpoint.
 
 pub(crate) mod fs;
@@ -22,7 +23,7 @@ pub(crate) mod pidlimit;
 pub(crate) mod provider;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub(crate) use fs::{FsStats, dir_usage, fs_stats};
 pub(crate) use memory::MemoryStats;
@@ -41,18 +42,30 @@ pub(crate) struct NodeStats {
     pub(crate) rlimit: Option<RlimitStats>,
 }
 
-/// Read the node (blocking): memory from `/proc/meminfo` and the root memory cgroup
-/// (`memory_root`, the memory hierarchy's mount point; no memory figures without it), the
-/// filesystems of `nodefs` and `imagefs` with `statvfs`, PIDs from `pid_max` and `sysinfo`.
-pub(crate) fn read_node_stats(memory_root: Option<&Path>, nodefs: &Path, imagefs: &Path) -> NodeStats {
+/// Where the node's memory usage is read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum NodeMemory {
+    /// cgroup v1: the root cgroup of the memory hierarchy mounted here.
+    V1Root(PathBuf),
+    /// cgroup v2: `/proc/meminfo` (the v2 root cgroup has no usage file).
+    Meminfo,
+    /// No memory accounting: no memory figures.
+    Unknown,
+}
+
+/// Read the node (blocking): memory as `memory` says, the filesystems of `nodefs` and `imagefs`
+/// with `statvfs`, PIDs from `pid_max` and `sysinfo`.
+pub(crate) fn read_node_stats(memory: &NodeMemory, nodefs: &Path, imagefs: &Path) -> NodeStats {
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-    let memory = memory_root.and_then(|root| {
-        memory::memory_stats(
+    let memory = match memory {
+        NodeMemory::V1Root(root) => memory::memory_stats(
             &read(Path::new("/proc/meminfo")),
             &read(&root.join("memory.usage_in_bytes")),
             &read(&root.join("memory.stat")),
-        )
-    });
+        ),
+        NodeMemory::Meminfo => memory::memory_stats_from_meminfo(&read(Path::new("/proc/meminfo"))),
+        NodeMemory::Unknown => None,
+    };
     let rlimit = match (std::fs::read_to_string("/proc/sys/kernel/pid_max"), pidlimit::running_processes()) {
         (Ok(max), Some(running)) => pidlimit::rlimit_stats(&max, running),
         _ => None,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use api::pod::uid;
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{NodeStats, PodUsage, dir_usage, memory, read_node_stats};
+use super::{NodeMemory, NodeStats, PodUsage, dir_usage, memory, read_node_stats};
 use crate::cm::PodContainerManager;
 use crate::cri::RemoteRuntime;
 use crate::images::image_gc_manager::ImageGcManager;
@@ -42,16 +42,25 @@ impl StatsProvider {
         StatsProvider { runtime, pcm, root_dir, logs_root, image_gc }
     }
 
-    /// The mount point of the cgroup v1 memory hierarchy: its root cgroup is the node's memory.
-    fn memory_root(&self) -> Option<PathBuf> {
-        self.pcm.hierarchies().iter().find(|h| !h.unified && h.controllers.iter().any(|c| c == "memory")).map(|h| h.path.clone())
+    /// Where the node's memory is read: the v1 memory hierarchy's root cgroup, or on v2
+    /// `/proc/meminfo`.
+    fn node_memory(&self) -> NodeMemory {
+        let cgroups = self.pcm.cgroups();
+        match cgroups.version() {
+            crate::cm::CgroupVersion::V2 => NodeMemory::Meminfo,
+            crate::cm::CgroupVersion::V1 => cgroups
+                .hierarchies()
+                .iter()
+                .find(|h| !h.unified && h.has("memory"))
+                .map_or(NodeMemory::Unknown, |h| NodeMemory::V1Root(h.path.clone())),
+        }
     }
 
     /// The node's memory, filesystems (the root directory's and the image filesystem) and PIDs.
     pub(crate) async fn node_stats(&self) -> NodeStats {
         let imagefs = self.image_gc.image_fs_dir().await;
-        let (memory_root, nodefs) = (self.memory_root(), self.root_dir.clone());
-        tokio::task::spawn_blocking(move || read_node_stats(memory_root.as_deref(), &nodefs, &imagefs)).await.unwrap_or_default()
+        let (memory, nodefs) = (self.node_memory(), self.root_dir.clone());
+        tokio::task::spawn_blocking(move || read_node_stats(&memory, &nodefs, &imagefs)).await.unwrap_or_default()
     }
 
     /// What each pod uses, by UID (the pods part of the summary): cgroup working sets, emptyDir
@@ -84,7 +93,6 @@ impl StatsProvider {
                 HashMap::new()
             }
         };
-        let memory_root = self.memory_root();
         let pcm = self.pcm.clone();
         let root = self.root_dir.clone();
         let logs_root = self.logs_root.clone();
@@ -95,11 +103,10 @@ impl StatsProvider {
                 let uid = uid(&pod).to_string();
                 let mine: Vec<&(String, String, String)> = running.iter().filter(|(u, _, _)| *u == uid).collect();
                 let mut u = PodUsage { disk_known: true, ..Default::default() };
-                if let Some(mem) = &memory_root {
-                    let dir = mem.join(pcm.cgroup_parent(&pod).trim_start_matches('/'));
+                if let Some(dir) = pcm.pod_memory_dir(&pod) {
                     u.memory = memory::cgroup_working_set(&dir);
                     for (_, name, id) in &mine {
-                        if let Some(ws) = memory::cgroup_working_set(&dir.join(id)) {
+                        if let Some(ws) = memory::cgroup_working_set(&dir.join(pcm.cgroups().container_dir_name(id))) {
                             *u.container_memory.entry(name.clone()).or_default() += ws;
                         }
                     }

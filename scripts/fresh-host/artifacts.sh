@@ -5,8 +5,8 @@
 #
 #   scripts/fresh-host/artifacts.sh ARTIFACTS_DIR IMAGES_DIR
 #
-# ARTIFACTS_DIR gets kubelab, images/{pause,busybox}.tar and e2e/<test name> (the old content
-# is replaced). Hard links where the target directory is on the same file system.
+# ARTIFACTS_DIR gets kubelab, images/{pause,busybox}.tar and e2e/<test name> (replacing the old
+# ones). Hard links where the target directory is on the same file system.
 set -euo pipefail
 
 out=${1:?usage: $0 ARTIFACTS_DIR IMAGES_DIR}
@@ -37,7 +37,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print("e2e/" + m["target"]["name"], m["executable"])')
 
-rm -rf "$out"
+# Only what this script puts there is replaced: prepare-lab.sh keeps the lab's images beside it.
+mkdir -p "$out"
+rm -rf "$out/kubelab" "$out/e2e" "$out/images"
 mkdir -p "$out/e2e" "$out/images"
 while read -r name exe; do
   [ -n "$name" ] || continue

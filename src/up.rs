@@ -242,7 +242,8 @@ impl Containerd {
     }
 
     async fn wait_ready(&mut self) -> anyhow::Result<RemoteRuntime> {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // ~0.1 s here; an emulated machine (the fresh-host check) took 11 s.
+        let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Some(st) = self.child.try_wait()? {
                 bail!("containerd exited ({st}); see its log");
@@ -253,7 +254,7 @@ impl Containerd {
                 return Ok(rt);
             }
             if Instant::now() > deadline {
-                bail!("containerd did not answer within 30 s");
+                bail!("containerd did not answer within 120 s");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -51,6 +51,22 @@ pub struct Storage {
     endpoints: Arc<Vec<String>>,
     prefix: String,
     leases: Arc<LeaseManager>,
+    /// [`Storage::progress_notify_reliable`], once the store has said its version.
+    progress_reliable: Arc<std::sync::OnceLock<bool>>,
+}
+
+/// Whether a store of this version sends progress notifications only for revisions its watch has
+/// delivered every event up to. etcd's 3.4 line before 3.4.31 could send one ahead of events still
+/// in flight on a new watch (etcd issue 15220 and the later fixes Kubernetes' consistent reads
+/// from the cache wait for); measured here against Debian's etcd 3.4.23: after a store restart a
+/// list served from the cache missed writes made after the restart. kubelab's store says 3.5.0.
+pub fn version_has_reliable_progress(version: &str) -> bool {
+    let parts: Vec<u64> = version.trim_start_matches('v').split('.').map(|p| p.parse().unwrap_or(0)).collect();
+    match parts.as_slice() {
+        [3, 4, patch, ..] => *patch >= 31,
+        [major, minor, ..] => (*major, *minor) > (3, 4),
+        _ => false,
+    }
 }
 
 /// Sets `metadata.resourceVersion` on an object read from the store.
@@ -99,7 +115,26 @@ impl Storage {
             .with_timeout(Duration::from_secs(10))
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
         let client = Client::connect(endpoints, Some(opts)).await?;
-        Ok(Self { client, endpoints: Arc::new(endpoints.to_vec()), prefix: prefix.trim_end_matches('/').to_string(), leases: Arc::new(LeaseManager::default()) })
+        Ok(Self {
+            client,
+            endpoints: Arc::new(endpoints.to_vec()),
+            prefix: prefix.trim_end_matches('/').to_string(),
+            leases: Arc::new(LeaseManager::default()),
+            progress_reliable: Arc::new(std::sync::OnceLock::new()),
+        })
+    }
+
+    /// Whether the watch cache may serve a consistent list once a progress notification says it
+    /// has caught up ([`version_has_reliable_progress`] of the store's Maintenance Status
+    /// version). Asked once the store answers; until then, no.
+    pub async fn progress_notify_reliable(&self) -> bool {
+        if let Some(known) = self.progress_reliable.get() {
+            return *known;
+        }
+        match self.client.maintenance_client().status().await {
+            Ok(status) => *self.progress_reliable.get_or_init(|| version_has_reliable_progress(status.version())),
+            Err(_) => false,
+        }
     }
 
     /// A KV client that accepts responses as large as a big list (gRPC's default is 4 MiB; the
@@ -271,6 +306,15 @@ impl LeaseManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn which_stores_send_progress_only_after_their_events() {
+        for (version, reliable) in
+            [("3.4.23", false), ("3.4.31", true), ("3.5.0", true), ("3.5.13", true), ("3.6.1", true), ("3.3.27", false), ("", false)]
+        {
+            assert_eq!(version_has_reliable_progress(version), reliable, "{version}");
+        }
+    }
 
     #[test]
     fn prefix_end_increments_the_last_byte() {

@@ -442,8 +442,9 @@ impl Registry {
         match rv {
             // A consistent list without paging is served from the watch cache once it has caught
             // up with the store's current revision (Kubernetes' ConsistentListFromCache): the same
-            // answer as a quorum read of the store, without decoding every object again.
-            "" if opts.limit <= 0 => {
+            // answer as a quorum read of the store, without decoding every object again — where
+            // the store's progress notifications can be trusted to say so (not etcd 3.4 < 3.4.31).
+            "" if opts.limit <= 0 && self.storage.progress_notify_reliable().await => {
                 let current = self.storage.current_revision().await?;
                 match self.cache.wait_until(current).await {
                     Ok(()) => {

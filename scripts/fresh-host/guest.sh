@@ -68,6 +68,15 @@ wait_for() {
   done
 }
 
+# apply_pod NAME RESTART_POLICY COMMAND: kubectl apply of pod NAME, one busybox container running
+# `sh -c COMMAND`, grace period 1 s; the container's further fields are on stdin.
+apply_pod() {
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s}\nspec:\n  restartPolicy: %s\n' "$1" "$2"
+    printf '  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n'
+    printf '    image: docker.io/library/busybox:1.36\n    command: [sh, -c, %s]\n' "'$3'"
+    cat; } | k apply -f - || fail "kubectl apply of pod $1 failed"
+}
+
 # jp POD JSONPATH: one field of a pod.
 jp() { k get pod "$1" -o "jsonpath=$2"; }
 # field_is POD JSONPATH WANT / field_set POD JSONPATH / field_at_least POD JSONPATH N: for wait_for.
@@ -184,16 +193,7 @@ check_file() {
 
 check_limits() {
   say "checks (1): a Burstable pod's cgroup holds its cpu and memory limits"
-  k apply -f - <<'YAML' || fail "kubectl apply failed" || return
-apiVersion: v1
-kind: Pod
-metadata: {name: limits}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: docker.io/library/busybox:1.36
-    command: [sh, -c, 'echo limits pod started; exec sleep 3600']
+  apply_pod limits Always 'echo limits pod started; exec sleep 3600' <<'YAML' || return
     resources:
       requests: {cpu: 100m, memory: 32Mi}
       limits: {cpu: 500m, memory: 64Mi}
@@ -217,17 +217,7 @@ YAML
 
 check_oom() {
   say "checks (2): a container that allocates past its memory limit is OOMKilled"
-  k apply -f - <<'YAML' || fail "kubectl apply failed" || return
-apiVersion: v1
-kind: Pod
-metadata: {name: oom}
-spec:
-  restartPolicy: Never
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: docker.io/library/busybox:1.36
-    command: [sh, -c, 'x=a; while true; do x=$x$x; done']
+  apply_pod oom Never 'x=a; while true; do x=$x$x; done' <<'YAML' || return
     resources:
       limits: {cpu: 500m, memory: 32Mi}
 YAML
@@ -259,16 +249,7 @@ check_exec_logs() {
 
 check_probes() {
   say "checks (4): exec liveness and readiness probes"
-  k apply -f - <<'YAML' || fail "kubectl apply failed" || return
-apiVersion: v1
-kind: Pod
-metadata: {name: probes}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: docker.io/library/busybox:1.36
-    command: [sh, -c, 'touch /tmp/healthy /tmp/ready; exec sleep 3600']
+  apply_pod probes Always 'touch /tmp/healthy /tmp/ready; exec sleep 3600' <<'YAML' || return
     livenessProbe:
       exec: {command: [cat, /tmp/healthy]}
       periodSeconds: 3

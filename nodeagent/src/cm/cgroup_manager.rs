@@ -360,33 +360,18 @@ impl CgroupManager {
 }
 
 /// Whether the slice's cgroup files already hold what systemd would write for `config`, so no
-/// D-Bus call is needed on every sync.
+/// D-Bus call is needed on every sync. systemd sets the same v2 files as the cgroupfs driver
+/// ([`cgroup_v2::files`]), except that it rounds a CPU quota up to its 10 ms granularity.
 fn systemd_values_in_place(dir: &Path, config: &ResourceConfig) -> bool {
-    let read = |f: &str| read_trimmed(&dir.join(f)).unwrap_or_default();
-    if let Some(shares) = config.cpu_shares
-        && read("cpu.weight") != cgroup_v2::cpu_shares_to_weight(shares).to_string()
-    {
-        return false;
-    }
-    if let Some(quota) = config.cpu_quota {
-        let period = config.cpu_period.unwrap_or(super::helpers::QUOTA_PERIOD);
-        let want = match systemd::quota_per_sec_usec(quota, period) {
-            Some(per_sec) => cgroup_v2::cpu_max(i64::try_from(per_sec * period / 1_000_000).unwrap_or(i64::MAX), period),
-            None => cgroup_v2::cpu_max(0, period),
-        };
-        if read("cpu.max") != want {
-            return false;
-        }
-    }
-    if let Some(limit) = config.memory_limit
-        && read("memory.max") != (limit - limit % 4096).to_string()
-    {
-        return false;
-    }
-    if let Some(max) = config.pids_limit
-        && read("pids.max") != max.to_string()
-    {
-        return false;
-    }
-    true
+    let period = config.cpu_period.unwrap_or(super::helpers::QUOTA_PERIOD);
+    let as_systemd_sets = ResourceConfig {
+        cpu_quota: config.cpu_quota.map(|quota| match systemd::quota_per_sec_usec(quota, period) {
+            Some(per_sec) => i64::try_from(per_sec * period / 1_000_000).unwrap_or(i64::MAX),
+            None => 0,
+        }),
+        ..*config
+    };
+    cgroup_v2::files(&as_systemd_sets)
+        .iter()
+        .all(|(file, want)| read_trimmed(&dir.join(file)).unwrap_or_default() == *want)
 }

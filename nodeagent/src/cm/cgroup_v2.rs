@@ -94,22 +94,36 @@ pub(crate) fn make_cgroup(root: &Path, relative: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes `config` into the cgroup `dir`, in v2 units: `cpu.weight`, `cpu.max`, `memory.max`,
-/// `pids.max`. A value left unset keeps the kernel's default (weight 100, no limits).
-pub(crate) fn apply(dir: &Path, config: &ResourceConfig) -> Result<()> {
+/// The page size the kernel rounds a memory limit down to (x86-64 and arm64 Debian kernels).
+const PAGE_SIZE: i64 = 4096;
+
+/// The v2 files `config` sets — `cpu.weight`, `cpu.max`, `memory.max`, `pids.max` — each with the
+/// value the file reads back once set (the kernel keeps a memory limit rounded down to a page). A
+/// value left unset is absent: the kernel's default stays (weight 100, no limits). [`apply`]
+/// writes these; the systemd driver compares them with what systemd left in a slice's directory.
+pub(crate) fn files(config: &ResourceConfig) -> Vec<(&'static str, String)> {
+    let mut files = Vec::new();
     if let Some(shares) = config.cpu_shares {
-        write_if_changed(&dir.join("cpu.weight"), &cpu_shares_to_weight(shares).to_string())?;
+        files.push(("cpu.weight", cpu_shares_to_weight(shares).to_string()));
     }
     if let Some(quota) = config.cpu_quota {
         let period = config.cpu_period.unwrap_or(super::helpers::QUOTA_PERIOD);
-        write_if_changed(&dir.join("cpu.max"), &cpu_max(quota, period))?;
+        files.push(("cpu.max", cpu_max(quota, period)));
     }
     if let Some(limit) = config.memory_limit {
-        // The kernel rounds down to a page and reads back that value: compare bytes, not text.
-        write_if_changed(&dir.join("memory.max"), &limit.to_string())?;
+        files.push(("memory.max", (limit - limit % PAGE_SIZE).to_string()));
     }
     if let Some(max) = config.pids_limit {
-        write_if_changed(&dir.join("pids.max"), &max.to_string())?;
+        files.push(("pids.max", max.to_string()));
+    }
+    files
+}
+
+/// Writes `config` into the cgroup `dir` ([`files`]); a file already holding its value is not
+/// written again.
+pub(crate) fn apply(dir: &Path, config: &ResourceConfig) -> Result<()> {
+    for (file, value) in files(config) {
+        write_if_changed(&dir.join(file), &value)?;
     }
     Ok(())
 }
@@ -125,5 +139,20 @@ mod tests {
         }
         assert_eq!(cpu_max(50_000, 100_000), "50000 100000");
         assert_eq!(cpu_max(0, 100_000), "max 100000");
+    }
+
+    #[test]
+    fn files_hold_what_the_kernel_reads_back() {
+        let config = ResourceConfig {
+            cpu_shares: Some(102),
+            cpu_quota: Some(50_000),
+            cpu_period: None,
+            memory_limit: Some(64 * 1024 * 1024 + 100),
+            pids_limit: Some(1024),
+        };
+        let got = files(&config);
+        let want = [("cpu.weight", "4"), ("cpu.max", "50000 100000"), ("memory.max", "67108864"), ("pids.max", "1024")];
+        assert_eq!(got.iter().map(|(f, v)| (*f, v.as_str())).collect::<Vec<_>>(), want);
+        assert!(files(&ResourceConfig::default()).is_empty());
     }
 }

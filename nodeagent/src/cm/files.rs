@@ -15,8 +15,7 @@ pub(crate) fn read_trimmed(path: &Path) -> Result<String> {
     }
 }
 
-/// Writes `value` unless the file already holds it (the kernel may round a memory limit to a page,
-/// in which case the same value is written again each time: harmless).
+/// Writes `value` unless the file already holds it.
 pub(crate) fn write_if_changed(path: &Path, value: &str) -> Result<()> {
     if read_trimmed(path)? == value {
         return Ok(());

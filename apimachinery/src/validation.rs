@@ -426,52 +426,10 @@ pub fn validate_object_meta(
     }
 
     // Step 4: labels.
-    let labels_path = child("labels");
-    if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
-        for (k, v) in labels {
-            for msg in is_qualified_name(k) {
-                errs.push(FieldError::invalid(
-                    &labels_path,
-                    &Value::from(k.as_str()),
-                    &msg,
-                ));
-            }
-            match v.as_str() {
-                Some(s) => {
-                    for msg in is_valid_label_value(s) {
-                        errs.push(FieldError::invalid(&labels_path, v, &msg));
-                    }
-                }
-                None => errs.push(FieldError::invalid(
-                    &labels_path,
-                    v,
-                    "label values must be strings",
-                )),
-            }
-        }
-    }
+    errs.extend(validate_labels(meta.get("labels"), &child("labels")));
 
     // Step 5: annotations.
-    let annotations_path = child("annotations");
-    if let Some(annotations) = meta.get("annotations").and_then(Value::as_object) {
-        let mut total = 0;
-        for (k, v) in annotations {
-            for msg in is_qualified_name(&k.to_lowercase()) {
-                errs.push(FieldError::invalid(
-                    &annotations_path,
-                    &Value::from(k.as_str()),
-                    &msg,
-                ));
-            }
-            total += k.len() + v.as_str().map_or(0, str::len);
-        }
-        if total > TOTAL_ANNOTATION_SIZE_LIMIT_B {
-            errs.push(FieldError::too_long(
-                &annotations_path,
-                TOTAL_ANNOTATION_SIZE_LIMIT_B,
-            ));
-        }
-    }
+    errs.extend(validate_annotations(meta.get("annotations"), &child("annotations")));
 
     // Step 6: finalizers.
     if let Some(finalizers) = meta.get("finalizers").and_then(Value::as_array) {
@@ -484,6 +442,47 @@ pub fn validate_object_meta(
                     &msg,
                 ));
             }
+        }
+    }
+    errs
+}
+
+/// ValidateLabels (step 4 of [`validate_object_meta`], and a pod template's labels): keys are
+/// qualified names, values valid label values.
+pub fn validate_labels(labels: Option<&Value>, labels_path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(labels) = labels.and_then(Value::as_object) {
+        for (k, v) in labels {
+            for msg in is_qualified_name(k) {
+                errs.push(FieldError::invalid(labels_path, &Value::from(k.as_str()), &msg));
+            }
+            match v.as_str() {
+                Some(s) => {
+                    for msg in is_valid_label_value(s) {
+                        errs.push(FieldError::invalid(labels_path, v, &msg));
+                    }
+                }
+                None => errs.push(FieldError::invalid(labels_path, v, "label values must be strings")),
+            }
+        }
+    }
+    errs
+}
+
+/// ValidateAnnotations (step 5 of [`validate_object_meta`], and a pod template's annotations):
+/// keys are qualified names (checked lower-cased); keys plus values total at most 256 KiB.
+pub fn validate_annotations(annotations: Option<&Value>, annotations_path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(annotations) = annotations.and_then(Value::as_object) {
+        let mut total = 0;
+        for (k, v) in annotations {
+            for msg in is_qualified_name(&k.to_lowercase()) {
+                errs.push(FieldError::invalid(annotations_path, &Value::from(k.as_str()), &msg));
+            }
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > TOTAL_ANNOTATION_SIZE_LIMIT_B {
+            errs.push(FieldError::too_long(annotations_path, TOTAL_ANNOTATION_SIZE_LIMIT_B));
         }
     }
     errs

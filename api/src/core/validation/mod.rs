@@ -25,7 +25,7 @@ pub use configmap::validate_config_map;
 pub use event::validate_event_create;
 pub use namespace::validate_namespace;
 pub use node::{validate_node, validate_node_update};
-pub use pod::{POD_UPDATE_FORBIDDEN, validate_pod_create, validate_pod_update};
+pub use pod::{POD_UPDATE_FORBIDDEN, validate_pod_create, validate_pod_spec, validate_pod_template_spec, validate_pod_update};
 pub use secret::{validate_secret, validate_secret_update};
 pub use serviceaccount::validate_service_account;
 

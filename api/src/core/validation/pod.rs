@@ -21,10 +21,10 @@ fn one_of(field: &str, v: Option<&Value>, allowed: &[&str], errs: &mut Vec<Field
     }
 }
 
-fn validate_containers(spec: &Value, list: &str, require_image: bool, seen: &mut Vec<String>, volumes: &[String], errs: &mut Vec<FieldError>) {
+fn validate_containers(spec: &Value, spec_path: &str, list: &str, seen: &mut Vec<String>, volumes: &[String], errs: &mut Vec<FieldError>) {
     let Some(containers) = spec.get(list).and_then(Value::as_array) else { return };
     for (i, c) in containers.iter().enumerate() {
-        let path = format!("spec.{list}[{i}]");
+        let path = format!("{spec_path}.{list}[{i}]");
         let name = c.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {
             errs.push(FieldError::required(&format!("{path}.name"), ""));
@@ -37,7 +37,7 @@ fn validate_containers(spec: &Value, list: &str, require_image: bool, seen: &mut
             }
             seen.push(name.to_string());
         }
-        if require_image && c.get("image").and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
+        if c.get("image").and_then(Value::as_str).is_none_or(|s| s.trim().is_empty()) {
             errs.push(FieldError::required(&format!("{path}.image"), ""));
         }
         one_of(&format!("{path}.imagePullPolicy"), c.get("imagePullPolicy"), &["Always", "IfNotPresent", "Never"], errs);
@@ -88,40 +88,64 @@ fn volume_not_found(field: &str, name: &str) -> FieldError {
     FieldError { field: field.into(), reason: FieldErrorReason::Invalid, message: format!("Not found: {}", json!(name)) }
 }
 
-/// ValidatePodCreate, the parts kubelab enforces: metadata, volumes (named, unique), init and app
-/// containers (named uniquely across both lists, with an image, valid ports, env names and volume
-/// mounts of declared volumes), the restart and DNS policies, the grace period and the node name.
-pub fn validate_pod_create(obj: &Value) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(obj, true, is_dns1123_subdomain);
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
+/// ValidatePodSpec, the parts kubelab enforces, for a spec at `path` (`spec` in a pod,
+/// `spec.template.spec` in a workload): volumes (named, unique), init and app containers (named
+/// uniquely across both lists, with an image, valid ports, env names and volume mounts of declared
+/// volumes), the restart and DNS policies and the grace period.
+pub fn validate_pod_spec(spec: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
     if spec.get("containers").and_then(Value::as_array).is_none_or(|c| c.is_empty()) {
-        errs.push(FieldError::required("spec.containers", ""));
+        errs.push(FieldError::required(&format!("{path}.containers"), ""));
     }
     let mut volumes: Vec<String> = Vec::new();
     for (i, v) in spec.get("volumes").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let field = format!("{path}.volumes[{i}].name");
         let name = v.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {
-            errs.push(FieldError::required(&format!("spec.volumes[{i}].name"), ""));
+            errs.push(FieldError::required(&field, ""));
             continue;
         }
         for msg in is_dns1123_label(name) {
-            errs.push(FieldError::invalid(&format!("spec.volumes[{i}].name"), &json!(name), &msg));
+            errs.push(FieldError::invalid(&field, &json!(name), &msg));
         }
         if volumes.iter().any(|x| x == name) {
-            errs.push(FieldError::duplicate(&format!("spec.volumes[{i}].name"), &json!(name)));
+            errs.push(FieldError::duplicate(&field, &json!(name)));
         }
         volumes.push(name.to_string());
     }
     let mut names = Vec::new();
-    validate_containers(spec, "initContainers", true, &mut names, &volumes, &mut errs);
-    validate_containers(spec, "containers", true, &mut names, &volumes, &mut errs);
-    one_of("spec.restartPolicy", spec.get("restartPolicy"), &["Always", "OnFailure", "Never"], &mut errs);
-    one_of("spec.dnsPolicy", spec.get("dnsPolicy"), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], &mut errs);
+    validate_containers(spec, path, "initContainers", &mut names, &volumes, &mut errs);
+    validate_containers(spec, path, "containers", &mut names, &volumes, &mut errs);
+    one_of(&format!("{path}.restartPolicy"), spec.get("restartPolicy"), &["Always", "OnFailure", "Never"], &mut errs);
+    one_of(&format!("{path}.dnsPolicy"), spec.get("dnsPolicy"), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], &mut errs);
     if let Some(g) = spec.get("terminationGracePeriodSeconds").and_then(Value::as_i64)
         && g < 0
     {
-        errs.push(FieldError::invalid("spec.terminationGracePeriodSeconds", &json!(g), "must be greater than or equal to 0"));
+        errs.push(FieldError::invalid(&format!("{path}.terminationGracePeriodSeconds"), &json!(g), "must be greater than or equal to 0"));
     }
+    errs
+}
+
+/// ValidatePodTemplateSpec: a workload's pod template at `path` (`spec.template`) — its labels
+/// and annotations as metadata (no name: the controller names each pod) and its spec.
+pub fn validate_pod_template_spec(template: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let meta = template.get("metadata").unwrap_or(&Value::Null);
+    errs.extend(apimachinery::validation::validate_labels(meta.get("labels"), &format!("{path}.metadata.labels")));
+    errs.extend(apimachinery::validation::validate_annotations(meta.get("annotations"), &format!("{path}.metadata.annotations")));
+    match template.get("spec") {
+        Some(spec) => errs.extend(validate_pod_spec(spec, &format!("{path}.spec"))),
+        None => errs.push(FieldError::required(&format!("{path}.spec.containers"), "")),
+    }
+    errs
+}
+
+/// ValidatePodCreate, the parts kubelab enforces: metadata, the spec ([`validate_pod_spec`]), the
+/// node name and the scheduling gates.
+pub fn validate_pod_create(obj: &Value) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(obj, true, is_dns1123_subdomain);
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    errs.extend(validate_pod_spec(spec, "spec"));
     if let Some(node) = spec.get("nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
         for msg in is_dns1123_subdomain(node) {
             errs.push(FieldError::invalid("spec.nodeName", &json!(node), &msg));

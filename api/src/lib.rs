@@ -70,6 +70,7 @@
 //! - Validation checks the parts of each kind that kubelab enforces (each `validate_*` says
 //!   which), on the object as JSON; Kubernetes checks every field of the typed object.
 
+pub mod apps;
 pub mod coordination;
 pub mod core;
 pub mod pod;

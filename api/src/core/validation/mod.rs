@@ -8,7 +8,9 @@
 //!
 //! This file holds the glue every kind starts with: [`validate_object_meta`], over
 //! apimachinery's checks of `metadata`, given the kind's name rule (apimachinery's
-//! `is_dns1123_subdomain` for most kinds, `is_dns1123_label` for namespaces).
+//! `is_dns1123_subdomain` for most kinds, `is_dns1123_label` for namespaces); and the small
+//! checks every workload kind shares: [`validate_nonnegative_field`],
+//! [`validate_immutable_field`] and [`validate_label_selector`].
 
 pub mod configmap;
 pub mod event;
@@ -18,8 +20,9 @@ pub mod pod;
 pub mod secret;
 pub mod serviceaccount;
 
+use apimachinery::labels::Selector;
 use apimachinery::validation::FieldError;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub use configmap::validate_config_map;
 pub use event::validate_event_create;
@@ -36,4 +39,31 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, name_rule: fn(&str) -
         Some(meta) => apimachinery::validation::validate_object_meta(meta, namespaced, name_rule, "metadata"),
         None => vec![FieldError::required("metadata", "")],
     }
+}
+
+/// ValidateNonnegativeField: the integer `value` (the field at `field`), if set, is not negative.
+pub fn validate_nonnegative_field(value: Option<&Value>, field: &str) -> Vec<FieldError> {
+    match value.and_then(Value::as_i64) {
+        Some(v) if v < 0 => vec![FieldError::invalid(field, &json!(v), "must be greater than or equal to 0")],
+        _ => Vec::new(),
+    }
+}
+
+/// ValidateImmutableField: `new` (the field at `field`) equals `old`, unset and `null` counting
+/// as the same; otherwise an Invalid error showing the new value.
+pub fn validate_immutable_field(new: Option<&Value>, old: Option<&Value>, field: &str) -> Vec<FieldError> {
+    let (n, o) = (new.filter(|v| !v.is_null()), old.filter(|v| !v.is_null()));
+    if n == o {
+        return Vec::new();
+    }
+    vec![FieldError::invalid(field, n.unwrap_or(&Value::Null), "field is immutable")]
+}
+
+/// metav1 validation's ValidateLabelSelector, folded into the conversion the workload kinds do
+/// next (LabelSelectorAsSelector): the selector at `field`, converted, or the error that it does
+/// not convert. An absent selector is `Ok(Selector::nothing())`, as in Kubernetes; the caller
+/// decides whether absent is itself an error.
+pub fn validate_label_selector(selector: Option<&Value>, field: &str) -> Result<Selector, FieldError> {
+    let v = selector.unwrap_or(&Value::Null);
+    Selector::from_label_selector(v).map_err(|e| FieldError::invalid(field, v, &e.to_string()))
 }

@@ -1,0 +1,3 @@
+//! Mirrors pkg/apis/apps/v1.
+
+pub mod defaults;

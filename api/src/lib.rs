@@ -71,6 +71,7 @@
 //!   which), on the object as JSON; Kubernetes checks every field of the typed object.
 
 pub mod apps;
+pub mod batch;
 pub mod coordination;
 pub mod core;
 pub mod pod;

@@ -1,0 +1,3 @@
+//! Mirrors pkg/apis/batch/v1.
+
+pub mod defaults;

@@ -1,5 +1,6 @@
-//! Mirrors Kubernetes' pkg/apis/core (defaulting, validation), pkg/api/v1/pod and
-//! pkg/kubelet/types (pod helpers): what the core API types mean, shared by every component.
+//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,coordination} (defaulting, validation),
+//! pkg/api/v1/pod and pkg/kubelet/types (pod helpers): what the API types mean, shared by every
+//! component.
 //!
 //! # Tour
 //!
@@ -15,7 +16,11 @@
 //!    `set_defaults_node`, `set_defaults_secret` fill in what the client left out. The API server
 //!    runs them on every write before anything else; the node agent runs `set_defaults_pod` on
 //!    every static pod it reads from a manifest (kubelet's config/common.go does the same).
-//! 2. **Validation** ([`core::validation`], [`coordination::validation`]): each kind's
+//!    The workloads' ([`apps::v1::defaults`], [`batch::v1::defaults`]) fill in their own fields
+//!    (replicas, strategies, history limits, backoff) and default their pod template's spec
+//!    with `set_defaults_pod_spec`.
+//! 2. **Validation** ([`core::validation`], [`apps::validation`], [`batch::validation`],
+//!    [`policy::validation`], [`coordination::validation`]): each kind's
 //!    `validate_*` returns every problem as a [`apimachinery::validation::FieldError`]
 //!    (Kubernetes' `field.ErrorList`), empty when the object is valid. The API server turns the
 //!    list into a 422 `Status` at its edge; the node agent refuses a static pod manifest with it
@@ -35,6 +40,8 @@
 //! - [`pod::kubelet_types`]: where a pod came from (config source, hash and mirror annotations),
 //!   whether it is static, a mirror, or critical.
 //! - [`resource`]: requests (defaulted from limits) and limits as numbers.
+//! - [`batch::cron`]: the CronJob schedule syntax, parsed once and asked for its next
+//!   activation: CronJob validation parses it here; a CronJob controller schedules by it.
 //! - [`core::v1::well_known`] and [`scheduling`]: the names every component must spell alike
 //!   (taints, labels, annotations, defaults, system priority classes).
 //!
@@ -48,8 +55,22 @@
 //! - `core::validation`: `validate_object_meta`, `validate_pod_create`, `validate_pod_update`,
 //!   `POD_UPDATE_FORBIDDEN`, `validate_node`, `validate_node_update`, `validate_namespace`,
 //!   `validate_config_map`, `validate_secret`, `validate_secret_update`,
-//!   `validate_service_account`, `validate_event_create`; `coordination::validation`:
-//!   `validate_lease`.
+//!   `validate_service_account`, `validate_event_create`, and the checks the workload kinds
+//!   share: `validate_nonnegative_field`, `validate_immutable_field`, `validate_label_selector`;
+//!   `coordination::validation`: `validate_lease`.
+//! - `apps::v1::defaults`: `set_defaults_deployment`, `set_defaults_replica_set`,
+//!   `set_defaults_daemon_set`, `set_defaults_stateful_set`, `DEFAULT_REVISION_HISTORY_LIMIT`,
+//!   `DEFAULT_PROGRESS_DEADLINE_SECONDS`.
+//! - `apps::validation`: `validate_deployment`, `validate_replica_set`, `validate_daemon_set`,
+//!   `validate_stateful_set`, `validate_controller_revision` and each one's `*_update`,
+//!   `STATEFUL_SET_UPDATE_FORBIDDEN`, `validate_positive_int_or_percent`,
+//!   `is_not_more_than_100_percent`, `validate_pod_template_labels_match`.
+//! - `batch::v1::defaults`: `set_defaults_job`, `set_defaults_cron_job`, `DEFAULT_BACKOFF_LIMIT`;
+//!   `batch::validation`: `validate_job`, `validate_job_update`, `validate_cron_job`,
+//!   `validate_cron_job_update`; `batch::cron`: `Schedule` (`parse`, `next_after`,
+//!   `next_after_in`).
+//! - `policy::validation`: `validate_pod_disruption_budget`,
+//!   `validate_pod_disruption_budget_update`.
 //! - `pod` (re-exporting `pod::util` and `pod::kubelet_types`): `uid`, `full_name`,
 //!   `restart_policy`, `init_containers`, `app_containers`, `is_restartable_init_container`,
 //!   `is_pod_phase_terminal`, `is_pod_terminal`, `pod_priority`, `is_static_pod`, `is_mirror_pod`, `is_critical_pod`,
@@ -67,6 +88,16 @@
 //! - Ephemeral containers are not defaulted: they arrive only through the `ephemeralcontainers`
 //!   subresource, never on create.
 //! - Legacy in-tree volume defaults (iSCSI, RBD, AzureDisk, ScaleIO…) are not applied.
+//! - A Job's generated selector is not checked against its UID (ValidateGeneratedSelector): the
+//!   API server generates it; Kubernetes re-checks it. Pod failure policies, success policies and
+//!   `maxFailedIndexes` are not validated.
+//! - A CronJob's `timeZone` is checked against `/usr/share/zoneinfo` (the one file-system read
+//!   here) and `Schedule` computes activations in UTC or a fixed offset only: named zones and
+//!   their daylight-saving changes need the tz database, which this crate does not parse.
+//! - A StatefulSet's `volumeClaimTemplates` and `serviceName` are not validated; the
+//!   StatefulSet `maxUnavailable` (alpha) is not defaulted.
+//! - Updates check the spec rules listed under each `*_update`; metadata updates (immutable
+//!   name, namespace, UID) are checked by the API server, as for the core kinds.
 //! - Validation checks the parts of each kind that kubelab enforces (each `validate_*` says
 //!   which), on the object as JSON; Kubernetes checks every field of the typed object.
 
@@ -75,5 +106,6 @@ pub mod batch;
 pub mod coordination;
 pub mod core;
 pub mod pod;
+pub mod policy;
 pub mod resource;
 pub mod scheduling;

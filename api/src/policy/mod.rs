@@ -1,0 +1,3 @@
+//! Mirrors pkg/apis/policy: the PodDisruptionBudget.
+
+pub mod validation;

@@ -18,7 +18,7 @@
 //!    every static pod it reads from a manifest (kubelet's config/common.go does the same).
 //!    The workloads' ([`apps::v1::defaults`], [`batch::v1::defaults`]) fill in their own fields
 //!    (replicas, strategies, history limits, backoff) and default their pod template's spec
-//!    with `set_defaults_pod_spec`.
+//!    with `set_defaults_pod_template_spec`.
 //! 2. **Validation** ([`core::validation`], [`apps::validation`], [`batch::validation`],
 //!    [`policy::validation`], [`coordination::validation`]): each kind's
 //!    `validate_*` returns every problem as a [`apimachinery::validation::FieldError`]
@@ -47,7 +47,8 @@
 //!
 //! ## Public surface
 //!
-//! - `core::v1::defaults`: `set_defaults_pod`, `set_defaults_pod_spec`, `set_defaults_namespace`,
+//! - `core::v1::defaults`: `set_defaults_pod`, `set_defaults_pod_spec`,
+//!   `set_defaults_pod_template_spec`, `set_defaults_namespace`,
 //!   `set_defaults_node`, `set_defaults_secret`, `default_image_pull_policy`.
 //! - `core::v1::helper::qos`: `PodQOSClass` (with `as_str`), `compute_pod_qos`.
 //! - `core::v1::well_known`: the core/v1 constants; `scheduling`: `SYSTEM_CRITICAL_PRIORITY`,

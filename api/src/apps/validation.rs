@@ -346,7 +346,7 @@ pub fn validate_controller_revision_update(new: &Value, old: &Value) -> Vec<Fiel
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use apimachinery::validation::FieldErrorReason::{self, Forbidden, Invalid, NotSupported, Required};
 
@@ -383,12 +383,12 @@ mod tests {
     }
 
     /// The (field, reason) of each error, in order.
-    fn found(errs: &[FieldError]) -> Vec<(&str, FieldErrorReason)> {
+    pub(crate) fn found(errs: &[FieldError]) -> Vec<(&str, FieldErrorReason)> {
         errs.iter().map(|e| (e.field.as_str(), e.reason)).collect()
     }
 
     /// `obj` with the JSON `value` set at the slash-separated `pointer` (whose parents exist).
-    fn with(obj: &Value, pointer: &str, value: Value) -> Value {
+    pub(crate) fn with(obj: &Value, pointer: &str, value: Value) -> Value {
         let mut o = obj.clone();
         let (parent, key) = pointer.rsplit_once('/').expect("pointer has a slash");
         let target = if parent.is_empty() { &mut o } else { o.pointer_mut(parent).expect("parent exists") };

@@ -278,7 +278,8 @@ fn validate_job_template_spec(template: &Value, path: &str) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apimachinery::validation::FieldErrorReason::{self, Invalid, NotSupported, Required};
+    use crate::apps::validation::tests::{found, with};
+    use apimachinery::validation::FieldErrorReason::{Invalid, NotSupported, Required};
 
     fn template() -> Value {
         json!({"metadata": {"labels": {"job-name": "pi"}},
@@ -299,23 +300,7 @@ mod tests {
             "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1, "jobTemplate": {"spec": job_spec}}})
     }
 
-    fn found(errs: &[FieldError]) -> Vec<(&str, FieldErrorReason)> {
-        errs.iter().map(|e| (e.field.as_str(), e.reason)).collect()
-    }
 
-    /// `obj` with `value` at the slash-separated `pointer` (parents exist); null removes it.
-    fn with(obj: &Value, pointer: &str, value: Value) -> Value {
-        let mut o = obj.clone();
-        let (parent, key) = pointer.rsplit_once('/').expect("pointer has a slash");
-        let target = o.pointer_mut(parent).expect("parent exists");
-        match value {
-            Value::Null => {
-                target.as_object_mut().expect("parent is an object").remove(key);
-            }
-            v => target[key] = v,
-        }
-        o
-    }
 
     #[test]
     fn job_spec_rules() {

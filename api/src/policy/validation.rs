@@ -48,15 +48,13 @@ pub fn validate_pod_disruption_budget_update(new: &Value, _old: &Value) -> Vec<F
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apimachinery::validation::FieldErrorReason::{self, Invalid, NotSupported};
+    use crate::apps::validation::tests::found;
+    use apimachinery::validation::FieldErrorReason::{Invalid, NotSupported};
 
     fn pdb(spec: Value) -> Value {
         json!({"metadata": {"name": "web", "namespace": "default"}, "spec": spec})
     }
 
-    fn found(errs: &[FieldError]) -> Vec<(&str, FieldErrorReason)> {
-        errs.iter().map(|e| (e.field.as_str(), e.reason)).collect()
-    }
 
     #[test]
     fn valid_budgets_pass() {

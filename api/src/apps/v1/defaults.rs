@@ -3,17 +3,16 @@
 //! What a workload leaves out is filled in here so the controllers never guess: one replica, a
 //! rolling update, ten old revisions kept. Set fields are left alone, so defaulting twice gives
 //! the same object. Each also defaults its pod template's spec as a pod's would be
-//! ([`set_defaults_pod_spec`]), since the generated SetObjectDefaults reaches into the template.
+//! ([`set_defaults_pod_template_spec`]), since the generated SetObjectDefaults reaches into the template.
 
 use k8s_openapi::api::apps::v1::{
     DaemonSet, DaemonSetUpdateStrategy, Deployment, DeploymentStrategy, ReplicaSet,
     RollingUpdateDaemonSet, RollingUpdateDeployment, RollingUpdateStatefulSetStrategy, StatefulSet,
     StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetUpdateStrategy,
 };
-use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::core::v1::defaults::set_defaults_pod_spec;
+use crate::core::v1::defaults::set_defaults_pod_template_spec;
 
 /// How many old ReplicaSets or ControllerRevisions a workload keeps when it does not say.
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
@@ -37,14 +36,14 @@ pub fn set_defaults_deployment(d: &mut Deployment) {
     }
     spec.revision_history_limit.get_or_insert(DEFAULT_REVISION_HISTORY_LIMIT);
     spec.progress_deadline_seconds.get_or_insert(DEFAULT_PROGRESS_DEADLINE_SECONDS);
-    set_defaults_template(&mut spec.template);
+    set_defaults_pod_template_spec(&mut spec.template);
 }
 
 /// SetDefaults_ReplicaSet: one replica.
 pub fn set_defaults_replica_set(rs: &mut ReplicaSet) {
     rs.spec.replicas.get_or_insert(1);
     if let Some(t) = rs.spec.template.as_mut() {
-        set_defaults_template(t);
+        set_defaults_pod_template_spec(t);
     }
 }
 
@@ -63,7 +62,7 @@ pub fn set_defaults_daemon_set(ds: &mut DaemonSet) {
         ru.max_surge.get_or_insert(IntOrString::Int(0));
     }
     spec.revision_history_limit.get_or_insert(DEFAULT_REVISION_HISTORY_LIMIT);
-    set_defaults_template(&mut spec.template);
+    set_defaults_pod_template_spec(&mut spec.template);
 }
 
 /// SetDefaults_StatefulSet: one replica started in order (OrderedReady), a RollingUpdate
@@ -97,15 +96,9 @@ pub fn set_defaults_stateful_set(ss: &mut StatefulSet) {
     }
     spec.replicas.get_or_insert(1);
     spec.revision_history_limit.get_or_insert(DEFAULT_REVISION_HISTORY_LIMIT);
-    set_defaults_template(&mut spec.template);
+    set_defaults_pod_template_spec(&mut spec.template);
 }
 
-/// The pod template's spec, if it has one, defaulted as a pod's.
-fn set_defaults_template(t: &mut PodTemplateSpec) {
-    if let Some(spec) = t.spec.as_mut() {
-        set_defaults_pod_spec(spec);
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -3,12 +3,11 @@
 //! A Job left bare runs one pod to one success, retrying a failed pod up to six times; a CronJob
 //! left bare lets runs overlap and keeps three successful Jobs and one failed. Set fields are
 //! left alone. The pod template inside (a CronJob's inside its jobTemplate) is defaulted as a
-//! pod's spec ([`set_defaults_pod_spec`]).
+//! pod's spec ([`set_defaults_pod_template_spec`]).
 
 use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
-use k8s_openapi::api::core::v1::PodTemplateSpec;
 
-use crate::core::v1::defaults::set_defaults_pod_spec;
+use crate::core::v1::defaults::set_defaults_pod_template_spec;
 
 /// How often a Job retries a failed pod before it fails, when it does not say.
 pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
@@ -42,7 +41,7 @@ pub fn set_defaults_job(job: &mut Job) {
     }
     let replacement = if spec.pod_failure_policy.is_some() { "Failed" } else { "TerminatingOrFailed" };
     spec.pod_replacement_policy.get_or_insert_with(|| replacement.to_string());
-    set_defaults_template(&mut spec.template);
+    set_defaults_pod_template_spec(&mut spec.template);
 }
 
 /// SetDefaults_CronJob: runs may overlap (Allow), not suspended, three successful and one
@@ -57,16 +56,10 @@ pub fn set_defaults_cron_job(cj: &mut CronJob) {
     spec.successful_jobs_history_limit.get_or_insert(3);
     spec.failed_jobs_history_limit.get_or_insert(1);
     if let Some(job_spec) = spec.job_template.spec.as_mut() {
-        set_defaults_template(&mut job_spec.template);
+        set_defaults_pod_template_spec(&mut job_spec.template);
     }
 }
 
-/// The pod template's spec, if it has one, defaulted as a pod's.
-fn set_defaults_template(t: &mut PodTemplateSpec) {
-    if let Some(spec) = t.spec.as_mut() {
-        set_defaults_pod_spec(spec);
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@
 
 use k8s_openapi::api::core::v1::{
     Container, HTTPGetAction, Namespace, NamespaceStatus, Node, ObjectFieldSelector, Pod, PodSecurityContext, PodSpec,
-    Probe, ResourceRequirements, Secret, Volume,
+    PodTemplateSpec, Probe, ResourceRequirements, Secret, Volume,
 };
 use std::collections::BTreeMap;
 
@@ -49,6 +49,14 @@ pub fn set_defaults_pod_spec(spec: &mut PodSpec) {
     }
     for v in spec.volumes.iter_mut().flatten() {
         set_defaults_volume(v);
+    }
+}
+
+/// A workload's pod template (a Deployment's, a Job's…): its spec, if it has one, defaulted as a
+/// pod's ([`set_defaults_pod_spec`]); a template without a spec gets none made up.
+pub fn set_defaults_pod_template_spec(t: &mut PodTemplateSpec) {
+    if let Some(spec) = t.spec.as_mut() {
+        set_defaults_pod_spec(spec);
     }
 }
 

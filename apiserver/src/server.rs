@@ -17,6 +17,14 @@ use crate::endpoints::{discovery, openapi, status};
 use crate::error::{Error, Result};
 use crate::filters;
 use crate::options::Options;
+use crate::registry::apps::controllerrevision::strategy::ControllerRevisionStrategy;
+use crate::registry::apps::daemonset::strategy::DaemonSetStrategy;
+use crate::registry::apps::deployment::strategy::DeploymentStrategy;
+use crate::registry::apps::replicaset::strategy::ReplicaSetStrategy;
+use crate::registry::apps::scale::SCALE;
+use crate::registry::apps::statefulset::strategy::StatefulSetStrategy;
+use crate::registry::batch::cronjob::strategy::CronJobStrategy;
+use crate::registry::batch::job::strategy::JobStrategy;
 use crate::registry::coordination::lease::strategy::LeaseStrategy;
 use crate::registry::core::configmap::strategy::ConfigMapStrategy;
 use crate::registry::core::event::strategy::EventStrategy;
@@ -29,6 +37,7 @@ use crate::registry::core::serviceaccount::strategy::ServiceAccountStrategy;
 use crate::registry::generic::rest::{Installed, Registries, SubresourceRest};
 use crate::registry::generic::store::Registry;
 use crate::registry::generic::strategy::Strategy;
+use crate::registry::policy::poddisruptionbudget::strategy::PodDisruptionBudgetStrategy;
 use crate::storage::store::Storage;
 use crate::storage::watch_cache::WatchCache;
 use crate::storage::compact;
@@ -67,8 +76,19 @@ fn resources(opts: &Options) -> Vec<Resource> {
         Resource::new(SecretStrategy),
         Resource::new(ServiceAccountStrategy),
         Resource::new(LeaseStrategy),
+        Resource::new(DeploymentStrategy).with_subresources(SCALABLE),
+        Resource::new(ReplicaSetStrategy).with_subresources(SCALABLE),
+        Resource::new(StatefulSetStrategy).with_subresources(SCALABLE),
+        Resource::new(DaemonSetStrategy),
+        Resource::new(ControllerRevisionStrategy),
+        Resource::new(JobStrategy),
+        Resource::new(CronJobStrategy),
+        Resource::new(PodDisruptionBudgetStrategy),
     ]
 }
+
+/// The subresource a scalable workload's own code serves: `scale`.
+const SCALABLE: &[(&str, SubresourceRest)] = &[("scale", SubresourceRest::View(SCALE))];
 
 /// Each resource's generic store, over the store and a watch cache of its own.
 fn install(resources: Vec<Resource>, storage: &Storage, opts: &Options) -> Vec<Installed> {
@@ -236,6 +256,6 @@ mod tests {
                 assert!(info.subresources.iter().any(|s| s.name == *name), "{}/{name} is served but not in discovery", info.plural);
             }
         }
-        assert_eq!(seen.len(), 8);
+        assert_eq!(seen.len(), 16);
     }
 }

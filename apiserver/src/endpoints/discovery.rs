@@ -67,10 +67,9 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
     })
 }
 
-/// The API groups besides core, with their versions. policy/v1 serves only pods/eviction.
+/// The API groups besides core, with their versions.
 fn groups(api: &Api) -> Vec<(&'static str, &'static str)> {
     let mut gs: Vec<(&'static str, &'static str)> = api.registries.iter().map(|r| (r.info().group, r.info().version)).filter(|(g, _)| !g.is_empty()).collect();
-    gs.push(("policy", "v1"));
     gs.sort();
     gs.dedup();
     gs

@@ -160,11 +160,14 @@ async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target, q: &Hash
     }
     let method = req.method().as_str();
     let not_allowed = || Error::MethodNotAllowed(format!("the server does not allow this method on the requested resource ({method})"));
-    // A subresource the resource's own code serves (pods/binding, pods/eviction; a GET of one,
-    // pods/log, was served before negotiation).
+    // A subresource the resource's own code serves (pods/binding, pods/eviction, a workload's
+    // scale; a GET of pods/log was served before negotiation).
     if let Some((rest, r)) = subresource_rest(req, api, &t) {
         return match (method, rest) {
             ("POST", SubresourceRest::Create(serve)) => create::create_subresource(req, &body, r, serve).await,
+            ("GET", SubresourceRest::View(view)) => get::get_view(&t, r.name, view, output).await,
+            ("PUT", SubresourceRest::View(view)) => update::update_view(req, &body, &t, r.name, q, view).await,
+            ("PATCH", SubresourceRest::View(view)) => patch::patch_view(req, &body, &t, r.name, q, view).await,
             _ => Err(not_allowed()),
         };
     }

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use apimachinery::patch::{ListStrategy, PatchMeta};
+use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::Binding;
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, Status};
@@ -141,7 +142,8 @@ fn capitalize(s: &str) -> String {
 /// The codecs of the kinds subresources take that are not a resource's own kind: they get a
 /// definition too. (PodExecOptions and PodAttachOptions are query parameters, and have none, as
 /// in Kubernetes.)
-const SUBRESOURCE_KINDS: &[(&str, &str, &dyn Codec)] = &[("", "Binding", &Typed::<Binding>::NEW), ("policy", "Eviction", &Typed::<Eviction>::NEW)];
+const SUBRESOURCE_KINDS: &[(&str, &str, &dyn Codec)] =
+    &[("", "Binding", &Typed::<Binding>::NEW), ("policy", "Eviction", &Typed::<Eviction>::NEW), ("autoscaling", "Scale", &Typed::<Scale>::NEW)];
 
 /// Builds the [`Spec`] of the resources `served` whose group-version `wanted` accepts.
 pub fn spec(served: &[Served<'_>], wanted: impl Fn(&str, &str) -> bool) -> Spec {

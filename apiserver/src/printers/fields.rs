@@ -68,3 +68,33 @@ pub fn since(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
 pub fn age(obj: &Value, now: DateTime<Utc>) -> String {
     since(time_at(obj, &["metadata", "creationTimestamp"]), now)
 }
+
+/// A workload's template as its `-o wide` columns show it: the containers' names and their
+/// images, each comma-separated (Kubernetes' `layoutContainerCells`).
+pub fn template_containers(template: &Value) -> (String, String) {
+    let containers = arr_at(template, &["spec", "containers"]);
+    let names: Vec<&str> = containers.iter().map(|c| str_at(c, &["name"])).collect();
+    let images: Vec<&str> = containers.iter().map(|c| str_at(c, &["image"])).collect();
+    (names.join(","), images.join(","))
+}
+
+/// metav1.FormatLabelSelector: a `LabelSelector` as kubectl prints it (`app=web,tier in (a,b)`),
+/// `<none>` when it selects by nothing, `<error>` when it does not parse.
+pub fn format_label_selector(selector: Option<&Value>) -> String {
+    match apimachinery::labels::Selector::from_label_selector(selector.unwrap_or(&Value::Null)) {
+        Ok(s) => {
+            let text = s.to_string();
+            if text.is_empty() { "<none>".to_string() } else { text }
+        }
+        Err(_) => "<error>".to_string(),
+    }
+}
+
+/// An `int32` or a percentage (`IntOrString`) as printed: the number or the string; `N/A` unset.
+pub fn int_or_string(v: Option<&Value>) -> Value {
+    match v {
+        Some(Value::Number(n)) => Value::Number(n.clone()),
+        Some(Value::String(s)) => Value::String(s.clone()),
+        _ => Value::String("N/A".to_string()),
+    }
+}

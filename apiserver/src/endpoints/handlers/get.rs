@@ -1,5 +1,6 @@
 //! Mirrors k8s.io/apiserver/pkg/endpoints/handlers/get.go: GET of one object (or its status) and
-//! LIST of a collection, as JSON, as the Table `kubectl get` asks for, or as metadata only.
+//! LIST of a collection, as JSON, as the Table `kubectl get` asks for, or as metadata only; and
+//! GET of an object in another form (rest.Getter of a subresource: a workload's scale).
 
 use std::collections::HashMap;
 
@@ -9,7 +10,8 @@ use serde_json::{Value, json};
 use crate::endpoints::negotiation::Output;
 use crate::endpoints::request::{Target, list_options, partial_object_metadata, respond};
 use crate::error::{Error, Result};
-use crate::printers::tablegenerator::{table, table_json};
+use crate::printers::tablegenerator::{DefaultPrinter, table, table_json};
+use crate::registry::generic::rest::View;
 
 /// `GET .../<resource>/<name>` and `GET .../<resource>/<name>/status`.
 pub async fn get(t: &Target, name: &str, output: Output) -> Result<HttpResponse> {
@@ -22,6 +24,20 @@ pub async fn get(t: &Target, name: &str, output: Output) -> Result<HttpResponse>
         }
         Output::Metadata => Ok(respond(200, &partial_object_metadata(&obj), &[])),
         Output::Json | Output::Yaml => Ok(respond(200, &obj, &[])),
+    }
+}
+
+/// `GET .../<resource>/<name>/<subresource>` of the object in another form (a workload's
+/// scale). A Table of it has the default columns.
+pub async fn get_view(t: &Target, name: &str, view: View, output: Output) -> Result<HttpResponse> {
+    let form = (view.get)(&t.registry.get(t.namespace.as_deref(), name).await?)?;
+    match output {
+        Output::Table => {
+            let rv = form.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+            Ok(respond(200, &table(&DefaultPrinter, &[form], &rv, None, chrono::Utc::now()), &[]))
+        }
+        Output::Metadata => Ok(respond(200, &partial_object_metadata(&form), &[])),
+        Output::Json | Output::Yaml => Ok(respond(200, &form, &[])),
     }
 }
 

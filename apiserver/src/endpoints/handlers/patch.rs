@@ -7,6 +7,9 @@
 //! - `application/apply-patch+yaml` is server-side apply: the applied configuration is merged
 //!   with field ownership (metadata.managedFields); it creates the object when absent.
 //!
+//! A patch of an object in another form (a workload's scale) patches that form and writes it back
+//! into the object (`patch_view`).
+//!
 //! A dry run (`?dryRun=All`, PatchOptions) patches, decodes and checks as a real patch does and
 //! answers with the result, written nowhere (an apply that would create answers 201).
 
@@ -17,10 +20,12 @@ use apimachinery::patch::PatchMeta;
 use serde_json::Value;
 
 use super::create::create_object;
+use super::update::check_view_type;
 use crate::config::Api;
 use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::WriteOptions;
+use crate::registry::generic::rest::View;
 use crate::registry::generic::store::now_rfc3339;
 
 fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
@@ -71,26 +76,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
             }
         };
     }
-    let apply_patch: Box<dyn Fn(&Value) -> Result<Value>> = match media.as_str() {
-        "application/json-patch+json" => {
-            let raw = body.to_vec();
-            Box::new(move |cur| apimachinery::patch::json_patch(cur, &raw).map_err(|e| { let c = e.http_code(); patch_error(e, c) }))
-        }
-        "application/merge-patch+json" => {
-            let p = parse_body(req, body)?;
-            Box::new(move |cur| Ok(apimachinery::patch::merge_patch(cur, &p)))
-        }
-        "application/strategic-merge-patch+json" => {
-            let p = parse_body(req, body)?;
-            let meta = meta.clone();
-            Box::new(move |cur| apimachinery::patch::strategic_merge_patch(cur, &p, &meta).map_err(|e| { let c = e.http_code(); patch_error(e, c) }))
-        }
-        other => {
-            return Err(Error::UnsupportedMediaType(format!(
-                "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (not {other})"
-            )));
-        }
-    };
+    let apply_patch = patcher(req, body, &media, meta)?;
     let manager = q.get("fieldManager").cloned();
     let updated = reg
         .guaranteed_update_with(ns, name, sub, dry_run, |current| {
@@ -106,6 +92,55 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
         })
         .await?;
     Ok(respond(200, &updated, &warnings))
+}
+
+/// `PATCH .../<resource>/<name>/<subresource>` of the object in another form (a workload's
+/// scale): the form is patched, then written into the object as a PUT of it is. Server-side
+/// apply of a form is refused (Kubernetes applies it; nothing here tracks its fields).
+pub async fn patch_view(req: &HttpRequest, body: &[u8], t: &Target, name: &str, q: &HashMap<String, String>, view: View) -> Result<HttpResponse> {
+    let dry_run = WriteOptions::from_query("PatchOptions", q)?.is_dry_run();
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("");
+    let media = ct.split(';').next().unwrap_or("").trim().to_string();
+    if media == "application/apply-patch+yaml" {
+        return Err(Error::UnsupportedMediaType(format!(
+            "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (server-side apply of {} {} is not supported)",
+            view.api_version, view.kind
+        )));
+    }
+    let apply_patch = patcher(req, body, &media, PatchMeta::for_kind(view.kind))?;
+    let updated = t
+        .registry
+        .guaranteed_update_with(t.namespace.as_deref(), name, None, dry_run, |current| {
+            let form = apply_patch(&(view.get)(current)?)?;
+            check_view_type(&form, view)?;
+            check_name_and_namespace(t, &form)?;
+            (view.update)(current, &form)
+        })
+        .await?;
+    Ok(respond(200, &(view.get)(&updated)?, &[]))
+}
+
+/// The patch of one of the three non-apply media types, as a function of the current object.
+fn patcher(req: &HttpRequest, body: &[u8], media: &str, meta: PatchMeta) -> Result<Box<dyn Fn(&Value) -> Result<Value>>> {
+    Ok(match media {
+        "application/json-patch+json" => {
+            let raw = body.to_vec();
+            Box::new(move |cur| apimachinery::patch::json_patch(cur, &raw).map_err(|e| { let c = e.http_code(); patch_error(e, c) }))
+        }
+        "application/merge-patch+json" => {
+            let p = parse_body(req, body)?;
+            Box::new(move |cur| Ok(apimachinery::patch::merge_patch(cur, &p)))
+        }
+        "application/strategic-merge-patch+json" => {
+            let p = parse_body(req, body)?;
+            Box::new(move |cur| apimachinery::patch::strategic_merge_patch(cur, &p, &meta).map_err(|e| { let c = e.http_code(); patch_error(e, c) }))
+        }
+        other => {
+            return Err(Error::UnsupportedMediaType(format!(
+                "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (not {other})"
+            )));
+        }
+    })
 }
 
 fn apply_error(e: apimachinery::error::ApplyError, kind: &str, name: &str) -> Error {

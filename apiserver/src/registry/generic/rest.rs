@@ -22,6 +22,18 @@ pub type GetFunc = for<'a> fn(RestRequest<'a>) -> LocalBoxFuture<'a, Result<Http
 /// A subresource's connect: the connection is handed over (pods/exec, pods/attach).
 pub type ConnectFunc = for<'a> fn(RestRequest<'a>, web::Payload) -> LocalBoxFuture<'a, Result<HttpResponse>>;
 
+/// rest.Getter + rest.Updater of the object in another form (`deployments/scale`: an
+/// autoscaling/v1 Scale). A GET answers `get(object)`; a PUT sends the form, a PATCH patches it,
+/// and `update(object, form)` is the object to write, updated as any update of it is.
+#[derive(Clone, Copy)]
+pub struct View {
+    /// The form's kind and apiVersion.
+    pub kind: &'static str,
+    pub api_version: &'static str,
+    pub get: fn(&Value) -> Result<Value>,
+    pub update: fn(&Value, &Value) -> Result<Value>,
+}
+
 /// A subresource served by its resource's own code rather than by the generic handlers (the
 /// `status` and `finalize` views of an object are the generic handlers'). Kubernetes registers a
 /// REST storage at `pods/<sub>`, and the interfaces it implements decide its routes; here the
@@ -32,6 +44,8 @@ pub enum SubresourceRest {
     Create(CreateFunc),
     /// rest.GetterWithOptions: `GET`.
     Get(GetFunc),
+    /// rest.Getter + rest.Updater of another form of the object: `GET`, `PUT`, `PATCH`.
+    View(View),
     /// rest.Connecter: any method. What follows the request is the upgraded stream, so its body
     /// is never read, and the request is long-running.
     Connect(ConnectFunc),

@@ -96,7 +96,10 @@ impl Registry {
     }
 
     fn invalid(&self, name: &str, causes: Vec<Cause>) -> Error {
-        Error::Invalid { kind: self.info().kind.into(), kind_singular: self.info().kind.into(), name: name.into(), causes }
+        // The message names the group too, as a GroupKind prints ("Deployment.apps").
+        let info = self.info();
+        let qualified = if info.group.is_empty() { info.kind.to_string() } else { format!("{}.{}", info.kind, info.group) };
+        Error::Invalid { kind: info.kind.into(), kind_singular: qualified, name: name.into(), causes }
     }
 
     pub async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value> {

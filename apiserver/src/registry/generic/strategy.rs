@@ -75,7 +75,7 @@ pub trait Strategy: Send + Sync + 'static {
     /// Before an update of the main resource: by default the status is not writable here.
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         if self.info().has_status() {
-            set_or_remove(new, "status", old.get("status").cloned());
+            keep_status(new, old);
         }
     }
 
@@ -148,6 +148,26 @@ pub fn meta_field(obj: &Value, field: &str) -> Option<String> {
         "metadata.namespace" => Some(obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("").to_string()),
         _ => None,
     }
+}
+
+/// The status an update of the main resource cannot change: the old one stays.
+pub fn keep_status(new: &mut Value, old: &Value) {
+    set_or_remove(new, "status", old.get("status").cloned());
+}
+
+/// PrepareForCreate's first line in most strategies: the client's status is dropped, the object
+/// starts with an empty one (`status: {}`) that its controller fills.
+pub fn reset_status(obj: &mut Object) {
+    obj.json_mut()["status"] = Value::Object(Default::default());
+}
+
+/// The kind's defaults on an update's new object too, as Kubernetes' decoder defaults every object
+/// it reads: a workload replaced whole (`kubectl replace`) gets what its create got, so only what
+/// the client changed differs from the stored object (and bumps its generation).
+pub fn set_defaults_on_update(strategy: &(impl Strategy + ?Sized), new: &mut Value) {
+    let mut object = Object::new(std::mem::take(new));
+    strategy.set_defaults(&mut object);
+    *new = object.into_json();
 }
 
 fn set_or_remove(obj: &mut Value, key: &str, v: Option<Value>) {

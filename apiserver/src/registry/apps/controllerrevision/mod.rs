@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/apps/controllerrevision.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/apps/daemonset.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/apps/deployment.
+
+pub mod printer;
+pub mod strategy;

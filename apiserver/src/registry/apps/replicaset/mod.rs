@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/apps/replicaset.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/apps/statefulset.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/batch/cronjob.
+
+pub mod printer;
+pub mod strategy;

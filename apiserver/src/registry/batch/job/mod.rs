@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/batch/job.
+
+pub mod printer;
+pub mod strategy;

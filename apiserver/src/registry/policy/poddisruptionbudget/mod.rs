@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/policy/poddisruptionbudget.
+
+pub mod printer;
+pub mod strategy;

@@ -66,11 +66,15 @@
 //!   `PartialObjectMetadata` are not served either (passed over the same way); their `v1` forms are. No TLS, no authentication or authorization, no admission
 //!   webhooks.
 //! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
-//!   admission plugins that change it); Kubernetes' decoder applies them to every object it
-//!   decodes, updates and patches included, before admission sees the request.
+//!   admission plugins that change it) — except for the workload kinds, whose strategies default
+//!   updates too; Kubernetes' decoder applies them to every object it decodes, updates and
+//!   patches included, before admission sees the request.
 //! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach), nodes (+status), events,
-//!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases. No services, deployments
-//!   or CRDs yet.
+//!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases; apps/v1 deployments,
+//!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
+//!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). No controller
+//!   acts on the workloads yet, eviction does not consult budgets, and a scale takes no
+//!   server-side apply. No services or CRDs yet.
 //! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are
 //!   background deletes of the object itself.
 //! - Dry run: a DELETE with a body also takes `dryRun` and `gracePeriodSeconds` from the query

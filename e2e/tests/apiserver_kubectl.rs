@@ -86,6 +86,7 @@ matrix!(
     survives_store_outage,
     content_negotiation,
     dry_run_writes_nothing,
+    workload_api,
 );
 
 async fn start(run: Run) -> ApiCluster {
@@ -214,6 +215,14 @@ async fn version_and_api_resources(run: Run) {
         ("serviceaccounts", "sa", "v1", "true", "ServiceAccount"),
         ("events", "ev", "v1", "true", "Event"),
         ("leases", "", "coordination.k8s.io/v1", "true", "Lease"),
+        ("deployments", "deploy", "apps/v1", "true", "Deployment"),
+        ("replicasets", "rs", "apps/v1", "true", "ReplicaSet"),
+        ("statefulsets", "sts", "apps/v1", "true", "StatefulSet"),
+        ("daemonsets", "ds", "apps/v1", "true", "DaemonSet"),
+        ("controllerrevisions", "", "apps/v1", "true", "ControllerRevision"),
+        ("jobs", "", "batch/v1", "true", "Job"),
+        ("cronjobs", "cj", "batch/v1", "true", "CronJob"),
+        ("poddisruptionbudgets", "pdb", "policy/v1", "true", "PodDisruptionBudget"),
     ] {
         let want: Vec<&str> = [name, short, version, namespaced, kind]
             .into_iter()
@@ -1913,4 +1922,103 @@ async fn dry_run_writes_nothing(run: Run) {
         assert_eq!(event["type"], "MODIFIED", "{}: {event}", w.url);
         assert_eq!(event["object"]["metadata"]["labels"]["marker"], "real", "{}: the first event is the real write: {event}", w.url);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const DEPLOYMENT_YAML: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: busybox:1.36\n        command: [sleep, \"3600\"]\n";
+
+/// The workload kinds without their controllers: stored with Kubernetes' defaults, printed with
+/// kubectl's columns, scaled through the scale subresource, refused as Kubernetes refuses them.
+async fn workload_api(run: Run) {
+    let c = start(run).await;
+    assert_contains(&c, "create -f deployment", &create(&c, "web.yaml", DEPLOYMENT_YAML), "deployment.apps/web created");
+    let d = get_json(&c, &["get", "deployment", "web"]);
+    assert_eq!(d["spec"]["strategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}), "{d}");
+    assert_eq!((d["spec"]["revisionHistoryLimit"].clone(), d["spec"]["progressDeadlineSeconds"].clone()), (json!(10), json!(600)), "{d}");
+    assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Always", "{d}");
+    assert_eq!((d["metadata"]["generation"].clone(), d["status"].clone()), (json!(1), json!({})), "{d}");
+
+    // kubectl's columns, from the server's Table.
+    let out = c.kubectl_ok(&["get", "deploy"]);
+    let header: Vec<&str> = out.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], "{out}");
+    let row: Vec<&str> = out.lines().nth(1).unwrap_or("").split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "0/3", "0", "0"], "{out}");
+    let wide = c.kubectl_ok(&["get", "deploy", "web", "-o", "wide"]);
+    for needle in ["CONTAINERS", "IMAGES", "SELECTOR", "busybox:1.36", "app=web"] {
+        assert_contains(&c, "get deploy -o wide", &wide, needle);
+    }
+
+    // The scale subresource: kubectl scale patches it, or reads it and writes it back with a
+    // precondition; a spec change bumps the generation.
+    assert_contains(&c, "scale", &c.kubectl_ok(&["scale", "deployment", "web", "--replicas=5"]), "deployment.apps/web scaled");
+    let d = get_json(&c, &["get", "deployment", "web"]);
+    assert_eq!((d["spec"]["replicas"].clone(), d["metadata"]["generation"].clone()), (json!(5), json!(2)), "{d}");
+    c.kubectl_err(&["scale", "deployment", "web", "--current-replicas=4", "--replicas=6"], "Expected replicas to be 4, was 5");
+    assert_contains(&c, "scale with a precondition", &c.kubectl_ok(&["scale", "deployment", "web", "--current-replicas=5", "--replicas=0"]), "scaled");
+    let scale = get_json(&c, &["get", "deployment", "web", "--subresource=scale"]);
+    assert_eq!((scale["kind"].clone(), scale["apiVersion"].clone()), (json!("Scale"), json!("autoscaling/v1")), "{scale}");
+    assert_eq!((scale["spec"].clone(), scale["status"]["selector"].clone()), (json!({}), json!("app=web")), "{scale}");
+    let (code, body) = c
+        .request(Method::PUT, "/apis/apps/v1/namespaces/default/deployments/web/scale", Some(json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": -1}}).to_string().into_bytes()), None)
+        .await
+        .unwrap_or_else(|e| c.fail(&format!("PUT scale: {e:#}")));
+    assert_eq!(code, 422, "{body}");
+    assert_contains(&c, "a negative scale", &body, "spec.replicas: Invalid value: -1: must be greater than or equal to 0");
+
+    // The status is the controller's: an update of the object leaves it, /status changes only it.
+    c.kubectl_ok(&["patch", "deployment", "web", "--subresource=status", "--type=merge", "-p", r#"{"status":{"replicas":2,"readyReplicas":1},"spec":{"replicas":9}}"#]);
+    let d = get_json(&c, &["get", "deployment", "web"]);
+    assert_eq!((d["status"]["readyReplicas"].clone(), d["spec"]["replicas"].clone()), (json!(1), json!(0)), "{d}");
+
+    // What Kubernetes refuses.
+    let bad = DEPLOYMENT_YAML.replace("name: web\n", "name: bad\n").replace("labels: {app: web}", "labels: {app: other}");
+    let err = c.kubectl_err(&["create", "-f", c.write_file("bad.yaml", &bad).to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "a selector that misses the template", &err, "Deployment.apps \"bad\" is invalid: spec.template.metadata.labels: Invalid value:");
+    assert_contains(&c, "a selector that misses the template", &err, "`selector` does not match template `labels`");
+    let err = c.kubectl_err(&["patch", "deployment", "web", "--type=merge", "-p", r#"{"spec":{"selector":{"matchLabels":{"app":"x"}},"template":{"metadata":{"labels":{"app":"x"}}}}}"#], "is invalid");
+    assert_contains(&c, "a changed selector", &err, "field is immutable");
+
+    // Jobs get a generated selector; cron jobs a schedule that must parse; budgets one of two.
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: pi\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: pi\n        image: busybox:1.36\n        command: [echo, hi]\n";
+    create(&c, "job.yaml", job);
+    let j = get_json(&c, &["get", "job", "pi"]);
+    let uid = j["metadata"]["uid"].as_str().unwrap_or_default().to_string();
+    assert_eq!(j["spec"]["selector"], json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}), "{j}");
+    assert_eq!(j["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"], "pi", "{j}");
+    assert_eq!((j["spec"]["backoffLimit"].clone(), j["spec"]["completions"].clone(), j["spec"]["parallelism"].clone()), (json!(6), json!(1), json!(1)), "{j}");
+    let out = c.kubectl_ok(&["get", "jobs"]);
+    assert_eq!(out.lines().next().unwrap_or("").split_whitespace().collect::<Vec<_>>(), ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"], "{out}");
+    let bad_job = job.replace("name: pi\n", "name: forever\n").replace("restartPolicy: Never", "restartPolicy: Always");
+    let err = c.kubectl_err(&["create", "-f", c.write_file("forever.yaml", &bad_job).to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "a job that restarts always", &err, "spec.template.spec.restartPolicy: Unsupported value: \"Always\"");
+
+    let cron = "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: hello\nspec:\n  schedule: \"*/1 * * * *\"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers:\n          - name: hello\n            image: busybox:1.36\n            command: [date]\n";
+    create(&c, "cron.yaml", cron);
+    let cj = get_json(&c, &["get", "cronjob", "hello"]);
+    assert_eq!((cj["spec"]["concurrencyPolicy"].clone(), cj["spec"]["successfulJobsHistoryLimit"].clone()), (json!("Allow"), json!(3)), "{cj}");
+    let out = c.kubectl_ok(&["get", "cj"]);
+    assert_contains(&c, "get cj", &out, "*/1 * * * *");
+    let err = c.kubectl_err(&["create", "-f", c.write_file("never.yaml", &cron.replace("name: hello", "name: never").replace("*/1 * * * *", "61 * * * *")).to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "a schedule out of range", &err, "spec.schedule");
+
+    let pdb = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\nspec:\n  minAvailable: 2\n  selector:\n    matchLabels: {app: web}\n";
+    create(&c, "pdb.yaml", pdb);
+    let out = c.kubectl_ok(&["get", "pdb"]);
+    assert_eq!(out.lines().next().unwrap_or("").split_whitespace().collect::<Vec<_>>(), ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"], "{out}");
+    assert_eq!(out.lines().nth(1).unwrap_or("").split_whitespace().take(4).collect::<Vec<_>>(), ["web", "2", "N/A", "0"], "{out}");
+    let err = c.kubectl_err(&["create", "-f", c.write_file("both.yaml", &pdb.replace("name: web", "name: both").replace("  minAvailable: 2\n", "  minAvailable: 2\n  maxUnavailable: 1\n")).to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "a budget with both", &err, "minAvailable and maxUnavailable cannot be both set");
+
+    // `kubectl get all` lists the workloads (the `all` category).
+    let all = c.kubectl_ok(&["get", "all"]);
+    for needle in ["deployment.apps/web", "job.batch/pi", "cronjob.batch/hello"] {
+        assert_contains(&c, "get all", &all, needle);
+    }
+
+    // A server-side dry run answers the defaulted object and stores nothing.
+    let dry = parse_json(&c, "create --dry-run=server", &c.kubectl_ok(&["create", "-f", c.write_file("dry.yaml", &DEPLOYMENT_YAML.replace("name: web\n", "name: dry\n")).to_str().expect("utf-8"), "--dry-run=server", "-o", "json"]));
+    assert_eq!(dry["spec"]["progressDeadlineSeconds"], 600, "{dry}");
+    c.kubectl_err(&["get", "deployment", "dry"], "NotFound");
 }

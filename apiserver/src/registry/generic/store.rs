@@ -91,8 +91,14 @@ impl Registry {
         }
     }
 
+    /// The resource as errors name it: `pods`, `deployments.apps` (a GroupResource printed).
+    fn qualified_resource(&self) -> String {
+        let info = self.info();
+        if info.group.is_empty() { info.plural.to_string() } else { format!("{}.{}", info.plural, info.group) }
+    }
+
     fn not_found(&self, name: &str) -> Error {
-        Error::not_found(self.info().plural, name)
+        Error::not_found(&self.qualified_resource(), name)
     }
 
     fn invalid(&self, name: &str, causes: Vec<Cause>) -> Error {
@@ -158,13 +164,13 @@ impl Registry {
         let key = self.key(namespace, &name);
         if dry_run {
             return match self.storage.get(&key).await? {
-                Some(_) => Err(Error::AlreadyExists { kind: info.plural.into(), name }),
+                Some(_) => Err(Error::AlreadyExists { kind: self.qualified_resource(), name }),
                 None => Ok(obj),
             };
         }
         match self.storage.create(&key, &obj, self.strategy.ttl()).await? {
             WriteOutcome::Written(rev) => Ok(with_resource_version(obj, rev)),
-            WriteOutcome::Mismatch(_) => Err(Error::AlreadyExists { kind: info.plural.into(), name }),
+            WriteOutcome::Mismatch(_) => Err(Error::AlreadyExists { kind: self.qualified_resource(), name }),
         }
     }
 
@@ -191,7 +197,7 @@ impl Registry {
 
     fn conflict(&self, name: &str) -> Error {
         Error::Conflict {
-            kind: format!("{}{}", self.info().plural, if self.info().group.is_empty() { String::new() } else { format!(".{}", self.info().group) }),
+            kind: self.qualified_resource(),
             name: name.into(),
             message: "the object has been modified; please apply your changes to the latest version and try again".into(),
         }

@@ -31,15 +31,23 @@
 //! - `runtime.Unknown.contentEncoding` must be empty: no sender compresses request bodies.
 //! - Only decoding: the server still answers in JSON, so no encoder is needed.
 
+mod apps_v1;
+mod batch_v1;
 mod core_v1;
+mod intstr;
 mod json;
 mod meta_v1;
+mod policy_v1;
+mod resource;
 
 use prost::Message;
 use serde_json::Value;
 
+use apps_v1::Deployment;
+use batch_v1::{CronJob, Job};
 use core_v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use meta_v1::DeleteOptions;
+use policy_v1::PodDisruptionBudget;
 
 /// The media type kubectl sets on protobuf request bodies.
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
@@ -73,15 +81,25 @@ pub enum Error {
          send it as JSON or YAML instead (e.g. `kubectl create -f`)"
     )]
     UnsupportedKind { api_version: String, kind: String },
+
+    #[error(
+        "{kind} (apiVersion {api_version:?}) holds fields this server cannot read from \
+         {CONTENT_TYPE}; send it as JSON or YAML instead (e.g. `kubectl create -f` or \
+         `kubectl apply -f`)"
+    )]
+    UnreadableFields { api_version: String, kind: String },
 }
 
 impl Error {
-    /// True when the body was well formed but names a kind this decoder does not know: the
-    /// API server answers 415 Unsupported Media Type rather than 400 Bad Request.
+    /// True when the body was well formed but this decoder cannot read all of it (an unknown
+    /// kind, fields it does not model, a compressed body): the API server answers 415
+    /// Unsupported Media Type rather than 400 Bad Request, and the client may resend as JSON.
     pub fn is_unsupported(&self) -> bool {
         matches!(
             self,
-            Error::UnsupportedKind { .. } | Error::UnsupportedEncoding(_)
+            Error::UnsupportedKind { .. }
+                | Error::UnreadableFields { .. }
+                | Error::UnsupportedEncoding(_)
         )
     }
 }
@@ -121,6 +139,23 @@ pub fn decode(body: &[u8]) -> Result<Value> {
         ("v1", "ServiceAccount") => {
             decode_raw::<ServiceAccount>(&raw, "v1.ServiceAccount")?.to_json()
         }
+        // The workloads are modelled in part: each must re-encode to the bytes it came in.
+        ("apps/v1", "Deployment") => {
+            decode_whole::<Deployment>(&raw, "apps/v1.Deployment", &api_version, &kind)?.to_json()
+        }
+        ("batch/v1", "Job") => {
+            decode_whole::<Job>(&raw, "batch/v1.Job", &api_version, &kind)?.to_json()
+        }
+        ("batch/v1", "CronJob") => {
+            decode_whole::<CronJob>(&raw, "batch/v1.CronJob", &api_version, &kind)?.to_json()
+        }
+        ("policy/v1", "PodDisruptionBudget") => decode_whole::<PodDisruptionBudget>(
+            &raw,
+            "policy/v1.PodDisruptionBudget",
+            &api_version,
+            &kind,
+        )?
+        .to_json(),
         // DeleteOptions is registered in every group version (and in meta.k8s.io/v1), so a
         // typed delete of any resource may carry it under its own group's apiVersion.
         (_, "DeleteOptions") => decode_raw::<DeleteOptions>(&raw, "DeleteOptions")?.to_json(),
@@ -135,6 +170,27 @@ pub fn decode(body: &[u8]) -> Result<Value> {
 
 fn decode_raw<M: Message + Default>(raw: &[u8], message: &'static str) -> Result<M> {
     M::decode(raw).map_err(undecodable(message))
+}
+
+/// [`decode_raw`] for a message that models only part of its Go type: prost skips the fields it
+/// does not know, so the message must marshal back to exactly `raw`, or the object would reach
+/// the server without them. This holds because prost, like Go's generated marshalling, writes
+/// fields in tag order, map entries sorted by key and proto2 repeated scalars unpacked, and the
+/// messages keep every field `optional` so that a zero Go wrote is written back.
+fn decode_whole<M: Message + Default>(
+    raw: &[u8],
+    message: &'static str,
+    api_version: &str,
+    kind: &str,
+) -> Result<M> {
+    let decoded = decode_raw::<M>(raw, message)?;
+    if decoded.encode_to_vec() != raw {
+        return Err(Error::UnreadableFields {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        });
+    }
+    Ok(decoded)
 }
 
 fn undecodable(message: &'static str) -> impl FnOnce(prost::DecodeError) -> Error {

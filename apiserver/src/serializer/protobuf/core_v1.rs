@@ -521,3 +521,53 @@ impl Fields {
         f
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// `Container{Name: name, Image: image}` as Go marshals it (plain strings and bools written,
+    /// `resources` as an empty message).
+    pub(in super::super) fn go_container(name: &str, image: &str) -> Container {
+        Container {
+            name: Some(name.into()),
+            image: Some(image.into()),
+            working_dir: Some(String::new()),
+            resources: Some(ResourceRequirements::default()),
+            termination_message_path: Some(String::new()),
+            image_pull_policy: Some(String::new()),
+            stdin: Some(false),
+            stdin_once: Some(false),
+            tty: Some(false),
+            termination_message_policy: Some(String::new()),
+            ..Default::default()
+        }
+    }
+
+    /// `PodSpec{Containers: containers}` as Go marshals it.
+    pub(in super::super) fn go_pod_spec(containers: Vec<Container>) -> PodSpec {
+        PodSpec {
+            containers,
+            restart_policy: Some(String::new()),
+            dns_policy: Some(String::new()),
+            service_account_name: Some(String::new()),
+            service_account: Some(String::new()),
+            node_name: Some(String::new()),
+            host_network: Some(false),
+            host_pid: Some(false),
+            host_ipc: Some(false),
+            hostname: Some(String::new()),
+            subdomain: Some(String::new()),
+            scheduler_name: Some(String::new()),
+            priority_class_name: Some(String::new()),
+            ..Default::default()
+        }
+    }
+
+    /// A `resource.Quantity`.
+    pub(in super::super) fn quantity(text: &str) -> Quantity {
+        Quantity {
+            string: Some(text.into()),
+        }
+    }
+}

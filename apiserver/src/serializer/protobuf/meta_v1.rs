@@ -248,8 +248,24 @@ impl Fields {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// `ObjectMeta{Name: name}` as Go marshals it: every plain string and integer is written, zero
+    /// or not, and the zero `creationTimestamp` as an empty message.
+    pub(in super::super) fn go_meta(name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            generate_name: Some(String::new()),
+            namespace: Some(String::new()),
+            self_link: Some(String::new()),
+            uid: Some(String::new()),
+            resource_version: Some(String::new()),
+            generation: Some(0),
+            creation_timestamp: Some(Time::default()),
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn rfc3339_times() {

@@ -229,18 +229,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    use super::core_v1::tests::{go_container, go_pod_spec};
     use super::core_v1::*;
     use super::json::base64;
+    use super::meta_v1::tests::go_meta;
     use super::meta_v1::*;
 
     /// Wraps `object` the way client-go's protobuf serializer does.
-    fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
+    pub(super) fn body(api_version: &str, kind: &str, object: &impl Message) -> Vec<u8> {
+        body_raw(api_version, kind, object.encode_to_vec())
+    }
+
+    /// [`body`] around bytes already marshalled.
+    fn body_raw(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
         let unknown = Unknown {
             type_meta: Some(TypeMeta {
                 api_version: Some(api_version.into()),
                 kind: Some(kind.into()),
             }),
-            raw: Some(object.encode_to_vec()),
+            raw: Some(raw),
             content_encoding: Some(String::new()),
             content_type: Some(String::new()),
         };
@@ -256,7 +263,7 @@ mod tests {
         }
     }
 
-    fn decode_ok(body: &[u8]) -> Value {
+    pub(super) fn decode_ok(body: &[u8]) -> Value {
         match decode(body) {
             Ok(value) => value,
             Err(err) => panic!("decode failed: {err}"),
@@ -550,12 +557,12 @@ mod tests {
 
     #[test]
     fn unsupported_kinds_and_encodings() {
-        let err = decode(&body("apps/v1", "Deployment", &meta("web"))).err();
+        let err = decode(&body("apps/v1", "StatefulSet", &meta("web"))).err();
         match err {
             Some(err @ Error::UnsupportedKind { .. }) => {
                 assert!(err.is_unsupported());
                 let message = err.to_string();
-                assert!(message.contains("Deployment"), "{message}");
+                assert!(message.contains("StatefulSet"), "{message}");
                 assert!(message.contains("kubectl create -f"), "{message}");
             }
             other => panic!("expected UnsupportedKind, got {other:?}"),
@@ -574,5 +581,199 @@ mod tests {
         input.extend(gzipped.map(|u| u.encode_to_vec()).unwrap_or_default());
         assert!(matches!(decode(&input), Err(Error::UnsupportedEncoding(e)) if e == "gzip"));
     }
-}
 
+    // Bodies captured from kubectl 1.32 (1.33 sends the same bytes) in the same way. The last
+    // one is a Job made from a CronJob that the listener served as this server would after
+    // defaulting it (restartPolicy, dnsPolicy, an empty securityContext, imagePullPolicy…).
+
+    /// `kubectl create deployment web --image=busybox:1.36 --replicas=3 --port=80 -- sleep 3600`
+    const KUBECTL_CREATE_DEPLOY: &[u8] = b"k8s\x00\x0a\x15\x0a\x07apps/v1\x12\x0aDeployment\x12\xcf\x01\x0a\x1f\x0a\x03web\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03web\x12\x9d\x01\x08\x03\x12\x0c\x0a\x0a\x0a\x03app\x12\x03web\x1a\x82\x01\x0a\x1c\x0a\x00\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03web\x12b\x12D\x0a\x07busybox\x12\x0cbusybox:1.36\x1a\x05sleep\x1a\x043600*\x002\x0a\x0a\x00\x10\x00\x18P\x22\x00*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x002\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x22\x02\x0a\x00(\x008\x00\x1a\x0c\x08\x00\x10\x00\x18\x00 \x00(\x008\x00\x1a\x00\x22\x00";
+    /// `kubectl create deployment zero --image=busybox:1.36 --replicas=0`
+    const KUBECTL_CREATE_DEPLOY_ZERO: &[u8] = b"k8s\x00\x0a\x15\x0a\x07apps/v1\x12\x0aDeployment\x12\xb9\x01\x0a!\x0a\x04zero\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0b\x0a\x03app\x12\x04zero\x12\x85\x01\x08\x00\x12\x0d\x0a\x0b\x0a\x03app\x12\x04zero\x1aj\x0a\x1d\x0a\x00\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0b\x0a\x03app\x12\x04zero\x12I\x12+\x0a\x07busybox\x12\x0cbusybox:1.36*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x002\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x22\x02\x0a\x00(\x008\x00\x1a\x0c\x08\x00\x10\x00\x18\x00 \x00(\x008\x00\x1a\x00\x22\x00";
+    /// `kubectl create job pi --image=busybox -- echo hi`
+    const KUBECTL_CREATE_JOB: &[u8] = b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\x84\x01\x0a\x12\x0a\x02pi\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12d2b\x0a\x10\x0a\x00\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12N\x12+\x0a\x02pi\x12\x07busybox\x1a\x04echo\x1a\x02hi*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x05Never2\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x1a\x08 \x00(\x000\x00:\x00\x1a\x00\x22\x00";
+    /// `kubectl create cronjob hello --image=busybox --schedule='*/1 * * * *' -- date`
+    const KUBECTL_CREATE_CRONJOB: &[u8] = b"k8s\x00\x0a\x13\x0a\x08batch/v1\x12\x07CronJob\x12\xae\x01\x0a\x15\x0a\x05hello\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\x92\x01\x0a\x0b*/1 * * * *\x1a\x00*\x80\x01\x0a\x15\x0a\x05hello\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12g2e\x0a\x10\x0a\x00\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12Q\x12*\x0a\x05hello\x12\x07busybox\x1a\x04date*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x09OnFailure2\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x1a\x00\x1a\x00\x22\x00";
+    /// `kubectl create poddisruptionbudget web --selector=app=web --min-available=2`
+    const KUBECTL_CREATE_PDB_MIN: &[u8] = b"k8s\x00\x0a \x0a\x09policy/v1\x12\x13PodDisruptionBudget\x129\x0a\x13\x0a\x03web\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\x16\x0a\x06\x08\x00\x10\x02\x1a\x00\x12\x0c\x0a\x0a\x0a\x03app\x12\x03web\x1a\x0a\x08\x00\x18\x00 \x00(\x000\x00\x1a\x00\x22\x00";
+    /// `kubectl create poddisruptionbudget web2 --selector=app=web --max-unavailable=25%`
+    const KUBECTL_CREATE_PDB_MAX: &[u8] = b"k8s\x00\x0a \x0a\x09policy/v1\x12\x13PodDisruptionBudget\x12=\x0a\x14\x0a\x04web2\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\x19\x12\x0c\x0a\x0a\x0a\x03app\x12\x03web\x1a\x09\x08\x01\x10\x00\x1a\x0325%\x1a\x0a\x08\x00\x18\x00 \x00(\x000\x00\x1a\x00\x22\x00";
+    /// `kubectl create job manual --from=cronjob/hello`, the CronJob's job template labelled
+    /// app=hello, annotated team=a, with cpu and memory limits.
+    const KUBECTL_CREATE_JOB_FROM_CRONJOB: &[u8] = b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\xda\x02\x0a\x7f\x0a\x06manual\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0c\x0a\x03app\x12\x05hellob+\x0a!cronjob.kubernetes.io/instantiate\x12\x06manualb\x09\x0a\x04team\x12\x01aj!\x0a\x07CronJob\x1a\x05hello\x22\x03u-1*\x08batch/v10\x01\x12\xcc\x012\xc9\x01\x0a\x10\x0a\x00\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\xb4\x01\x12i\x0a\x05hello\x12\x07busybox\x1a\x04date*\x00B!\x0a\x0d\x0a\x03cpu\x12\x06\x0a\x04500m\x0a\x10\x0a\x06memory\x12\x06\x0a\x0464Mij\x14/dev/termination-logr\x06Always\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x04File\x1a\x09OnFailure \x1e2\x0cClusterFirstB\x00J\x00R\x00X\x00`\x00h\x00r\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x11default-scheduler\xc2\x01\x00\xf0\x01\x01\x1a\x08 \x00(\x000\x00:\x00\x1a\x00\x22\x00";
+
+    #[test]
+    fn kubectl_workload_bodies() {
+        let pdb_status = json!({"disruptionsAllowed": 0, "currentHealthy": 0,
+                                "desiredHealthy": 0, "expectedPods": 0});
+        let cases: &[(&str, &[u8], Value)] = &[
+            (
+                "create deployment",
+                KUBECTL_CREATE_DEPLOY,
+                json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                       "metadata": {"name": "web", "labels": {"app": "web"}},
+                       "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                                "template": {"metadata": {"labels": {"app": "web"}},
+                                             "spec": {"containers": [{
+                                                 "name": "busybox", "image": "busybox:1.36",
+                                                 "command": ["sleep", "3600"],
+                                                 "ports": [{"containerPort": 80}],
+                                                 "resources": {}}]}},
+                                "strategy": {}},
+                       "status": {}}),
+            ),
+            (
+                "create deployment --replicas=0",
+                KUBECTL_CREATE_DEPLOY_ZERO,
+                json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                       "metadata": {"name": "zero", "labels": {"app": "zero"}},
+                       "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "zero"}},
+                                "template": {"metadata": {"labels": {"app": "zero"}},
+                                             "spec": {"containers": [{
+                                                 "name": "busybox", "image": "busybox:1.36",
+                                                 "resources": {}}]}},
+                                "strategy": {}},
+                       "status": {}}),
+            ),
+            (
+                "create job",
+                KUBECTL_CREATE_JOB,
+                json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
+                       "spec": {"template": {"metadata": {},
+                                             "spec": {"containers": [{
+                                                 "name": "pi", "image": "busybox",
+                                                 "command": ["echo", "hi"], "resources": {}}],
+                                                 "restartPolicy": "Never"}}},
+                       "status": {}}),
+            ),
+            (
+                "create cronjob",
+                KUBECTL_CREATE_CRONJOB,
+                json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "hello"},
+                       "spec": {"schedule": "*/1 * * * *",
+                                "jobTemplate": {"metadata": {"name": "hello"},
+                                                "spec": {"template": {"metadata": {},
+                                                    "spec": {"containers": [{
+                                                        "name": "hello", "image": "busybox",
+                                                        "command": ["date"], "resources": {}}],
+                                                        "restartPolicy": "OnFailure"}}}}},
+                       "status": {}}),
+            ),
+            (
+                "create poddisruptionbudget --min-available",
+                KUBECTL_CREATE_PDB_MIN,
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                       "metadata": {"name": "web"},
+                       "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}},
+                       "status": pdb_status}),
+            ),
+            (
+                "create poddisruptionbudget --max-unavailable",
+                KUBECTL_CREATE_PDB_MAX,
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                       "metadata": {"name": "web2"},
+                       "spec": {"selector": {"matchLabels": {"app": "web"}},
+                                "maxUnavailable": "25%"},
+                       "status": pdb_status}),
+            ),
+            (
+                "create job --from=cronjob",
+                KUBECTL_CREATE_JOB_FROM_CRONJOB,
+                json!({"apiVersion": "batch/v1", "kind": "Job",
+                       "metadata": {
+                           "name": "manual", "labels": {"app": "hello"},
+                           "annotations": {"cronjob.kubernetes.io/instantiate": "manual",
+                                           "team": "a"},
+                           "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
+                                                "name": "hello", "uid": "u-1",
+                                                "controller": true}]},
+                       "spec": {"template": {"metadata": {}, "spec": {
+                           "containers": [{
+                               "name": "hello", "image": "busybox", "command": ["date"],
+                               "resources": {"limits": {"cpu": "500m", "memory": "64Mi"}},
+                               "terminationMessagePath": "/dev/termination-log",
+                               "terminationMessagePolicy": "File",
+                               "imagePullPolicy": "Always"}],
+                           "restartPolicy": "OnFailure", "terminationGracePeriodSeconds": 30,
+                           "dnsPolicy": "ClusterFirst", "securityContext": {},
+                           "schedulerName": "default-scheduler", "enableServiceLinks": true}}},
+                       "status": {}}),
+            ),
+        ];
+        for (name, body, want) in cases {
+            assert_eq!(&decode_ok(body), want, "{name}");
+        }
+    }
+
+    /// A length-delimited field: key (tag, wire type 2), length, bytes.
+    fn len_field(tag: u32, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::bytes::encode(tag, &bytes.to_vec(), &mut out);
+        out
+    }
+
+    #[test]
+    fn workloads_with_fields_not_modelled_are_refused() {
+        // The Job kubectl sends, built as Go marshals it, with `extra` appended to its pod spec.
+        let job = |extra: &[u8]| {
+            let mut pod_spec = go_pod_spec(vec![go_container("pi", "busybox")]).encode_to_vec();
+            pod_spec.extend_from_slice(extra);
+            let template = [len_field(1, &go_meta("").encode_to_vec()), len_field(2, &pod_spec)];
+            let status = super::batch_v1::JobStatus {
+                active: Some(0),
+                succeeded: Some(0),
+                failed: Some(0),
+                completed_indexes: Some(String::new()),
+                ..Default::default()
+            };
+            let job = [
+                len_field(1, &go_meta("pi").encode_to_vec()),
+                len_field(2, &len_field(6, &template.concat())),
+                len_field(3, &status.encode_to_vec()),
+            ];
+            body_raw("batch/v1", "Job", job.concat())
+        };
+        // Without the extra field the same construction decodes.
+        assert_eq!(decode_ok(&job(&[]))["metadata"]["name"], "pi");
+
+        let cases = [
+            // A toleration (PodSpec field 22, `v1.Toleration{Key: "k"}`).
+            ("Job", job(&len_field(22, &len_field(1, b"k")))),
+            // status.conditions (DeploymentStatus field 6).
+            (
+                "Deployment",
+                body_raw("apps/v1", "Deployment", len_field(3, &len_field(6, b"\x0a\x01A"))),
+            ),
+            // spec.jobTemplate.spec.podFailurePolicy (JobSpec field 11), empty.
+            (
+                "CronJob",
+                body_raw(
+                    "batch/v1",
+                    "CronJob",
+                    len_field(2, &len_field(5, &len_field(2, &len_field(11, b"")))),
+                ),
+            ),
+            // status.conditions (PodDisruptionBudgetStatus field 7).
+            (
+                "PodDisruptionBudget",
+                body_raw(
+                    "policy/v1",
+                    "PodDisruptionBudget",
+                    len_field(3, &len_field(7, b"\x0a\x01A")),
+                ),
+            ),
+        ];
+        for (kind, input) in cases {
+            match decode(&input) {
+                Err(err @ Error::UnreadableFields { .. }) => {
+                    assert!(err.is_unsupported(), "{kind}");
+                    let message = err.to_string();
+                    assert!(message.starts_with(kind), "{message}");
+                    assert!(message.contains("JSON or YAML"), "{message}");
+                    assert!(message.contains("kubectl apply -f"), "{message}");
+                }
+                other => panic!("{kind}: expected UnreadableFields, got {other:?}"),
+            }
+        }
+    }
+}

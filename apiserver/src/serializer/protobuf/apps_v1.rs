@@ -143,12 +143,148 @@ impl DeploymentStatus {
         f.int("updatedReplicas", self.updated_replicas.map(i64::from));
         f.int("readyReplicas", self.ready_replicas.map(i64::from));
         f.int("availableReplicas", self.available_replicas.map(i64::from));
-        f.int("unavailableReplicas", self.unavailable_replicas.map(i64::from));
+        f.int(
+            "unavailableReplicas",
+            self.unavailable_replicas.map(i64::from),
+        );
         f.ptr_int(
             "terminatingReplicas",
             self.terminating_replicas.map(i64::from),
         );
         f.ptr_int("collisionCount", self.collision_count.map(i64::from));
         f.into_json()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::super::core_v1::tests::{go_container, go_pod_spec, quantity};
+    use super::super::core_v1::{ContainerPort, EnvVar, ResourceRequirements};
+    use super::super::intstr::tests::{int, string};
+    use super::super::meta_v1::LabelSelectorRequirement;
+    use super::super::meta_v1::tests::go_meta;
+    use super::super::tests::{body, decode_ok};
+    use super::*;
+
+    #[test]
+    fn deployment_with_rolling_update_resources_and_zero_replicas() {
+        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        let container = super::super::core_v1::Container {
+            ports: vec![ContainerPort {
+                name: Some("http".into()),
+                host_port: Some(0),
+                container_port: Some(8080),
+                protocol: Some("TCP".into()),
+                host_ip: Some(String::new()),
+            }],
+            env: vec![
+                EnvVar {
+                    name: Some("MODE".into()),
+                    value: Some("prod".into()),
+                },
+                EnvVar {
+                    name: Some("EMPTY".into()),
+                    value: Some(String::new()),
+                },
+            ],
+            resources: Some(ResourceRequirements {
+                limits: BTreeMap::from([
+                    ("cpu".into(), quantity("500m")),
+                    ("memory".into(), quantity("64Mi")),
+                ]),
+                requests: BTreeMap::from([("cpu".into(), quantity("250m"))]),
+                claims: vec![],
+            }),
+            ..go_container("web", "nginx:1.27")
+        };
+        let deployment = Deployment {
+            metadata: Some(ObjectMeta {
+                labels: labels.clone(),
+                ..go_meta("web")
+            }),
+            spec: Some(DeploymentSpec {
+                replicas: Some(0),
+                selector: Some(LabelSelector {
+                    match_labels: labels.clone(),
+                    match_expressions: vec![LabelSelectorRequirement {
+                        key: Some("tier".into()),
+                        operator: Some("In".into()),
+                        values: vec!["front".into(), "edge".into()],
+                    }],
+                }),
+                template: Some(PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels,
+                        ..go_meta("")
+                    }),
+                    spec: Some(super::super::core_v1::PodSpec {
+                        host_network: Some(true),
+                        termination_grace_period_seconds: Some(0),
+                        node_selector: BTreeMap::from([("disk".into(), "ssd".into())]),
+                        ..go_pod_spec(vec![container])
+                    }),
+                }),
+                strategy: Some(DeploymentStrategy {
+                    r#type: Some("RollingUpdate".into()),
+                    rolling_update: Some(RollingUpdateDeployment {
+                        max_unavailable: Some(string("25%")),
+                        max_surge: Some(int(1)),
+                    }),
+                }),
+                min_ready_seconds: Some(0),
+                revision_history_limit: Some(10),
+                paused: Some(false),
+                progress_deadline_seconds: Some(600),
+            }),
+            status: Some(DeploymentStatus {
+                observed_generation: Some(2),
+                replicas: Some(1),
+                updated_replicas: Some(0),
+                available_replicas: Some(0),
+                unavailable_replicas: Some(1),
+                ready_replicas: Some(0),
+                collision_count: Some(0),
+                terminating_replicas: None,
+            }),
+        };
+        assert_eq!(
+            decode_ok(&body("apps/v1", "Deployment", &deployment)),
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "labels": {"app": "web"}},
+                "spec": {
+                    "replicas": 0,
+                    "selector": {"matchLabels": {"app": "web"},
+                                 "matchExpressions": [{"key": "tier", "operator": "In",
+                                                       "values": ["front", "edge"]}]},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {
+                            "containers": [{
+                                "name": "web", "image": "nginx:1.27",
+                                "ports": [{"name": "http", "containerPort": 8080,
+                                           "protocol": "TCP"}],
+                                "env": [{"name": "MODE", "value": "prod"}, {"name": "EMPTY"}],
+                                "resources": {"limits": {"cpu": "500m", "memory": "64Mi"},
+                                              "requests": {"cpu": "250m"}},
+                            }],
+                            "hostNetwork": true,
+                            "terminationGracePeriodSeconds": 0,
+                            "nodeSelector": {"disk": "ssd"},
+                        },
+                    },
+                    "strategy": {"type": "RollingUpdate",
+                                 "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 1}},
+                    "revisionHistoryLimit": 10,
+                    "progressDeadlineSeconds": 600,
+                },
+                "status": {"observedGeneration": 2, "replicas": 1, "unavailableReplicas": 1,
+                           "collisionCount": 0},
+            })
+        );
     }
 }

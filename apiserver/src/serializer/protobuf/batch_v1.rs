@@ -233,3 +233,123 @@ impl CronJobStatus {
         f.into_json()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::core_v1::tests::{go_container, go_pod_spec};
+    use super::super::core_v1::{PodSecurityContext, PodSpec};
+    use super::super::meta_v1::tests::go_meta;
+    use super::super::tests::{body, decode_ok};
+    use super::*;
+
+    fn template(restart_policy: &str) -> PodTemplateSpec {
+        PodTemplateSpec {
+            metadata: Some(go_meta("")),
+            spec: Some(PodSpec {
+                restart_policy: Some(restart_policy.into()),
+                security_context: Some(PodSecurityContext {
+                    run_as_user: Some(0),
+                    supplemental_groups: vec![1000, 2000],
+                    ..Default::default()
+                }),
+                ..go_pod_spec(vec![go_container("pi", "perl:5.34")])
+            }),
+        }
+    }
+
+    fn template_json(restart_policy: &str) -> Value {
+        json!({"metadata": {}, "spec": {
+            "containers": [{"name": "pi", "image": "perl:5.34", "resources": {}}],
+            "restartPolicy": restart_policy,
+            "securityContext": {"runAsUser": 0, "supplementalGroups": [1000, 2000]},
+        }})
+    }
+
+    #[test]
+    fn job_keeps_present_zero_pointers() {
+        let job = Job {
+            metadata: Some(go_meta("pi")),
+            spec: Some(JobSpec {
+                parallelism: Some(0),
+                completions: Some(1),
+                backoff_limit: Some(0),
+                manual_selector: Some(true),
+                selector: Some(LabelSelector::default()),
+                template: Some(template("Never")),
+                completion_mode: Some("Indexed".into()),
+                suspend: Some(false),
+                ..Default::default()
+            }),
+            status: Some(JobStatus {
+                start_time: Some(Time {
+                    seconds: Some(1_767_323_045),
+                    nanos: Some(0),
+                }),
+                active: Some(1),
+                succeeded: Some(0),
+                failed: Some(0),
+                completed_indexes: Some(String::new()),
+                ready: Some(0),
+                ..Default::default()
+            }),
+        };
+        assert_eq!(
+            decode_ok(&body("batch/v1", "Job", &job)),
+            json!({
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
+                "spec": {"parallelism": 0, "completions": 1, "backoffLimit": 0,
+                         "manualSelector": true, "selector": {},
+                         "template": template_json("Never"),
+                         "completionMode": "Indexed", "suspend": false},
+                "status": {"startTime": "2026-01-02T03:04:05Z", "active": 1, "ready": 0},
+            })
+        );
+    }
+
+    #[test]
+    fn cron_job_with_every_spec_field() {
+        let cron_job = CronJob {
+            metadata: Some(go_meta("hello")),
+            spec: Some(CronJobSpec {
+                schedule: Some("0 * * * *".into()),
+                starting_deadline_seconds: Some(0),
+                concurrency_policy: Some("Forbid".into()),
+                suspend: Some(true),
+                job_template: Some(JobTemplateSpec {
+                    metadata: Some(go_meta("hello")),
+                    spec: Some(JobSpec {
+                        template: Some(template("OnFailure")),
+                        ttl_seconds_after_finished: Some(100),
+                        ..Default::default()
+                    }),
+                }),
+                successful_jobs_history_limit: Some(0),
+                failed_jobs_history_limit: Some(1),
+                time_zone: Some("Etc/UTC".into()),
+            }),
+            status: Some(CronJobStatus {
+                last_schedule_time: Some(Time {
+                    seconds: Some(1_767_323_045),
+                    nanos: Some(0),
+                }),
+                ..Default::default()
+            }),
+        };
+        assert_eq!(
+            decode_ok(&body("batch/v1", "CronJob", &cron_job)),
+            json!({
+                "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "hello"},
+                "spec": {"schedule": "0 * * * *", "timeZone": "Etc/UTC",
+                         "startingDeadlineSeconds": 0, "concurrencyPolicy": "Forbid",
+                         "suspend": true,
+                         "jobTemplate": {"metadata": {"name": "hello"},
+                                         "spec": {"template": template_json("OnFailure"),
+                                                  "ttlSecondsAfterFinished": 100}},
+                         "successfulJobsHistoryLimit": 0, "failedJobsHistoryLimit": 1},
+                "status": {"lastScheduleTime": "2026-01-02T03:04:05Z"},
+            })
+        );
+    }
+}

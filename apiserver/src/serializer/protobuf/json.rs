@@ -71,7 +71,6 @@ impl Fields {
         }
     }
 
-
     /// `[]string` with `omitempty`.
     pub(super) fn strings(&mut self, key: &str, values: &[String]) {
         if !values.is_empty() {
@@ -116,7 +115,12 @@ impl Fields {
     }
 
     /// `map[string]T` with `omitempty`, each value written by `to_json`.
-    pub(super) fn map<M>(&mut self, key: &str, map: &BTreeMap<String, M>, to_json: fn(&M) -> Value) {
+    pub(super) fn map<M>(
+        &mut self,
+        key: &str,
+        map: &BTreeMap<String, M>,
+        to_json: fn(&M) -> Value,
+    ) {
         if !map.is_empty() {
             let object = map.iter().map(|(k, v)| (k.clone(), to_json(v))).collect();
             self.put(key, Value::Object(object));

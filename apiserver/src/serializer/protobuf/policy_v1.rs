@@ -92,3 +92,57 @@ impl PodDisruptionBudgetStatus {
         f.into_json()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::intstr::tests::{int, string};
+    use super::super::meta_v1::tests::go_meta;
+    use super::super::tests::{body, decode_ok};
+    use super::*;
+
+    #[test]
+    fn pod_disruption_budget_int_percent_and_status() {
+        let pdb = PodDisruptionBudget {
+            metadata: Some(go_meta("web")),
+            spec: Some(PodDisruptionBudgetSpec {
+                // `--min-available=0` is a present zero: written.
+                min_available: Some(int(0)),
+                selector: Some(LabelSelector {
+                    match_labels: BTreeMap::from([("app".into(), "web".into())]),
+                    match_expressions: vec![],
+                }),
+                max_unavailable: Some(string("10%")),
+                unhealthy_pod_eviction_policy: Some("AlwaysAllow".into()),
+            }),
+            status: Some(PodDisruptionBudgetStatus {
+                observed_generation: Some(3),
+                disrupted_pods: BTreeMap::from([(
+                    "web-1".into(),
+                    Time {
+                        seconds: Some(1_767_323_045),
+                        nanos: Some(0),
+                    },
+                )]),
+                disruptions_allowed: Some(1),
+                current_healthy: Some(3),
+                desired_healthy: Some(2),
+                expected_pods: Some(0),
+            }),
+        };
+        assert_eq!(
+            decode_ok(&body("policy/v1", "PodDisruptionBudget", &pdb)),
+            json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web"},
+                "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "web"}},
+                         "maxUnavailable": "10%", "unhealthyPodEvictionPolicy": "AlwaysAllow"},
+                "status": {"observedGeneration": 3,
+                           "disruptedPods": {"web-1": "2026-01-02T03:04:05Z"},
+                           "disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2,
+                           "expectedPods": 0},
+            })
+        );
+    }
+}

@@ -1,6 +1,13 @@
 //! Mirrors k8s.io/api/core/v1/generated.proto: the messages of the kinds kubectl's typed
-//! generators send (`kubectl create namespace|configmap|secret|serviceaccount`), field numbers as
-//! in that file.
+//! generators send (`kubectl create namespace|configmap|secret|serviceaccount`) and the pod
+//! template inside the workloads they send (`kubectl create deployment|job|cronjob`), field
+//! numbers as in that file.
+//!
+//! The pod template is modelled only in part: what kubectl's generators fill in, what the server's
+//! defaulting adds (a `job --from=cronjob/x` sends the CronJob's defaulted template back), and the
+//! other plain scalars, strings and maps of PodSpec and Container. Nested structures (volumes,
+//! probes, affinity, tolerations, a container's securityContext, env `valueFrom`…) are not:
+//! prost would drop them silently, so `decode` refuses a workload whose bytes do not round-trip.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::json::Fields;
 use super::meta_v1::ObjectMeta;
+use super::resource::Quantity;
 
 /// `v1.Namespace`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -187,6 +195,319 @@ impl LocalObjectReference {
     }
 }
 
+/// `v1.PodTemplateSpec`: a workload's `template`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct PodTemplateSpec {
+    #[prost(message, optional, tag = "1")]
+    pub(super) metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub(super) spec: Option<PodSpec>,
+}
+
+impl PodTemplateSpec {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::with_metadata(&self.metadata);
+        f.message("spec", &self.spec, PodSpec::to_json);
+        f.into_json()
+    }
+}
+
+/// `v1.PodSpec`, in part (see the module docs). `hostNetwork`, `hostPID` and `hostIPC` are plain
+/// `bool`s in Go, so Go writes them to protobuf even when false.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct PodSpec {
+    #[prost(message, repeated, tag = "2")]
+    pub(super) containers: Vec<Container>,
+    #[prost(string, optional, tag = "3")]
+    pub(super) restart_policy: Option<String>,
+    #[prost(int64, optional, tag = "4")]
+    pub(super) termination_grace_period_seconds: Option<i64>,
+    #[prost(int64, optional, tag = "5")]
+    pub(super) active_deadline_seconds: Option<i64>,
+    #[prost(string, optional, tag = "6")]
+    pub(super) dns_policy: Option<String>,
+    #[prost(btree_map = "string, string", tag = "7")]
+    pub(super) node_selector: BTreeMap<String, String>,
+    #[prost(string, optional, tag = "8")]
+    pub(super) service_account_name: Option<String>,
+    #[prost(string, optional, tag = "9")]
+    pub(super) service_account: Option<String>,
+    #[prost(string, optional, tag = "10")]
+    pub(super) node_name: Option<String>,
+    #[prost(bool, optional, tag = "11")]
+    pub(super) host_network: Option<bool>,
+    #[prost(bool, optional, tag = "12")]
+    pub(super) host_pid: Option<bool>,
+    #[prost(bool, optional, tag = "13")]
+    pub(super) host_ipc: Option<bool>,
+    #[prost(message, optional, tag = "14")]
+    pub(super) security_context: Option<PodSecurityContext>,
+    #[prost(message, repeated, tag = "15")]
+    pub(super) image_pull_secrets: Vec<LocalObjectReference>,
+    #[prost(string, optional, tag = "16")]
+    pub(super) hostname: Option<String>,
+    #[prost(string, optional, tag = "17")]
+    pub(super) subdomain: Option<String>,
+    #[prost(string, optional, tag = "19")]
+    pub(super) scheduler_name: Option<String>,
+    #[prost(message, repeated, tag = "20")]
+    pub(super) init_containers: Vec<Container>,
+    #[prost(bool, optional, tag = "21")]
+    pub(super) automount_service_account_token: Option<bool>,
+    #[prost(string, optional, tag = "24")]
+    pub(super) priority_class_name: Option<String>,
+    #[prost(int32, optional, tag = "25")]
+    pub(super) priority: Option<i32>,
+    #[prost(bool, optional, tag = "27")]
+    pub(super) share_process_namespace: Option<bool>,
+    #[prost(string, optional, tag = "29")]
+    pub(super) runtime_class_name: Option<String>,
+    #[prost(bool, optional, tag = "30")]
+    pub(super) enable_service_links: Option<bool>,
+    #[prost(string, optional, tag = "31")]
+    pub(super) preemption_policy: Option<String>,
+    #[prost(btree_map = "string, message", tag = "32")]
+    pub(super) overhead: BTreeMap<String, Quantity>,
+    #[prost(bool, optional, tag = "35")]
+    pub(super) set_hostname_as_fqdn: Option<bool>,
+    #[prost(bool, optional, tag = "37")]
+    pub(super) host_users: Option<bool>,
+    #[prost(message, optional, tag = "40")]
+    pub(super) resources: Option<ResourceRequirements>,
+    #[prost(string, optional, tag = "41")]
+    pub(super) hostname_override: Option<String>,
+}
+
+impl PodSpec {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.list("initContainers", &self.init_containers, Container::to_json);
+        f.required_list("containers", &self.containers, Container::to_json);
+        f.string("restartPolicy", &self.restart_policy);
+        f.ptr_int(
+            "terminationGracePeriodSeconds",
+            self.termination_grace_period_seconds,
+        );
+        f.ptr_int("activeDeadlineSeconds", self.active_deadline_seconds);
+        f.string("dnsPolicy", &self.dns_policy);
+        f.string_map("nodeSelector", &self.node_selector);
+        f.string("serviceAccountName", &self.service_account_name);
+        f.string("serviceAccount", &self.service_account);
+        f.ptr_bool(
+            "automountServiceAccountToken",
+            self.automount_service_account_token,
+        );
+        f.string("nodeName", &self.node_name);
+        f.bool("hostNetwork", self.host_network);
+        f.bool("hostPID", self.host_pid);
+        f.bool("hostIPC", self.host_ipc);
+        f.ptr_bool("shareProcessNamespace", self.share_process_namespace);
+        f.message(
+            "securityContext",
+            &self.security_context,
+            PodSecurityContext::to_json,
+        );
+        f.list(
+            "imagePullSecrets",
+            &self.image_pull_secrets,
+            LocalObjectReference::to_json,
+        );
+        f.string("hostname", &self.hostname);
+        f.string("subdomain", &self.subdomain);
+        f.string("schedulerName", &self.scheduler_name);
+        f.string("priorityClassName", &self.priority_class_name);
+        f.ptr_int("priority", self.priority.map(i64::from));
+        f.ptr_string("runtimeClassName", &self.runtime_class_name);
+        f.ptr_bool("enableServiceLinks", self.enable_service_links);
+        f.ptr_string("preemptionPolicy", &self.preemption_policy);
+        f.map("overhead", &self.overhead, Quantity::to_json);
+        f.ptr_bool("setHostnameAsFQDN", self.set_hostname_as_fqdn);
+        f.ptr_bool("hostUsers", self.host_users);
+        f.message("resources", &self.resources, ResourceRequirements::to_json);
+        f.ptr_string("hostnameOverride", &self.hostname_override);
+        f.into_json()
+    }
+}
+
+/// `v1.PodSecurityContext`, its scalar fields (the server's defaulting adds an empty one to every
+/// pod template, so a CronJob read back carries it).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct PodSecurityContext {
+    #[prost(int64, optional, tag = "2")]
+    pub(super) run_as_user: Option<i64>,
+    #[prost(bool, optional, tag = "3")]
+    pub(super) run_as_non_root: Option<bool>,
+    #[prost(int64, repeated, packed = "false", tag = "4")]
+    pub(super) supplemental_groups: Vec<i64>,
+    #[prost(int64, optional, tag = "5")]
+    pub(super) fs_group: Option<i64>,
+    #[prost(int64, optional, tag = "6")]
+    pub(super) run_as_group: Option<i64>,
+    #[prost(string, optional, tag = "9")]
+    pub(super) fs_group_change_policy: Option<String>,
+    #[prost(string, optional, tag = "12")]
+    pub(super) supplemental_groups_policy: Option<String>,
+    #[prost(string, optional, tag = "13")]
+    pub(super) se_linux_change_policy: Option<String>,
+}
+
+impl PodSecurityContext {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.ptr_int("runAsUser", self.run_as_user);
+        f.ptr_int("runAsGroup", self.run_as_group);
+        f.ptr_bool("runAsNonRoot", self.run_as_non_root);
+        f.ints("supplementalGroups", &self.supplemental_groups);
+        f.ptr_string("supplementalGroupsPolicy", &self.supplemental_groups_policy);
+        f.ptr_int("fsGroup", self.fs_group);
+        f.ptr_string("fsGroupChangePolicy", &self.fs_group_change_policy);
+        f.ptr_string("seLinuxChangePolicy", &self.se_linux_change_policy);
+        f.into_json()
+    }
+}
+
+/// `v1.Container`, in part (see the module docs). `resources` is a struct, not a pointer, in Go:
+/// it is on the wire and in the JSON even when empty.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct Container {
+    #[prost(string, optional, tag = "1")]
+    pub(super) name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub(super) image: Option<String>,
+    #[prost(string, repeated, tag = "3")]
+    pub(super) command: Vec<String>,
+    #[prost(string, repeated, tag = "4")]
+    pub(super) args: Vec<String>,
+    #[prost(string, optional, tag = "5")]
+    pub(super) working_dir: Option<String>,
+    #[prost(message, repeated, tag = "6")]
+    pub(super) ports: Vec<ContainerPort>,
+    #[prost(message, repeated, tag = "7")]
+    pub(super) env: Vec<EnvVar>,
+    #[prost(message, optional, tag = "8")]
+    pub(super) resources: Option<ResourceRequirements>,
+    #[prost(string, optional, tag = "13")]
+    pub(super) termination_message_path: Option<String>,
+    #[prost(string, optional, tag = "14")]
+    pub(super) image_pull_policy: Option<String>,
+    #[prost(bool, optional, tag = "16")]
+    pub(super) stdin: Option<bool>,
+    #[prost(bool, optional, tag = "17")]
+    pub(super) stdin_once: Option<bool>,
+    #[prost(bool, optional, tag = "18")]
+    pub(super) tty: Option<bool>,
+    #[prost(string, optional, tag = "20")]
+    pub(super) termination_message_policy: Option<String>,
+    #[prost(string, optional, tag = "24")]
+    pub(super) restart_policy: Option<String>,
+}
+
+impl Container {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.required_string("name", &self.name);
+        f.string("image", &self.image);
+        f.strings("command", &self.command);
+        f.strings("args", &self.args);
+        f.string("workingDir", &self.working_dir);
+        f.list("ports", &self.ports, ContainerPort::to_json);
+        f.list("env", &self.env, EnvVar::to_json);
+        f.message("resources", &self.resources, ResourceRequirements::to_json);
+        f.ptr_string("restartPolicy", &self.restart_policy);
+        f.string("terminationMessagePath", &self.termination_message_path);
+        f.string("terminationMessagePolicy", &self.termination_message_policy);
+        f.string("imagePullPolicy", &self.image_pull_policy);
+        f.bool("stdin", self.stdin);
+        f.bool("stdinOnce", self.stdin_once);
+        f.bool("tty", self.tty);
+        f.into_json()
+    }
+}
+
+/// `v1.ContainerPort`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct ContainerPort {
+    #[prost(string, optional, tag = "1")]
+    pub(super) name: Option<String>,
+    #[prost(int32, optional, tag = "2")]
+    pub(super) host_port: Option<i32>,
+    #[prost(int32, optional, tag = "3")]
+    pub(super) container_port: Option<i32>,
+    #[prost(string, optional, tag = "4")]
+    pub(super) protocol: Option<String>,
+    #[prost(string, optional, tag = "5")]
+    pub(super) host_ip: Option<String>,
+}
+
+impl ContainerPort {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.string("name", &self.name);
+        f.int("hostPort", self.host_port.map(i64::from));
+        f.required_int("containerPort", self.container_port.map(i64::from));
+        f.string("protocol", &self.protocol);
+        f.string("hostIP", &self.host_ip);
+        f.into_json()
+    }
+}
+
+/// `v1.EnvVar`, without `valueFrom` (a nested source: such a body does not round-trip).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct EnvVar {
+    #[prost(string, optional, tag = "1")]
+    pub(super) name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub(super) value: Option<String>,
+}
+
+impl EnvVar {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.required_string("name", &self.name);
+        f.string("value", &self.value);
+        f.into_json()
+    }
+}
+
+/// `v1.ResourceRequirements`: limits and requests map resource names to quantities.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct ResourceRequirements {
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub(super) limits: BTreeMap<String, Quantity>,
+    #[prost(btree_map = "string, message", tag = "2")]
+    pub(super) requests: BTreeMap<String, Quantity>,
+    #[prost(message, repeated, tag = "3")]
+    pub(super) claims: Vec<ResourceClaim>,
+}
+
+impl ResourceRequirements {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.map("limits", &self.limits, Quantity::to_json);
+        f.map("requests", &self.requests, Quantity::to_json);
+        f.list("claims", &self.claims, ResourceClaim::to_json);
+        f.into_json()
+    }
+}
+
+/// `v1.ResourceClaim`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct ResourceClaim {
+    #[prost(string, optional, tag = "1")]
+    pub(super) name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub(super) request: Option<String>,
+}
+
+impl ResourceClaim {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.required_string("name", &self.name);
+        f.string("request", &self.request);
+        f.into_json()
+    }
+}
+
 // Here rather than with the other rules in json.rs: every kind of this file starts with its
 // metadata.
 impl Fields {
@@ -198,5 +519,55 @@ impl Fields {
             .map_or_else(|| Value::Object(Map::new()), ObjectMeta::to_json);
         f.0.insert("metadata".into(), metadata);
         f
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// `Container{Name: name, Image: image}` as Go marshals it (plain strings and bools written,
+    /// `resources` as an empty message).
+    pub(in super::super) fn go_container(name: &str, image: &str) -> Container {
+        Container {
+            name: Some(name.into()),
+            image: Some(image.into()),
+            working_dir: Some(String::new()),
+            resources: Some(ResourceRequirements::default()),
+            termination_message_path: Some(String::new()),
+            image_pull_policy: Some(String::new()),
+            stdin: Some(false),
+            stdin_once: Some(false),
+            tty: Some(false),
+            termination_message_policy: Some(String::new()),
+            ..Default::default()
+        }
+    }
+
+    /// `PodSpec{Containers: containers}` as Go marshals it.
+    pub(in super::super) fn go_pod_spec(containers: Vec<Container>) -> PodSpec {
+        PodSpec {
+            containers,
+            restart_policy: Some(String::new()),
+            dns_policy: Some(String::new()),
+            service_account_name: Some(String::new()),
+            service_account: Some(String::new()),
+            node_name: Some(String::new()),
+            host_network: Some(false),
+            host_pid: Some(false),
+            host_ipc: Some(false),
+            hostname: Some(String::new()),
+            subdomain: Some(String::new()),
+            scheduler_name: Some(String::new()),
+            priority_class_name: Some(String::new()),
+            ..Default::default()
+        }
+    }
+
+    /// A `resource.Quantity`.
+    pub(in super::super) fn quantity(text: &str) -> Quantity {
+        Quantity {
+            string: Some(text.into()),
+        }
     }
 }

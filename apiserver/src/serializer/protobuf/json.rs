@@ -11,7 +11,6 @@ use serde_json::{Map, Value};
 pub(super) struct Fields(pub(super) Map<String, Value>);
 
 impl Fields {
-
     pub(super) fn into_json(self) -> Value {
         Value::Object(self.0)
     }
@@ -53,6 +52,18 @@ impl Fields {
         }
     }
 
+    /// `int32`/`int64` without `omitempty`: always written, `0` when absent.
+    pub(super) fn required_int(&mut self, key: &str, value: Option<i64>) {
+        self.put(key, Value::from(value.unwrap_or(0)));
+    }
+
+    /// `bool` with `omitempty`: only `true` is written.
+    pub(super) fn bool(&mut self, key: &str, value: Option<bool>) {
+        if value == Some(true) {
+            self.put(key, Value::Bool(true));
+        }
+    }
+
     /// `*bool`: written whenever present, even as `false`.
     pub(super) fn ptr_bool(&mut self, key: &str, value: Option<bool>) {
         if let Some(value) = value {
@@ -60,9 +71,15 @@ impl Fields {
         }
     }
 
-
     /// `[]string` with `omitempty`.
     pub(super) fn strings(&mut self, key: &str, values: &[String]) {
+        if !values.is_empty() {
+            self.put(key, Value::from(values.to_vec()));
+        }
+    }
+
+    /// `[]int64` with `omitempty`.
+    pub(super) fn ints(&mut self, key: &str, values: &[i64]) {
         if !values.is_empty() {
             self.put(key, Value::from(values.to_vec()));
         }
@@ -97,11 +114,31 @@ impl Fields {
         }
     }
 
+    /// `map[string]T` with `omitempty`, each value written by `to_json`.
+    pub(super) fn map<M>(
+        &mut self,
+        key: &str,
+        map: &BTreeMap<String, M>,
+        to_json: fn(&M) -> Value,
+    ) {
+        if !map.is_empty() {
+            let object = map.iter().map(|(k, v)| (k.clone(), to_json(v))).collect();
+            self.put(key, Value::Object(object));
+        }
+    }
+
     /// A slice of structs with `omitempty`.
     pub(super) fn list<M>(&mut self, key: &str, values: &[M], to_json: fn(&M) -> Value) {
         if !values.is_empty() {
             self.put(key, Value::Array(values.iter().map(to_json).collect()));
         }
+    }
+
+    /// A slice of structs without `omitempty` (a pod's `containers`): always written. Go would
+    /// write an empty one as `null`; `[]` is written instead, which the typed decoder downstream
+    /// accepts, so validation reports the missing containers rather than the decoder a type error.
+    pub(super) fn required_list<M>(&mut self, key: &str, values: &[M], to_json: fn(&M) -> Value) {
+        self.put(key, Value::Array(values.iter().map(to_json).collect()));
     }
 }
 

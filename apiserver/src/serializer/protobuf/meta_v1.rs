@@ -1,5 +1,5 @@
 //! Mirrors k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto: the messages kubectl's protobuf
-//! bodies carry (object metadata, times, delete options), field numbers as in that file.
+//! bodies carry (object metadata, times, label selectors, delete options), field numbers as in that file.
 
 use std::collections::BTreeMap;
 
@@ -148,6 +148,49 @@ pub(super) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (year, month, day)
 }
 
+/// `metav1.LabelSelector`: a workload's `selector`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct LabelSelector {
+    #[prost(btree_map = "string, string", tag = "1")]
+    pub(super) match_labels: BTreeMap<String, String>,
+    #[prost(message, repeated, tag = "2")]
+    pub(super) match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+impl LabelSelector {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.string_map("matchLabels", &self.match_labels);
+        f.list(
+            "matchExpressions",
+            &self.match_expressions,
+            LabelSelectorRequirement::to_json,
+        );
+        f.into_json()
+    }
+}
+
+/// `metav1.LabelSelectorRequirement`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct LabelSelectorRequirement {
+    #[prost(string, optional, tag = "1")]
+    pub(super) key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub(super) operator: Option<String>,
+    #[prost(string, repeated, tag = "3")]
+    pub(super) values: Vec<String>,
+}
+
+impl LabelSelectorRequirement {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.required_string("key", &self.key);
+        f.required_string("operator", &self.operator);
+        f.strings("values", &self.values);
+        f.into_json()
+    }
+}
+
 /// `metav1.DeleteOptions`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(super) struct DeleteOptions {
@@ -205,8 +248,24 @@ impl Fields {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// `ObjectMeta{Name: name}` as Go marshals it: every plain string and integer is written, zero
+    /// or not, and the zero `creationTimestamp` as an empty message.
+    pub(in super::super) fn go_meta(name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            generate_name: Some(String::new()),
+            namespace: Some(String::new()),
+            self_link: Some(String::new()),
+            uid: Some(String::new()),
+            resource_version: Some(String::new()),
+            generation: Some(0),
+            creation_timestamp: Some(Time::default()),
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn rfc3339_times() {

@@ -1975,7 +1975,7 @@ async fn workload_api(run: Run) {
     // What Kubernetes refuses.
     let bad = DEPLOYMENT_YAML.replace("name: web\n", "name: bad\n").replace("labels: {app: web}", "labels: {app: other}");
     let err = c.kubectl_err(&["create", "-f", c.write_file("bad.yaml", &bad).to_str().expect("utf-8")], "is invalid");
-    assert_contains(&c, "a selector that misses the template", &err, "Deployment.apps \"bad\" is invalid: spec.template.metadata.labels: Invalid value:");
+    assert_contains(&c, "a selector that misses the template", &err, "The Deployment \"bad\" is invalid: spec.template.metadata.labels: Invalid value:");
     assert_contains(&c, "a selector that misses the template", &err, "`selector` does not match template `labels`");
     let err = c.kubectl_err(&["patch", "deployment", "web", "--type=merge", "-p", r#"{"spec":{"selector":{"matchLabels":{"app":"x"}},"template":{"metadata":{"labels":{"app":"x"}}}}}"#], "is invalid");
     assert_contains(&c, "a changed selector", &err, "field is immutable");
@@ -2010,6 +2010,22 @@ async fn workload_api(run: Run) {
     assert_eq!(out.lines().nth(1).unwrap_or("").split_whitespace().take(4).collect::<Vec<_>>(), ["web", "2", "N/A", "0"], "{out}");
     let err = c.kubectl_err(&["create", "-f", c.write_file("both.yaml", &pdb.replace("name: web", "name: both").replace("  minAvailable: 2\n", "  minAvailable: 2\n  maxUnavailable: 1\n")).to_str().expect("utf-8")], "is invalid");
     assert_contains(&c, "a budget with both", &err, "minAvailable and maxUnavailable cannot be both set");
+
+    // kubectl's generators (protobuf bodies from 1.28 on).
+    assert_contains(&c, "create deployment", &c.kubectl_ok(&["create", "deployment", "gen", "--image=busybox:1.36", "--replicas=2", "--port=80", "--", "sleep", "3600"]), "deployment.apps/gen created");
+    let d = get_json(&c, &["get", "deployment", "gen"]);
+    assert_eq!((d["spec"]["replicas"].clone(), d["spec"]["selector"].clone()), (json!(2), json!({"matchLabels": {"app": "gen"}})), "{d}");
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["ports"], json!([{"containerPort": 80, "protocol": "TCP"}]), "{d}");
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["command"], json!(["sleep", "3600"]), "{d}");
+    assert_contains(&c, "create job", &c.kubectl_ok(&["create", "job", "once", "--image=busybox:1.36", "--", "echo", "hi"]), "job.batch/once created");
+    assert_eq!(get_json(&c, &["get", "job", "once"])["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    assert_contains(&c, "create cronjob", &c.kubectl_ok(&["create", "cronjob", "tick", "--image=busybox:1.36", "--schedule=*/5 * * * *", "--", "date"]), "cronjob.batch/tick created");
+    assert_contains(&c, "create job --from", &c.kubectl_ok(&["create", "job", "tick-now", "--from=cronjob/tick"]), "job.batch/tick-now created");
+    let j = get_json(&c, &["get", "job", "tick-now"]);
+    assert_eq!(j["metadata"]["ownerReferences"][0]["name"], "tick", "{j}");
+    assert_eq!(j["spec"]["template"]["spec"]["containers"][0]["command"], json!(["date"]), "{j}");
+    assert_contains(&c, "create pdb", &c.kubectl_ok(&["create", "pdb", "gen", "--selector=app=gen", "--max-unavailable=25%"]), "poddisruptionbudget.policy/gen created");
+    assert_eq!(get_json(&c, &["get", "pdb", "gen"])["spec"]["maxUnavailable"], "25%");
 
     // `kubectl get all` lists the workloads (the `all` category).
     let all = c.kubectl_ok(&["get", "all"]);

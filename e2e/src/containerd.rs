@@ -12,7 +12,8 @@
 //! root/ state/ runc/     containerd's root and state, runc's --root
 //! run-containerd/        bind-mounted over /run/containerd inside the namespace: the v2 shims
 //!                        put their sockets in /run/containerd/s, a path containerd 1.6 hard-codes
-//! mntns                  the persistent mount namespace (an nsfs bind mount on an empty file)
+//! mntns                  the persistent mount namespace (an nsfs bind mount on an empty file;
+//!                        the directory itself is a private bind mount, so it can hold one)
 //! cni/net.d/ cni/ipam/   CNI config (see [`Containerd::write_bridge_conflist`]) and host-local leases
 //! opt/                   containerd's "opt" plugin directory (default /opt/containerd)
 //! stdout.log stderr.log  containerd's output, appended across restarts
@@ -28,7 +29,7 @@
 //! [`crate::STOP_GRACE`]); container processes and shims still alive after that are killed — only
 //! PIDs read from `init.pid` under this containerd's own state directory, and their parents (the
 //! runc v2 shim of containerd 1.6 writes no PID file of its own), each checked against `/proc`
-//! first; mounts left inside the namespace, then the `mntns` bind mount itself, are unmounted; the
+//! first; mounts left inside the namespace, then the `mntns` bind mount and the directory's own, are unmounted; the
 //! CNI bridges configured through [`Containerd::write_bridge_conflist`] are deleted; empty
 //! cgroups named after this containerd's tasks, and the `/sys/fs/cgroup/<controller>/k8s.io`
 //! directories it created, are removed.
@@ -343,6 +344,12 @@ impl Containerd {
         }
         // The bind target must exist on the host; it stays (see the module docs).
         std::fs::create_dir_all(RUN_CONTAINERD)?;
+        // A namespace can be bound only to a file on a mount that does not propagate (on a
+        // systemd host / is shared: unshare fails with EINVAL): this directory is made a private
+        // mount of its own, as `ip netns` does with /run/netns. Teardown unmounts it last.
+        if !mount_points_under(&host_mountinfo()?, &self.dir).contains(&self.dir) {
+            make_private_mount(&self.dir).with_context(|| format!("making {} a private mount", self.dir.display()))?;
+        }
         std::fs::write(&mntns, b"")?;
         let out = std::process::Command::new("unshare")
             .arg(format!("--mount={}", mntns.display()))
@@ -796,6 +803,24 @@ fn unescape_mountinfo(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Binds `dir` onto itself and makes that mount private (`mount --bind D D; mount --make-private D`).
+fn make_private_mount(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    // SAFETY: valid NUL-terminated paths; null fstype and data are allowed for a bind and for a
+    // propagation change.
+    if unsafe { libc::mount(c.as_ptr(), c.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::mount(std::ptr::null(), c.as_ptr(), std::ptr::null(), libc::MS_PRIVATE, std::ptr::null()) } != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = umount(dir);
+        return Err(e);
+    }
+    Ok(())
 }
 
 fn umount(p: &Path) -> std::io::Result<()> {

@@ -18,12 +18,12 @@ use crate::error::{Error, Result};
 use crate::filters;
 use crate::options::Options;
 use crate::registry::apps::controllerrevision::strategy::ControllerRevisionStrategy;
-use crate::registry::apps::daemonset::strategy::DaemonSetStrategy;
-use crate::registry::apps::deployment::strategy::DeploymentStrategy;
-use crate::registry::apps::replicaset::strategy::ReplicaSetStrategy;
+use crate::registry::apps::daemonset::strategy::DAEMONSET_STRATEGY;
+use crate::registry::apps::deployment::strategy::DEPLOYMENT_STRATEGY;
+use crate::registry::apps::replicaset::strategy::REPLICASET_STRATEGY;
 use crate::registry::apps::scale::SCALE;
-use crate::registry::apps::statefulset::strategy::StatefulSetStrategy;
-use crate::registry::batch::cronjob::strategy::CronJobStrategy;
+use crate::registry::apps::statefulset::strategy::STATEFULSET_STRATEGY;
+use crate::registry::batch::cronjob::strategy::CRONJOB_STRATEGY;
 use crate::registry::batch::job::strategy::JobStrategy;
 use crate::registry::coordination::lease::strategy::LeaseStrategy;
 use crate::registry::core::configmap::strategy::ConfigMapStrategy;
@@ -76,13 +76,13 @@ fn resources(opts: &Options) -> Vec<Resource> {
         Resource::new(SecretStrategy),
         Resource::new(ServiceAccountStrategy),
         Resource::new(LeaseStrategy),
-        Resource::new(DeploymentStrategy).with_subresources(SCALABLE),
-        Resource::new(ReplicaSetStrategy).with_subresources(SCALABLE),
-        Resource::new(StatefulSetStrategy).with_subresources(SCALABLE),
-        Resource::new(DaemonSetStrategy),
+        Resource::new(DEPLOYMENT_STRATEGY).with_subresources(SCALABLE),
+        Resource::new(REPLICASET_STRATEGY).with_subresources(SCALABLE),
+        Resource::new(STATEFULSET_STRATEGY).with_subresources(SCALABLE),
+        Resource::new(DAEMONSET_STRATEGY),
         Resource::new(ControllerRevisionStrategy),
         Resource::new(JobStrategy),
-        Resource::new(CronJobStrategy),
+        Resource::new(CRONJOB_STRATEGY),
         Resource::new(PodDisruptionBudgetStrategy),
     ]
 }

@@ -150,6 +150,46 @@ pub fn meta_field(obj: &Value, field: &str) -> Option<String> {
     }
 }
 
+/// The whole strategy of a kind with a status subresource and nothing else of its own (most of
+/// the workload kinds' strategy.go files): its type's defaults and validation from the `api`
+/// crate, an empty status on create, the old status kept on update, and the defaults applied to
+/// an update's object too ([`set_defaults_on_update`]).
+#[derive(Clone, Copy)]
+pub struct StandardStrategy {
+    pub info: &'static ResourceInfo,
+    /// `SetDefaults_<Kind>` on the typed object (decoded by the function itself).
+    pub defaults: fn(&mut Object),
+    pub validate: fn(&Value) -> Vec<FieldError>,
+    pub validate_update: fn(&Value, &Value) -> Vec<FieldError>,
+}
+
+impl Strategy for StandardStrategy {
+    fn info(&self) -> &'static ResourceInfo {
+        self.info
+    }
+
+    fn set_defaults(&self, obj: &mut Object) {
+        (self.defaults)(obj);
+    }
+
+    fn prepare_for_create(&self, obj: &mut Object) {
+        reset_status(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        set_defaults_on_update(self, new);
+        keep_status(new, old);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        causes((self.validate)(obj))
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        causes((self.validate_update)(new, old))
+    }
+}
+
 /// The status an update of the main resource cannot change: the old one stays.
 pub fn keep_status(new: &mut Value, old: &Value) {
     set_or_remove(new, "status", old.get("status").cloned());

@@ -5,45 +5,45 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::printers::fields::{age, format_label_selector, get, int_at, name, template_containers};
+use crate::printers::fields::{age, get, int_at, name};
 use crate::printers::tablegenerator::{Column, Printer, age_col, col, name_col};
-use crate::registry::apps::WIDE_TEMPLATE_COLUMNS;
+use crate::registry::apps::{wide_cells, workload_columns};
 
 pub struct DaemonSetPrinter;
 
 impl Printer for DaemonSetPrinter {
     fn columns(&self) -> Vec<Column> {
-        let mut cols = vec![
-            name_col(),
-            col("Desired", "integer", "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).", 0),
-            col("Current", "integer", "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.", 0),
-            col("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.", 0),
-            col("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0),
-            col("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)", 0),
-            col("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", 0),
-            age_col(),
-        ];
-        cols.extend(WIDE_TEMPLATE_COLUMNS.iter().cloned());
-        cols.push(col("Selector", "string", "A label query over pods that are managed by the daemon set.", 1));
-        cols
+        workload_columns(
+            vec![
+                name_col(),
+                col("Desired", "integer", "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).", 0),
+                col("Current", "integer", "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.", 0),
+                col("Ready", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.", 0),
+                col("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0),
+                col("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)", 0),
+                col("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", 0),
+                age_col(),
+            ],
+            Some("A label query over pods that are managed by the daemon set."),
+        )
     }
 
     fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         let template = get(obj, &["spec", "template"]).unwrap_or(&Value::Null);
-        let (containers, images) = template_containers(template);
-        vec![
-            name(obj).into(),
-            int_at(obj, &["status", "desiredNumberScheduled"]).into(),
-            int_at(obj, &["status", "currentNumberScheduled"]).into(),
-            int_at(obj, &["status", "numberReady"]).into(),
-            int_at(obj, &["status", "updatedNumberScheduled"]).into(),
-            int_at(obj, &["status", "numberAvailable"]).into(),
-            format_labels(get(template, &["spec", "nodeSelector"])).into(),
-            age(obj, now).into(),
-            containers.into(),
-            images.into(),
-            format_label_selector(get(obj, &["spec", "selector"])).into(),
-        ]
+        wide_cells(
+            vec![
+                name(obj).into(),
+                int_at(obj, &["status", "desiredNumberScheduled"]).into(),
+                int_at(obj, &["status", "currentNumberScheduled"]).into(),
+                int_at(obj, &["status", "numberReady"]).into(),
+                int_at(obj, &["status", "updatedNumberScheduled"]).into(),
+                int_at(obj, &["status", "numberAvailable"]).into(),
+                format_labels(get(template, &["spec", "nodeSelector"])).into(),
+                age(obj, now).into(),
+            ],
+            get(obj, &["spec"]),
+            true,
+        )
     }
 }
 

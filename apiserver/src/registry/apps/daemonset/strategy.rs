@@ -1,14 +1,15 @@
 //! Mirrors pkg/registry/apps/daemonset/strategy.go: defaulted and validated by the `api` crate
-//! ([`api::apps::v1::defaults::set_defaults_daemon_set`], [`api::apps::validation`]); a new DaemonSet starts with an empty status; an update of the spec bumps `metadata.generation`, which the daemonset controller answers with `status.observedGeneration`. (No scale: a DaemonSet's size is its nodes.)
+//! ([`api::apps::v1::defaults::set_defaults_daemon_set`], [`api::apps::validation`]); a new
+//! DaemonSet starts with an empty status; an update of the spec bumps `metadata.generation`, which
+//! the daemonset controller answers with `status.observedGeneration`. (No scale: a DaemonSet's size
+//! is its nodes.)
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use serde_json::Value;
 
 use super::printer::DaemonSetPrinter;
-use crate::error::Cause;
-use crate::registry::apps::{status_subresource};
-use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, keep_status, reset_status, set_defaults_on_update};
-use crate::registry::generic::typed::{Object, Typed};
+use crate::registry::apps::status_subresource;
+use crate::registry::generic::strategy::{ResourceInfo, StandardStrategy};
+use crate::registry::generic::typed::Typed;
 
 pub static DAEMONSETS: ResourceInfo = ResourceInfo {
     group: "apps",
@@ -25,33 +26,13 @@ pub static DAEMONSETS: ResourceInfo = ResourceInfo {
     printer: &DaemonSetPrinter,
 };
 
-pub struct DaemonSetStrategy;
-
-impl Strategy for DaemonSetStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &DAEMONSETS
-    }
-
-    fn set_defaults(&self, obj: &mut Object) {
+pub const DAEMONSET_STRATEGY: StandardStrategy = StandardStrategy {
+    info: &DAEMONSETS,
+    defaults: |obj| {
         if let Some(o) = obj.typed_mut::<DaemonSet>() {
             api::apps::v1::defaults::set_defaults_daemon_set(o);
         }
-    }
-
-    fn prepare_for_create(&self, obj: &mut Object) {
-        reset_status(obj);
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        set_defaults_on_update(self, new);
-        keep_status(new, old);
-    }
-
-    fn validate(&self, obj: &Value) -> Vec<Cause> {
-        causes(api::apps::validation::validate_daemon_set(obj))
-    }
-
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
-        causes(api::apps::validation::validate_daemon_set_update(new, old))
-    }
-}
+    },
+    validate: api::apps::validation::validate_daemon_set,
+    validate_update: api::apps::validation::validate_daemon_set_update,
+};

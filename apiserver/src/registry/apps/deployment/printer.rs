@@ -4,38 +4,38 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::printers::fields::{age, format_label_selector, get, int_at, name, template_containers};
+use crate::printers::fields::{age, get, int_at, name};
 use crate::printers::tablegenerator::{Column, Printer, age_col, col, name_col};
-use crate::registry::apps::WIDE_TEMPLATE_COLUMNS;
+use crate::registry::apps::{wide_cells, workload_columns};
 
 pub struct DeploymentPrinter;
 
 impl Printer for DeploymentPrinter {
     fn columns(&self) -> Vec<Column> {
-        let mut cols = vec![
-            name_col(),
-            col("Ready", "string", "Number of the pod with ready state", 0),
-            col("Up-to-date", "string", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0),
-            col("Available", "string", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0),
-            age_col(),
-        ];
-        cols.extend(WIDE_TEMPLATE_COLUMNS.iter().cloned());
-        cols.push(col("Selector", "string", "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.", 1));
-        cols
+        workload_columns(
+            vec![
+                name_col(),
+                col("Ready", "string", "Number of the pod with ready state", 0),
+                col("Up-to-date", "string", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0),
+                col("Available", "string", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0),
+                age_col(),
+            ],
+            Some("Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
+        )
     }
 
     fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-        let (containers, images) = template_containers(get(obj, &["spec", "template"]).unwrap_or(&Value::Null));
-        vec![
-            name(obj).into(),
-            format!("{}/{}", int_at(obj, &["status", "readyReplicas"]), int_at(obj, &["spec", "replicas"])).into(),
-            int_at(obj, &["status", "updatedReplicas"]).into(),
-            int_at(obj, &["status", "availableReplicas"]).into(),
-            age(obj, now).into(),
-            containers.into(),
-            images.into(),
-            format_label_selector(get(obj, &["spec", "selector"])).into(),
-        ]
+        wide_cells(
+            vec![
+                name(obj).into(),
+                format!("{}/{}", int_at(obj, &["status", "readyReplicas"]), int_at(obj, &["spec", "replicas"])).into(),
+                int_at(obj, &["status", "updatedReplicas"]).into(),
+                int_at(obj, &["status", "availableReplicas"]).into(),
+                age(obj, now).into(),
+            ],
+            get(obj, &["spec"]),
+            true,
+        )
     }
 }
 

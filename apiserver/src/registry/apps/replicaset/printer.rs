@@ -4,38 +4,38 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::printers::fields::{age, format_label_selector, get, int_at, name, template_containers};
+use crate::printers::fields::{age, get, int_at, name};
 use crate::printers::tablegenerator::{Column, Printer, age_col, col, name_col};
-use crate::registry::apps::WIDE_TEMPLATE_COLUMNS;
+use crate::registry::apps::{wide_cells, workload_columns};
 
 pub struct ReplicaSetPrinter;
 
 impl Printer for ReplicaSetPrinter {
     fn columns(&self) -> Vec<Column> {
-        let mut cols = vec![
-            name_col(),
-            col("Desired", "integer", "Replicas is the number of desired pods.", 0),
-            col("Current", "integer", "Replicas is the most recently observed number of non-terminating pods.", 0),
-            col("Ready", "integer", "The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.", 0),
-            age_col(),
-        ];
-        cols.extend(WIDE_TEMPLATE_COLUMNS.iter().cloned());
-        cols.push(col("Selector", "string", "Selector is a label query over pods that should match the replica count.", 1));
-        cols
+        workload_columns(
+            vec![
+                name_col(),
+                col("Desired", "integer", "Replicas is the number of desired pods.", 0),
+                col("Current", "integer", "Replicas is the most recently observed number of non-terminating pods.", 0),
+                col("Ready", "integer", "The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.", 0),
+                age_col(),
+            ],
+            Some("Selector is a label query over pods that should match the replica count."),
+        )
     }
 
     fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-        let (containers, images) = template_containers(get(obj, &["spec", "template"]).unwrap_or(&Value::Null));
-        vec![
-            name(obj).into(),
-            int_at(obj, &["spec", "replicas"]).into(),
-            int_at(obj, &["status", "replicas"]).into(),
-            int_at(obj, &["status", "readyReplicas"]).into(),
-            age(obj, now).into(),
-            containers.into(),
-            images.into(),
-            format_label_selector(get(obj, &["spec", "selector"])).into(),
-        ]
+        wide_cells(
+            vec![
+                name(obj).into(),
+                int_at(obj, &["spec", "replicas"]).into(),
+                int_at(obj, &["status", "replicas"]).into(),
+                int_at(obj, &["status", "readyReplicas"]).into(),
+                age(obj, now).into(),
+            ],
+            get(obj, &["spec"]),
+            true,
+        )
     }
 }
 

@@ -4,28 +4,30 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::printers::fields::{age, get, int_at, name, template_containers};
+use crate::printers::fields::{age, get, int_at, name};
 use crate::printers::tablegenerator::{Column, Printer, age_col, col, name_col};
-use crate::registry::apps::WIDE_TEMPLATE_COLUMNS;
+use crate::registry::apps::{wide_cells, workload_columns};
 
 pub struct StatefulSetPrinter;
 
 impl Printer for StatefulSetPrinter {
     fn columns(&self) -> Vec<Column> {
-        let mut cols = vec![name_col(), col("Ready", "string", "Number of the pod with ready state", 0), age_col()];
-        cols.extend(WIDE_TEMPLATE_COLUMNS.iter().cloned());
-        cols
+        workload_columns(
+            vec![name_col(), col("Ready", "string", "Number of the pod with ready state", 0), age_col()],
+            None,
+        )
     }
 
     fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-        let (containers, images) = template_containers(get(obj, &["spec", "template"]).unwrap_or(&Value::Null));
-        vec![
-            name(obj).into(),
-            format!("{}/{}", int_at(obj, &["status", "readyReplicas"]), int_at(obj, &["spec", "replicas"])).into(),
-            age(obj, now).into(),
-            containers.into(),
-            images.into(),
-        ]
+        wide_cells(
+            vec![
+                name(obj).into(),
+                format!("{}/{}", int_at(obj, &["status", "readyReplicas"]), int_at(obj, &["spec", "replicas"])).into(),
+                age(obj, now).into(),
+            ],
+            get(obj, &["spec"]),
+            false,
+        )
     }
 }
 

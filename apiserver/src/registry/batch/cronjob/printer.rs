@@ -5,31 +5,29 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::printers::fields::{age, format_label_selector, get, len_at, name, since, str_at, template_containers, time_at};
+use crate::printers::fields::{age, get, len_at, name, since, str_at, time_at};
 use crate::printers::tablegenerator::{Column, Printer, age_col, col, name_col};
-use crate::registry::apps::WIDE_TEMPLATE_COLUMNS;
+use crate::registry::apps::{wide_cells, workload_columns};
 
 pub struct CronJobPrinter;
 
 impl Printer for CronJobPrinter {
     fn columns(&self) -> Vec<Column> {
-        let mut cols = vec![
-            name_col(),
-            col("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0),
-            col("Timezone", "string", "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.", 0),
-            col("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.", 0),
-            col("Active", "integer", "A list of pointers to currently running jobs.", 0),
-            col("Last Schedule", "string", "Information when was the last time the job was successfully scheduled.", 0),
-            age_col(),
-        ];
-        cols.extend(WIDE_TEMPLATE_COLUMNS.iter().cloned());
-        cols.push(col("Selector", "string", "A label query over pods that should match the pod count.", 1));
-        cols
+        workload_columns(
+            vec![
+                name_col(),
+                col("Schedule", "string", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.", 0),
+                col("Timezone", "string", "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.", 0),
+                col("Suspend", "boolean", "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.", 0),
+                col("Active", "integer", "A list of pointers to currently running jobs.", 0),
+                col("Last Schedule", "string", "Information when was the last time the job was successfully scheduled.", 0),
+                age_col(),
+            ],
+            Some("A label query over pods that should match the pod count."),
+        )
     }
 
     fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-        let job_spec = get(obj, &["spec", "jobTemplate", "spec"]).unwrap_or(&Value::Null);
-        let (containers, images) = template_containers(get(job_spec, &["template"]).unwrap_or(&Value::Null));
         let time_zone = match str_at(obj, &["spec", "timeZone"]) {
             "" if get(obj, &["spec", "timeZone"]).is_none_or(Value::is_null) => "<none>",
             tz => tz,
@@ -43,18 +41,19 @@ impl Printer for CronJobPrinter {
             Some(t) => since(Some(t), now),
             None => "<none>".to_string(),
         };
-        vec![
-            name(obj).into(),
-            str_at(obj, &["spec", "schedule"]).into(),
-            time_zone.into(),
-            suspend.into(),
-            len_at(obj, &["status", "active"]).into(),
-            last_schedule.into(),
-            age(obj, now).into(),
-            containers.into(),
-            images.into(),
-            format_label_selector(get(job_spec, &["selector"])).into(),
-        ]
+        wide_cells(
+            vec![
+                name(obj).into(),
+                str_at(obj, &["spec", "schedule"]).into(),
+                time_zone.into(),
+                suspend.into(),
+                len_at(obj, &["status", "active"]).into(),
+                last_schedule.into(),
+                age(obj, now).into(),
+            ],
+            get(obj, &["spec", "jobTemplate", "spec"]),
+            true,
+        )
     }
 }
 

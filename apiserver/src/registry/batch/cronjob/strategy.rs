@@ -1,15 +1,13 @@
 //! Mirrors pkg/registry/batch/cronjob/strategy.go: defaulted and validated by the `api` crate
-//! ([`api::batch::v1::defaults::set_defaults_cron_job`], [`api::batch::validation`]); a new
-//! CronJob starts with an empty status.
+//! ([`api::batch::v1::defaults::set_defaults_cron_job`], [`api::batch::validation`]); a new CronJob
+//! starts with an empty status.
 
 use k8s_openapi::api::batch::v1::CronJob;
-use serde_json::Value;
 
 use super::printer::CronJobPrinter;
-use crate::error::Cause;
 use crate::registry::batch::status_subresource;
-use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, keep_status, reset_status, set_defaults_on_update};
-use crate::registry::generic::typed::{Object, Typed};
+use crate::registry::generic::strategy::{ResourceInfo, StandardStrategy};
+use crate::registry::generic::typed::Typed;
 
 pub static CRONJOBS: ResourceInfo = ResourceInfo {
     group: "batch",
@@ -26,33 +24,13 @@ pub static CRONJOBS: ResourceInfo = ResourceInfo {
     printer: &CronJobPrinter,
 };
 
-pub struct CronJobStrategy;
-
-impl Strategy for CronJobStrategy {
-    fn info(&self) -> &'static ResourceInfo {
-        &CRONJOBS
-    }
-
-    fn set_defaults(&self, obj: &mut Object) {
-        if let Some(cj) = obj.typed_mut::<CronJob>() {
-            api::batch::v1::defaults::set_defaults_cron_job(cj);
+pub const CRONJOB_STRATEGY: StandardStrategy = StandardStrategy {
+    info: &CRONJOBS,
+    defaults: |obj| {
+        if let Some(o) = obj.typed_mut::<CronJob>() {
+            api::batch::v1::defaults::set_defaults_cron_job(o);
         }
-    }
-
-    fn prepare_for_create(&self, obj: &mut Object) {
-        reset_status(obj);
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        set_defaults_on_update(self, new);
-        keep_status(new, old);
-    }
-
-    fn validate(&self, obj: &Value) -> Vec<Cause> {
-        causes(api::batch::validation::validate_cron_job(obj))
-    }
-
-    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
-        causes(api::batch::validation::validate_cron_job_update(new, old))
-    }
-}
+    },
+    validate: api::batch::validation::validate_cron_job,
+    validate_update: api::batch::validation::validate_cron_job_update,
+};

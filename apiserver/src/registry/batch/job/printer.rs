@@ -5,38 +5,38 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::printers::duration::human_duration;
-use crate::printers::fields::{age, arr_at, format_label_selector, get, int_at, name, obj_present, str_at, template_containers, time_at};
+use crate::printers::fields::{age, arr_at, get, int_at, name, obj_present, str_at, time_at};
 use crate::printers::tablegenerator::{Column, Printer, age_col, col, name_col};
-use crate::registry::apps::WIDE_TEMPLATE_COLUMNS;
+use crate::registry::apps::{wide_cells, workload_columns};
 
 pub struct JobPrinter;
 
 impl Printer for JobPrinter {
     fn columns(&self) -> Vec<Column> {
-        let mut cols = vec![
-            name_col(),
-            col("Status", "string", "Status of the job.", 0),
-            col("Completions", "string", "The number of pods which reached phase Succeeded.", 0),
-            col("Duration", "string", "Time required to complete the job.", 0),
-            age_col(),
-        ];
-        cols.extend(WIDE_TEMPLATE_COLUMNS.iter().cloned());
-        cols.push(col("Selector", "string", "A label query over pods that should match the pod count.", 1));
-        cols
+        workload_columns(
+            vec![
+                name_col(),
+                col("Status", "string", "Status of the job.", 0),
+                col("Completions", "string", "The number of pods which reached phase Succeeded.", 0),
+                col("Duration", "string", "Time required to complete the job.", 0),
+                age_col(),
+            ],
+            Some("A label query over pods that should match the pod count."),
+        )
     }
 
     fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
-        let (containers, images) = template_containers(get(obj, &["spec", "template"]).unwrap_or(&Value::Null));
-        vec![
-            name(obj).into(),
-            job_status(obj).into(),
-            completions(obj).into(),
-            duration(obj, now).into(),
-            age(obj, now).into(),
-            containers.into(),
-            images.into(),
-            format_label_selector(get(obj, &["spec", "selector"])).into(),
-        ]
+        wide_cells(
+            vec![
+                name(obj).into(),
+                job_status(obj).into(),
+                completions(obj).into(),
+                duration(obj, now).into(),
+                age(obj, now).into(),
+            ],
+            get(obj, &["spec"]),
+            true,
+        )
     }
 }
 

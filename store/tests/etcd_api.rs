@@ -6,8 +6,13 @@ use std::time::Duration;
 use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, PutOptions, Txn, TxnOp, WatchOptions};
 use tokio::sync::oneshot;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Two free ports for a member's client and peer listeners: both held until both are chosen, so
+/// the kernel cannot hand out the same one twice (it did: the peer listener then failed with
+/// "Address already in use").
+fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
 }
 
 struct Member {
@@ -37,8 +42,8 @@ fn config(name: &str, dir: &std::path::Path, client: u16, peer: u16) -> store::C
 }
 
 async fn start(name: &str, dir: &std::path::Path) -> Member {
-    let client = free_port();
-    let cfg = config(name, dir, client, free_port());
+    let (client, peer) = free_ports();
+    let cfg = config(name, dir, client, peer);
     let (tx, rx) = oneshot::channel();
     let task = tokio::spawn(store::run(cfg, async move {
         let _ = rx.await;
@@ -229,7 +234,8 @@ async fn data_survives_a_restart_and_a_foreign_data_dir_is_refused() {
     assert_eq!(c.get("kept", None).await.unwrap().kvs()[0].value(), b"yes");
     m.stop().await;
 
-    let cfg = config("two", dir.path(), free_port(), free_port());
+    let (client, peer) = free_ports();
+    let cfg = config("two", dir.path(), client, peer);
     let err = store::run(cfg, std::future::pending()).await.unwrap_err().to_string();
     assert!(err.contains("belongs to member") && err.contains("(one)"), "{err}");
 }

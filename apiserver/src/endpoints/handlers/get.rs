@@ -10,34 +10,31 @@ use serde_json::{Value, json};
 use crate::endpoints::negotiation::Output;
 use crate::endpoints::request::{Target, list_options, partial_object_metadata, respond};
 use crate::error::{Error, Result};
-use crate::printers::tablegenerator::{DefaultPrinter, table, table_json};
+use crate::printers::tablegenerator::{DefaultPrinter, Printer, table, table_json};
 use crate::registry::generic::rest::View;
 
 /// `GET .../<resource>/<name>` and `GET .../<resource>/<name>/status`.
 pub async fn get(t: &Target, name: &str, output: Output) -> Result<HttpResponse> {
-    let info = t.registry.info();
     let obj = t.registry.get(t.namespace.as_deref(), name).await?;
-    match output {
-        Output::Table => {
-            let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
-            Ok(respond(200, &table(info.printer, &[obj], &rv, None, chrono::Utc::now()), &[]))
-        }
-        Output::Metadata => Ok(respond(200, &partial_object_metadata(&obj), &[])),
-        Output::Json | Output::Yaml => Ok(respond(200, &obj, &[])),
-    }
+    Ok(answer(&obj, t.registry.info().printer, output))
 }
 
 /// `GET .../<resource>/<name>/<subresource>` of the object in another form (a workload's
 /// scale). A Table of it has the default columns.
 pub async fn get_view(t: &Target, name: &str, view: View, output: Output) -> Result<HttpResponse> {
     let form = (view.get)(&t.registry.get(t.namespace.as_deref(), name).await?)?;
+    Ok(answer(&form, &DefaultPrinter, output))
+}
+
+/// One object in the negotiated output: itself, its metadata, or a one-row Table by `printer`.
+fn answer(obj: &Value, printer: &dyn Printer, output: Output) -> HttpResponse {
     match output {
         Output::Table => {
-            let rv = form.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
-            Ok(respond(200, &table(&DefaultPrinter, &[form], &rv, None, chrono::Utc::now()), &[]))
+            let rv = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").to_string();
+            respond(200, &table(printer, &[obj], &rv, None, chrono::Utc::now()), &[])
         }
-        Output::Metadata => Ok(respond(200, &partial_object_metadata(&form), &[])),
-        Output::Json | Output::Yaml => Ok(respond(200, &form, &[])),
+        Output::Metadata => respond(200, &partial_object_metadata(obj), &[]),
+        Output::Json | Output::Yaml => respond(200, obj, &[]),
     }
 }
 

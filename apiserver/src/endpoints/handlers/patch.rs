@@ -39,8 +39,7 @@ fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
 pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, ns, sub) = (&t.registry, t.namespace.as_deref(), t.subresource.as_deref());
     let dry_run = WriteOptions::from_query("PatchOptions", q)?.is_dry_run();
-    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("");
-    let media = ct.split(';').next().unwrap_or("").trim().to_string();
+    let media = media_type(req);
     let kind = reg.info().kind;
     let meta = PatchMeta::for_kind(kind);
     let mut warnings = Vec::new();
@@ -99,8 +98,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
 /// apply of a form is refused (Kubernetes applies it; nothing here tracks its fields).
 pub async fn patch_view(req: &HttpRequest, body: &[u8], t: &Target, name: &str, q: &HashMap<String, String>, view: View) -> Result<HttpResponse> {
     let dry_run = WriteOptions::from_query("PatchOptions", q)?.is_dry_run();
-    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("");
-    let media = ct.split(';').next().unwrap_or("").trim().to_string();
+    let media = media_type(req);
     if media == "application/apply-patch+yaml" {
         return Err(Error::UnsupportedMediaType(format!(
             "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (server-side apply of {} {} is not supported)",
@@ -118,6 +116,12 @@ pub async fn patch_view(req: &HttpRequest, body: &[u8], t: &Target, name: &str, 
         })
         .await?;
     Ok(respond(200, &(view.get)(&updated)?, &[]))
+}
+
+/// The request's media type, without parameters: which patch it is.
+fn media_type(req: &HttpRequest) -> String {
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("");
+    ct.split(';').next().unwrap_or("").trim().to_string()
 }
 
 /// The patch of one of the three non-apply media types, as a function of the current object.

@@ -1,6 +1,6 @@
 //! Mirrors k8s.io/apiserver/pkg/registry/rest/rest.go (the interfaces a resource's storage
-//! implements: Creater, GetterWithOptions, Getter + Updater of another form, Connecter) and the storage map a group's
-//! `APIGroupInfo` carries (k8s.io/apiserver/pkg/server): every resource's store, with the
+//! implements: Creater, GetterWithOptions, Getter + Updater of another form, Connecter) and the
+//! storage map a group's `APIGroupInfo` carries (k8s.io/apiserver/pkg/server): every resource's store, with the
 //! subresources its own code serves, each by the interface it implements.
 
 use std::sync::Arc;

@@ -57,6 +57,12 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A resource or kind with its group, as Go prints a GroupResource or GroupKind
+/// (`deployments.apps`, `Deployment.apps`; core names stay bare).
+fn qualified(name: &str, group: &str) -> String {
+    if group.is_empty() { name.to_string() } else { format!("{name}.{group}") }
+}
+
 fn generated_name(prefix: &str) -> String {
     // Kubernetes' alphabet for generated names: no vowels, no confusable characters.
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -93,8 +99,7 @@ impl Registry {
 
     /// The resource as errors name it: `pods`, `deployments.apps` (a GroupResource printed).
     fn qualified_resource(&self) -> String {
-        let info = self.info();
-        if info.group.is_empty() { info.plural.to_string() } else { format!("{}.{}", info.plural, info.group) }
+        qualified(self.info().plural, self.info().group)
     }
 
     fn not_found(&self, name: &str) -> Error {
@@ -104,8 +109,7 @@ impl Registry {
     fn invalid(&self, name: &str, causes: Vec<Cause>) -> Error {
         // The message names the group too, as a GroupKind prints ("Deployment.apps").
         let info = self.info();
-        let qualified = if info.group.is_empty() { info.kind.to_string() } else { format!("{}.{}", info.kind, info.group) };
-        Error::Invalid { kind: info.kind.into(), kind_singular: qualified, name: name.into(), causes }
+        Error::Invalid { kind: info.kind.into(), kind_singular: qualified(info.kind, info.group), name: name.into(), causes }
     }
 
     pub async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value> {

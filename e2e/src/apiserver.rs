@@ -278,6 +278,7 @@ impl ApiCluster {
     /// Polls `/readyz` until 200 and `GET namespaces/default` until 200 (the API server
     /// creates the system namespaces in the background). Fails early if the process died.
     pub async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let limit = crate::scaled(READY_TIMEOUT);
         let start = Instant::now();
         let mut last;
         loop {
@@ -293,9 +294,9 @@ impl ApiCluster {
                 Ok((code, body)) => last = format!("/readyz: {code} {body}"),
                 Err(e) => last = format!("/readyz: {e:#}"),
             }
-            if start.elapsed() > READY_TIMEOUT {
+            if start.elapsed() > limit {
                 bail!(
-                    "the API server at {} was not ready within {READY_TIMEOUT:?}: {last}\n{}",
+                    "the API server at {} was not ready within {limit:?}: {last}\n{}",
                     self.url(),
                     self.log_tails(40)
                 );
@@ -389,11 +390,12 @@ impl ApiCluster {
     /// Runs kubectl with extra environment and optional stdin (for `-f -`).
     pub fn kubectl_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
         let (cmd, shown) = self.kubectl_command(args, env);
-        let (status, stdout, mut stderr) = crate::process::run_to_completion(cmd, stdin, KUBECTL_DEADLINE)
+        let deadline = crate::scaled(KUBECTL_DEADLINE);
+        let (status, stdout, mut stderr) = crate::process::run_to_completion(cmd, stdin, deadline)
             .unwrap_or_else(|e| panic!("running {shown}: {e}"));
         if status.is_none() {
             stderr.push_str(&format!(
-                "\n[e2e] killed: did not finish within {KUBECTL_DEADLINE:?}"
+                "\n[e2e] killed: did not finish within {deadline:?}"
             ));
         }
         eprintln!("[kubectl] {shown} -> {status:?}");

@@ -1,5 +1,5 @@
 //! A client command running in the background (`kubectl get -w`, `etcdctl watch`), whose output
-//! the test reads line by line with deadlines.
+//! the test reads line by line with deadlines ([`crate::scaled`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -57,6 +57,7 @@ impl Background {
         deadline: Duration,
         pred: impl Fn(&str) -> bool,
     ) -> anyhow::Result<()> {
+        let deadline = crate::scaled(deadline);
         let start = Instant::now();
         loop {
             if self.seen.iter().filter(|l| pred(l)).count() >= n {
@@ -76,6 +77,7 @@ impl Background {
 
     /// Waits for the process to exit by itself: (success, stdout lines, stderr).
     pub fn wait_exit(mut self, deadline: Duration) -> anyhow::Result<(bool, Vec<String>, String)> {
+        let deadline = crate::scaled(deadline);
         let start = Instant::now();
         let status = loop {
             if let Some(st) = self.child.try_wait()? {
@@ -123,6 +125,7 @@ fn first_match(
     deadline: Duration,
     pred: impl Fn(&str) -> bool,
 ) -> anyhow::Result<String> {
+    let deadline = crate::scaled(deadline);
     let start = Instant::now();
     let mut checked = 0;
     loop {
@@ -157,6 +160,7 @@ impl Background {
 
     /// Waits until the stdout lines received so far contain `expected` as consecutive lines.
     pub fn expect_lines(&mut self, expected: &[&str], deadline: Duration) -> anyhow::Result<()> {
+        let deadline = crate::scaled(deadline);
         let start = Instant::now();
         loop {
             if self.seen.windows(expected.len()).any(|w| w.iter().zip(expected).all(|(a, b)| a == b)) {

@@ -369,7 +369,7 @@ impl StoreCluster {
     /// Maintenance.Status of member `i`, asked of member `i` alone.
     pub async fn status(&self, i: usize) -> anyhow::Result<StatusResponse> {
         let mut c = self.client(i).await?;
-        match tokio::time::timeout(RPC_TIMEOUT, c.status()).await {
+        match tokio::time::timeout(crate::scaled(RPC_TIMEOUT), c.status()).await {
             Ok(r) => r.with_context(|| format!("status of {}", self.members[i].name)),
             Err(_) => bail!("status of {} timed out", self.members[i].name),
         }

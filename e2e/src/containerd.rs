@@ -247,7 +247,7 @@ impl Containerd {
             .arg(tar)
             .kill_on_drop(true)
             .output();
-        let out = tokio::time::timeout(Duration::from_secs(120), out)
+        let out = tokio::time::timeout(crate::scaled(Duration::from_secs(120)), out)
             .await
             .with_context(|| format!("ctr images import {} timed out", tar.display()))??;
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -562,7 +562,7 @@ impl Containerd {
                 in_task_cgroup(*pid, id)
             }
         };
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + crate::scaled(Duration::from_secs(5));
         while Instant::now() < deadline {
             pids.retain(ours);
             if pids.is_empty() {
@@ -693,6 +693,7 @@ async fn wait_cri(
     process: &mut Process,
     timeout: Duration,
 ) -> anyhow::Result<Duration> {
+    let timeout = crate::scaled(timeout);
     let start = Instant::now();
     let socket = PathBuf::from(endpoint.trim_start_matches("unix://"));
     let mut last = String::from("socket not there yet");
@@ -702,7 +703,7 @@ async fn wait_cri(
         }
         if socket.exists() {
             let attempt = async { RemoteRuntime::connect(endpoint).await?.version().await };
-            match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+            match tokio::time::timeout(crate::scaled(Duration::from_secs(2)), attempt).await {
                 Ok(Ok(_)) => return Ok(start.elapsed()),
                 Ok(Err(e)) => last = e.to_string(),
                 Err(_) => last = "CRI Version timed out".to_string(),
@@ -739,9 +740,10 @@ fn remove_all_sandboxes(endpoint: &str, process: &mut Process) -> anyhow::Result
                     }
                     anyhow::Ok(())
                 };
-                tokio::time::timeout(TEARDOWN_CRI_TIMEOUT, work)
+                let limit = crate::scaled(TEARDOWN_CRI_TIMEOUT);
+                tokio::time::timeout(limit, work)
                     .await
-                    .with_context(|| format!("timed out after {TEARDOWN_CRI_TIMEOUT:?}"))?
+                    .with_context(|| format!("timed out after {limit:?}"))?
             })
         });
         worker

@@ -75,9 +75,10 @@ impl Etcdctl {
     /// Runs `etcdctl args…` with `stdin` fed to it (for `txn`).
     pub fn run_stdin(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Output> {
         let (cmd, shown) = self.command(args);
+        let deadline = crate::scaled(RUN_DEADLINE);
         let (status, stdout, stderr) =
-            crate::process::run_to_completion(cmd, stdin, RUN_DEADLINE).with_context(|| format!("running {shown}"))?;
-        let Some(status) = status else { bail!("`{shown}` did not finish within {RUN_DEADLINE:?}") };
+            crate::process::run_to_completion(cmd, stdin, deadline).with_context(|| format!("running {shown}"))?;
+        let Some(status) = status else { bail!("`{shown}` did not finish within {deadline:?}") };
         eprintln!("[etcdctl] {shown} -> {status}");
         Ok(Output {
             success: status.success(),

@@ -31,12 +31,15 @@
 //! 9. Time: a test never sleeps to let something happen. [`poll_until`] waits for a condition,
 //!    with a deadline and what was last seen when it passes; [`hold_for`] checks, all through a
 //!    period, that something does *not* happen (a pod is not restarted, a Lease not renewed).
+//!    Every deadline the harness waits on is stretched by [`scaled`] on a slower machine.
 //!
 //! # Environment
 //! - `KUBELAB_BIN`: the kubelab binary (default: next to the test executable).
 //! - `ETCD_BIN`: real etcd 3.4 (default `/var/cache/kubelab/etcd/usr/bin/etcd`, from `make deps`).
 //! - `ETCDCTL_BIN`: etcdctl (default `/usr/bin/etcdctl`, Debian's etcd-client).
 //! - `E2E_STORE=etcd`: run the store tests against real etcd, to check the tests themselves.
+//! - `E2E_SLOWDOWN=N`: this machine is about N times slower than a development host (an emulated
+//!   guest): every harness deadline is N times longer ([`slowdown`]).
 //! - `E2E_PROXY=0`: kubelab members talk to each other directly (the partition test still
 //!   uses the proxy, which it needs).
 //! - `KUBELAB_IMAGES`: where `pause.tar` and `busybox.tar` are (default
@@ -82,6 +85,34 @@ pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
 pub const HEALTHY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Grace period between SIGTERM and SIGKILL on a clean stop.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How many times slower than the machines the harness's deadlines were measured on this one is:
+/// `$E2E_SLOWDOWN`, a whole number, 1 when unset. The fresh-machine check sets it in an emulated
+/// guest (10-50x slower CPU), where "a healthy cluster within 30 s" would fail for want of time
+/// rather than for a fault. Every harness wait (the constants above, [`poll_until`], a kubectl or
+/// etcdctl run, containerd's start) goes through [`scaled`]; a test that asserts an upper bound
+/// on how long something took decides for itself, since a bound that grows past what it tells
+/// apart (a 1 s grace period from a 60 s one) asserts nothing.
+pub fn slowdown() -> u32 {
+    static SLOWDOWN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *SLOWDOWN.get_or_init(|| match std::env::var("E2E_SLOWDOWN") {
+        Err(_) => 1,
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => n,
+            _ => panic!("E2E_SLOWDOWN={v:?}: expected a whole number of at least 1"),
+        },
+    })
+}
+
+/// A deadline measured on the development machines, stretched by [`slowdown`].
+pub fn scaled(d: Duration) -> Duration {
+    d * slowdown()
+}
+
+/// A client's own `--timeout=<n>s` flag for a wait of `secs` on a development machine, [`scaled`].
+pub fn timeout_flag(secs: u64) -> String {
+    format!("--timeout={}s", scaled(Duration::from_secs(secs)).as_secs())
+}
 
 /// The `kubelab` binary: `$KUBELAB_BIN`, else the one cargo built next to the running
 /// executable (`<target>/<profile>/deps/<test>` → `<target>/<profile>/kubelab`;
@@ -137,8 +168,9 @@ pub async fn connect(
     endpoints: &[String],
     timeout: Duration,
 ) -> anyhow::Result<etcd_client::Client> {
+    let timeout = scaled(timeout);
     let opts = etcd_client::ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(2))
+        .with_connect_timeout(scaled(Duration::from_secs(2)))
         .with_timeout(timeout);
     let fut = etcd_client::Client::connect(endpoints, Some(opts));
     match tokio::time::timeout(timeout, fut).await {
@@ -151,7 +183,7 @@ pub async fn connect(
 /// the harness's one way to wait for a condition (never a fixed sleep). `Ok(None)` means "not
 /// yet"; an `Err` is retried too, and says what was seen instead, so a check that ends in
 /// `anyhow::ensure!(phase == "Running", "phase {phase}")` explains its own timeout: the last
-/// error (or "condition not met") is returned with `what` on timeout.
+/// error (or "condition not met") is returned with `what` on timeout. `deadline` is [`scaled`].
 pub async fn poll_until<T, F, Fut>(
     what: &str,
     deadline: Duration,
@@ -162,6 +194,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
 {
+    let deadline = scaled(deadline);
     let start = tokio::time::Instant::now();
     let mut last = String::from("condition not met yet");
     loop {

@@ -79,7 +79,7 @@ impl Process {
         let _ = self.child.wait();
     }
 
-    /// SIGTERM, wait up to [`STOP_GRACE`] for a clean exit, then SIGKILL. Returns the exit
+    /// SIGTERM, wait up to [`STOP_GRACE`] ([`crate::scaled`]) for a clean exit, then SIGKILL. Returns the exit
     /// status (None if it had to be killed).
     pub fn terminate(&mut self) -> Option<ExitStatus> {
         if let Some(st) = self.exited() {
@@ -89,15 +89,16 @@ impl Process {
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
+        let grace = crate::scaled(STOP_GRACE);
         let start = Instant::now();
-        while start.elapsed() < STOP_GRACE {
+        while start.elapsed() < grace {
             if let Some(st) = self.exited() {
                 return Some(st);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         eprintln!(
-            "[e2e] {} (pid {}) ignored SIGTERM for {STOP_GRACE:?}; killing",
+            "[e2e] {} (pid {}) ignored SIGTERM for {grace:?}; killing",
             self.name,
             self.pid()
         );
@@ -176,7 +177,8 @@ impl Output {
 }
 
 /// Runs `cmd` to completion: `stdin` is written to it (then closed), stdout and stderr are read as
-/// they come. A run past `deadline` is killed and comes back with no exit status.
+/// they come. A run past `deadline` is killed and comes back with no exit status (callers pass
+/// a [`crate::scaled`] deadline, and name it in their messages).
 pub fn run_to_completion(
     mut cmd: std::process::Command,
     stdin: Option<&str>,

@@ -37,7 +37,7 @@ impl Lab {
     /// `kubectl wait --for=<cond> pod/<name>`; how long it took.
     fn kubectl_wait(&self, name: &str, cond: &str) -> Duration {
         let start = Instant::now();
-        let o = self.api.kubectl(&["wait", &format!("--for={cond}"), &format!("pod/{name}"), "--timeout=45s"]);
+        let o = self.api.kubectl(&["wait", &format!("--for={cond}"), &format!("pod/{name}"), &e2e::timeout_flag(45)]);
         if !o.success {
             self.fail(&format!("kubectl wait {cond} pod/{name} failed:\n{}", o.describe()));
         }

@@ -13,8 +13,9 @@
 #
 # Env: FRESH_HOST_STAGES (space- or comma-separated, default all: facts deps up checks e2e lab),
 #      FRESH_HOST_TIMEOUT (seconds, default 5400), FRESH_HOST_CPUS (2), FRESH_HOST_MEM (MiB, 4096),
-#      FRESH_HOST_DIR (/var/cache/kubelab/fresh-host). Each run's guest log, console log and
-#      status stay in $FRESH_HOST_DIR/runs/<UTC time>/.
+#      FRESH_HOST_DIR (/var/cache/kubelab/fresh-host), FRESH_HOST_SLOWDOWN (how many times the
+#      e2e harness stretches its deadlines; default 10 when the guest is emulated, else 1). Each
+#      run's guest log, console log and status stay in $FRESH_HOST_DIR/runs/<UTC time>/.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,7 +40,7 @@ git -C "$repo" archive --format=tar HEAD | tar -x -C "$run/src"
 commit=$(git -C "$repo" rev-parse --short HEAD)
 # What the guest's runner executes, from /src, with /artifacts mounted.
 cat >"$run/cmd.sh" <<CMD
-export FRESH_HOST_STAGES='${FRESH_HOST_STAGES:-}'
+export FRESH_HOST_STAGES='${FRESH_HOST_STAGES:-}' FRESH_HOST_SLOWDOWN='${FRESH_HOST_SLOWDOWN:-}'
 exec scripts/fresh-host/guest.sh /artifacts /ctl/logs
 CMD
 : >"$run/guest.log"

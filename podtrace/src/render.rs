@@ -103,8 +103,9 @@ impl Timeline {
     }
 }
 
-const PARTICIPANTS: [(&str, &str); 7] = [
+const PARTICIPANTS: [(&str, &str); 8] = [
     ("U", "User"),
+    ("CM", "Controller Manager"),
     ("API", "API Server"),
     ("ETCD", "etcd (kubelab store)"),
     ("S", "Scheduler"),
@@ -133,12 +134,8 @@ fn arrow(s: &Step) -> (&'static str, &'static str) {
     let n = &*s.name;
     match &*s.component {
         "apiserver" if n.starts_with("store") => ("API", "ETCD"),
-        "apiserver" if n.starts_with("watch event") => match s.fields.get("watcher").map(String::as_str) {
-            Some("kube-scheduler") => ("API", "S"),
-            Some("kubelet") => ("API", "K"),
-            _ => ("API", "U"),
-        },
-        "apiserver" if n == "request" => ("U", "API"),
+        "apiserver" if n.starts_with("watch event") => ("API", participant(s.fields.get("watcher"))),
+        "apiserver" if n == "request" => (participant(s.fields.get("caller")), "API"),
         "apiserver" => ("API", "API"),
         "store" => ("ETCD", "ETCD"),
         "scheduler" if n == "bind" => ("S", "API"),
@@ -147,6 +144,18 @@ fn arrow(s: &Step) -> (&'static str, &'static str) {
         "nodeagent" => ("K", "K"),
         "cri" => ("K", "CR"),
         _ => ("API", "API"),
+    }
+}
+
+/// The participant a client is drawn as, from the name in its User-Agent (the API server records
+/// it as a request's `caller` and a watch event's `watcher`): the components by the names they
+/// give themselves, anyone else (kubectl, a script) as the User.
+fn participant(client: Option<&String>) -> &'static str {
+    match client.map(String::as_str) {
+        Some("kube-scheduler") => "S",
+        Some("kubelet") => "K",
+        Some("kube-controller-manager") => "CM",
+        _ => "U",
     }
 }
 
@@ -205,5 +214,25 @@ mod tests {
         assert!(m.contains("K->>CR: RunPodSandbox 160.0 ms (+40 ms)"), "{m}");
         assert!(m.contains("CR->>CNI: ADD bridge + host-local → 10.244.1.7"), "{m}");
         assert!(m.contains("K->>CR: FAILED StartContainer"), "{m}");
+    }
+
+    #[test]
+    fn requests_are_drawn_from_their_caller_and_watch_events_to_their_watcher() {
+        let request = |caller: &str| step("apiserver", "request", 0, 1).with_field("caller", caller);
+        let event = |watcher: &str| step("apiserver", "watch event sent", 0, 0).with_field("watcher", watcher);
+        let cases = [
+            (request("kube-scheduler"), ("S", "API")),
+            (request("kubelet"), ("K", "API")),
+            (request("kube-controller-manager"), ("CM", "API")),
+            (request("kubectl"), ("U", "API")),
+            (step("apiserver", "request", 0, 1), ("U", "API")),
+            (event("kube-scheduler"), ("API", "S")),
+            (event("kubelet"), ("API", "K")),
+            (event("kube-controller-manager"), ("API", "CM")),
+            (event("kubectl.1.32"), ("API", "U")),
+        ];
+        for (s, want) in cases {
+            assert_eq!(arrow(&s), want, "{:?}", s.fields);
+        }
     }
 }

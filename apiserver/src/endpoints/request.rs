@@ -25,6 +25,14 @@ pub struct Target {
 }
 
 /// The query parameters, the last of each name.
+/// Which program sent the request: its User-Agent without the version (`kube-scheduler`,
+/// `kubelet`, `kubectl`), "unknown" without one. `kubelab trace` draws a request from it and a
+/// watch event to it, as the components name themselves (client::client_as).
+pub fn client_name(req: &HttpRequest) -> String {
+    let agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+    agent.split('/').next().unwrap_or(agent).to_string()
+}
+
 pub fn query(req: &HttpRequest) -> HashMap<String, String> {
     web::Query::<HashMap<String, String>>::from_query(req.query_string()).map(|q| q.into_inner()).unwrap_or_default()
 }

@@ -31,7 +31,7 @@ use tracing::Instrument as _;
 
 use crate::config::Api;
 use crate::endpoints::metrics::Metrics;
-use crate::endpoints::request::{Target, error_response};
+use crate::endpoints::request::{Target, client_name, error_response};
 use crate::endpoints::{self, discovery_path, serve_discovery};
 use crate::error::Result;
 use panic_recovery::with_panic_recovery;
@@ -73,11 +73,13 @@ async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, inf
             Ok(t) => t,
             Err(e) => return error_response(&e),
         };
-        // Step 6. A request is a step of the pod it writes (`kubelab trace`); the pod's UID is
-        // learned when the store write happens (storage/store.rs). Its spans are at debug level:
-        // the step recorder and the exporter take them at any level, and the log output (info by
-        // default) would otherwise format their fields for every request.
-        let span = tracing::debug_span!(target: "apiserver", "request", verb = %verb, resource = %resource, pod_uid = tracing::field::Empty);
+        // Step 6. A request is a step of the pod it writes (`kubelab trace`, which draws it from
+        // its caller); the pod's UID is learned when the store write happens (storage/store.rs).
+        // Its spans are at debug level: the step recorder and the exporter take them at any level,
+        // and the log output (info by default) would otherwise format their fields for every
+        // request.
+        let caller = client_name(&handler_req);
+        let span = tracing::debug_span!(target: "apiserver", "request", verb = %verb, resource = %resource, caller = %caller, pod_uid = tracing::field::Empty);
         endpoints::serve(&handler_req, body, &api, t).instrument(span).await.unwrap_or_else(|e| error_response(&e))
     };
     // Step 3 (step 4 will go inside it).

@@ -20,9 +20,11 @@
 //! 2. the pod's data directories (`step2_data_dirs`);
 //! 3. volumes, all ready before any container starts (`step3_volumes`);
 //! 4. image pull secrets and the configMaps and secrets the environment uses
-//!    (`step4_pull_secrets`), and the managed `/etc/hosts`;
+//!    (`step4_pull_secrets`), and the managed `/etc/hosts` (`step4_etc_hosts`, written on a
+//!    blocking thread);
 //! 5. to 7. the sandbox, init containers in order, app containers in parallel — the runtime
-//!    manager's `sync_pod` ([`crate::kuberuntime`]);
+//!    manager's `sync_pod` ([`crate::kuberuntime`]), which first decides what to do
+//!    (`compute_pod_actions`, and the kill of a pod whose sandbox changed);
 //! 8. the status, from what the runtime now runs (`step8_status`).
 //!
 //! SyncTerminatingPod stops every container within the grace period, then the sandbox;
@@ -274,7 +276,9 @@ impl Kubelet {
             .await;
 
         let etc_hosts = getters::pod_etc_hosts_path(&self.deps.root_dir, uid);
-        self.ensure_hosts_file(pod, &runtime_status.ips).await;
+        self.ensure_hosts_file(pod, &runtime_status.ips)
+            .instrument(tracing::info_span!(target: "kubelet::sync_pod", "step4_etc_hosts", pod_uid = %uid))
+            .await;
 
         // Steps 5–7: sandbox, init containers, app containers (kuberuntime).
         let inputs = SyncInputs {

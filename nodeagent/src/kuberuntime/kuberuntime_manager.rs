@@ -292,30 +292,41 @@ impl RuntimeManager {
 
     /// Steps 5–7 of SyncPod for the decided `actions`.
     pub(crate) async fn sync_pod(&self, pod: &Pod, status: &PodStatus, inputs: &SyncInputs<'_>) -> PodSyncResult {
-        let actions = compute_pod_actions(pod, status, &inputs.probes);
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        tracing::debug!(target: "kuberuntime", pod_uid = %uid, ?actions, "computePodActions");
+        // What to do, and the kill of what must go first: a step of its own in `kubelab trace`,
+        // so that no time between step 4 and the sandbox goes unaccounted.
+        let span = tracing::info_span!(target: "kubelet::sync_pod", "compute_pod_actions", pod_uid = %uid);
+        let decided = async {
+            let actions = compute_pod_actions(pod, status, &inputs.probes);
+            tracing::debug!(target: "kuberuntime", pod_uid = %uid, ?actions, "computePodActions");
+            let killed = if actions.kill_pod {
+                if !status.sandboxes.is_empty() || status.running_containers().next().is_some() {
+                    if actions.create_sandbox {
+                        self.recorder.pod_event(pod, None, events::NORMAL, events::SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.");
+                    }
+                    self.kill_pod(Some(pod), status, self.grace(pod)).await.map_err(|e| format!("killing pod: {e}"))
+                } else {
+                    Ok(())
+                }
+            } else {
+                let mut killed = Ok(());
+                for (id, name, message) in &actions.containers_to_kill {
+                    let target = kcont::KillTarget { pod: Some(pod), container_id: id, name, message, pod_ips: &status.ips };
+                    let deadline = kcont::fixed_deadline(self.grace(pod), false);
+                    if let Err(e) = kcont::kill_container(&self.runtime, &self.hooks, &self.recorder, target, deadline).await {
+                        killed = Err(format!("killing container {name}: {e}"));
+                        break;
+                    }
+                }
+                killed
+            };
+            (actions, killed)
+        };
+        let (actions, killed) = decided.instrument(span).await;
         let mut result = PodSyncResult::default();
-
-        if actions.kill_pod {
-            if !status.sandboxes.is_empty() || status.running_containers().next().is_some() {
-                if actions.create_sandbox {
-                    self.recorder.pod_event(pod, None, events::NORMAL, events::SANDBOX_CHANGED, "Pod sandbox changed, it will be killed and re-created.");
-                }
-                if let Err(e) = self.kill_pod(Some(pod), status, self.grace(pod)).await {
-                    result.error = Some(format!("killing pod: {e}"));
-                    return result;
-                }
-            }
-        } else {
-            for (id, name, message) in &actions.containers_to_kill {
-                let target = kcont::KillTarget { pod: Some(pod), container_id: id, name, message, pod_ips: &status.ips };
-                let deadline = kcont::fixed_deadline(self.grace(pod), false);
-                if let Err(e) = kcont::kill_container(&self.runtime, &self.hooks, &self.recorder, target, deadline).await {
-                    result.error = Some(format!("killing container {name}: {e}"));
-                    return result;
-                }
-            }
+        if let Err(e) = killed {
+            result.error = Some(e);
+            return result;
         }
 
         // Step 5: create the pod sandbox (CNI runs inside containerd's RunPodSandbox).

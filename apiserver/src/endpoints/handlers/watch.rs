@@ -11,7 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::{Error, Result};
 use crate::endpoints::negotiation::Output;
-use crate::endpoints::request::partial_object_metadata;
+use crate::endpoints::request::{client_name, partial_object_metadata};
 use crate::printers::tablegenerator;
 use crate::registry::generic::options::ListOptions;
 use crate::registry::generic::store::Registry;
@@ -52,10 +52,7 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
         }
     };
     // Who watches, for `kubelab trace`: the client's user agent without its version.
-    let watcher: Option<String> = reg.strategy.traced().then(|| {
-        let agent = req.headers().get(actix_web::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
-        agent.split('/').next().unwrap_or(agent).to_string()
-    });
+    let watcher: Option<String> = reg.strategy.traced().then(|| client_name(req));
     let (tx, rx) = mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(64);
     let subscription = match reg.watch(namespace, opts) {
         Ok(s) => s,

@@ -8,6 +8,8 @@
 //!   for `--node-monitor-grace-period`), sets their conditions to Unknown, taints them
 //!   `node.kubernetes.io/unreachable` (or `not-ready` when the kubelet itself says Ready=False)
 //!   and marks their pods not ready; takes the taints away when the kubelet is back.
+//! - [`tainteviction`]: deletes the pods of a node with a `NoExecute` taint they do not tolerate,
+//!   or once their `tolerationSeconds` (300 s by default, from admission) have run out.
 //!
 //! ## The flow of [`run`]
 //! 1. Connect to the API server.
@@ -20,15 +22,18 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Two controllers only (namespace, node lifecycle): no replication, endpoints, garbage
-//!   collector, service accounts or token controllers.
-//! - No taint-based eviction: the `NoExecute` taints (`unreachable`, `not-ready`, with
-//!   `timeAdded`) are put on as Kubernetes does, but nothing deletes pods whose
-//!   `tolerationSeconds` ran out (Kubernetes' taint eviction controller). Pods on a dead node stay
-//!   bound, marked not ready.
-//! - No zone-aware eviction rate limiting, no `--node-startup-grace-period` (a node that never
-//!   posted a status gets the ordinary grace period), no `NetworkUnavailable` handling beyond its
-//!   taint.
+//! - Three controllers only (namespace, node lifecycle, taint eviction): no replication,
+//!   endpoints, garbage collector, service accounts or token controllers.
+//! - Taint eviction counts a pod's tolerance from the later of the taint's `timeAdded` and the
+//!   pod's binding (both stored, so a restart gives nobody a fresh five minutes); Kubernetes
+//!   counts from when its taint manager saw the two together. It looks every second, so an
+//!   eviction is up to a second late. Each controller keeps its own caches (two pod watches
+//!   where Kubernetes shares one informer).
+//! - No zone-aware rate limiting of NoExecute taints (`--node-eviction-rate`, the partial and
+//!   full disruption modes): every dead node is tainted on the pass that notices it, so a zone
+//!   that loses all its nodes at once loses all its pods five minutes later. No
+//!   `--node-startup-grace-period` (a node that never posted a status gets the ordinary grace
+//!   period), no `NetworkUnavailable` handling beyond its taint.
 //! - The taints that follow node conditions are set on the monitor pass (every
 //!   `--node-monitor-period`), not also on each node update as Kubernetes does: up to one period
 //!   late.
@@ -43,6 +48,7 @@
 pub mod error;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
+pub(crate) mod tainteviction;
 
 use std::future::Future;
 
@@ -109,10 +115,11 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
-        nodelifecycle::NodeLifecycleController::new(client, node_lifecycle).run(),
+        nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
+        tainteviction::TaintEvictionController::new(client).run(),
     )?;
     Ok(())
 }

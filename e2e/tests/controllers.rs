@@ -5,6 +5,10 @@
 //!   unreachable, its pod is marked not ready and a NodeNotReady event is recorded; when the
 //!   Lease is renewed again and Ready=True posted, the taints go. A kubelet-posted Ready=False
 //!   gets the not-ready taint, which goes with Ready=True.
+//! - taint eviction: after `kubectl taint nodes n1 dedicated=db:NoExecute`, a pod that does not
+//!   tolerate it is evicted at once (DisruptionTarget condition, TaintManagerEviction event,
+//!   graceful delete), one tolerating it for 3 s after about 3 s, one tolerating it for ever
+//!   never; a pending eviction is cancelled when the taint is taken away.
 //! - leader election: of two `--leader-elect` controller managers exactly one leads; when it is
 //!   stopped it releases the Lease and the other takes over well before the lease would expire.
 
@@ -242,6 +246,114 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
         if taints_of(&n).is_empty() { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
     })
     .await;
+    renewer.abort();
+}
+
+fn being_deleted(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_some()
+}
+
+fn disruption_target(p: &Pod) -> Option<String> {
+    let c = p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "DisruptionTarget")?;
+    Some(format!("{}/{}", c.status, c.reason.clone().unwrap_or_default()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taint_eviction_deletes_pods_whose_tolerance_ran_out() {
+    let c = ApiCluster::start(ApiOptions { controller_manager: true, ..ApiOptions::default() }).await.expect("start the cluster");
+    let client = c.kube_client().expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+
+    // A live node (its Lease renewed all along, so the node lifecycle controller leaves it be).
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+        "status": {"conditions": conditions("True")},
+    }))
+    .expect("valid node");
+    nodes.create(&PostParams::default(), &node).await.expect("create node");
+    let lease: Lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "n1", "namespace": "kube-node-lease"},
+        "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40},
+    }))
+    .expect("valid lease");
+    leases.create(&PostParams::default(), &lease).await.expect("create lease");
+    let renewer = start_renewing(leases.clone(), "n1");
+
+    // Four pods bound to it, differing only in how they tolerate `dedicated`.
+    let toleration = |seconds: Option<i64>| {
+        let mut t = json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"});
+        if let Some(s) = seconds {
+            t["tolerationSeconds"] = json!(s);
+        }
+        vec![t]
+    };
+    let cases: [(&str, Vec<Value>); 4] =
+        [("intolerant", vec![]), ("brief", toleration(Some(3))), ("forever", toleration(None)), ("cancelled", toleration(Some(8)))];
+    for (name, tolerations) in &cases {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {"nodeName": "n1", "tolerations": tolerations, "containers": [{"name": "c", "image": "busybox"}]},
+        }))
+        .expect("valid pod");
+        pods.create(&PostParams::default(), &pod).await.expect("create pod");
+        let status = json!({"status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}]}});
+        pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&status)).await.expect("post pod status");
+    }
+
+    // The taint, as a user puts it on.
+    c.kubectl_ok(&["taint", "nodes", "n1", "dedicated=db:NoExecute"]);
+    let tainted = Instant::now();
+    let p = wait_for(&c, "pod intolerant evicted at once", Duration::from_secs(10), || async {
+        let p = pods.get("intolerant").await.map_err(|e| e.to_string())?;
+        if being_deleted(&p) { Ok(p) } else { Err(format!("not being deleted: {:?}", p.status)) }
+    })
+    .await;
+    assert_eq!(disruption_target(&p).as_deref(), Some("True/DeletionByTaintManager"), "{:?}", p.status);
+
+    // The 3 s one: still there 2 s after the taint (checked all along), gone soon after 3 s.
+    let brief_pending = Duration::from_secs(2).saturating_sub(tainted.elapsed());
+    hold_for(&c, "pod brief kept while it tolerates the taint", brief_pending, || async {
+        let p = pods.get("brief").await.map_err(|e| e.to_string())?;
+        if being_deleted(&p) { Err(format!("evicted after {:?}, within its 3 s", tainted.elapsed())) } else { Ok(()) }
+    })
+    .await;
+    wait_for(&c, "pod brief evicted once its 3 s ran out", Duration::from_secs(15), || async {
+        let p = pods.get("brief").await.map_err(|e| e.to_string())?;
+        if being_deleted(&p) { Ok(()) } else { Err("not yet".to_string()) }
+    })
+    .await;
+
+    // Taking the taint away cancels the 8 s one's pending eviction, for good.
+    c.kubectl_ok(&["taint", "nodes", "n1", "dedicated=db:NoExecute-"]);
+    assert!(tainted.elapsed() < Duration::from_secs(7), "the taint went only {:?} after it came: the test cannot tell a cancel", tainted.elapsed());
+    hold_for(&c, "pods cancelled and forever kept", Duration::from_secs(10), || async {
+        for name in ["cancelled", "forever"] {
+            let p = pods.get(name).await.map_err(|e| e.to_string())?;
+            if being_deleted(&p) {
+                return Err(format!("pod {name} evicted after {:?}", tainted.elapsed()));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(client.clone(), "default");
+    let ev = events.list(&ListParams::default()).await.expect("list events").items;
+    let said = |pod: &str, prefix: &str| {
+        ev.iter().any(|e| {
+            e.reason.as_deref() == Some("TaintManagerEviction")
+                && e.involved_object.name.as_deref() == Some(pod)
+                && e.message.as_deref().is_some_and(|m| m.starts_with(prefix))
+        })
+    };
+    assert!(said("intolerant", "Marking for deletion Pod default/intolerant"), "{ev:?}");
+    assert!(said("brief", "Marking for deletion"), "{ev:?}");
+    assert!(said("cancelled", "Cancelling deletion of Pod default/cancelled"), "{ev:?}");
+    assert!(!said("forever", ""), "{ev:?}");
     renewer.abort();
 }
 

@@ -27,11 +27,11 @@
 
 use std::sync::Arc;
 
+use api::core::v1::helper::find_untolerated;
 use api::pod::{is_pod_terminal, is_static_pod, uid};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use scheduler::framework::NodeInfo;
 use scheduler::framework::types::{HostPort, Resource, host_ports, pod_requests};
-use scheduler::plugins::helper::find_untolerated;
 use scheduler::plugins::{node_affinity, node_name, node_ports};
 
 /// Kubernetes' taint-toleration plugin name and ErrReasonNotMatch, which kubelet reports.

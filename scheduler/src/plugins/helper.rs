@@ -1,10 +1,11 @@
 //! Helpers several plugins share (kube-scheduler's plugins/helper and component-helpers): node
-//! selector terms, label selectors on typed objects, and toleration matching.
+//! selector terms and label selectors on typed objects (whether a toleration tolerates a taint is
+//! the API types' own: `api::core::v1::helper::toleration`).
 
 use std::collections::BTreeMap;
 
 use apimachinery::labels::Selector;
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// metav1.LabelSelectorAsSelector for a typed selector: `None` selects nothing, `{}` everything.
@@ -82,33 +83,6 @@ pub fn validate_node_selector_term(term: &NodeSelectorTerm) -> Result<(), String
     Ok(())
 }
 
-/// Whether `t` tolerates `taint` (v1.Toleration.ToleratesTaint): same effect (or an empty effect
-/// for all), same key (or an empty key with Exists for all), and Exists or an equal value.
-pub fn tolerates(t: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = t.effect.as_deref().filter(|e| !e.is_empty())
-        && effect != taint.effect
-    {
-        return false;
-    }
-    let key = t.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match t.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "" | "Equal" => key == taint.key && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        _ => false,
-    }
-}
-
-/// The first taint with one of `effects` that none of `tolerations` tolerates.
-pub fn find_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], effects: &[&str]) -> Option<&'a Taint> {
-    taints
-        .iter()
-        .filter(|t| effects.contains(&t.effect.as_str()))
-        .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,23 +93,6 @@ mod tests {
     }
     fn tol(v: serde_json::Value) -> Toleration {
         serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn toleration_table() {
-        let t = taint(json!({"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}));
-        let cases = [
-            (json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}), true),
-            (json!({"key": "dedicated", "value": "gpu"}), true),
-            (json!({"key": "dedicated", "operator": "Exists"}), true),
-            (json!({"operator": "Exists"}), true),
-            (json!({"key": "dedicated", "value": "cpu"}), false),
-            (json!({"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}), false),
-            (json!({"key": "other", "operator": "Exists"}), false),
-        ];
-        for (tv, want) in cases {
-            assert_eq!(tolerates(&tol(tv.clone()), &t), want, "{tv}");
-        }
     }
 
     #[test]

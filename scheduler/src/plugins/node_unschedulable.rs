@@ -5,7 +5,7 @@
 use api::core::v1::well_known::TAINT_NODE_UNSCHEDULABLE;
 use k8s_openapi::api::core::v1::Taint;
 
-use super::helper::tolerates;
+use api::core::v1::helper::tolerates;
 use crate::framework::{ClusterEvent, CycleState, FilterPlugin, NodeInfo, Plugin, PodInfo, Status};
 
 pub const NAME: &str = "NodeUnschedulable";

@@ -27,10 +27,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use api::core::v1::helper::find_untolerated;
 use apimachinery::labels::{Operator, Requirement, Selector};
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 
-use super::helper::{find_untolerated, label_selector};
+use super::helper::label_selector;
 use super::node_affinity::required_node_affinity_matches;
 use crate::framework::{
     ClusterEvent, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeScore, Plugin, PodInfo, PreFilterPlugin,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 
-use super::helper::{find_untolerated, tolerates};
+use api::core::v1::helper::{find_untolerated, tolerates};
 use crate::framework::interface::default_normalize_score;
 use crate::framework::{
     ClusterEvent, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeScore, Plugin, PodInfo, PreScorePlugin,

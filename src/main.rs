@@ -359,6 +359,18 @@ struct ControllerManagerArgs {
     /// marked unreachable (e.g. 40s).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
     node_monitor_grace_period: Duration,
+    /// Nodes per second that may get a NoExecute taint (and so lose their pods) in a healthy zone.
+    #[arg(long, default_value_t = controllers::zone_disruption::DEFAULT_NODE_EVICTION_RATE)]
+    node_eviction_rate: f64,
+    /// The same in a partially disrupted zone larger than --large-cluster-size-threshold.
+    #[arg(long, default_value_t = controllers::zone_disruption::DEFAULT_SECONDARY_NODE_EVICTION_RATE)]
+    secondary_node_eviction_rate: f64,
+    /// The share of not-Ready nodes (more than two) that makes a zone partially disrupted.
+    #[arg(long, default_value_t = controllers::zone_disruption::DEFAULT_UNHEALTHY_ZONE_THRESHOLD)]
+    unhealthy_zone_threshold: f64,
+    /// Above this many nodes, a partially disrupted zone keeps the secondary rate (else none).
+    #[arg(long, default_value_t = controllers::zone_disruption::DEFAULT_LARGE_CLUSTER_SIZE_THRESHOLD)]
+    large_cluster_size_threshold: usize,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -596,6 +608,12 @@ fn main() -> anyhow::Result<()> {
                 node_lifecycle: controllers::nodelifecycle::Options {
                     node_monitor_period: args.node_monitor_period,
                     node_monitor_grace_period: args.node_monitor_grace_period,
+                    rates: controllers::zone_disruption::Rates {
+                        node_eviction_rate: args.node_eviction_rate,
+                        secondary_node_eviction_rate: args.secondary_node_eviction_rate,
+                        unhealthy_zone_threshold: args.unhealthy_zone_threshold,
+                        large_cluster_size_threshold: args.large_cluster_size_threshold,
+                    },
                 },
                 ..controllers::Options::new(conn)
             };

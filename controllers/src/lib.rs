@@ -29,9 +29,9 @@
 //!   counts from when its taint manager saw the two together. It looks every second, so an
 //!   eviction is up to a second late. Each controller keeps its own caches (two pod watches
 //!   where Kubernetes shares one informer).
-//! - No zone-aware rate limiting of NoExecute taints (`--node-eviction-rate`, the partial and
-//!   full disruption modes): every dead node is tainted on the pass that notices it, so a zone
-//!   that loses all its nodes at once loses all its pods five minutes later. No
+//! - Zone disruption follows Kubernetes' states and rates ([`zone_disruption`]), but a node
+//!   waiting for its zone's token is retried on the next monitor pass (every
+//!   `--node-monitor-period`) rather than from a queue polled every 100 ms. No
 //!   `--node-startup-grace-period` (a node that never posted a status gets the ordinary grace
 //!   period), no `NetworkUnavailable` handling beyond its taint.
 //! - The taints that follow node conditions are set on the monitor pass (every
@@ -42,13 +42,15 @@
 //!
 //! ## Public surface
 //! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name, and
-//! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten).
+//! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten) and
+//! [`zone_disruption`]'s rates.
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 pub mod error;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod tainteviction;
+pub mod zone_disruption;
 
 use std::future::Future;
 

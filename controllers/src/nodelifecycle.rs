@@ -13,8 +13,11 @@
 //!    ("Kubelet stopped posting node status."); the taints follow the Ready condition
 //!    ([`desired_taints`]: Unknown → `node.kubernetes.io/unreachable`, False →
 //!    `node.kubernetes.io/not-ready`, True → neither);
-//! 3. carries it out: patches `nodes/<n>/status`, records `NodeNotReady` on the node when Ready
-//!    left True, patches the taints, and sets Ready=False on every pod of an unreachable node
+//! 3. once every node is decided, gives each zone a state and a tainting rate from how many of
+//!    its nodes are Ready ([`crate::zone_disruption`]);
+//! 4. carries it out: patches `nodes/<n>/status`, records `NodeNotReady` on the node when Ready
+//!    left True, patches the taints — a new NoExecute one only when the zone's rate allows
+//!    ([`gate_no_execute`]) — and sets Ready=False on every pod of an unreachable node
 //!    ([`pod_not_ready_condition`], Kubernetes' `MarkPodsNotReady`) through `pods/<p>/status`.
 //!
 //! Every write carries the resourceVersion it was computed from: if the kubelet posted its status
@@ -44,6 +47,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::zone_disruption::{self, Rates, ZoneLimiters, ZoneState};
 
 /// Where kubelets keep their heartbeat Leases (one per node, named after it).
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -78,11 +82,18 @@ pub struct Options {
     pub node_monitor_period: Duration,
     /// `--node-monitor-grace-period`.
     pub node_monitor_grace_period: Duration,
+    /// `--node-eviction-rate`, `--secondary-node-eviction-rate`, `--unhealthy-zone-threshold`,
+    /// `--large-cluster-size-threshold`: how fast dead nodes get their NoExecute taint.
+    pub rates: Rates,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { node_monitor_period: DEFAULT_NODE_MONITOR_PERIOD, node_monitor_grace_period: DEFAULT_NODE_MONITOR_GRACE_PERIOD }
+        Options {
+            node_monitor_period: DEFAULT_NODE_MONITOR_PERIOD,
+            node_monitor_grace_period: DEFAULT_NODE_MONITOR_GRACE_PERIOD,
+            rates: Rates::default(),
+        }
     }
 }
 
@@ -243,6 +254,28 @@ pub fn desired_taints(current: &[Taint], conditions: &[(String, String)], unsche
     (next != current).then_some(next)
 }
 
+/// Step 4's gate on the taints [`desired_taints`] chose (the rate-limited half of
+/// `processTaintBaseEviction`): a node that has no `unreachable`/`not-ready` NoExecute taint yet
+/// gets one only if `may_add` says its zone has a token; otherwise it keeps its other changes
+/// and waits for a later pass. Swapping one of the two for the other is not limited, as in
+/// Kubernetes. With `drop_all` (every zone fully disrupted) both are taken away.
+pub fn gate_no_execute(current: &[Taint], desired: Option<Vec<Taint>>, drop_all: bool, may_add: impl FnOnce() -> bool) -> Option<Vec<Taint>> {
+    let ours = |t: &Taint| t.effect == NO_EXECUTE && (t.key == TAINT_NODE_UNREACHABLE || t.key == TAINT_NODE_NOT_READY);
+    let mut next = desired.unwrap_or_else(|| current.to_vec());
+    if drop_all {
+        next.retain(|t| !ours(t));
+    } else if !current.iter().any(ours) && next.iter().any(ours) && !may_add() {
+        next.retain(|t| !ours(t));
+    }
+    (next != current).then_some(next)
+}
+
+/// The node's Ready status once `actions` are written: what its zone's state counts.
+fn ready_after(node: &Node, actions: &NodeActions) -> Option<bool> {
+    let set = actions.conditions.iter().find(|c| c.type_ == "Ready").map(|c| c.status.as_str());
+    set.or_else(|| condition(node, "Ready").map(|c| c.status.as_str())).map(|s| s == "True")
+}
+
 /// Kubernetes' `MarkPodsNotReady` for one pod: the Ready condition to write when `pod` runs on
 /// the unreachable `node` and still claims to be ready (or Unknown). Pods without a Ready
 /// condition were never ready and are left alone, as in Kubernetes.
@@ -288,12 +321,15 @@ pub struct NodeLifecycleController {
     opts: Options,
     /// Per node name; only the monitor loop touches it.
     health: HashMap<String, NodeHealth>,
+    /// Per zone: its state on the last pass, and its tainting rate.
+    zone_states: HashMap<String, ZoneState>,
+    limiters: ZoneLimiters,
 }
 
 impl NodeLifecycleController {
     pub fn new(client: kube::Client, opts: Options) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "node-controller", None);
-        Self { client, recorder, opts, health: HashMap::new() }
+        Self { client, recorder, opts, health: HashMap::new(), zone_states: HashMap::new(), limiters: ZoneLimiters::default() }
     }
 
     /// Watches nodes, node Leases and pods into local caches (client-go's informers), waits until
@@ -338,22 +374,32 @@ impl NodeLifecycleController {
         Ok(())
     }
 
-    /// One pass over every node (Kubernetes' `monitorNodeHealth`). Failures are logged and left to
-    /// the next pass, which decides again from what it then sees.
+    /// One pass over every node (Kubernetes' `monitorNodeHealth` and `handleDisruption`).
+    /// Failures are logged and left to the next pass, which decides again from what it then sees.
     pub async fn monitor_node_health(&mut self, nodes: &Store<Node>, leases: &Store<Lease>, pods: &Store<Pod>) {
         let mut all = nodes.state();
         all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         self.health.retain(|name, _| all.iter().any(|n| n.metadata.name.as_deref() == Some(name)));
+        let (now, wall) = (Instant::now(), Timestamp::now());
+        let mut decided = Vec::with_capacity(all.len());
         for node in all {
             let Some(name) = node.metadata.name.clone() else { continue };
             let lease = leases.get(&ObjectRef::new(&name).within(NODE_LEASE_NAMESPACE));
-            let now = Instant::now();
             // Step 1: observe.
             let health = observe_node_health(self.health.get(&name), &node, lease.as_deref(), now);
             self.health.insert(name.clone(), health.clone());
             // Step 2: decide.
-            let actions = compute_node_actions(&node, &health, now, self.opts.node_monitor_grace_period, Timestamp::now());
-            // Step 3: act.
+            let actions = compute_node_actions(&node, &health, now, self.opts.node_monitor_grace_period, wall);
+            decided.push((node, actions));
+        }
+        // Step 3: each zone's state and tainting rate, from Ready as this pass leaves it.
+        let all_fully_disrupted = self.update_zones(&decided, now);
+        // Step 4: act; a new NoExecute taint only when the node's zone has a token.
+        for (node, mut actions) in decided {
+            let zone = zone_disruption::zone_of(&node);
+            let limiters = &mut self.limiters;
+            actions.taints = gate_no_execute(node_taints(&node), actions.taints, all_fully_disrupted, || limiters.try_take(&zone, now));
+            let name = node.metadata.name.clone().unwrap_or_default();
             if let Err(e) = self.apply(&node, &actions, pods).await {
                 if e.is_conflict() {
                     tracing::debug!(target: "controllers::nodelifecycle", node = %name, "node changed meanwhile; the next pass decides again");
@@ -362,6 +408,41 @@ impl NodeLifecycleController {
                 }
             }
         }
+    }
+
+    /// Step 3: counts Ready and not-Ready nodes per zone (nodes without a Ready condition do not
+    /// count), logs every zone whose state changed, sets each zone's rate. Returns whether every
+    /// zone is fully disrupted.
+    fn update_zones(&mut self, decided: &[(std::sync::Arc<Node>, NodeActions)], now: Instant) -> bool {
+        let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
+        for (node, actions) in decided {
+            let Some(ready) = ready_after(node, actions) else { continue };
+            let c = counts.entry(zone_disruption::zone_of(node)).or_default();
+            if ready { c.0 += 1 } else { c.1 += 1 }
+        }
+        let rates = self.opts.rates;
+        let states: HashMap<String, ZoneState> =
+            counts.iter().map(|(z, (r, nr))| (z.clone(), zone_disruption::compute_zone_state(*r, *nr, rates.unhealthy_zone_threshold))).collect();
+        let all_fully_disrupted = !states.is_empty() && states.values().all(|s| *s == ZoneState::FullDisruption);
+        for (zone, state) in &states {
+            let before = self.zone_states.get(zone).copied().unwrap_or(ZoneState::Normal);
+            if before != *state {
+                let (ready, not_ready) = counts[zone];
+                tracing::info!(target: "controllers::nodelifecycle", zone = %zone, from = ?before, to = ?state, ready, not_ready, "zone state changed");
+            }
+            let (ready, not_ready) = counts[zone];
+            self.limiters.set_qps(zone, zone_disruption::zone_qps(*state, ready + not_ready, all_fully_disrupted, &rates), now);
+        }
+        let was_all = !self.zone_states.is_empty() && self.zone_states.values().all(|s| *s == ZoneState::FullDisruption);
+        if all_fully_disrupted && !was_all {
+            tracing::warn!(target: "controllers::nodelifecycle", "no node in any zone is Ready: controller is entering master disruption mode, NoExecute taints are taken away and nothing is evicted");
+        } else if was_all && !all_fully_disrupted {
+            tracing::info!(target: "controllers::nodelifecycle", "a node is Ready again: controller is exiting master disruption mode");
+        }
+        let zones: Vec<&String> = states.keys().collect();
+        self.limiters.retain(&zones);
+        self.zone_states = states;
+        all_fully_disrupted
     }
 
     async fn apply(&self, node: &Node, actions: &NodeActions, pods: &Store<Pod>) -> Result<()> {
@@ -691,6 +772,34 @@ mod tests {
         assert!(added.iter().filter(|t| t.effect == "NoSchedule").all(|t| t.time_added.is_none()));
         // A later pass keeps the first timeAdded: it is when the node became unreachable.
         assert_eq!(desired_taints(&added, &conds, false, ts("2025-01-01T01:00:00Z")), None);
+    }
+
+    #[test]
+    fn gate_no_execute_table() {
+        let t = |v: Value| -> Vec<Taint> { serde_json::from_value(v).unwrap() };
+        let none = t(json!([]));
+        let ns = t(json!([taint(TAINT_NODE_UNREACHABLE, "NoSchedule")]));
+        let both = t(json!([taint(TAINT_NODE_UNREACHABLE, "NoSchedule"), taint(TAINT_NODE_UNREACHABLE, "NoExecute")]));
+        let not_ready = t(json!([taint(TAINT_NODE_NOT_READY, "NoSchedule"), taint(TAINT_NODE_NOT_READY, "NoExecute")]));
+        let admin = t(json!([taint("dedicated", "NoExecute")]));
+        let allow = || true;
+        let deny = || false;
+        // A first NoExecute taint needs a token; without one the NoSchedule part still goes on.
+        assert_eq!(gate_no_execute(&none, Some(both.clone()), false, allow), Some(both.clone()));
+        assert_eq!(gate_no_execute(&none, Some(both.clone()), false, deny), Some(ns.clone()));
+        // Waiting on a later pass: desired_taints has nothing new to say, the gate adds it.
+        assert_eq!(gate_no_execute(&ns, None, false, deny), None);
+        // (desired_taints returns the whole wanted list again while the taint is missing.)
+        assert_eq!(gate_no_execute(&ns, Some(both.clone()), false, allow), Some(both.clone()));
+        // Swapping unreachable for not-ready takes no token.
+        assert_eq!(gate_no_execute(&both, Some(not_ready.clone()), false, deny), Some(not_ready.clone()));
+        // Every zone fully disrupted: ours go, an admin's stays.
+        let mut with_admin = both.clone();
+        with_admin.extend(admin.clone());
+        let mut ns_admin = ns.clone();
+        ns_admin.extend(admin.clone());
+        assert_eq!(gate_no_execute(&with_admin, None, true, allow), Some(ns_admin));
+        assert_eq!(gate_no_execute(&admin, None, false, deny), None, "an admin's NoExecute taint is not ours to gate");
     }
 
     #[test]

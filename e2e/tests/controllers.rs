@@ -4,7 +4,9 @@
 //!   within the (shortened) grace period the node's conditions turn Unknown, it is tainted
 //!   unreachable, its pod is marked not ready and a NodeNotReady event is recorded; when the
 //!   Lease is renewed again and Ready=True posted, the taints go. A kubelet-posted Ready=False
-//!   gets the not-ready taint, which goes with Ready=True.
+//!   gets the not-ready taint, which goes with Ready=True. A second node stays alive all along;
+//!   when it too falls silent, no node of the (one) zone is Ready: the controller enters master
+//!   disruption mode and neither node keeps a NoExecute taint.
 //! - taint eviction: after `kubectl taint nodes n1 dedicated=db:NoExecute`, a pod that does not
 //!   tolerate it is evicted at once (DisruptionTarget condition, TaintManagerEviction event,
 //!   graceful delete), one tolerating it for 3 s after about 3 s, one tolerating it for ever
@@ -130,21 +132,26 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
 
-    // A node as a kubelet registers it, its Lease, and a running pod on it.
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
-        "status": {"conditions": conditions("True")},
-    }))
-    .expect("valid node");
-    nodes.create(&PostParams::default(), &node).await.expect("create node");
-    let lease: Lease = serde_json::from_value(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "n1", "namespace": "kube-node-lease"},
-        "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40},
-    }))
-    .expect("valid lease");
-    leases.create(&PostParams::default(), &lease).await.expect("create lease");
+    // Two nodes as a kubelet registers them, their Leases, and a running pod on n1. n2 stays
+    // alive (its Lease renewed) until the end: with one of the zone's two nodes Ready the zone is
+    // Normal, and a dead node gets its NoExecute taint at once.
+    for name in ["n1", "n2"] {
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"conditions": conditions("True")},
+        }))
+        .expect("valid node");
+        nodes.create(&PostParams::default(), &node).await.expect("create node");
+        let lease: Lease = serde_json::from_value(json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40},
+        }))
+        .expect("valid lease");
+        leases.create(&PostParams::default(), &lease).await.expect("create lease");
+    }
+    let n2_renewer = start_renewing(leases.clone(), "n2");
     let pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web"},
@@ -246,7 +253,24 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
         if taints_of(&n).is_empty() { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
     })
     .await;
+
+    // Both fall silent: no node of the zone is Ready. That is more likely the control plane cut
+    // off than every node dead, so nothing is evicted: both end up Unknown with NoSchedule taints
+    // only (a NoExecute taint put on the first one to be noticed is taken away again).
     renewer.abort();
+    n2_renewer.abort();
+    wait_for(&c, "nodes n1 and n2 Unknown, tainted NoSchedule only", MARK_TIMEOUT * 2, || async {
+        let mut seen = Vec::new();
+        for name in ["n1", "n2"] {
+            let n = nodes.get(name).await.map_err(|e| e.to_string())?;
+            seen.push((name, ready_of(&n).map(|r| r.0), taints_of(&n)));
+        }
+        let want = vec!["node.kubernetes.io/unreachable:NoSchedule".to_string()];
+        if seen.iter().all(|(_, ready, taints)| ready.as_deref() == Some("Unknown") && *taints == want) { Ok(()) } else { Err(format!("{seen:?}")) }
+    })
+    .await;
+    let log = std::fs::read_to_string(c.root().join("controller-manager").join("stderr.log")).unwrap_or_default();
+    assert!(log.contains("entering master disruption mode"), "the controller says why it evicts nothing:\n{log}");
 }
 
 fn being_deleted(p: &Pod) -> bool {

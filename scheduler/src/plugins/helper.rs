@@ -88,13 +88,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn taint(v: serde_json::Value) -> Taint {
-        serde_json::from_value(v).unwrap()
-    }
-    fn tol(v: serde_json::Value) -> Toleration {
-        serde_json::from_value(v).unwrap()
-    }
-
     #[test]
     fn node_selector_operators() {
         let labels: BTreeMap<String, String> =

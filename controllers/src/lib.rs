@@ -10,6 +10,8 @@
 //!   and marks their pods not ready; takes the taints away when the kubelet is back.
 //! - [`tainteviction`]: deletes the pods of a node with a `NoExecute` taint they do not tolerate,
 //!   or once their `tolerationSeconds` (300 s by default, from admission) have run out.
+//! - [`workqueue`]: client-go's work queue, from which the informer-driven controllers' workers
+//!   take keys (each key once, never by two workers, later or with backoff when asked).
 //!
 //! ## The flow of [`run`]
 //! 1. Connect to the API server.
@@ -42,14 +44,15 @@
 //!
 //! ## Public surface
 //! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name, and
-//! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten) and
-//! [`zone_disruption`]'s rates.
+//! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten),
+//! [`zone_disruption`]'s rates and [`workqueue`].
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 pub mod error;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod tainteviction;
+pub mod workqueue;
 pub mod zone_disruption;
 
 use std::future::Future;

@@ -121,25 +121,31 @@ async fn failing_liveness_probes_restart_the_container() {
 #[tokio::test(flavor = "multi_thread")]
 async fn readiness_probes_flip_ready_both_ways() {
     let lab = lab("probe-b", 42).await;
+    // On a slower machine (E2E_SLOWDOWN) a probe's exec or GET takes longer than the default
+    // one-second timeout, so the timeout, the windows and the bounds all stretch by the factor.
+    let k = e2e::slowdown() as i64;
+    let (window, start_delay) = (15 * k, 6 * k);
+    let timeout = format!("      timeoutSeconds: {k}\n");
 
-    // exec: ready while /tmp/ready exists (15 s), then not ready.
+    // exec: ready while /tmp/ready exists (`window` s), then not ready.
     lab.create(
         "ready-exec",
-        "touch /tmp/ready; sleep 15; rm -f /tmp/ready; sleep 3600",
-        "    readinessProbe:\n      exec: {command: [test, -f, /tmp/ready]}\n      periodSeconds: 1\n      failureThreshold: 1\n",
+        &format!("touch /tmp/ready; sleep {window}; rm -f /tmp/ready; sleep 3600"),
+        &format!("    readinessProbe:\n      exec: {{command: [test, -f, /tmp/ready]}}\n      periodSeconds: 1\n      failureThreshold: 1\n{timeout}"),
     );
-    // httpGet on a named port: busybox httpd serves /healthz for 15 s, then 404. The tcpSocket
-    // liveness probe on the same port keeps passing.
+    // httpGet on a named port: busybox httpd serves /healthz for `window` s, then 404. The
+    // tcpSocket liveness probe on the same port keeps passing.
     lab.create(
         "ready-http",
-        "mkdir -p /www; echo ok > /www/healthz; (sleep 15; rm -f /www/healthz) & exec httpd -f -p 8080 -h /www",
-        "    ports: [{name: http, containerPort: 8080}]\n    readinessProbe:\n      httpGet: {path: /healthz, port: http}\n      periodSeconds: 1\n      failureThreshold: 1\n    livenessProbe:\n      tcpSocket: {port: 8080}\n      periodSeconds: 1\n",
+        &format!("mkdir -p /www; echo ok > /www/healthz; (sleep {window}; rm -f /www/healthz) & exec httpd -f -p 8080 -h /www"),
+        &format!("    ports: [{{name: http, containerPort: 8080}}]\n    readinessProbe:\n      httpGet: {{path: /healthz, port: http}}\n      periodSeconds: 1\n      failureThreshold: 1\n{timeout}    livenessProbe:\n      tcpSocket: {{port: 8080}}\n      periodSeconds: 1\n{timeout}"),
     );
-    // startup: /tmp/started appears after 6 s; no readiness probe, so Ready follows "started".
+    // startup: /tmp/started appears after `start_delay` s; no readiness probe, so Ready follows
+    // "started".
     lab.create(
         "slow-start",
-        "sleep 6; touch /tmp/started; sleep 3600",
-        "    startupProbe:\n      exec: {command: [test, -f, /tmp/started]}\n      periodSeconds: 1\n      failureThreshold: 60\n",
+        &format!("sleep {start_delay}; touch /tmp/started; sleep 3600"),
+        &format!("    startupProbe:\n      exec: {{command: [test, -f, /tmp/started]}}\n      periodSeconds: 1\n      failureThreshold: {}\n{timeout}", 60 * k),
     );
 
     lab.kubectl_wait("ready-exec", "condition=Ready");
@@ -147,7 +153,7 @@ async fn readiness_probes_flip_ready_both_ways() {
     let p = lab.pods().get("ready-exec").await.expect("get");
     assert!(container_status(&p).ready);
     let ready_after = transition_after_start(&p, "Ready");
-    assert!((0..=3).contains(&ready_after), "Ready {ready_after} s after the container started");
+    assert!((0..=3 * k).contains(&ready_after), "Ready {ready_after} s after the container started");
 
     lab.kubectl_wait("ready-exec", "condition=Ready=false");
     lab.kubectl_wait("ready-http", "condition=Ready=false");
@@ -155,20 +161,20 @@ async fn readiness_probes_flip_ready_both_ways() {
         let p = lab.pods().get(name).await.expect("get");
         let c = container_status(&p);
         assert!(!c.ready && c.started == Some(true), "{name}: running, not ready: {c:?}");
-        // The file goes at 15 s; one failed probe a second later is enough; the status write
-        // follows at once. Seconds are whole on both clocks: allow 1 s each way.
+        // The file goes at `window` s; one failed probe a second later is enough; the status
+        // write follows at once. Seconds are whole on both clocks: allow 1 s each way.
         let not_ready_after = transition_after_start(&p, "Ready");
-        assert!((14..=18).contains(&not_ready_after), "{name}: Ready=False {not_ready_after} s after the container started");
+        assert!((window - 1..=window + 3 * k).contains(&not_ready_after), "{name}: Ready=False {not_ready_after} s after the container started");
         assert_eq!(transition_after_start(&p, "ContainersReady"), not_ready_after, "{name}: ContainersReady flips with Ready");
         assert_eq!(restarts(&p), 0, "{name}: readiness never restarts a container");
     }
     lab.wait_describe("ready-exec", &["Readiness probe failed"]).await;
     lab.wait_describe("ready-http", &["Readiness probe failed: HTTP probe failed with statuscode: 404"]).await;
 
-    // The startup probe: not started (so not ready) for about 6 s, then both.
+    // The startup probe: not started (so not ready) for about `start_delay` s, then both.
     lab.kubectl_wait("slow-start", "condition=Ready");
     let p = lab.pods().get("slow-start").await.expect("get");
     assert_eq!(container_status(&p).started, Some(true));
     let ready_after = transition_after_start(&p, "Ready");
-    assert!((5..=9).contains(&ready_after), "slow-start Ready {ready_after} s after the container started");
+    assert!((start_delay - 1..=start_delay + 3 * k).contains(&ready_after), "slow-start Ready {ready_after} s after the container started");
 }

@@ -44,8 +44,11 @@ pub enum Error {
     Expired { requested: i64, oldest: i64 },
     #[error("{0}")]
     Gone(String),
-    #[error("{0}")]
-    TooManyRequests(String),
+    /// 429: try again later. `causes` say why (an eviction refused by a disruption budget: reason
+    /// `DisruptionBudget`); `retry_after_seconds` > 0 goes into the Status and a `Retry-After`
+    /// header, as Kubernetes' NewTooManyRequests does.
+    #[error("{message}")]
+    TooManyRequests { message: String, causes: Vec<Cause>, retry_after_seconds: u32 },
     /// The request did not finish in time (its handler may still finish the work).
     #[error("Timeout: {0}")]
     Timeout(String),
@@ -56,6 +59,17 @@ pub enum Error {
     Internal(String),
 }
 
+impl Cause {
+    /// A metav1.StatusCause: `field` only when there is one (Go's omitempty).
+    fn to_json(&self) -> Value {
+        let mut c = json!({"reason": self.reason, "message": self.message});
+        if !self.field.is_empty() {
+            c["field"] = json!(self.field);
+        }
+        c
+    }
+}
+
 fn summarize(causes: &[Cause]) -> String {
     let parts: Vec<String> = causes.iter().map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) }).collect();
     if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) }
@@ -64,6 +78,19 @@ fn summarize(causes: &[Cause]) -> String {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// A 429 with only a message.
+    pub fn too_many_requests(message: impl Into<String>) -> Self {
+        Error::TooManyRequests { message: message.into(), causes: Vec::new(), retry_after_seconds: 0 }
+    }
+
+    /// The `Retry-After` header's seconds, when the error suggests a wait.
+    pub fn retry_after_seconds(&self) -> Option<u32> {
+        match self {
+            Error::TooManyRequests { retry_after_seconds, .. } if *retry_after_seconds > 0 => Some(*retry_after_seconds),
+            _ => None,
+        }
+    }
+
     pub fn not_found(kind: &str, name: &str) -> Self {
         Error::NotFound { kind: kind.into(), name: name.into() }
     }
@@ -80,7 +107,7 @@ impl Error {
             Error::NotAcceptable(_) => 406,
             Error::TooLarge(_) => 413,
             Error::Expired { .. } | Error::Gone(_) => 410,
-            Error::TooManyRequests(_) => 429,
+            Error::TooManyRequests { .. } => 429,
             Error::Timeout(_) => 504,
             Error::Unavailable(_) => 503,
             Error::Internal(_) => 500,
@@ -101,7 +128,7 @@ impl Error {
             Error::TooLarge(_) => "RequestEntityTooLarge",
             Error::Expired { .. } => "Expired",
             Error::Gone(_) => "Gone",
-            Error::TooManyRequests(_) => "TooManyRequests",
+            Error::TooManyRequests { .. } => "TooManyRequests",
             Error::Timeout(_) => "Timeout",
             Error::Unavailable(_) => "ServiceUnavailable",
             Error::Internal(_) => "InternalError",
@@ -127,6 +154,14 @@ impl Error {
                     "causes".into(),
                     causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect(),
                 );
+            }
+            Error::TooManyRequests { causes, retry_after_seconds, .. } => {
+                if !causes.is_empty() {
+                    details.insert("causes".into(), causes.iter().map(Cause::to_json).collect());
+                }
+                if *retry_after_seconds > 0 {
+                    details.insert("retryAfterSeconds".into(), json!(retry_after_seconds));
+                }
             }
             _ => {}
         }

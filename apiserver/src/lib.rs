@@ -74,8 +74,8 @@
 //!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
 //!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). No controller
-//!   acts on the workloads yet, eviction does not consult budgets, and a scale takes no
-//!   server-side apply. No services or CRDs yet.
+//!   acts on the workloads yet, and a scale takes no server-side apply. An eviction consults
+//!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No services or CRDs yet.
 //! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are
 //!   background deletes of the object itself.
 //! - Dry run: a DELETE with a body also takes `dryRun` and `gracePeriodSeconds` from the query

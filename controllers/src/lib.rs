@@ -10,6 +10,8 @@
 //!   and marks their pods not ready; takes the taints away when the kubelet is back.
 //! - [`tainteviction`]: deletes the pods of a node with a `NoExecute` taint they do not tolerate,
 //!   or once their `tolerationSeconds` (300 s by default, from admission) have run out.
+//! - [`disruption`]: keeps each PodDisruptionBudget's status (healthy, desired, allowed
+//!   disruptions), which the API server's eviction reads and decrements.
 //! - [`workqueue`]: client-go's work queue, from which the informer-driven controllers' workers
 //!   take keys (each key once, never by two workers, later or with backoff when asked).
 //!
@@ -24,8 +26,12 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Three controllers only (namespace, node lifecycle, taint eviction): no replication,
-//!   endpoints, garbage collector, service accounts or token controllers.
+//! - Four controllers only (namespace, node lifecycle, taint eviction, disruption): no
+//!   replication, endpoints, garbage collector, service accounts or token controllers.
+//! - The disruption controller knows the scale of ReplicaSets (and their Deployments),
+//!   StatefulSets and ReplicationControllers only (Kubernetes also asks any controller's `scale`
+//!   subresource), and does not take the `DisruptionTarget` condition off pods whose eviction
+//!   never happened (Kubernetes' stale-disruption queue).
 //! - Taint eviction counts a pod's tolerance from the later of the taint's `timeAdded` and the
 //!   pod's binding (both stored, so a restart gives nobody a fresh five minutes); Kubernetes
 //!   counts from when its taint manager saw the two together. It looks every second, so an
@@ -48,6 +54,7 @@
 //! [`zone_disruption`]'s rates and [`workqueue`].
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
+pub(crate) mod disruption;
 pub mod error;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
@@ -120,11 +127,12 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
-        tainteviction::TaintEvictionController::new(client).run(),
+        tainteviction::TaintEvictionController::new(client.clone()).run(),
+        disruption::DisruptionController::new(client).run(),
     )?;
     Ok(())
 }

@@ -11,6 +11,9 @@
 //!   tolerate it is evicted at once (DisruptionTarget condition, TaintManagerEviction event,
 //!   graceful delete), one tolerating it for 3 s after about 3 s, one tolerating it for ever
 //!   never; a pending eviction is cancelled when the taint is taken away.
+//! - disruption budgets: the controller keeps a PodDisruptionBudget's status from its pods'
+//!   Ready conditions; `kubectl drain` (1.27, 1.33) evicts what the budget allows and gets 429
+//!   for the rest; a new Ready pod allows one more.
 //! - leader election: of two `--leader-elect` controller managers exactly one leads; when it is
 //!   stopped it releases the Lease and the other takes over well before the lease would expire.
 
@@ -21,6 +24,7 @@ use e2e::apiserver::{ApiCluster, ApiOptions};
 use e2e::process::Process;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -457,4 +461,119 @@ async fn controller_manager_leader_election_one_leads_and_hands_over_on_shutdown
         if log_of(&c, names[standby]).contains("starting controllers") { Ok(()) } else { Err("not yet".to_string()) }
     })
     .await;
+}
+
+/// kubectl 1.`minor` (not the cluster's pinned one) with a fresh HOME: (success, stdout + stderr).
+fn kubectl_of(c: &ApiCluster, minor: u32, args: &[&str]) -> (bool, String) {
+    let bin = e2e::apiserver::kubectl_for(minor).expect("kubectl");
+    let home = c.root().join(format!("home-{minor}"));
+    std::fs::create_dir_all(&home).expect("home");
+    let out = std::process::Command::new(&bin)
+        .env_clear()
+        .env("HOME", &home)
+        .env("KUBECONFIG", home.join("no-kubeconfig"))
+        .arg("-s")
+        .arg(c.url())
+        .arg("--request-timeout=20s")
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("[kubectl 1.{minor}] {} -> {:?}", args.join(" "), out.status.code());
+    (out.status.success(), text)
+}
+
+fn budget_status(pdb: &PodDisruptionBudget) -> (i32, i32, i32, i32) {
+    let s = pdb.status.clone().unwrap_or_default();
+    (s.expected_pods.unwrap_or(0), s.current_healthy.unwrap_or(0), s.desired_healthy.unwrap_or(0), s.disruptions_allowed.unwrap_or(0))
+}
+
+/// Waits for the budget's (expected, healthy, desired, allowed) with its generation observed.
+async fn wait_budget(c: &ApiCluster, pdbs: &Api<PodDisruptionBudget>, want: (i32, i32, i32, i32)) -> PodDisruptionBudget {
+    wait_for(c, &format!("budget (expected, healthy, desired, allowed) = {want:?}"), Duration::from_secs(20), || async {
+        let pdb = pdbs.get("web").await.map_err(|e| e.to_string())?;
+        let observed = pdb.status.as_ref().and_then(|s| s.observed_generation) == pdb.metadata.generation;
+        let got = budget_status(&pdb);
+        if got == want && observed { Ok(pdb) } else { Err(format!("{got:?} observed={observed}")) }
+    })
+    .await
+}
+
+/// A disruption budget: the controller keeps its status from the pods' Ready conditions (written
+/// by the test, as there is no kubelet); `kubectl drain` (1.27 and 1.33) evicts what the budget
+/// allows and is refused with 429 for the rest, retrying until its timeout; a new Ready pod
+/// lets one more go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disruption_budget_refuses_evictions_that_would_break_it() {
+    let c = ApiCluster::start(ApiOptions { controller_manager: true, ..ApiOptions::default() }).await.expect("start the cluster");
+    let client = c.kube_client().expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+
+    let node: Node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "status": {"conditions": conditions("True")}})).expect("node");
+    nodes.create(&PostParams::default(), &node).await.expect("create node");
+    let lease: Lease = serde_json::from_value(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "n1", "namespace": "kube-node-lease"}, "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40}})).expect("lease");
+    leases.create(&PostParams::default(), &lease).await.expect("create lease");
+    let renewer = start_renewing(leases.clone(), "n1");
+
+    // Ready pods on n1. A grace period of 0: an evicted pod goes at once (no kubelet here to
+    // confirm a graceful one).
+    let ready_pod = |name: &str| {
+        let pods = pods.clone();
+        let name = name.to_string();
+        async move {
+            let pod: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "web"}},
+                "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "busybox"}]}})).expect("pod");
+            pods.create(&PostParams::default(), &pod).await.expect("create pod");
+            let t = now();
+            let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": t}, {"type": "PodScheduled", "status": "True", "lastTransitionTime": t}]}});
+            pods.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&status)).await.expect("post pod status");
+        }
+    };
+    for name in ["web-0", "web-1", "web-2"] {
+        ready_pod(name).await;
+    }
+    let yaml = "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\nspec:\n  minAvailable: 2\n  selector:\n    matchLabels:\n      app: web\n";
+    let o = c.kubectl_with(&["apply", "-f", "-"], &[], Some(yaml));
+    assert!(o.success, "{}", o.describe());
+    let pdb = wait_budget(&c, &pdbs, (3, 3, 2, 1)).await;
+    let cond = pdb.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(cond.iter().any(|c| c.type_ == "DisruptionAllowed" && c.status == "True" && c.reason == "SufficientPods"), "{cond:?}");
+    let (ok, table) = kubectl_of(&c, 33, &["get", "pdb", "web"]);
+    assert!(ok && table.contains("ALLOWED DISRUPTIONS") && table.lines().nth(1).is_some_and(|l| l.split_whitespace().collect::<Vec<_>>()[1..4] == ["2", "N/A", "1"]), "{table}");
+
+    // Each kubectl drains what the budget allows (`--force`: the pods have no controller): one pod goes, the next eviction is refused
+    // (429) and retried until the drain's timeout.
+    for (i, minor) in [27u32, 33].into_iter().enumerate() {
+        let (ok, out) = kubectl_of(&c, minor, &["drain", "n1", "--ignore-daemonsets", "--force", "--timeout=12s"]);
+        assert!(!ok, "the drain cannot finish:\n{out}");
+        assert!(out.contains("Cannot evict pod as it would violate the pod's disruption budget."), "kubectl 1.{minor}:\n{out}");
+        assert!(out.contains("evicted"), "one pod was evicted (kubectl 1.{minor}):\n{out}");
+        let left = pods.list(&ListParams::default()).await.expect("list").items.len();
+        assert_eq!(left, 2, "kubectl 1.{minor} left {left} pods");
+        let _ = wait_budget(&c, &pdbs, (2, 2, 2, 0)).await;
+        // As a ReplicaSet would: a new Ready pod, and the budget allows one disruption again.
+        ready_pod(&format!("web-new-{i}")).await;
+        let _ = wait_budget(&c, &pdbs, (3, 3, 2, 1)).await;
+    }
+
+    // The refusal as a client reads it.
+    let victim = pods.list(&ListParams::default()).await.expect("list").items[0].metadata.name.clone().expect("name");
+    pods.evict(&victim, &Default::default()).await.expect("the one allowed eviction");
+    let _ = wait_budget(&c, &pdbs, (2, 2, 2, 0)).await;
+    let other = pods.list(&ListParams::default()).await.expect("list").items[0].metadata.name.clone().expect("name");
+    // (By hand: kube-rs would retry a 429 by itself, for minutes.)
+    let (code, body) = c
+        .request(reqwest::Method::POST, &format!("/api/v1/namespaces/default/pods/{other}/eviction"), Some(json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": other}}).to_string().into_bytes()), None)
+        .await
+        .expect("evict");
+    let status: Value = serde_json::from_str(&body).expect("status");
+    assert_eq!((code, status["reason"].as_str()), (429, Some("TooManyRequests")), "{body}");
+    assert_eq!(status["message"], "Cannot evict pod as it would violate the pod's disruption budget.");
+    assert_eq!(status["details"]["causes"][0], json!({"reason": "DisruptionBudget", "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}), "{body}");
+    let events = c.kubectl_ok(&["get", "events", "--field-selector", "involvedObject.kind=PodDisruptionBudget"]);
+    assert!(!events.contains("NoPods"), "the budget always had pods:\n{events}");
+    renewer.abort();
 }

@@ -18,6 +18,12 @@ pub fn full_name(pod: &Pod) -> String {
     format!("{}/{}", pod.metadata.namespace.as_deref().unwrap_or_default(), pod.metadata.name.as_deref().unwrap_or_default())
 }
 
+/// IsPodReady: the pod's `Ready` condition is `True` (what the endpoints, the workload
+/// controllers and disruption budgets count).
+pub fn is_pod_ready(pod: &Pod) -> bool {
+    pod.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// `spec.restartPolicy`, `Always` when unset (the default).
 pub fn restart_policy(pod: &Pod) -> &str {
     pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()).unwrap_or("Always")

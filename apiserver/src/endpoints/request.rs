@@ -117,9 +117,14 @@ pub fn respond(code: u16, v: &Value, warnings: &[String]) -> HttpResponse {
     b.body(serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// An error as the `metav1.Status` a client reads.
+/// An error as the `metav1.Status` a client reads (with `Retry-After` when it suggests a wait,
+/// as kube-apiserver's responsewriters do).
 pub fn error_response(e: &Error) -> HttpResponse {
-    respond(e.code(), &e.to_status(), &[])
+    let mut resp = respond(e.code(), &e.to_status(), &[]);
+    if let Some(secs) = e.retry_after_seconds() {
+        resp.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    resp
 }
 
 /// What a subresource create (pods/binding, pods/eviction) answers.

@@ -294,7 +294,7 @@ impl WatchCache {
             self.progress_wanted.notify_one();
             let now = tokio::time::Instant::now();
             if now >= deadline {
-                return Err(Error::TooManyRequests(format!(
+                return Err(Error::too_many_requests(format!(
                     "Too large resource version: {revision}, current: {}",
                     self.revision()
                 )));

@@ -330,6 +330,12 @@ struct ApiserverArgs {
     /// How often the store's history is compacted to what it was one interval ago; 0 never.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     etcd_compaction_interval: Duration,
+    /// The tolerationSeconds of the not-ready toleration added to every pod that has none.
+    #[arg(long, default_value_t = 300)]
+    default_not_ready_toleration_seconds: i64,
+    /// The tolerationSeconds of the unreachable toleration added to every pod that has none.
+    #[arg(long, default_value_t = 300)]
+    default_unreachable_toleration_seconds: i64,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -594,6 +600,10 @@ fn main() -> anyhow::Result<()> {
                 max_request_bytes: args.max_request_bytes,
                 event_ttl: args.event_ttl,
                 etcd_compaction_interval: args.etcd_compaction_interval,
+                default_toleration_seconds: apiserver::admission::default_toleration_seconds::DefaultTolerationSeconds {
+                    not_ready_seconds: args.default_not_ready_toleration_seconds,
+                    unreachable_seconds: args.default_unreachable_toleration_seconds,
+                },
                 ..Default::default()
             };
             // actix-web runs on its own system of single-threaded runtimes.

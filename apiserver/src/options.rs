@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::admission::default_toleration_seconds::DefaultTolerationSeconds;
+
 /// Flags as kube-apiserver names them.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -19,6 +21,9 @@ pub struct Options {
     /// `--request-timeout`: how long a request that is not long-running may take before it is
     /// answered 504 (a shorter `?timeout=` wins; [`crate::filters::timeout`]).
     pub request_timeout: Duration,
+    /// `--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`: the
+    /// DefaultTolerationSeconds admission plugin's seconds (300 each).
+    pub default_toleration_seconds: DefaultTolerationSeconds,
 }
 
 impl Default for Options {
@@ -33,6 +38,7 @@ impl Default for Options {
             watch_cache_size: 10_000,
             etcd_compaction_interval: Duration::from_secs(300),
             request_timeout: Duration::from_secs(60),
+            default_toleration_seconds: DefaultTolerationSeconds::default(),
         }
     }
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::admission::chain::Chain;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
-use crate::admission::{default_toleration_seconds, priority, service_account};
+use crate::admission::{priority, service_account};
 use crate::config::Api;
 use crate::endpoints::metrics::Metrics;
 use crate::endpoints::{discovery, openapi, status};
@@ -103,13 +103,13 @@ fn install(resources: Vec<Resource>, storage: &Storage, opts: &Options) -> Vec<I
 }
 
 /// The admission chain, in kube-apiserver's plugin order.
-fn admission(namespaces: Arc<Registry>) -> Chain {
+fn admission(namespaces: Arc<Registry>, opts: &Options) -> Chain {
     Chain::new(
         vec![
             Box::new(NamespaceLifecycle::new(namespaces)),
             Box::new(service_account::PLUGIN),
             Box::new(priority::PLUGIN),
-            Box::new(default_toleration_seconds::PLUGIN),
+            Box::new(opts.default_toleration_seconds),
         ],
         vec![],
     )
@@ -186,7 +186,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     }
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let registries = Registries(installed);
-    let admission = admission(registries.of(&NAMESPACES));
+    let admission = admission(registries.of(&NAMESPACES), &opts);
     let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission });
     let metrics = web::Data::new(Metrics::new());
     // The store may come up after us: keep trying to create the system namespaces.

@@ -5,44 +5,78 @@
 use api::core::v1::well_known::{TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, Toleration};
 
-use super::interfaces::PodCreate;
+use super::interfaces::{Attributes, MutationInterface, Operation};
+use crate::error::Result;
+use crate::registry::generic::typed::Object;
 
 pub const NAME: &str = "DefaultTolerationSeconds";
 
-/// `--default-not-ready-toleration-seconds` and `--default-unreachable-toleration-seconds`: how
-/// long a pod stays bound to a node that stopped being Ready before the taint manager evicts it.
+/// The default of `--default-not-ready-toleration-seconds` and
+/// `--default-unreachable-toleration-seconds`: how long a pod stays bound to a node that stopped
+/// being Ready before the taint eviction controller evicts it.
 pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
-/// The plugin, for the chain.
-pub const PLUGIN: PodCreate = PodCreate { name: NAME, admit: admit_pod };
-
-pub fn admit_pod(pod: &mut Pod) {
-    admit_default_toleration_seconds(pod.spec.get_or_insert_with(PodSpec::default));
+/// The plugin, with its two flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DefaultTolerationSeconds {
+    pub not_ready_seconds: i64,
+    pub unreachable_seconds: i64,
 }
 
-/// Tolerate a not-ready or unreachable node for five minutes, unless the pod already tolerates
-/// that taint's NoExecute effect in some way (an empty key or effect matches every key or effect).
-fn admit_default_toleration_seconds(spec: &mut PodSpec) {
-    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
-    let tolerates = |taint: &str| {
-        tolerations.iter().any(|t| {
-            let key = t.key.as_deref().unwrap_or("");
-            let effect = t.effect.as_deref().unwrap_or("");
-            (key == taint || key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
-        })
-    };
-    let missing: Vec<&str> = [TAINT_NODE_NOT_READY, TAINT_NODE_UNREACHABLE]
-        .into_iter()
-        .filter(|taint| !tolerates(taint))
-        .collect();
-    for taint in missing {
-        tolerations.push(Toleration {
-            key: Some(taint.to_string()),
-            operator: Some("Exists".to_string()),
-            effect: Some("NoExecute".to_string()),
-            toleration_seconds: Some(DEFAULT_TOLERATION_SECONDS),
-            value: None,
-        });
+impl Default for DefaultTolerationSeconds {
+    fn default() -> Self {
+        Self { not_ready_seconds: DEFAULT_TOLERATION_SECONDS, unreachable_seconds: DEFAULT_TOLERATION_SECONDS }
+    }
+}
+
+impl DefaultTolerationSeconds {
+    pub fn admit_pod(&self, pod: &mut Pod) {
+        let spec = pod.spec.get_or_insert_with(PodSpec::default);
+        self.admit_default_toleration_seconds(spec);
+    }
+
+    /// Tolerate a not-ready or unreachable node for the flags' seconds, unless the pod already
+    /// tolerates that taint's NoExecute effect in some way (an empty key or effect matches every
+    /// key or effect).
+    fn admit_default_toleration_seconds(&self, spec: &mut PodSpec) {
+        let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+        let tolerates = |taint: &str| {
+            tolerations.iter().any(|t| {
+                let key = t.key.as_deref().unwrap_or("");
+                let effect = t.effect.as_deref().unwrap_or("");
+                (key == taint || key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
+            })
+        };
+        let missing: Vec<(&str, i64)> = [(TAINT_NODE_NOT_READY, self.not_ready_seconds), (TAINT_NODE_UNREACHABLE, self.unreachable_seconds)]
+            .into_iter()
+            .filter(|(taint, _)| !tolerates(taint))
+            .collect();
+        for (taint, seconds) in missing {
+            tolerations.push(Toleration {
+                key: Some(taint.to_string()),
+                operator: Some("Exists".to_string()),
+                effect: Some("NoExecute".to_string()),
+                toleration_seconds: Some(seconds),
+                value: None,
+            });
+        }
+    }
+}
+
+impl MutationInterface for DefaultTolerationSeconds {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn handles(&self, a: &Attributes<'_>) -> bool {
+        a.operation == Operation::Create && a.is_for("", "pods")
+    }
+
+    fn admit_object(&self, _a: &Attributes<'_>, obj: &mut Object) -> Result<()> {
+        if let Some(pod) = obj.typed_mut::<Pod>() {
+            self.admit_pod(pod);
+        }
+        Ok(())
     }
 }
 
@@ -51,7 +85,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::admission::interfaces::testing::{admitted, minimal};
+    use crate::admission::interfaces::testing::minimal;
+    use api::core::v1::defaults::set_defaults_pod;
+
+    /// `json` decoded, defaulted (as the create handler does before admission), then admitted.
+    fn admitted(plugin: DefaultTolerationSeconds, json: serde_json::Value) -> PodSpec {
+        let mut pod: Pod = serde_json::from_value(json).expect("test pod is valid");
+        set_defaults_pod(&mut pod);
+        plugin.admit_pod(&mut pod);
+        pod.spec.expect("defaulted pod has a spec")
+    }
 
     fn toleration(key: &str, op: &str, effect: &str, seconds: Option<i64>) -> serde_json::Value {
         let mut t = json!({"operator": op});
@@ -138,8 +181,15 @@ mod tests {
             if !given.is_null() {
                 j["spec"]["tolerations"] = given;
             }
-            let got = serde_json::to_value(&admitted(&PLUGIN, j).tolerations).expect("serializes");
+            let got = serde_json::to_value(&admitted(DefaultTolerationSeconds::default(), j).tolerations).expect("serializes");
             assert_eq!(got, json!(want), "{case}");
         }
+    }
+
+    #[test]
+    fn the_flags_set_the_seconds() {
+        let plugin = DefaultTolerationSeconds { not_ready_seconds: 30, unreachable_seconds: 20 };
+        let got = serde_json::to_value(&admitted(plugin, minimal()).tolerations).expect("serializes");
+        assert_eq!(got, json!([toleration(TAINT_NODE_NOT_READY, "Exists", "NoExecute", Some(30)), toleration(TAINT_NODE_UNREACHABLE, "Exists", "NoExecute", Some(20))]));
     }
 }

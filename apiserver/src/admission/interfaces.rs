@@ -73,7 +73,7 @@ pub trait ValidationInterface: Send + Sync {
 }
 
 /// A mutating plugin that changes only pods being created, through their typed form
-/// (ServiceAccount, Priority, DefaultTolerationSeconds): its name and its change.
+/// (ServiceAccount, Priority): its name and its change.
 pub struct PodCreate {
     pub name: &'static str,
     pub admit: fn(&mut Pod),

@@ -23,7 +23,7 @@
 //! 2. [`service_account`]: a pod runs as `default` unless it names a service account;
 //! 3. [`priority`]: a pod's priority from its PriorityClass;
 //! 4. [`default_toleration_seconds`]: a pod tolerates a not-ready or unreachable node for five
-//!    minutes.
+//!    minutes (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`).
 //!
 //! There is no validating plugin yet (ResourceQuota, PodSecurity and the webhooks would be).
 //!

@@ -107,7 +107,7 @@ mod tests {
     /// A pod as BeforeCreate leaves it, but for its metadata: defaulted, admitted by the chain's
     /// pod plugins, prepared by PrepareForCreate.
     fn defaulted(json: Value) -> Pod {
-        let chain = Chain::new(vec![Box::new(service_account::PLUGIN), Box::new(priority::PLUGIN), Box::new(default_toleration_seconds::PLUGIN)], vec![]);
+        let chain = Chain::new(vec![Box::new(service_account::PLUGIN), Box::new(priority::PLUGIN), Box::new(default_toleration_seconds::DefaultTolerationSeconds::default())], vec![]);
         let attributes = Attributes { operation: Operation::Create, resource: &PODS, namespace: Some("default"), name: "web", dry_run: false };
         let mut obj = Object::new(json);
         PodStrategy.set_defaults(&mut obj);

@@ -73,8 +73,9 @@
 //! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach), nodes (+status), events,
 //!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
-//!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). No controller
-//!   acts on the workloads yet, and a scale takes no server-side apply. An eviction consults
+//!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). Of the
+//!   workloads' controllers, the ReplicaSet and disruption ones run (in `controllers`); a scale
+//!   takes no server-side apply. An eviction consults
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No services or CRDs yet.
 //! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are
 //!   background deletes of the object itself.

@@ -10,6 +10,11 @@
 //!   and marks their pods not ready; takes the taints away when the kubelet is back.
 //! - [`tainteviction`]: deletes the pods of a node with a `NoExecute` taint they do not tolerate,
 //!   or once their `tolerationSeconds` (300 s by default, from admission) have run out.
+//! - [`replicaset`]: keeps each ReplicaSet's pods at `spec.replicas` — creating in slow-start
+//!   batches, deleting the worst first, adopting matching orphans and releasing what no longer
+//!   matches ([`controller_ref_manager`]), with expectations so that no sync acts twice on
+//!   pods its caches have not shown yet ([`controller_utils`]); writes ready and available
+//!   replicas.
 //! - [`disruption`]: keeps each PodDisruptionBudget's status (healthy, desired, allowed
 //!   disruptions), which the API server's eviction reads and decrements.
 //! - [`workqueue`]: client-go's work queue, from which the informer-driven controllers' workers
@@ -26,8 +31,12 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Four controllers only (namespace, node lifecycle, taint eviction, disruption): no
-//!   replication, endpoints, garbage collector, service accounts or token controllers.
+//! - Five controllers only (namespace, node lifecycle, taint eviction, disruption, ReplicaSet):
+//!   no Deployment, DaemonSet, StatefulSet, Job, endpoints, garbage collector, service account
+//!   or token controllers. Deleting a ReplicaSet leaves its pods (no garbage collector).
+//! - The ReplicaSet controller does not set `status.terminatingReplicas`, orders surplus pods
+//!   without Kubernetes' co-location rank (pods sharing a node with others of the set), and keeps
+//!   its own pod cache (as every controller here does).
 //! - The disruption controller knows the scale of ReplicaSets (and their Deployments),
 //!   StatefulSets and ReplicationControllers only (Kubernetes also asks any controller's `scale`
 //!   subresource), and does not take the `DisruptionTarget` condition off pods whose eviction
@@ -54,10 +63,13 @@
 //! [`zone_disruption`]'s rates and [`workqueue`].
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
+pub(crate) mod controller_ref_manager;
+pub(crate) mod controller_utils;
 pub(crate) mod disruption;
 pub mod error;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
+pub(crate) mod replicaset;
 pub(crate) mod tainteviction;
 pub mod workqueue;
 pub mod zone_disruption;
@@ -127,12 +139,13 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
         tainteviction::TaintEvictionController::new(client.clone()).run(),
-        disruption::DisruptionController::new(client).run(),
+        disruption::DisruptionController::new(client.clone()).run(),
+        replicaset::ReplicaSetController::new(client).run(),
     )?;
     Ok(())
 }

@@ -14,6 +14,9 @@
 //! - disruption budgets: the controller keeps a PodDisruptionBudget's status from its pods'
 //!   Ready conditions; `kubectl drain` (1.27, 1.33) evicts what the budget allows and gets 429
 //!   for the rest; a new Ready pod allows one more.
+//! - replica sets: pods created with the controller reference, a deleted pod replaced, scaling
+//!   down removing unready pods first, an orphan adopted, a relabelled pod released, ready and
+//!   available replicas (with `minReadySeconds`) and the events, through kubectl 1.27 and 1.33.
 //! - leader election: of two `--leader-elect` controller managers exactly one leads; when it is
 //!   stopped it releases the Lease and the other takes over well before the lease would expire.
 
@@ -23,6 +26,7 @@ use std::time::{Duration, Instant};
 use e2e::apiserver::{ApiCluster, ApiOptions};
 use e2e::process::Process;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -576,4 +580,149 @@ async fn a_disruption_budget_refuses_evictions_that_would_break_it() {
     let events = c.kubectl_ok(&["get", "events", "--field-selector", "involvedObject.kind=PodDisruptionBudget"]);
     assert!(!events.contains("NoPods"), "the budget always had pods:\n{events}");
     renewer.abort();
+}
+
+/// The pods that `rs_uid` controls, sorted by name.
+async fn owned_pods(pods: &Api<Pod>, rs_uid: &str) -> Vec<Pod> {
+    let mut v: Vec<Pod> = pods
+        .list(&ListParams::default())
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.owner_references.iter().flatten().any(|r| r.controller == Some(true) && r.uid == rs_uid))
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    v
+}
+
+/// What a kubelet would post for a running pod: Running and Ready.
+async fn mark_ready(pods: &Api<Pod>, name: &str) {
+    let t = now();
+    let status = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": t}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Strategic(&status)).await.expect("post pod status");
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod_ready(pod).is_some_and(|(status, _)| status == "True")
+}
+
+fn names(pods: &[Pod]) -> Vec<String> {
+    pods.iter().filter_map(|p| p.metadata.name.clone()).collect()
+}
+
+/// The ReplicaSet controller, driven by kubectl 1.27 and 1.33 (pods become Ready only when the
+/// test posts it, as there is no kubelet): three pods with the controller reference; a deleted
+/// pod is replaced; scaling down removes the not-ready pods first; a matching orphan is adopted
+/// (and, one too many, deleted); a relabelled pod is released and replaced; ready and available
+/// replicas follow the pods, `minReadySeconds` included; `kubectl describe` shows the events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_set_keeps_its_replicas() {
+    let c = ApiCluster::start(ApiOptions { controller_manager: true, ..ApiOptions::default() }).await.expect("start the cluster");
+    let client = c.kube_client().expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let yaml = "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata:\n  name: web\nspec:\n  replicas: 3\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: busybox\n";
+    let file = c.write_file("rs.yaml", yaml);
+    let (ok, out) = kubectl_of(&c, 27, &["apply", "-f", &file.display().to_string()]);
+    assert!(ok, "{out}");
+    let rs = sets.get("web").await.expect("get rs");
+    let uid = rs.metadata.uid.clone().expect("uid");
+    let count = |n: usize| {
+        let (pods, uid) = (pods.clone(), uid.clone());
+        move || {
+            let (pods, uid) = (pods.clone(), uid.clone());
+            async move {
+                let owned = owned_pods(&pods, &uid).await;
+                if owned.len() == n { Ok(owned) } else { Err(format!("{} pods: {:?}", owned.len(), names(&owned))) }
+            }
+        }
+    };
+    let first = wait_for(&c, "three pods", Duration::from_secs(20), count(3)).await;
+    for p in &first {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        assert!(name.starts_with("web-") && name.len() == "web-".len() + 5, "generated name: {name}");
+        let r = &p.metadata.owner_references.as_ref().expect("owner")[0];
+        assert_eq!((r.kind.as_str(), r.name.as_str(), r.block_owner_deletion), ("ReplicaSet", "web", Some(true)));
+    }
+    let status_is = |want: (i32, i32, i32)| {
+        let sets = sets.clone();
+        move || {
+            let sets = sets.clone();
+            async move {
+                let rs = sets.get("web").await.map_err(|e| e.to_string())?;
+                let s = rs.status.clone().unwrap_or_default();
+                let got = (s.replicas, s.ready_replicas.unwrap_or(0), s.available_replicas.unwrap_or(0));
+                if got == want && s.observed_generation == rs.metadata.generation { Ok(()) } else { Err(format!("(replicas, ready, available) = {got:?}")) }
+            }
+        }
+    };
+    wait_for(&c, "status 3/0/0", Duration::from_secs(20), status_is((3, 0, 0))).await;
+    for p in &first[..2] {
+        mark_ready(&pods, p.metadata.name.as_deref().unwrap_or_default()).await;
+    }
+    wait_for(&c, "status 3/2/2", Duration::from_secs(20), status_is((3, 2, 2))).await;
+    let (ok, table) = kubectl_of(&c, 33, &["get", "rs", "web"]);
+    assert!(ok && table.lines().nth(1).is_some_and(|l| l.split_whitespace().collect::<Vec<_>>()[1..4] == ["3", "3", "2"]), "DESIRED CURRENT READY:\n{table}");
+
+    // A deleted pod is replaced.
+    let gone = first[2].metadata.name.clone().expect("name");
+    let (ok, out) = kubectl_of(&c, 33, &["delete", "pod", &gone]);
+    assert!(ok, "{out}");
+    let again = wait_for(&c, "a replacement", Duration::from_secs(20), || async {
+        let owned = owned_pods(&pods, &uid).await;
+        if owned.len() == 3 && !names(&owned).contains(&gone) { Ok(owned) } else { Err(format!("{:?}", names(&owned))) }
+    })
+    .await;
+    let replacement = again.iter().find(|p| !is_ready(p)).and_then(|p| p.metadata.name.clone()).expect("the new, unready pod");
+
+    // Scaling down to 1 deletes the unready pod first, then the most recently ready.
+    let (ok, out) = kubectl_of(&c, 27, &["scale", "rs", "web", "--replicas=1"]);
+    assert!(ok, "{out}");
+    let left = wait_for(&c, "one pod", Duration::from_secs(20), count(1)).await;
+    assert!(is_ready(&left[0]), "the pod kept is a Ready one");
+    assert!(!names(&left).contains(&replacement));
+    let survivor = left[0].metadata.name.clone().expect("name");
+
+    // A matching orphan is adopted; one too many, and not ready, it is the one deleted.
+    let orphan: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan", "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}})).expect("pod");
+    pods.create(&PostParams::default(), &orphan).await.expect("create orphan");
+    wait_for(&c, "the orphan adopted and deleted", Duration::from_secs(20), || async {
+        match pods.get_opt("orphan").await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(p) => Err(format!("still there, owners {:?}", p.metadata.owner_references)),
+        }
+    })
+    .await;
+    assert_eq!(names(&owned_pods(&pods, &uid).await), std::slice::from_ref(&survivor));
+
+    // A pod relabelled out of the selector is released, and replaced.
+    let (ok, out) = kubectl_of(&c, 33, &["label", "pod", &survivor, "app=other", "--overwrite"]);
+    assert!(ok, "{out}");
+    let newest = wait_for(&c, "the survivor released and replaced", Duration::from_secs(20), || async {
+        let p = pods.get(&survivor).await.map_err(|e| e.to_string())?;
+        let owned = owned_pods(&pods, &uid).await;
+        if p.metadata.owner_references.as_ref().is_none_or(|r| r.is_empty()) && owned.len() == 1 && !names(&owned).contains(&survivor) {
+            Ok(owned[0].metadata.name.clone().expect("name"))
+        } else {
+            Err(format!("owners {:?}, owned {:?}", p.metadata.owner_references, names(&owned)))
+        }
+    })
+    .await;
+
+    // minReadySeconds: Ready at once, available 3 s later.
+    let (ok, out) = kubectl_of(&c, 27, &["patch", "rs", "web", "--type=merge", "-p", r#"{"spec":{"minReadySeconds":3}}"#]);
+    assert!(ok, "{out}");
+    mark_ready(&pods, &newest).await;
+    wait_for(&c, "ready, not yet available", Duration::from_secs(10), status_is((1, 1, 0))).await;
+    let ready_at = Instant::now();
+    wait_for(&c, "available after minReadySeconds", Duration::from_secs(20), status_is((1, 1, 1))).await;
+    assert!(ready_at.elapsed() >= Duration::from_secs(1), "available only after minReadySeconds ({:?})", ready_at.elapsed());
+
+    let (ok, described) = kubectl_of(&c, 33, &["describe", "rs", "web"]);
+    assert!(ok, "{described}");
+    for want in ["SuccessfulCreate", "Created pod: web-", "SuccessfulDelete", "Deleted pod: ", "replicaset-controller"] {
+        assert!(described.contains(want), "{want:?} in:\n{described}");
+    }
 }

@@ -74,7 +74,7 @@
 //!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
 //!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). Of the
-//!   workloads' controllers, the ReplicaSet and disruption ones run (in `controllers`); a scale
+//!   workloads' controllers, the Deployment, ReplicaSet and disruption ones run (in `controllers`); a scale
 //!   takes no server-side apply. An eviction consults
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No services or CRDs yet.
 //! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are

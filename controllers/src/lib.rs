@@ -15,6 +15,10 @@
 //!   matches ([`controller_ref_manager`]), with expectations so that no sync acts twice on
 //!   pods its caches have not shown yet ([`controller_utils`]); writes ready and available
 //!   replicas.
+//! - [`deployment`]: rolls a Deployment from its old ReplicaSets to the one of its current
+//!   template — RollingUpdate within `maxSurge`/`maxUnavailable`, or Recreate — with revisions,
+//!   proportional scaling, pause, cleanup to `revisionHistoryLimit`, and the Available and
+//!   Progressing conditions `kubectl rollout status` reads.
 //! - [`disruption`]: keeps each PodDisruptionBudget's status (healthy, desired, allowed
 //!   disruptions), which the API server's eviction reads and decrements.
 //! - [`workqueue`]: client-go's work queue, from which the informer-driven controllers' workers
@@ -31,9 +35,15 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Five controllers only (namespace, node lifecycle, taint eviction, disruption, ReplicaSet):
-//!   no Deployment, DaemonSet, StatefulSet, Job, endpoints, garbage collector, service account
-//!   or token controllers. Deleting a ReplicaSet leaves its pods (no garbage collector).
+//! - Six controllers only (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//!   Deployment): no DaemonSet, StatefulSet, Job, CronJob, endpoints, garbage collector, service
+//!   account or token controllers. Deleting a Deployment or ReplicaSet leaves what it owns
+//!   (no garbage collector).
+//! - The pod-template-hash is FNV-32a of the template's JSON (Kubernetes hashes Go's printed
+//!   form of it), so a template's ReplicaSet name differs from a real cluster's. The Deployment
+//!   status is written as a merge patch of the whole status, not an update with a
+//!   resourceVersion (this controller is its only writer). No `rollbackTo` (extensions/v1beta1's
+//!   server-side rollback): `kubectl rollout undo` rolls back on the client, as it does for apps/v1.
 //! - The ReplicaSet controller does not set `status.terminatingReplicas`, orders surplus pods
 //!   without Kubernetes' co-location rank (pods sharing a node with others of the set), and keeps
 //!   its own pod cache (as every controller here does).
@@ -65,6 +75,7 @@
 
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
+pub(crate) mod deployment;
 pub(crate) mod disruption;
 pub mod error;
 pub(crate) mod namespace;
@@ -139,13 +150,14 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
         tainteviction::TaintEvictionController::new(client.clone()).run(),
         disruption::DisruptionController::new(client.clone()).run(),
-        replicaset::ReplicaSetController::new(client).run(),
+        replicaset::ReplicaSetController::new(client.clone()).run(),
+        deployment::DeploymentController::new(client).run(),
     )?;
     Ok(())
 }

@@ -17,6 +17,9 @@
 //! - replica sets: pods created with the controller reference, a deleted pod replaced, scaling
 //!   down removing unready pods first, an orphan adopted, a relabelled pod released, ready and
 //!   available replicas (with `minReadySeconds`) and the events, through kubectl 1.27 and 1.33.
+//! - deployments: create, `rollout status`, set image, history, undo, restart, pause and
+//!   resume, scale, Recreate, a progress deadline exceeded — with kubectl 1.27 and 1.33 and a
+//!   stand-in kubelet that makes pods Ready.
 //! - leader election: of two `--leader-elect` controller managers exactly one leads; when it is
 //!   stopped it releases the Lease and the other takes over well before the lease would expire.
 
@@ -26,7 +29,7 @@ use std::time::{Duration, Instant};
 use e2e::apiserver::{ApiCluster, ApiOptions};
 use e2e::process::Process;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -725,4 +728,133 @@ async fn replica_set_keeps_its_replicas() {
     for want in ["SuccessfulCreate", "Created pod: web-", "SuccessfulDelete", "Deleted pod: ", "replicaset-controller"] {
         assert!(described.contains(want), "{want:?} in:\n{described}");
     }
+}
+
+/// Stands in for kubelets: every pod not being deleted is posted Running and Ready, except
+/// those whose image is `never-ready` (a rollout that cannot progress).
+fn start_hollow_kubelet(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                for p in list.items {
+                    let image = p.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone()).unwrap_or_default();
+                    if p.metadata.deletion_timestamp.is_none() && !is_ready(&p) && image != "never-ready" {
+                        let _ = pods.patch_status(p.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Strategic(&json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now()}]}}))).await;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// The ReplicaSets of a Deployment: (name, spec replicas, revision), oldest revision first.
+async fn replica_sets_of(sets: &Api<ReplicaSet>, deployment: &str) -> Vec<(String, i32, String)> {
+    let mut v: Vec<(String, i32, String)> = sets
+        .list(&ListParams::default())
+        .await
+        .expect("list replicasets")
+        .items
+        .into_iter()
+        .filter(|rs| rs.metadata.owner_references.iter().flatten().any(|r| r.kind == "Deployment" && r.name == deployment))
+        .map(|rs| {
+            let rev = rs.metadata.annotations.as_ref().and_then(|a| a.get("deployment.kubernetes.io/revision")).cloned().unwrap_or_default();
+            (rs.metadata.name.clone().unwrap_or_default(), rs.spec.replicas.unwrap_or(1), rev)
+        })
+        .collect();
+    v.sort_by_key(|(_, _, rev)| rev.parse::<i64>().unwrap_or(0));
+    v
+}
+
+/// Deployments with kubectl 1.27 and 1.33 (pods made Ready by a stand-in kubelet): create and
+/// `rollout status`; `set image` rolls to a new ReplicaSet and `rollout history` shows both
+/// revisions; `rollout undo` returns to the first template; `rollout restart`; pause and resume;
+/// scale; a Recreate Deployment; a rollout that cannot progress ends ProgressDeadlineExceeded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_roll_out_with_kubectl() {
+    let c = ApiCluster::start(ApiOptions { controller_manager: true, ..ApiOptions::default() }).await.expect("start the cluster");
+    let client = c.kube_client().expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let kubelet = start_hollow_kubelet(pods.clone());
+    let ok = |minor: u32, args: &[&str]| {
+        let (ok, out) = kubectl_of(&c, minor, args);
+        assert!(ok, "kubectl 1.{minor} {}:\n{out}", args.join(" "));
+        out
+    };
+
+    ok(27, &["create", "deployment", "web", "--image=busybox", "--replicas=3"]);
+    let out = ok(27, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let table = ok(33, &["get", "deploy", "web"]);
+    assert!(table.lines().nth(1).is_some_and(|l| l.split_whitespace().collect::<Vec<_>>()[1..4] == ["3/3", "3", "3"]), "READY UP-TO-DATE AVAILABLE:\n{table}");
+    let first = replica_sets_of(&sets, "web").await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!((first[0].1, first[0].2.as_str()), (3, "1"));
+
+    // A new template: a new ReplicaSet takes over, the old one is scaled to 0.
+    ok(33, &["set", "image", "deployment/web", "busybox=busybox:1.36"]);
+    let out = ok(33, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert!(out.contains("successfully rolled out"), "{out}");
+    let two = replica_sets_of(&sets, "web").await;
+    assert_eq!(two.iter().map(|(n, r, rev)| (n == &first[0].0, *r, rev.as_str())).collect::<Vec<_>>(), [(true, 0, "1"), (false, 3, "2")], "{two:?}");
+    let history = ok(27, &["rollout", "history", "deployment/web"]);
+    assert!(history.lines().any(|l| l.trim_start().starts_with('1')) && history.lines().any(|l| l.trim_start().starts_with('2')), "{history}");
+    let described = ok(33, &["describe", "deployment", "web"]);
+    assert!(described.contains(&format!("Scaled down replica set {} from", first[0].0)) && described.contains("NewReplicaSetAvailable"), "{described}");
+
+    // Undo: back to the first template (its ReplicaSet again, now revision 3).
+    ok(27, &["rollout", "undo", "deployment/web"]);
+    ok(27, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    let d = deps.get("web").await.expect("get");
+    assert_eq!(d.spec.template.spec.as_ref().and_then(|s| s.containers[0].image.clone()).as_deref(), Some("busybox"));
+    let after_undo = replica_sets_of(&sets, "web").await;
+    assert_eq!(after_undo.last().map(|(n, r, rev)| (n.clone(), *r, rev.clone())), Some((first[0].0.clone(), 3, "3".to_string())), "{after_undo:?}");
+
+    // Restart: a new ReplicaSet for the same image.
+    ok(33, &["rollout", "restart", "deployment/web"]);
+    ok(33, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert_eq!(replica_sets_of(&sets, "web").await.len(), 3);
+
+    // Paused: a new template makes no ReplicaSet until resumed.
+    ok(27, &["rollout", "pause", "deployment/web"]);
+    ok(27, &["set", "image", "deployment/web", "busybox=busybox:1.37"]);
+    hold_for(&c, "no rollout while paused", Duration::from_secs(2), || async {
+        let n = replica_sets_of(&sets, "web").await.len();
+        if n == 3 { Ok(()) } else { Err(format!("{n} replica sets")) }
+    })
+    .await;
+    let d = deps.get("web").await.expect("get");
+    let progressing = d.status.and_then(|s| s.conditions).unwrap_or_default().into_iter().find(|c| c.type_.as_deref() == Some("Progressing"));
+    assert_eq!(progressing.and_then(|c| c.reason).as_deref(), Some("DeploymentPaused"));
+    ok(33, &["rollout", "resume", "deployment/web"]);
+    ok(33, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert_eq!(replica_sets_of(&sets, "web").await.len(), 4);
+
+    // Scale.
+    ok(27, &["scale", "deployment/web", "--replicas=5"]);
+    ok(27, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    let rs = replica_sets_of(&sets, "web").await;
+    assert_eq!(rs.last().map(|(_, r, _)| *r), Some(5), "{rs:?}");
+
+    // Recreate: the old pods are scaled away before the new ReplicaSet grows.
+    let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: batch\nspec:\n  replicas: 2\n  strategy:\n    type: Recreate\n  selector:\n    matchLabels:\n      app: batch\n  template:\n    metadata:\n      labels:\n        app: batch\n    spec:\n      containers:\n      - name: c\n        image: busybox\n";
+    let file = c.write_file("batch.yaml", yaml);
+    ok(33, &["apply", "-f", &file.display().to_string()]);
+    ok(33, &["rollout", "status", "deployment/batch", "--timeout=60s"]);
+    ok(33, &["set", "image", "deployment/batch", "c=busybox:1.36"]);
+    ok(33, &["rollout", "status", "deployment/batch", "--timeout=60s"]);
+    let rs = replica_sets_of(&sets, "batch").await;
+    assert_eq!(rs.iter().map(|(_, r, _)| *r).collect::<Vec<_>>(), [0, 2], "{rs:?}");
+
+    // A rollout that cannot progress (its pods never become Ready) times out.
+    let yaml = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: stuck\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 3\n  selector:\n    matchLabels:\n      app: stuck\n  template:\n    metadata:\n      labels:\n        app: stuck\n    spec:\n      containers:\n      - name: c\n        image: never-ready\n";
+    let file = c.write_file("stuck.yaml", yaml);
+    ok(27, &["apply", "-f", &file.display().to_string()]);
+    let (done, out) = kubectl_of(&c, 27, &["rollout", "status", "deployment/stuck", "--timeout=30s"]);
+    assert!(!done && out.contains("exceeded its progress deadline"), "{out}");
+    let (done, out) = kubectl_of(&c, 33, &["rollout", "status", "deployment/stuck", "--timeout=30s"]);
+    assert!(!done && out.contains("exceeded its progress deadline"), "{out}");
+    kubelet.abort();
 }

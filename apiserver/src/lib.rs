@@ -77,8 +77,8 @@
 //!   workloads' controllers, the Deployment, ReplicaSet and disruption ones run (in `controllers`); a scale
 //!   takes no server-side apply. An eviction consults
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No services or CRDs yet.
-//! - Deletion propagation (ownerReferences, garbage collection) is not implemented: deletes are
-//!   background deletes of the object itself.
+//! - Deletion propagation sets the garbage collector's finalizers (`orphan`,
+//!   `foregroundDeletion`) as kube-apiserver does; the collector runs in `controllers`.
 //! - Dry run: a DELETE with a body also takes `dryRun` and `gracePeriodSeconds` from the query
 //!   when the body leaves them unset (kube-apiserver ignores the query then); an eviction's
 //!   `deleteOptions.dryRun` is validated (kube-apiserver takes any value as a dry run), and one

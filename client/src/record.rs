@@ -57,13 +57,18 @@ impl EventRecorder {
 
 /// The object reference of a pod, as events name it.
 pub fn pod_reference(pod: &k8s_openapi::api::core::v1::Pod) -> ObjectReference {
+    object_reference("v1", "Pod", &pod.metadata)
+}
+
+/// The object reference of any object (`ref.GetReference`), as events name it.
+pub fn object_reference(api_version: &str, kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> ObjectReference {
     ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        namespace: pod.metadata.namespace.clone(),
-        name: pod.metadata.name.clone(),
-        uid: pod.metadata.uid.clone(),
-        resource_version: pod.metadata.resource_version.clone(),
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
         ..Default::default()
     }
 }

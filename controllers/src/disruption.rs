@@ -230,15 +230,7 @@ fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
 }
 
 fn reference(pdb: &PodDisruptionBudget) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("policy/v1".into()),
-        kind: Some("PodDisruptionBudget".into()),
-        namespace: pdb.metadata.namespace.clone(),
-        name: pdb.metadata.name.clone(),
-        uid: pdb.metadata.uid.clone(),
-        resource_version: pdb.metadata.resource_version.clone(),
-        field_path: None,
-    }
+    client::record::object_reference("policy/v1", "PodDisruptionBudget", &pdb.metadata)
 }
 
 /// Step 1's test: the budget's selector matches the pod's labels (`{}` every pod, `null` or a

@@ -19,6 +19,9 @@
 //!   template — RollingUpdate within `maxSurge`/`maxUnavailable`, or Recreate — with revisions,
 //!   proportional scaling, pause, cleanup to `revisionHistoryLimit`, and the Available and
 //!   Progressing conditions `kubectl rollout status` reads.
+//! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
+//!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
+//!   once its blocking dependents have.
 //! - [`disruption`]: keeps each PodDisruptionBudget's status (healthy, desired, allowed
 //!   disruptions), which the API server's eviction reads and decrements.
 //! - [`workqueue`]: client-go's work queue, from which the informer-driven controllers' workers
@@ -35,10 +38,13 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Six controllers only (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
-//!   Deployment): no DaemonSet, StatefulSet, Job, CronJob, endpoints, garbage collector, service
-//!   account or token controllers. Deleting a Deployment or ReplicaSet leaves what it owns
-//!   (no garbage collector).
+//! - Seven controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//!   Deployment, garbage collector): no DaemonSet, StatefulSet, Job, CronJob, endpoints, service
+//!   account or token controllers.
+//! - The garbage collector discovers resources once, at start (Kubernetes re-discovers every
+//!   30 s, so a kind added later is not collected until a restart); it watches whole objects,
+//!   not their metadata only; it verifies an owner by a live GET each time it judges a dependent
+//!   (Kubernetes trusts its graph for owners it has seen); it keeps no "absent owner" cache.
 //! - The pod-template-hash is FNV-32a of the template's JSON (Kubernetes hashes Go's printed
 //!   form of it), so a template's ReplicaSet name differs from a real cluster's. The Deployment
 //!   status is written as a merge patch of the whole status, not an update with a
@@ -78,6 +84,7 @@ pub(crate) mod controller_utils;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
 pub mod error;
+pub(crate) mod garbagecollector;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod replicaset;
@@ -150,14 +157,15 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
         tainteviction::TaintEvictionController::new(client.clone()).run(),
         disruption::DisruptionController::new(client.clone()).run(),
         replicaset::ReplicaSetController::new(client.clone()).run(),
-        deployment::DeploymentController::new(client).run(),
+        deployment::DeploymentController::new(client.clone()).run(),
+        garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())
 }

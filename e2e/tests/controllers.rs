@@ -20,6 +20,9 @@
 //! - deployments: create, `rollout status`, set image, history, undo, restart, pause and
 //!   resume, scale, Recreate, a progress deadline exceeded — with kubectl 1.27 and 1.33 and a
 //!   stand-in kubelet that makes pods Ready.
+//! - garbage collection: background, orphan and foreground deletes through kubectl, dangling
+//!   references collected, a Node's Lease going with it, a Job orphaning by default with a
+//!   warning, an unknown propagation policy refused.
 //! - leader election: of two `--leader-elect` controller managers exactly one leads; when it is
 //!   stopped it releases the Lease and the other takes over well before the lease would expire.
 
@@ -30,7 +33,7 @@ use e2e::apiserver::{ApiCluster, ApiOptions};
 use e2e::process::Process;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -856,5 +859,134 @@ async fn deployments_roll_out_with_kubectl() {
     assert!(!done && out.contains("exceeded its progress deadline"), "{out}");
     let (done, out) = kubectl_of(&c, 33, &["rollout", "status", "deployment/stuck", "--timeout=30s"]);
     assert!(!done && out.contains("exceeded its progress deadline"), "{out}");
+    kubelet.abort();
+}
+
+/// A ConfigMap, optionally owned (by uid) and held by a finalizer of its own.
+fn config_map(name: &str, owner: Option<(&str, &str, bool)>, finalizer: Option<&str>) -> ConfigMap {
+    let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    if let Some((owner_name, uid, block)) = owner {
+        v["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": owner_name, "uid": uid, "blockOwnerDeletion": block}]);
+    }
+    if let Some(f) = finalizer {
+        v["metadata"]["finalizers"] = json!([f]);
+    }
+    serde_json::from_value(v).expect("configmap")
+}
+
+/// The garbage collector and deletion propagation, with kubectl 1.27 and 1.33: deleting a
+/// Deployment removes its ReplicaSet and pods; `--cascade=orphan` leaves them without the owner
+/// reference; `--cascade=foreground` keeps the owner (finalizer `foregroundDeletion`) until its
+/// blocking dependent is gone; dependents of an absent owner, or of an owner with another uid,
+/// are collected; a deleted Node takes its Lease with it; a Job deleted without a policy keeps
+/// its dependents and says so in a warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collector_follows_owner_references() {
+    let c = ApiCluster::start(ApiOptions { controller_manager: true, ..ApiOptions::default() }).await.expect("start the cluster");
+    let client = c.kube_client().expect("client");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let kubelet = start_hollow_kubelet(pods.clone());
+    let ok = |minor: u32, args: &[&str]| {
+        let (ok, out) = kubectl_of(&c, minor, args);
+        assert!(ok, "kubectl 1.{minor} {}:\n{out}", args.join(" "));
+        out
+    };
+    let count_pods = |app: &'static str| {
+        let pods = pods.clone();
+        async move { pods.list(&ListParams::default().labels(&format!("app={app}"))).await.map(|l| l.items.len()).unwrap_or(usize::MAX) }
+    };
+
+    // Background (kubectl's default): the Deployment goes at once, its ReplicaSet and pods after.
+    ok(27, &["create", "deployment", "web", "--image=busybox", "--replicas=2"]);
+    ok(27, &["rollout", "status", "deployment/web", "--timeout=60s"]);
+    ok(27, &["delete", "deployment", "web"]);
+    wait_for(&c, "web's ReplicaSet and pods collected", Duration::from_secs(30), || async {
+        let (rs, p) = (replica_sets_of(&sets, "web").await.len(), count_pods("web").await);
+        if rs == 0 && p == 0 { Ok(()) } else { Err(format!("{rs} replica sets, {p} pods")) }
+    })
+    .await;
+
+    // Orphan: the ReplicaSet and pods stay, without the reference to the Deployment.
+    ok(33, &["create", "deployment", "keep", "--image=busybox", "--replicas=2"]);
+    ok(33, &["rollout", "status", "deployment/keep", "--timeout=60s"]);
+    let rs_name = replica_sets_of(&sets, "keep").await[0].0.clone();
+    ok(33, &["delete", "deployment", "keep", "--cascade=orphan"]);
+    let rs = wait_for(&c, "keep's ReplicaSet orphaned", Duration::from_secs(30), || async {
+        let rs = sets.get(&rs_name).await.map_err(|e| e.to_string())?;
+        let gone = Api::<Deployment>::namespaced(client.clone(), "default").get_opt("keep").await.map_err(|e| e.to_string())?.is_none();
+        if gone && rs.metadata.owner_references.as_ref().is_none_or(|r| r.is_empty()) { Ok(rs) } else { Err(format!("deployment gone: {gone}, owners {:?}", rs.metadata.owner_references)) }
+    })
+    .await;
+    assert_eq!(rs.spec.replicas, Some(2));
+    hold_for(&c, "keep's pods stay", Duration::from_secs(2), || async { if count_pods("keep").await == 2 { Ok(()) } else { Err("pods went".into()) } }).await;
+
+    // Foreground: the owner waits (finalizer foregroundDeletion) for its blocking dependent,
+    // which a finalizer of its own holds; released, both go.
+    let owner = cms.create(&PostParams::default(), &config_map("owner", None, None)).await.expect("owner");
+    let owner_uid = owner.metadata.uid.clone().expect("uid");
+    cms.create(&PostParams::default(), &config_map("dep", Some(("owner", &owner_uid, true)), Some("kubelab.test/hold"))).await.expect("dep");
+    ok(27, &["delete", "configmap", "owner", "--cascade=foreground", "--wait=false"]);
+    wait_for(&c, "the owner waiting for its dependent", Duration::from_secs(30), || async {
+        let o = cms.get("owner").await.map_err(|e| e.to_string())?;
+        let d = cms.get("dep").await.map_err(|e| e.to_string())?;
+        let waiting = o.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == "foregroundDeletion")) && o.metadata.deletion_timestamp.is_some();
+        if waiting && d.metadata.deletion_timestamp.is_some() { Ok(()) } else { Err(format!("owner {:?} dep deleting {}", o.metadata.finalizers, d.metadata.deletion_timestamp.is_some())) }
+    })
+    .await;
+    hold_for(&c, "the owner held while its dependent is", Duration::from_secs(2), || async {
+        if cms.get_opt("owner").await.map_err(|e| e.to_string())?.is_some() { Ok(()) } else { Err("the owner went first".into()) }
+    })
+    .await;
+    cms.patch("dep", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await.expect("release dep");
+    wait_for(&c, "owner and dependent gone", Duration::from_secs(30), || async {
+        let (o, d) = (cms.get_opt("owner").await.map_err(|e| e.to_string())?, cms.get_opt("dep").await.map_err(|e| e.to_string())?);
+        if o.is_none() && d.is_none() { Ok(()) } else { Err(format!("owner there: {}, dep there: {}", o.is_some(), d.is_some())) }
+    })
+    .await;
+
+    // Dangling references: an owner that never existed, and one whose uid is another's.
+    let real = cms.create(&PostParams::default(), &config_map("real", None, None)).await.expect("real");
+    cms.create(&PostParams::default(), &config_map("ghost-dep", Some(("ghost", "00000000-0000-0000-0000-000000000001", false)), None)).await.expect("ghost-dep");
+    cms.create(&PostParams::default(), &config_map("wrong-uid-dep", Some(("real", "00000000-0000-0000-0000-000000000002", false)), None)).await.expect("wrong-uid-dep");
+    cms.create(&PostParams::default(), &config_map("real-dep", Some(("real", real.metadata.uid.as_deref().unwrap_or_default(), false)), None)).await.expect("real-dep");
+    wait_for(&c, "dangling dependents collected", Duration::from_secs(30), || async {
+        let names: Vec<String> = cms.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items.into_iter().filter_map(|c| c.metadata.name).collect();
+        if !names.iter().any(|n| n == "ghost-dep" || n == "wrong-uid-dep") && names.iter().any(|n| n == "real-dep") { Ok(()) } else { Err(format!("{names:?}")) }
+    })
+    .await;
+
+    // A Node's Lease (owned by it, as a kubelet writes it) goes with the Node.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let node = nodes.create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gone"}})).expect("node")).await.expect("node");
+    let lease: Lease = serde_json::from_value(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "gone", "namespace": "kube-node-lease",
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "gone", "uid": node.metadata.uid}]}, "spec": {"holderIdentity": "gone"}})).expect("lease");
+    leases.create(&PostParams::default(), &lease).await.expect("lease");
+    ok(33, &["delete", "node", "gone"]);
+    wait_for(&c, "the node's lease collected", Duration::from_secs(30), || async {
+        if leases.get_opt("gone").await.map_err(|e| e.to_string())?.is_none() { Ok(()) } else { Err("still there".into()) }
+    })
+    .await;
+
+    // A Job deleted without a policy: its dependents are orphaned, and the answer warns.
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: once\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: busybox\n";
+    let file = c.write_file("job.yaml", job);
+    ok(33, &["apply", "-f", &file.display().to_string()]);
+    let resp = c.http().delete(format!("{}/apis/batch/v1/namespaces/default/jobs/once", c.url())).send().await.expect("delete job");
+    let warning = resp.headers().get("warning").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    assert!(warning.contains("child pods are preserved by default when jobs are deleted"), "warning: {warning:?}");
+    let body: Value = resp.json().await.expect("json");
+    assert_eq!(body["metadata"]["finalizers"], json!(["orphan"]), "{body}");
+    wait_for(&c, "the job orphaned and gone", Duration::from_secs(30), || async {
+        let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "default");
+        if jobs.get_opt("once").await.map_err(|e| e.to_string())?.is_none() { Ok(()) } else { Err("still there".into()) }
+    })
+    .await;
+    // An invalid policy is refused as Kubernetes refuses it.
+    let (code, body) = c.request(reqwest::Method::DELETE, "/api/v1/namespaces/default/configmaps/real", Some(br#"{"propagationPolicy":"Sideways"}"#.to_vec()), None).await.expect("delete");
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains(r#"propagationPolicy: Unsupported value: \"Sideways\""#), "{body}");
     kubelet.abort();
 }

@@ -157,7 +157,7 @@ impl DeploymentController {
             return Ok(None);
         };
         if selector.is_empty() {
-            self.recorder.event(super::sync::reference(&d), client::record::WARNING, "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.");
+            self.recorder.event(super::util::reference(&d), client::record::WARNING, "SelectingAll", "This deployment is selecting all pods. A non-empty selector is required.");
             return Ok(None);
         }
         // Step 2.
@@ -180,7 +180,7 @@ impl DeploymentController {
         // Step 3.
         if d.metadata.deletion_timestamp.is_some() {
             let (new_rs, olds) = self.get_all_replica_sets_and_sync_revision(&d, claimed, false).await?;
-            return self.sync_rollout_status(&d, &super::rolling::scaled_all(&olds, new_rs.as_ref()), new_rs.as_ref()).await;
+            return self.sync_rollout_status(&d, &super::util::scaled_all(&olds, new_rs.as_ref()), new_rs.as_ref()).await;
         }
         if d.spec.paused == Some(true) {
             return self.sync_paused(&d, claimed).await;

@@ -10,8 +10,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 
 use super::deployment_controller::{DeploymentController, Sets};
-use super::rolling::scaled_all;
-use super::util::{replicas, rs_replicas};
+use super::util::{replicas, rs_replicas, scaled_all};
 use crate::error::Result;
 
 impl DeploymentController {

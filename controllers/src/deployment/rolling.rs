@@ -12,7 +12,7 @@
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 
 use super::deployment_controller::{DeploymentController, Sets};
-use super::util::{max_unavailable, new_rs_new_replicas, replicas, rs_replicas};
+use super::util::{max_unavailable, new_rs_new_replicas, replicas, rs_replicas, scaled_all};
 use crate::error::Result;
 
 /// What step 2 sees of one ReplicaSet.
@@ -104,11 +104,6 @@ impl DeploymentController {
         }
         self.sync_rollout_status(d, &all, new_rs.as_ref()).await
     }
-}
-
-/// The old ReplicaSets and the new one, as one list.
-pub(super) fn scaled_all(olds: &[ReplicaSet], new: Option<&ReplicaSet>) -> Vec<ReplicaSet> {
-    olds.iter().cloned().chain(new.cloned()).collect()
 }
 
 #[cfg(test)]

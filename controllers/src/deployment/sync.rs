@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -16,25 +15,13 @@ use super::deployment_controller::{DeploymentController, Sets, TARGET, key_of};
 use super::progress::{self, PAUSED, RESUMED, calculate_status, condition, set_condition, update_progressing};
 use super::util::{
     DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION, POD_TEMPLATE_HASH, REVISION_ANNOTATION, compute_hash, copied_annotations, equal_ignore_hash, max_revision,
-    max_surge, replicas, revision, rs_replicas,
+    max_surge, reference, replicas, revision, rs_replicas, scaled_all,
 };
 use crate::controller_utils::controller_ref;
 use crate::error::{Error, Result};
 
 /// The default `revisionHistoryLimit`.
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
-
-pub(super) fn reference(d: &Deployment) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("apps/v1".into()),
-        kind: Some("Deployment".into()),
-        namespace: d.metadata.namespace.clone(),
-        name: d.metadata.name.clone(),
-        uid: d.metadata.uid.clone(),
-        resource_version: d.metadata.resource_version.clone(),
-        field_path: None,
-    }
-}
 
 /// How a scale reads in its event (`Scaled up replica set web-x from 1 to 3`).
 pub fn scaling_message(name: &str, from: i32, to: i32) -> String {
@@ -216,7 +203,7 @@ impl DeploymentController {
     /// saturated new one, the old ones go to zero; mid-rollout, every active one takes its share.
     pub(super) async fn sync_scale(&self, d: &Deployment, sets: Sets) -> Result<Option<std::time::Duration>> {
         let (new_rs, mut olds) = self.get_all_replica_sets_and_sync_revision(d, sets, false).await?;
-        let mut all: Vec<ReplicaSet> = super::rolling::scaled_all(&olds, new_rs.as_ref());
+        let mut all: Vec<ReplicaSet> = scaled_all(&olds, new_rs.as_ref());
         let active: Vec<usize> = (0..all.len()).filter(|i| rs_replicas(&all[*i]) > 0).collect();
         let want = replicas(d);
         if active.len() <= 1 {
@@ -230,7 +217,7 @@ impl DeploymentController {
             for rs in olds.iter_mut() {
                 *rs = self.scale_replica_set(rs, 0, d).await?;
             }
-            all = super::rolling::scaled_all(&olds, new_rs.as_ref());
+            all = scaled_all(&olds, new_rs.as_ref());
         } else {
             // Newest first, so the new ReplicaSet takes a rounding leftover among equals.
             let mut order = active.clone();
@@ -253,7 +240,7 @@ impl DeploymentController {
         }
         let (new_rs, olds) = self.get_all_replica_sets_and_sync_revision(d, sets, false).await?;
         self.cleanup_deployment(d, &olds).await?;
-        self.sync_rollout_status(d, &super::rolling::scaled_all(&olds, new_rs.as_ref()), new_rs.as_ref()).await
+        self.sync_rollout_status(d, &scaled_all(&olds, new_rs.as_ref()), new_rs.as_ref()).await
     }
 
     /// Whether the rollout is complete with these ReplicaSets.

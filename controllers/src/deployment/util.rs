@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// The label that ties a ReplicaSet and its pods to one template (`DefaultDeploymentUniqueLabelKey`).
@@ -25,6 +25,16 @@ pub fn rs_replicas(rs: &ReplicaSet) -> i32 {
 
 pub fn is_recreate(d: &Deployment) -> bool {
     d.spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) == Some("Recreate")
+}
+
+/// The old ReplicaSets and the new one, as one list.
+pub fn scaled_all(olds: &[ReplicaSet], new: Option<&ReplicaSet>) -> Vec<ReplicaSet> {
+    olds.iter().cloned().chain(new.cloned()).collect()
+}
+
+/// The Deployment as its events name it.
+pub fn reference(d: &Deployment) -> ObjectReference {
+    client::record::object_reference("apps/v1", "Deployment", &d.metadata)
 }
 
 /// An int-or-percent of `total`: a percentage rounds up or down as asked

@@ -320,15 +320,7 @@ struct SeenPod {
 }
 
 fn reference(rs: &ReplicaSet) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("apps/v1".into()),
-        kind: Some("ReplicaSet".into()),
-        namespace: rs.metadata.namespace.clone(),
-        name: rs.metadata.name.clone(),
-        uid: rs.metadata.uid.clone(),
-        resource_version: rs.metadata.resource_version.clone(),
-        field_path: None,
-    }
+    client::record::object_reference("apps/v1", "ReplicaSet", &rs.metadata)
 }
 
 /// An informer's event, as the handlers take it.

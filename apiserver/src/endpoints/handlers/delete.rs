@@ -2,6 +2,12 @@
 //! for pods, marked and left to its finalizers when it has some) and DELETE of a collection, each
 //! object through admission (NamespaceLifecycle keeps the system namespaces).
 //!
+//! What happens to the object's dependents follows `propagationPolicy` (or the deprecated
+//! `orphanDependents`, or the kind's default): Orphan and Foreground leave the object marked with
+//! the `orphan` or `foregroundDeletion` finalizer for the garbage collector; Background deletes it
+//! at once and leaves the dependents to the collector. A batch/v1 Job deleted without a policy
+//! keeps its pods, with a warning.
+//!
 //! The options are the body's DeleteOptions (what kubectl and client-go send, `dryRun: ["All"]`
 //! included), with what the query sets and the body does not. A dry run checks and answers as the
 //! delete would — admission, preconditions, the object marked with its deletionTimestamp for a
@@ -37,10 +43,11 @@ pub async fn delete(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name:
     let opts = delete_options(req, body, q)?;
     admit(api, reg, ns, name, opts.is_dry_run()).await?;
     let (obj, gone) = reg.delete(ns, name, &opts).await?;
+    let warnings = reg.strategy.warnings_on_delete(opts.propagation_policy.is_some() || opts.orphan_dependents.is_some());
     if gone && !reg.strategy.return_deleted_object() {
-        return Ok(respond(200, &deleted_status(reg, &obj), &[]));
+        return Ok(respond(200, &deleted_status(reg, &obj), &warnings));
     }
-    Ok(respond(200, &obj, &[]))
+    Ok(respond(200, &obj, &warnings))
 }
 
 /// What a delete that removed the object answers for most resources: a Status `Success` naming

@@ -24,6 +24,12 @@ pub struct ListOptions {
     pub timeout_seconds: Option<u64>,
 }
 
+/// metav1.DeletionPropagation's values.
+pub const PROPAGATION_POLICIES: [&str; 3] = ["Foreground", "Background", "Orphan"];
+/// The garbage collector's finalizers (metav1.FinalizerOrphanDependents, FinalizerDeleteDependents).
+pub const FINALIZER_ORPHAN: &str = "orphan";
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+
 /// The one dry-run stage there is (`metav1.DryRunAll`): every stage of the write but the store's.
 pub const DRY_RUN_ALL: &str = "All";
 
@@ -97,6 +103,8 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
     pub propagation_policy: Option<String>,
+    /// The deprecated `orphanDependents` (true: Orphan, false: Background).
+    pub orphan_dependents: Option<bool>,
     /// Everything a delete does (preconditions, the graceful marking, admission) but the write.
     pub dry_run: DryRun,
 }
@@ -108,6 +116,7 @@ impl DeleteOptions {
             precondition_uid: v.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from),
             precondition_resource_version: v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from),
             propagation_policy: v.get("propagationPolicy").and_then(Value::as_str).map(String::from),
+            orphan_dependents: v.get("orphanDependents").and_then(Value::as_bool),
             dry_run: DryRun::from_json(v),
         }
     }
@@ -123,8 +132,39 @@ impl DeleteOptions {
         if !opts.dry_run.is_dry_run() {
             opts.dry_run = DryRun::from_query(q);
         }
+        if opts.propagation_policy.is_none() {
+            opts.propagation_policy = q.get("propagationPolicy").cloned();
+        }
+        if opts.orphan_dependents.is_none() {
+            opts.orphan_dependents = q.get("orphanDependents").and_then(|v| v.parse().ok());
+        }
         opts.dry_run.validate("DeleteOptions")?;
+        opts.validate_propagation()?;
         Ok(opts)
+    }
+
+    /// ValidateDeleteOptions' part on propagation: a known policy, and not both it and the
+    /// deprecated `orphanDependents`.
+    pub fn validate_propagation(&self) -> Result<()> {
+        let invalid = |field: &str, reason: &str, message: String| Error::Invalid {
+            kind: "DeleteOptions".into(),
+            kind_singular: "DeleteOptions.meta.k8s.io".into(),
+            name: String::new(),
+            causes: vec![Cause { field: field.into(), reason: reason.into(), message }],
+        };
+        if let (Some(orphan), Some(_)) = (self.orphan_dependents, &self.propagation_policy) {
+            return Err(invalid("orphanDependents", "FieldValueInvalid", format!("Invalid value: {orphan}: OrphanDependents and DeletionPropagation cannot be both set")));
+        }
+        if let Some(p) = &self.propagation_policy
+            && !PROPAGATION_POLICIES.contains(&p.as_str())
+        {
+            return Err(invalid(
+                "propagationPolicy",
+                "FieldValueNotSupported",
+                format!("Unsupported value: {}: supported values: \"Foreground\", \"Background\", \"Orphan\"", json!(p)),
+            ));
+        }
+        Ok(())
     }
 
     pub fn is_dry_run(&self) -> bool {

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::options::{DeleteOptions, ListOptions, decode_continue, encode_continue};
-use super::strategy::{ResourceInfo, Strategy};
+use super::options::{DeleteOptions, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, ListOptions, decode_continue, encode_continue};
+use super::strategy::{GarbageCollectionPolicy, ResourceInfo, Strategy};
 use super::typed::Object;
 use crate::error::{Cause, Error, Result};
 use crate::storage::store::{Storage, Stored, WriteOutcome, with_resource_version};
@@ -335,7 +335,7 @@ impl Registry {
             {
                 return Err(self.conflict(name));
             }
-            match plan_delete(&*self.strategy, obj, opts.grace_period_seconds, chrono::Utc::now()) {
+            match plan_delete(&*self.strategy, obj, opts, chrono::Utc::now()) {
                 DeletePlan::Keep => return Ok((current.value, false)),
                 DeletePlan::Remove if opts.is_dry_run() => return Ok((current.value, true)),
                 DeletePlan::Mark(marked) if opts.is_dry_run() => return Ok((marked, false)),
@@ -369,26 +369,38 @@ enum DeletePlan {
     Keep,
 }
 
-fn plan_delete(strategy: &dyn Strategy, obj: &Value, requested_grace: Option<i64>, now: chrono::DateTime<chrono::Utc>) -> DeletePlan {
-    let grace = strategy.grace_period(obj, requested_grace);
-    let finalizers = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
-        || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+fn plan_delete(strategy: &dyn Strategy, obj: &Value, opts: &DeleteOptions, now: chrono::DateTime<chrono::Utc>) -> DeletePlan {
+    let grace = strategy.grace_period(obj, opts.grace_period_seconds);
+    // The garbage collector's finalizers, as the options (or the kind's default) ask.
+    let existing: Vec<String> = obj.pointer("/metadata/finalizers").and_then(Value::as_array).map(|f| f.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
+    let wanted = gc_finalizers(strategy.garbage_collection_policy(), &existing, opts);
+    let finalizers_changed = {
+        let (mut a, mut b) = (existing.clone(), wanted.clone());
+        a.sort();
+        b.sort();
+        a != b
+    };
     let mut marked = obj.clone();
+    if finalizers_changed {
+        marked["metadata"]["finalizers"] = json!(wanted);
+    }
+    let finalizers = !wanted.is_empty() || obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
     if let Some(g) = grace.filter(|g| *g > 0) {
         // Graceful: mark, unless already marked with a shorter grace period.
         let existing = obj.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
         if existing.is_some_and(|e| g >= e) {
-            return DeletePlan::Keep;
+            return if finalizers_changed { DeletePlan::Mark(marked) } else { DeletePlan::Keep };
         }
         let since = obj.pointer("/metadata/deletionTimestamp").and_then(Value::as_str).zip(existing);
         let at = deletion_timestamp(since, g, now);
         marked["metadata"]["deletionTimestamp"] = json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         marked["metadata"]["deletionGracePeriodSeconds"] = json!(g);
         DeletePlan::Mark(marked)
+    } else if finalizers && obj.pointer("/metadata/deletionTimestamp").is_some() {
+        // Already waiting for finalizers: a second delete may switch between orphaning and
+        // foreground deletion, nothing else.
+        if finalizers_changed { DeletePlan::Mark(marked) } else { DeletePlan::Keep }
     } else if finalizers {
-        if obj.pointer("/metadata/deletionTimestamp").is_some() {
-            return DeletePlan::Keep;
-        }
         marked["metadata"]["deletionTimestamp"] = json!(now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         strategy.mark_for_deletion(&mut marked);
@@ -396,6 +408,37 @@ fn plan_delete(strategy: &dyn Strategy, obj: &Value, requested_grace: Option<i64
     } else {
         DeletePlan::Remove
     }
+}
+
+/// deletionFinalizersForGarbageCollection: the object's finalizers after this delete — its own,
+/// less `orphan` and `foregroundDeletion`, plus the one the delete asks for (shouldOrphanDependents,
+/// shouldDeleteDependents): the request's `orphanDependents` or `propagationPolicy` first, then
+/// the finalizer a previous delete left, then the kind's default (only Orphan adds one).
+pub fn gc_finalizers(policy: GarbageCollectionPolicy, existing: &[String], opts: &DeleteOptions) -> Vec<String> {
+    let mut out: Vec<String> = existing.iter().filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND).cloned().collect();
+    if policy == GarbageCollectionPolicy::Unsupported {
+        return existing.to_vec();
+    }
+    let asked = match (opts.orphan_dependents, opts.propagation_policy.as_deref()) {
+        (Some(true), _) => Some("Orphan"),
+        (Some(false), _) => Some("Background"),
+        (None, Some(p)) => Some(p),
+        (None, None) => None,
+    };
+    let decided = asked.or_else(|| {
+        existing.iter().find_map(|f| match f.as_str() {
+            FINALIZER_ORPHAN => Some("Orphan"),
+            FINALIZER_FOREGROUND => Some("Foreground"),
+            _ => None,
+        })
+    });
+    let decided = decided.unwrap_or(if policy == GarbageCollectionPolicy::OrphanDependents { "Orphan" } else { "Background" });
+    match decided {
+        "Orphan" => out.push(FINALIZER_ORPHAN.into()),
+        "Foreground" => out.push(FINALIZER_FOREGROUND.into()),
+        _ => {}
+    }
+    out
 }
 
 /// The deletionTimestamp of a graceful delete with grace period `g`: `now + g` for the first one.
@@ -569,7 +612,7 @@ mod graceful_delete_tests {
 mod delete_plan_tests {
     use serde_json::json;
 
-    use super::{DeletePlan, plan_delete};
+    use super::{DeleteOptions, DeletePlan, GarbageCollectionPolicy, gc_finalizers, plan_delete};
     use crate::registry::core::configmap::strategy::ConfigMapStrategy;
     use crate::registry::core::namespace::strategy::NamespaceStrategy;
     use crate::registry::core::pod::strategy::PodStrategy;
@@ -578,24 +621,65 @@ mod delete_plan_tests {
         chrono::DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z").map(|t| t.with_timezone(&chrono::Utc)).expect("time")
     }
 
+    fn grace(g: Option<i64>) -> DeleteOptions {
+        DeleteOptions { grace_period_seconds: g, ..DeleteOptions::default() }
+    }
+
+    fn policy(p: &str) -> DeleteOptions {
+        DeleteOptions { propagation_policy: Some(p.into()), ..DeleteOptions::default() }
+    }
+
+    #[test]
+    fn the_finalizers_a_delete_leaves_for_the_garbage_collector() {
+        use GarbageCollectionPolicy::*;
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+        let none = DeleteOptions::default();
+        let orphan_flag = DeleteOptions { orphan_dependents: Some(true), ..DeleteOptions::default() };
+        // (kind's default, existing finalizers, options) -> finalizers
+        let cases: Vec<(GarbageCollectionPolicy, Vec<String>, DeleteOptions, Vec<String>)> = vec![
+            (DeleteDependents, s(&[]), none.clone(), s(&[])),
+            (DeleteDependents, s(&["keep"]), policy("Orphan"), s(&["keep", "orphan"])),
+            (DeleteDependents, s(&[]), policy("Foreground"), s(&["foregroundDeletion"])),
+            (DeleteDependents, s(&["orphan"]), policy("Foreground"), s(&["foregroundDeletion"])),
+            (DeleteDependents, s(&["foregroundDeletion"]), policy("Background"), s(&[])),
+            (DeleteDependents, s(&["orphan"]), none.clone(), s(&["orphan"])),
+            (DeleteDependents, s(&[]), orphan_flag.clone(), s(&["orphan"])),
+            (OrphanDependents, s(&[]), none.clone(), s(&["orphan"])),
+            (OrphanDependents, s(&[]), policy("Background"), s(&[])),
+            (Unsupported, s(&[]), policy("Orphan"), s(&[])),
+        ];
+        for (kind, existing, opts, want) in cases {
+            assert_eq!(gc_finalizers(kind, &existing, &opts), want, "{kind:?} {existing:?} {opts:?}");
+        }
+        // An orphaning delete marks the object and leaves it to the collector; a second delete
+        // may switch it to foreground.
+        let cm = json!({"metadata": {"name": "c", "resourceVersion": "7"}});
+        let DeletePlan::Mark(marked) = plan_delete(&ConfigMapStrategy, &cm, &policy("Orphan"), now()) else { panic!("marked") };
+        assert_eq!((marked["metadata"]["finalizers"].clone(), marked["metadata"]["deletionGracePeriodSeconds"].clone()), (json!(["orphan"]), json!(0)));
+        let DeletePlan::Mark(switched) = plan_delete(&ConfigMapStrategy, &marked, &policy("Foreground"), now()) else { panic!("switched") };
+        assert_eq!(switched["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+        assert_eq!(plan_delete(&ConfigMapStrategy, &switched, &grace(None), now()), DeletePlan::Keep);
+    }
+
     #[test]
     fn what_a_delete_does_to_the_object_it_finds() {
         let cm = json!({"metadata": {"name": "c", "resourceVersion": "7"}});
-        assert_eq!(plan_delete(&ConfigMapStrategy, &cm, None, now()), DeletePlan::Remove, "no grace, no finalizers: gone at once");
+        assert_eq!(plan_delete(&ConfigMapStrategy, &cm, &grace(None), now()), DeletePlan::Remove, "no grace, no finalizers: gone at once");
 
         let bound = json!({"metadata": {"name": "p", "resourceVersion": "7"}, "spec": {"nodeName": "n1"}});
-        let DeletePlan::Mark(marked) = plan_delete(&PodStrategy, &bound, None, now()) else { panic!("a bound pod is marked") };
+        let DeletePlan::Mark(marked) = plan_delete(&PodStrategy, &bound, &grace(None), now()) else { panic!("a bound pod is marked") };
         assert_eq!(marked["metadata"]["deletionTimestamp"], "2026-01-02T03:04:35Z");
         assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 30);
         assert_eq!(marked["metadata"]["resourceVersion"], "7", "the answer keeps the version it was decided on");
-        assert_eq!(plan_delete(&PodStrategy, &marked, Some(60), now()), DeletePlan::Keep, "a longer grace period changes nothing");
-        assert!(matches!(plan_delete(&PodStrategy, &marked, Some(5), now()), DeletePlan::Mark(_)), "a shorter one marks again");
-        assert_eq!(plan_delete(&PodStrategy, &bound, Some(0), now()), DeletePlan::Remove, "grace 0: gone at once");
+        assert_eq!(plan_delete(&PodStrategy, &marked, &grace(Some(60)), now()), DeletePlan::Keep, "a longer grace period changes nothing");
+        assert!(matches!(plan_delete(&PodStrategy, &marked, &grace(Some(5)), now()), DeletePlan::Mark(_)), "a shorter one marks again");
+        assert_eq!(plan_delete(&PodStrategy, &bound, &grace(Some(0)), now()), DeletePlan::Remove, "grace 0: gone at once");
+        assert_eq!(plan_delete(&PodStrategy, &marked, &grace(Some(0)), now()), DeletePlan::Remove, "grace 0 on a pod being deleted: gone at once");
 
         let ns = json!({"metadata": {"name": "team"}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-        let DeletePlan::Mark(marked) = plan_delete(&NamespaceStrategy, &ns, None, now()) else { panic!("a namespace with finalizers is marked") };
+        let DeletePlan::Mark(marked) = plan_delete(&NamespaceStrategy, &ns, &grace(None), now()) else { panic!("a namespace with finalizers is marked") };
         assert_eq!(marked["metadata"]["deletionTimestamp"], "2026-01-02T03:04:05Z");
         assert_eq!(marked["status"]["phase"], "Terminating", "the strategy's own marking");
-        assert_eq!(plan_delete(&NamespaceStrategy, &marked, None, now()), DeletePlan::Keep, "already waiting for its finalizers");
+        assert_eq!(plan_delete(&NamespaceStrategy, &marked, &grace(None), now()), DeletePlan::Keep, "already waiting for its finalizers");
     }
 }

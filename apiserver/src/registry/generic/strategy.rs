@@ -55,6 +55,17 @@ impl ResourceInfo {
     }
 }
 
+/// rest.GarbageCollectionPolicy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GarbageCollectionPolicy {
+    /// Dependents are deleted (in the background unless the request asks for Foreground).
+    DeleteDependents,
+    /// Dependents are orphaned unless the request asks otherwise (batch/v1 Jobs, for history).
+    OrphanDependents,
+    /// The kind takes no part in garbage collection (events): no GC finalizer is ever set.
+    Unsupported,
+}
+
 /// The per-resource part of the generic store.
 pub trait Strategy: Send + Sync + 'static {
     fn info(&self) -> &'static ResourceInfo;
@@ -121,6 +132,17 @@ pub trait Strategy: Send + Sync + 'static {
     /// object (a grace period, finalizers) answers with the marked object either way.
     fn return_deleted_object(&self) -> bool {
         false
+    }
+
+    /// What deleting an object does to its dependents when the DeleteOptions do not say
+    /// (`DefaultGarbageCollectionPolicy`): most kinds delete them (Background).
+    fn garbage_collection_policy(&self) -> GarbageCollectionPolicy {
+        GarbageCollectionPolicy::DeleteDependents
+    }
+
+    /// Warnings a delete with these options gets (a Job deleted without a propagation policy).
+    fn warnings_on_delete(&self, _propagation_given: bool) -> Vec<String> {
+        Vec::new()
     }
 
     /// What else changes when a delete marks the object and waits for its finalizers (a namespace

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::printer::JobPrinter;
 use crate::error::Cause;
 use crate::registry::batch::status_subresource;
-use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, keep_status, reset_status, set_defaults_on_update};
+use crate::registry::generic::strategy::{GarbageCollectionPolicy, ResourceInfo, Strategy, causes, keep_status, reset_status, set_defaults_on_update};
 use crate::registry::generic::typed::{Object, Typed};
 
 /// The labels a generated selector is made of (batch/v1's well-known labels).
@@ -38,6 +38,19 @@ pub static JOBS: ResourceInfo = ResourceInfo {
 pub struct JobStrategy;
 
 impl Strategy for JobStrategy {
+    /// batch/v1 Jobs orphan their pods unless asked otherwise (kept for compatibility, with a
+    /// warning on such a delete: `endpoints/handlers/delete.rs`).
+    fn garbage_collection_policy(&self) -> GarbageCollectionPolicy {
+        GarbageCollectionPolicy::OrphanDependents
+    }
+
+    fn warnings_on_delete(&self, propagation_given: bool) -> Vec<String> {
+        if propagation_given {
+            return Vec::new();
+        }
+        vec!["child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning".into()]
+    }
+
     fn info(&self) -> &'static ResourceInfo {
         &JOBS
     }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::printer::EventPrinter;
 use crate::error::Cause;
-use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, meta_field};
+use crate::registry::generic::strategy::{GarbageCollectionPolicy, ResourceInfo, Strategy, causes, meta_field};
 use crate::registry::generic::typed::Typed;
 
 pub static EVENTS: ResourceInfo = ResourceInfo {
@@ -31,6 +31,10 @@ pub struct EventStrategy {
 }
 
 impl Strategy for EventStrategy {
+    fn garbage_collection_policy(&self) -> GarbageCollectionPolicy {
+        GarbageCollectionPolicy::Unsupported
+    }
+
     fn info(&self) -> &'static ResourceInfo {
         &EVENTS
     }

@@ -80,7 +80,16 @@ impl Timeline {
     pub fn mermaid(&self) -> String {
         let mut out = String::from("sequenceDiagram\n");
         let pod_ip = self.steps.iter().find_map(|s| s.fields.get("pod_ip"));
-        for (id, label) in PARTICIPANTS {
+        // The participants that take part, in the fixed order (a bare pod has no Controller
+        // Manager; a pod a ReplicaSet made does).
+        let mut used: std::collections::HashSet<&str> = self.steps.iter().flat_map(|s| {
+            let (from, to) = arrow(s);
+            [from, to]
+        }).collect();
+        if self.steps.iter().any(|s| s.component == "cri" && s.name == "RunPodSandbox") {
+            used.extend(["CR", "CNI"]);
+        }
+        for (id, label) in PARTICIPANTS.iter().filter(|(id, _)| used.contains(id)) {
             let _ = writeln!(out, "    participant {id} as {label}");
         }
         for s in &self.steps {

@@ -30,13 +30,7 @@ import uuid
 
 # Checks the API server is known to fail, with why. A listed check that fails prints `xfail`; one
 # that passes fails the suite, so that the entry is removed once the server is fixed.
-KNOWN_GAPS = {
-    # No garbage collector (the API server's implementation caveats): ownerReferences are stored,
-    # propagationPolicy is not acted on. It arrives with the controllers that own objects.
-    "delete-foreground": "propagationPolicy=Foreground: no foregroundDeletion finalizer, the owner goes at once and its dependent stays (no garbage collector)",
-    "delete-orphan": "propagationPolicy=Orphan: the dependent keeps its owner reference (no garbage collector)",
-    "delete-background-dependents": "propagationPolicy=Background: the dependent of a deleted owner is never deleted (no garbage collector)",
-}
+KNOWN_GAPS = {}
 
 CLIENTS_DIR = os.environ.get("KUBELAB_CLIENTS_DIR", "/var/cache/kubelab/clients")
 sys.path.insert(0, os.path.join(CLIENTS_DIR, "python"))

@@ -2,7 +2,9 @@
 //! of the steps every component took, with their real timings. The API server gathers the steps
 //! (its own, the scheduler's and the node agent's) at `/debug/trace/namespaces/<ns>/pods/<name>`;
 //! this command shows them as a table, a mermaid sequence diagram or JSON, or follows the next pod
-//! created live.
+//! created live. For a pod a controller made, it follows the controller ownerReferences up
+//! (Pod → ReplicaSet → Deployment) and shows each link: when it was made, by which client, and
+//! the owner's event saying why ([`owner_chain`]).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -11,10 +13,12 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, WatchEvent, WatchParams};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
+use kube::core::GroupVersionKind;
 use podtrace::Step;
-use podtrace::render::Timeline;
+use podtrace::render::{Hop, Timeline};
 
 #[derive(Args)]
 pub struct TraceArgs {
@@ -52,7 +56,13 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     }
     let Some(pod) = &args.pod else { bail!("which pod? kubelab trace pod/<name> [-n namespace], or --follow") };
     let name = pod_name(pod)?;
-    let timeline = fetch(&kube, &args.namespace, name, args.uid.as_deref()).await?;
+    let mut timeline = fetch(&kube, &args.namespace, name, args.uid.as_deref()).await?;
+    if args.uid.is_none() {
+        match owner_chain(&kube, &args.namespace, name).await {
+            Ok(chain) => timeline.owners = chain,
+            Err(e) => timeline.warnings.push(format!("following the pod's owners: {e:#}")),
+        }
+    }
     let out = if args.json {
         timeline.json()
     } else if args.mermaid {
@@ -87,6 +97,85 @@ async fn fetch(kube: &kube::Client, namespace: &str, name: &str, uid: Option<&st
         e => anyhow::anyhow!("GET {path}: {e}"),
     })?;
     serde_json::from_str(&text).with_context(|| format!("the API server's answer to {path} is not a timeline"))
+}
+
+/// How many owners up a chain is followed (Deployment → ReplicaSet → Pod is two; a CronJob's
+/// pod three).
+const MAX_OWNER_HOPS: usize = 5;
+
+/// The pod's chain of controllers, top-most first, ending with the pod: each link's controller
+/// ownerReference is read (its kind resolved through discovery) until an object has none, is
+/// gone, or is not readable. Each link below the top gets the event in which its owner's
+/// controller reported making it (the earliest event about the owner whose message names it:
+/// `SuccessfulCreate`, `ScalingReplicaSet`).
+async fn owner_chain(kube: &kube::Client, namespace: &str, pod: &str) -> anyhow::Result<Vec<Hop>> {
+    let p = Api::<Pod>::namespaced(kube.clone(), namespace).get(pod).await.context("reading the pod")?;
+    let mut chain = vec![hop_of("Pod", &p.metadata)];
+    let mut meta = p.metadata;
+    while chain.len() <= MAX_OWNER_HOPS {
+        let Some(owner) = meta.owner_references.iter().flatten().find(|r| r.controller == Some(true)).cloned() else { break };
+        let (group, version) = owner.api_version.split_once('/').unwrap_or(("", &owner.api_version));
+        let gvk = GroupVersionKind::gvk(group, version, &owner.kind);
+        let Ok((resource, caps)) = kube::discovery::pinned_kind(kube, &gvk).await else { break };
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => Api::namespaced_with(kube.clone(), namespace, &resource),
+            kube::discovery::Scope::Cluster => Api::all_with(kube.clone(), &resource),
+        };
+        let Some(obj) = api.get_opt(&owner.name).await.with_context(|| format!("reading {}/{}", owner.kind, owner.name))? else { break };
+        if obj.metadata.uid.as_deref() != Some(owner.uid.as_str()) {
+            break; // a namesake, not the owner
+        }
+        // Why the owner made the link below it.
+        let events = Api::<Event>::namespaced(kube.clone(), namespace)
+            .list(&ListParams::default().fields(&format!("involvedObject.uid={}", owner.uid)))
+            .await
+            .context("listing the owner's events")?;
+        if let Some(child) = chain.last_mut() {
+            explain(child, &events.items);
+        }
+        chain.push(hop_of(&owner.kind, &obj.metadata));
+        meta = obj.metadata;
+    }
+    chain.reverse();
+    Ok(chain)
+}
+
+/// A link as its own metadata tells it: creation time and the client of its first
+/// managedFields entry.
+fn hop_of(kind: &str, meta: &ObjectMeta) -> Hop {
+    Hop {
+        kind: kind.to_string(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        at: meta.creation_timestamp.as_ref().and_then(|t| t.0.to_string().parse().ok()),
+        created_by: creator(meta),
+        ..Hop::default()
+    }
+}
+
+/// Who created the object, as far as its managedFields tell: the earliest manager that wrote its
+/// spec (a controller that later writes only annotations or status is not its creator; entries
+/// carry whole seconds, so "earliest" alone cannot tell them apart), else the earliest at all.
+fn creator(meta: &ObjectMeta) -> Option<String> {
+    let entries: Vec<&ManagedFieldsEntry> = meta.managed_fields.iter().flatten().collect();
+    let wrote_spec = |m: &ManagedFieldsEntry| m.subresource.as_deref().unwrap_or_default().is_empty() && m.fields_v1.as_ref().is_some_and(|f| f.0.get("f:spec").is_some());
+    let earliest = |it: Vec<&ManagedFieldsEntry>| it.into_iter().min_by_key(|m| m.time.as_ref().map(|t| t.0)).and_then(|m| m.manager.clone());
+    earliest(entries.iter().copied().filter(|m| wrote_spec(m)).collect()).or_else(|| earliest(entries))
+}
+
+/// Fills in the event that reported making `child`: the earliest of `events` whose message
+/// names it (as a whole word: `web-1` must not match `web-10`). Its time, microsecond-precise,
+/// replaces the creationTimestamp's whole second.
+fn explain(child: &mut Hop, events: &[Event]) {
+    let names = |e: &&Event| e.message.as_deref().is_some_and(|m| m.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '.')).any(|w| w == child.name));
+    let when = |e: &Event| e.event_time.as_ref().map(|t| t.0.to_string()).or_else(|| e.first_timestamp.as_ref().map(|t| t.0.to_string()));
+    let Some(e) = events.iter().filter(names).min_by_key(|e| when(e)) else { return };
+    child.controller = e.reporting_component.clone().filter(|c| !c.is_empty()).or_else(|| e.source.as_ref().and_then(|s| s.component.clone()));
+    child.reason = e.reason.clone();
+    child.message = e.message.clone();
+    if let Some(t) = when(e).and_then(|t| t.parse().ok()) {
+        child.at = Some(t);
+    }
 }
 
 /// Waits for the next pod created in `namespace`, then prints each step once, as the components
@@ -152,6 +241,50 @@ fn print_step(s: &Step, origin: Option<chrono::DateTime<chrono::Utc>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(message: &str, at: &str, reason: &str) -> Event {
+        let t: k8s_openapi::jiff::Timestamp = at.parse().expect("time");
+        Event {
+            message: Some(message.into()),
+            reason: Some(reason.into()),
+            reporting_component: Some("replicaset-controller".into()),
+            event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(t)),
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn the_event_that_made_a_link_names_it_as_a_whole_word() {
+        let mut hop = Hop { kind: "Pod".into(), name: "web-1".into(), ..Hop::default() };
+        let events = vec![
+            event("Created pod: web-10", "2026-12-03T08:00:00.100Z", "SuccessfulCreate"),
+            event("Deleted pod: web-1", "2026-12-03T08:00:05Z", "SuccessfulDelete"),
+            event("Created pod: web-1", "2026-12-03T08:00:00.250Z", "SuccessfulCreate"),
+        ];
+        explain(&mut hop, &events);
+        assert_eq!(hop.reason.as_deref(), Some("SuccessfulCreate"));
+        assert_eq!(hop.message.as_deref(), Some("Created pod: web-1"));
+        assert_eq!(hop.controller.as_deref(), Some("replicaset-controller"));
+        assert_eq!(hop.at.map(|t| t.to_rfc3339()), Some("2026-12-03T08:00:00.250+00:00".into()));
+        let mut lone = Hop { name: "other".into(), ..Hop::default() };
+        explain(&mut lone, &events);
+        assert_eq!(lone.reason, None, "no event names it");
+    }
+
+    #[test]
+    fn the_creator_is_who_wrote_the_spec_first() {
+        let entry = |manager: &str, spec: bool, sub: Option<&str>| {
+            let fields = if spec { serde_json::json!({"f:spec": {}}) } else { serde_json::json!({"f:metadata": {"f:annotations": {}}}) };
+            serde_json::json!({"manager": manager, "operation": "Update", "time": "2026-12-03T08:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields, "subresource": sub})
+        };
+        let meta = |entries: Vec<serde_json::Value>| -> ObjectMeta { serde_json::from_value(serde_json::json!({"managedFields": entries})).expect("meta") };
+        // The controller annotated it in the same second and wrote its status: not the creator.
+        let m = meta(vec![entry("kube-controller-manager", false, None), entry("kube-controller-manager", true, Some("status")), entry("kubectl-create", true, None)]);
+        assert_eq!(creator(&m).as_deref(), Some("kubectl-create"));
+        let m = meta(vec![entry("kube-controller-manager", false, None)]);
+        assert_eq!(creator(&m).as_deref(), Some("kube-controller-manager"), "no spec writer: the earliest");
+        assert_eq!(creator(&ObjectMeta::default()), None);
+    }
 
     #[test]
     fn pod_arguments() {

@@ -3,7 +3,9 @@
 //! component's steps in order (API server request and store write, the watch events to the
 //! scheduler and the node agent, the scheduler's queue, filter, score and bind, the eight SyncPod
 //! steps and the CRI calls under them); `--mermaid` and `--json` render it; a pod whose image
-//! cannot be pulled shows its failing step; a static pod is traced through its mirror pod.
+//! cannot be pulled shows its failing step; a static pod is traced through its mirror pod; a pod
+//! of a Deployment is traced back to it (Deployment → ReplicaSet → Pod, each link with the client
+//! that made it and the controller's event saying why).
 
 use std::process::Command;
 use std::time::Duration;
@@ -63,7 +65,7 @@ async fn a_pods_journey_is_traced_through_every_component() {
     if let Err(e) = e2e::containerd::prerequisites() {
         panic!("the trace test needs: {e}");
     }
-    let mut api = ApiCluster::start(ApiOptions::default()).await.expect("store + API server");
+    let mut api = ApiCluster::start(ApiOptions { controller_manager: true, ..ApiOptions::default() }).await.expect("store + API server + controller manager");
     api.start_scheduler(&[]).expect("scheduler");
     let agent = NodeAgent::start(api.root(), NodeAgentOptions { master: Some(api.url()), node_name: NODE, pod_cidr_octet: 49, extra: vec![] })
         .await
@@ -144,6 +146,27 @@ async fn a_pods_journey_is_traced_through_every_component() {
     let mirror = format!("pod/static-web-{NODE}");
     let table = trace_until(&api, &[&mirror], &["nodeagent create", "nodeagent step8_status"]).await;
     assert!(!steps(&table).iter().any(|s| s.starts_with("scheduler ")), "a static pod has no scheduler hop:\n{table}");
+
+    // 4. A pod of a Deployment: the trace follows it back to its owners.
+    api.kubectl_ok(&["create", "deployment", "traced", "--image=docker.io/library/busybox:1.36", "--", "sleep", "3600"]);
+    api.kubectl_ok(&["rollout", "status", "deployment/traced", "--timeout=90s"]);
+    let pod = api.kubectl_ok(&["get", "pods", "-l", "app=traced", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let pod = format!("pod/{}", pod.trim());
+    let table = trace_until(&api, &[&pod], &["nodeagent step8_status"]).await;
+    let made_by = table.lines().find(|l| l.starts_with("made by ")).unwrap_or_else(|| panic!("no chain of owners:\n{table}"));
+    assert!(made_by.starts_with("made by Deployment/traced → ReplicaSet/traced-") && made_by.ends_with(&format!("→ Pod/{}", &pod[4..])), "{table}");
+    assert!(table.contains("Deployment/traced") && table.contains("created by kubectl-create"), "the Deployment was made by kubectl create:\n{table}");
+    assert!(table.contains("created by kube-controller-manager: deployment-controller ScalingReplicaSet: Scaled up replica set traced-"), "the ReplicaSet's why:\n{table}");
+    assert!(table.contains(&format!("created by kube-controller-manager: replicaset-controller SuccessfulCreate: Created pod: {}", &pod[4..])), "the pod's why:\n{table}");
+    let mermaid = trace(&api, &[&pod, "--mermaid"]);
+    let diagram = e2e::mermaid::parse(&mermaid).unwrap_or_else(|e| panic!("the diagram does not parse: {e}\n{mermaid}"));
+    assert!(diagram.unused_participants().is_empty(), "participants without a message: {:?}\n{mermaid}", diagram.unused_participants());
+    for arrow in ["U->>API: create Deployment/traced by kubectl-create", "CM->>API: create ReplicaSet/traced-", "Note over CM,API: replicaset-controller SuccessfulCreate", "CM->>API: request POST pods"] {
+        assert!(mermaid.contains(arrow), "no {arrow:?} in\n{mermaid}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&trace(&api, &[&pod, "--json"])).expect("--json is JSON");
+    let kinds: Vec<&str> = json["owners"].as_array().map(|o| o.iter().filter_map(|h| h["kind"].as_str()).collect()).unwrap_or_default();
+    assert_eq!(kinds, ["Deployment", "ReplicaSet", "Pod"], "{json}");
 
     // A pod that is gone is reported clearly.
     let bin = e2e::kubelab_bin().expect("kubelab binary");

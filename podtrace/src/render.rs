@@ -23,6 +23,55 @@ pub struct Timeline {
     /// Components whose steps could not be fetched, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The chain of controllers that made the pod, from the top-most owner down to the pod
+    /// itself (`Deployment → ReplicaSet → Pod`); empty for a pod nobody controls. Filled by
+    /// `kubelab trace`, which follows the controller ownerReferences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<Hop>,
+}
+
+/// One link of a pod's chain of owners: an object, when it was made, by which client, and the
+/// event in which its owner's controller said why (`Scaled up replica set web-5d9 from 0 to 3`,
+/// `Created pod: web-5d9-x7k`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hop {
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+    /// When it was made: the owner's event time (microseconds) when there is one, else the
+    /// object's creationTimestamp (whole seconds).
+    pub at: Option<DateTime<Utc>>,
+    /// The client that created it (the manager of its first managedFields entry: `kubectl-create`,
+    /// `kube-controller-manager`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    /// The controller that reported making it (the owner's event source: `deployment-controller`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl Hop {
+    /// `Kind/name`.
+    pub fn object(&self) -> String {
+        format!("{}/{}", self.kind, self.name)
+    }
+
+    /// `by <client>[: <controller> <reason>: <message>]`.
+    fn why(&self) -> String {
+        let mut out = format!("created by {}", self.created_by.as_deref().unwrap_or("an unknown client"));
+        if let (Some(c), Some(r)) = (&self.controller, &self.reason) {
+            let _ = write!(out, ": {c} {r}");
+            if let Some(m) = &self.message {
+                let _ = write!(out, ": {m}");
+            }
+        }
+        out
+    }
 }
 
 impl Timeline {
@@ -32,11 +81,23 @@ impl Timeline {
         steps.sort_by(|a, b| (a.start, &a.component, &a.name, a.end).cmp(&(b.start, &b.component, &b.name, b.end)));
         steps.dedup_by(|a, b| a.start == b.start && a.end == b.end && a.component == b.component && a.name == b.name);
         let origin = steps.first().map(|s| s.start);
-        Timeline { namespace: namespace.into(), name: name.into(), uid: uid.into(), origin, steps, warnings: Vec::new() }
+        Timeline { namespace: namespace.into(), name: name.into(), uid: uid.into(), origin, steps, warnings: Vec::new(), owners: Vec::new() }
     }
 
     fn offset_ms(&self, s: &Step) -> f64 {
-        self.origin.map(|o| ms(s.start - o)).unwrap_or(0.0)
+        self.offset_of(s.start)
+    }
+
+    fn offset_of(&self, t: DateTime<Utc>) -> f64 {
+        self.origin.map(|o| ms(t - o)).unwrap_or(0.0)
+    }
+
+    /// `+12.0ms` or `-2345.0ms`: a hop may come before the pod's first step.
+    fn signed_offset(&self, t: Option<DateTime<Utc>>) -> String {
+        match t {
+            Some(t) => format!("{:+.1}ms", self.offset_of(t)),
+            None => "?".into(),
+        }
     }
 
     /// One line per step: offset from submission, duration, component, node, step and details.
@@ -58,6 +119,16 @@ impl Timeline {
         }
         let widths: Vec<usize> = (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
         let mut out = format!("pod {}/{} (uid {})\n", self.namespace, self.name, self.uid);
+        if !self.owners.is_empty() {
+            let chain: Vec<String> = self.owners.iter().map(Hop::object).collect();
+            let _ = writeln!(out, "made by {}", chain.join(" → "));
+            let w = chain.iter().map(|c| c.chars().count()).max().unwrap_or(0);
+            let offsets: Vec<String> = self.owners.iter().map(|h| self.signed_offset(h.at)).collect();
+            let ow = offsets.iter().map(|o| o.chars().count()).max().unwrap_or(0);
+            for ((h, c), o) in self.owners.iter().zip(&chain).zip(&offsets) {
+                let _ = writeln!(out, "  {o:>ow$}   {c:<w$}   {}", h.why());
+            }
+        }
         for r in &rows {
             let mut line = String::new();
             for (i, w) in widths.iter().enumerate() {
@@ -86,11 +157,29 @@ impl Timeline {
             let (from, to) = arrow(s);
             [from, to]
         }).collect();
+        used.extend(self.owners.iter().flat_map(|h| [participant(h.created_by.as_ref()), "API"]));
         if self.steps.iter().any(|s| s.component == "cri" && s.name == "RunPodSandbox") {
             used.extend(["CR", "CNI"]);
         }
         for (id, label) in PARTICIPANTS.iter().filter(|(id, _)| used.contains(id)) {
             let _ = writeln!(out, "    participant {id} as {label}");
+        }
+        // The owners' creations come first: who made each link, and the event saying why.
+        for (i, h) in self.owners.iter().enumerate() {
+            let from = participant(h.created_by.as_ref());
+            let is_pod = i + 1 == self.owners.len();
+            let why = match (&h.controller, &h.reason, &h.message) {
+                (Some(c), Some(r), Some(m)) => format!("{c} {r}: {m}"),
+                (Some(c), Some(r), None) => format!("{c} {r}"),
+                _ => format!("by {}", h.created_by.as_deref().unwrap_or("an unknown client")),
+            };
+            if is_pod && i > 0 {
+                // The pod's create request is among the steps: say only why it was made.
+                let _ = writeln!(out, "    Note over {from},API: {}", mermaid_text(&format!("{why} ({})", self.signed_offset(h.at))));
+            } else if !is_pod {
+                let label = format!("create {} {} ({})", h.object(), why, self.signed_offset(h.at));
+                let _ = writeln!(out, "    {from}->>API: {}", mermaid_text(&label));
+            }
         }
         for s in &self.steps {
             let (from, to) = arrow(s);
@@ -223,6 +312,38 @@ mod tests {
         assert!(m.contains("K->>CR: RunPodSandbox 160.0 ms (+40 ms)"), "{m}");
         assert!(m.contains("CR->>CNI: ADD bridge + host-local → 10.244.1.7"), "{m}");
         assert!(m.contains("K->>CR: FAILED StartContainer"), "{m}");
+    }
+
+    #[test]
+    fn the_chain_of_owners_is_shown_before_the_steps() {
+        let mut t = timeline();
+        let origin = t.origin.unwrap_or_default();
+        let hop = |kind: &str, name: &str, ms: i64, by: &str, why: Option<(&str, &str, &str)>| Hop {
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            at: Some(origin + chrono::Duration::milliseconds(ms)),
+            created_by: Some(by.into()),
+            controller: why.map(|w| w.0.into()),
+            reason: why.map(|w| w.1.into()),
+            message: why.map(|w| w.2.into()),
+        };
+        t.owners = vec![
+            hop("Deployment", "web", -2000, "kubectl-create", None),
+            hop("ReplicaSet", "web-5d9", -1500, "kube-controller-manager", Some(("deployment-controller", "ScalingReplicaSet", "Scaled up replica set web-5d9 from 0 to 3"))),
+            hop("Pod", "web", 0, "kube-controller-manager", Some(("replicaset-controller", "SuccessfulCreate", "Created pod: web"))),
+        ];
+        let table = t.table();
+        assert!(table.contains("made by Deployment/web → ReplicaSet/web-5d9 → Pod/web"), "{table}");
+        assert!(table.contains("-2000.0ms   Deployment/web"), "{table}");
+        assert!(table.contains("created by kube-controller-manager: deployment-controller ScalingReplicaSet: Scaled up replica set web-5d9 from 0 to 3"), "{table}");
+        let m = t.mermaid();
+        assert!(m.contains("participant CM as Controller Manager"), "{m}");
+        assert!(m.contains("U->>API: create Deployment/web by kubectl-create (-2000.0ms)"), "{m}");
+        assert!(m.contains("CM->>API: create ReplicaSet/web-5d9 deployment-controller ScalingReplicaSet: Scaled up replica set web-5d9 from 0 to 3 (-1500.0ms)"), "{m}");
+        assert!(m.contains("Note over CM,API: replicaset-controller SuccessfulCreate: Created pod: web (+0.0ms)"), "{m}");
+        let back: Timeline = serde_json::from_str(&t.json()).expect("json");
+        assert_eq!(back.owners, t.owners);
     }
 
     #[test]

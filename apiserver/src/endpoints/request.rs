@@ -211,9 +211,22 @@ pub fn decode(reg: &Registry, mut obj: Value, q: &HashMap<String, String>) -> Re
     Ok((canonical, warnings))
 }
 
+/// The manager a non-apply write is recorded under: `fieldManager` when given, else the
+/// client's User-Agent up to its first `/` (at most 128 characters), as kube-apiserver's
+/// prefixFromUserAgent does — so a controller's creates and updates are recorded as
+/// `kube-controller-manager`'s. None without either.
+pub fn field_manager(req: &HttpRequest, q: &HashMap<String, String>) -> Option<String> {
+    if let Some(m) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+        return Some(m.clone());
+    }
+    let agent = req.headers().get(header::USER_AGENT).and_then(|v| v.to_str().ok())?;
+    let prefix: String = agent.split('/').next().unwrap_or(agent).chars().take(128).collect();
+    (!prefix.is_empty()).then_some(prefix)
+}
+
 /// Records who wrote which fields (metadata.managedFields) for a non-apply write.
-pub fn record_managed_fields(mut obj: Value, old: Option<&Value>, q: &HashMap<String, String>, operation: &str) -> Value {
-    if let Some(manager) = q.get("fieldManager").filter(|m| !m.is_empty()) {
+pub fn record_managed_fields(mut obj: Value, old: Option<&Value>, manager: Option<&str>, operation: &str) -> Value {
+    if let Some(manager) = manager {
         apimachinery::managedfields::update_managed_fields(old, &mut obj, manager, operation, &now_rfc3339());
     }
     obj

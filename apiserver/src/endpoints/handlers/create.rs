@@ -6,7 +6,8 @@
 //! 1. decode the body through the typed object (`decode`): unknown fields are warnings, or 400
 //!    under `fieldValidation=Strict`; the name and namespace must be the URL's;
 //! 2. the resource's tracing hook: a pod carries this request's trace context (podtrace::otel);
-//! 3. record the managed fields of what the client sent (`fieldManager`);
+//! 3. record the managed fields of what the client sent (under `fieldManager`, else the
+//!    User-Agent's program name);
 //! 4. mutating admission on the request (`admission`: NamespaceLifecycle checks the namespace);
 //! 5. the store's create: BeforeCreate — the type's defaults (`SetDefaults_<Kind>`), mutating
 //!    admission on the object, PrepareForCreate, Validate (`defaulting and validation`) —,
@@ -25,7 +26,7 @@ use serde_json::Value;
 
 use crate::admission::interfaces::{Attributes, Operation};
 use crate::config::Api;
-use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, parse_body, query, record_managed_fields, respond};
+use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, parse_body, query, field_manager, record_managed_fields, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::WriteOptions;
 use crate::registry::generic::rest::{CreateFunc, RestRequest};
@@ -49,7 +50,7 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
         podtrace::otel::annotate(&mut obj);
     }
     // Step 3: managed fields.
-    let obj = record_managed_fields(obj, None, q, "Update");
+    let obj = record_managed_fields(obj, None, field_manager(req, q).as_deref(), "Update");
     // Steps 4 and 5.
     let created = create_object(api, reg, t.namespace.as_deref(), obj, opts.is_dry_run()).await?;
     // Step 6: the request names the object it created, so a tracing UI finds the create by it.

@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::create::create_object;
 use super::update::check_view_type;
 use crate::config::Api;
-use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, respond};
+use crate::endpoints::request::{Target, check_name_and_namespace, decode, field_manager, parse_body, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::WriteOptions;
 use crate::registry::generic::rest::View;
@@ -76,7 +76,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
         };
     }
     let apply_patch = patcher(req, body, &media, meta)?;
-    let manager = q.get("fieldManager").cloned();
+    let manager = field_manager(req, q);
     let updated = reg
         .guaranteed_update_with(ns, name, sub, dry_run, |current| {
             let patched = apply_patch(current)?;

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::Value;
 
-use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, record_managed_fields, respond};
+use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, field_manager, record_managed_fields, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::WriteOptions;
 use crate::registry::generic::rest::View;
@@ -24,7 +24,7 @@ pub async fn update(req: &HttpRequest, body: &[u8], t: &Target, name: &str, q: &
     let (obj, warnings) = decode(reg, obj, q)?;
     check_name_and_namespace(t, &obj)?;
     let old = reg.get(ns, name).await?;
-    let obj = record_managed_fields(obj, Some(&old), q, "Update");
+    let obj = record_managed_fields(obj, Some(&old), field_manager(req, q).as_deref(), "Update");
     let updated = reg.update_with(ns, name, obj, t.subresource.as_deref(), opts.is_dry_run()).await?;
     Ok(respond(200, &updated, &warnings))
 }

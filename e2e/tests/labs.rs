@@ -13,6 +13,7 @@
 //! | [`ex04_broken_static_pod`] | 04-broken-static-pod.md | node3's scheduler (restored) |
 //! | [`ex05_fill_a_node`] | 05-fill-a-node.md | node3's CPU (freed) |
 //! | [`ex06_pleg_sees_a_container_die`] | 06-pleg-container-death.md | one container (restarted) |
+//! | [`ex07_deployment_survives_a_node`] | 07-deployment-survives-a-node.md | node2 (started again) |
 //! | [`ex02_store_leader_election`] | 02-store-leader-election.md | a whole node (started again) |
 //!
 //! The lab runs with `KUBELAB_RUST_LOG=info,kubelet::pleg=debug`, as the README asks readers to
@@ -469,6 +470,113 @@ async fn ex02_store_leader_election(lab: &Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The lab's pod toleration of an unreachable node (write-manifests.sh).
+const LAB_TOLERATION_SECONDS: u64 = 30;
+
+/// Pods of `app=web` by phase of life: (name, node, ready, terminating, pod-template-hash).
+async fn web_pods(lab: &Lab, via: &str) -> anyhow::Result<Vec<(String, String, bool, bool, String)>> {
+    let v = lab.get_json(via, &["pods", "-l", "app=web"]).await?;
+    Ok(v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let ready = p["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (
+                str_at(p, "/metadata/name").to_string(),
+                str_at(p, "/spec/nodeName").to_string(),
+                ready,
+                !p["metadata"]["deletionTimestamp"].is_null(),
+                str_at(p, "/metadata/labels/pod-template-hash").to_string(),
+            )
+        })
+        .collect())
+}
+
+/// 07: a Deployment of six replicas over three nodes; node2 dies and its pods are replaced on
+/// the other two within the lab's toleration plus a minute; a rolling update never leaves fewer
+/// than `replicas - maxUnavailable` pods Ready (sampled every second).
+async fn ex07_deployment_survives_a_node(lab: &Lab) -> anyhow::Result<()> {
+    lab.kubectl_ok("node1", &["create", "deployment", "web", "--image=docker.io/library/busybox:1.36", "--replicas=6", "--", "sleep", "100000"]).await?;
+    lab.kubectl_ok("node1", &["rollout", "status", "deployment/web", "--timeout=180s"]).await?;
+    let pods = web_pods(lab, "node1").await?;
+    let on = |node: &str| pods.iter().filter(|p| p.1 == node).count();
+    eprintln!("[labs] 07: six replicas: node1 {}, node2 {}, node3 {}", on("node1"), on("node2"), on("node3"));
+    ensure!(pods.len() == 6 && pods.iter().all(|p| p.2), "six Ready pods: {pods:?}");
+    ensure!(on("node2") > 0, "the scheduler spread the replicas, so node2 runs some: {pods:?}");
+    let p = lab.get_json("node1", &["pod", &pods[0].0]).await?;
+    let unreachable = p["spec"]["tolerations"].as_array().into_iter().flatten().find(|t| t["key"] == "node.kubernetes.io/unreachable").cloned().unwrap_or_default();
+    ensure!(unreachable["tolerationSeconds"].as_u64() == Some(LAB_TOLERATION_SECONDS), "the lab's pods tolerate an unreachable node for {LAB_TOLERATION_SECONDS} s: {unreachable}");
+    let doomed: Vec<String> = pods.iter().filter(|p| p.1 == "node2").map(|p| p.0.clone()).collect();
+
+    // node2 dies: marked, tainted, its pods evicted after their toleration, replaced elsewhere.
+    let killed = Instant::now();
+    lab.script_ok(&["kill", "node2"]).await?;
+    let replaced = poll_until("six Ready replicas on node1 and node3", Duration::from_secs(LAB_TOLERATION_SECONDS + 90), Duration::from_secs(1), || async {
+        let pods = match web_pods(lab, "node1").await {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("[labs] 07: {e:#}"); // the API server may be briefly busy with the lost member
+                return Ok(None);
+            }
+        };
+        let serving: Vec<_> = pods.iter().filter(|p| p.2 && !p.3 && p.1 != "node2").collect();
+        Ok((serving.len() == 6).then(|| killed.elapsed()))
+    })
+    .await?;
+    let node = lab.get_json("node1", &["node", "node2"]).await?;
+    let taints: Vec<String> = node["spec"]["taints"].as_array().into_iter().flatten().map(|t| format!("{}:{}", str_at(t, "/key"), str_at(t, "/effect"))).collect();
+    ensure!(taints.iter().any(|t| t == "node.kubernetes.io/unreachable:NoExecute"), "node2 is tainted unreachable: {taints:?}");
+    let evs = lab.get_json("node1", &["events", "--field-selector", "reason=TaintManagerEviction"]).await?;
+    for pod in &doomed {
+        ensure!(evs["items"].as_array().into_iter().flatten().any(|e| str_at(e, "/involvedObject/name") == pod), "{pod} was evicted by the taint manager");
+    }
+    eprintln!("[labs] 07: node2 killed; its {} pods replaced on node1 and node3 after {}", doomed.len(), secs(replaced));
+    ensure!(replaced <= Duration::from_secs(LAB_TOLERATION_SECONDS + 60), "replaced after {}, more than the toleration plus a minute", secs(replaced));
+
+    // node2 comes back; its node agent finishes the evicted pods.
+    lab.script_ok(&["start", "node2"]).await?;
+    poll_until("three nodes Ready, node2's old pods gone", Duration::from_secs(180), Duration::from_secs(1), || async {
+        let r = lab.node_readiness("node1").await?;
+        let pods = web_pods(lab, "node1").await?;
+        Ok((r.len() == 3 && r.values().all(|s| s == "True") && !pods.iter().any(|p| doomed.contains(&p.0))).then_some(()))
+    })
+    .await?;
+
+    // A rolling update, sampled every second: never fewer than 6 - 1 Ready (maxUnavailable 25 % of 6, rounded down).
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let rollout = async {
+        let started = Instant::now();
+        let r = async {
+            lab.kubectl_ok("node1", &["set", "env", "deployment/web", "VERSION=2"]).await?;
+            lab.kubectl_ok("node1", &["rollout", "status", "deployment/web", "--timeout=180s"]).await
+        }
+        .await;
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        r.map(|_| started.elapsed())
+    };
+    let sample = async {
+        let (mut fewest, mut samples) = (usize::MAX, 0);
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok(pods) = web_pods(lab, "node1").await {
+                fewest = fewest.min(pods.iter().filter(|p| p.2 && !p.3).count());
+                samples += 1;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        (fewest, samples)
+    };
+    let (took, (fewest, samples)) = tokio::join!(rollout, sample);
+    let took = took?;
+    let pods = web_pods(lab, "node1").await?;
+    let live: Vec<_> = pods.iter().filter(|p| !p.3).collect();
+    ensure!(live.len() == 6 && live.iter().all(|p| p.2 && p.4 == live[0].4), "six Ready pods of one template after the rollout: {pods:?}");
+    eprintln!("[labs] 07: rolling update in {}: fewest Ready pods in {samples} samples: {fewest}", secs(took));
+    ensure!(samples >= 3 && fewest >= 5, "at least 5 of 6 pods Ready throughout the rollout: fewest {fewest} in {samples} samples");
+    lab.kubectl_ok("node1", &["delete", "deployment", "web"]).await?;
+    Ok(())
+}
+
 async fn run<F: std::future::Future<Output = anyhow::Result<()>>>(name: &str, exercise: F) {
     let start = Instant::now();
     if let Err(e) = exercise.await {
@@ -487,6 +595,7 @@ async fn lab_exercises() {
     run("04-broken-static-pod", ex04_broken_static_pod(&lab)).await;
     run("05-fill-a-node", ex05_fill_a_node(&lab)).await;
     run("06-pleg-container-death", ex06_pleg_sees_a_container_die(&lab)).await;
+    run("07-deployment-survives-a-node", ex07_deployment_survives_a_node(&lab)).await;
     run("02-store-leader-election", ex02_store_leader_election(&lab)).await;
     println!("  all exercises: {}", secs(start.elapsed()));
     lab.down();

@@ -1,7 +1,8 @@
 //! The official Kubernetes clients against kubelab: the Python client (kubernetes 32.0.1) and the
 //! JavaScript client (@kubernetes/client-node 1.1.2) each run their suite in e2e/clients/ against
-//! an API server with a controller manager (its garbage collector finishes foreground deletes)
-//! and a node agent on a private containerd (for pods, logs and exec). A suite prints one line
+//! an API server with a controller manager (its garbage collector finishes foreground deletes,
+//! its workload controllers roll Deployments and run Jobs), a scheduler, and a node agent on a
+//! private containerd (for pods, logs and exec). A suite prints one line
 //! per check; the test fails when the suite does, and prints everything it said.
 //!
 //! The clients come pinned from `make deps` (scripts/fetch-clients.sh) in
@@ -76,7 +77,7 @@ fn run_suite(lab: &NodeLab, what: &str, interpreter: &str, script: &Path, cwd: &
 async fn python_client_suite() {
     let dir = clients_dir().join("python");
     require_install(&dir.join("kubernetes").join("__init__.py"), "python3");
-    let lab = NodeLab::start("client-python", 61, Components { controller_manager: true, ..Components::default() }).await;
+    let lab = NodeLab::start("client-python", 61, Components { controller_manager: true, scheduler: true }).await;
     let suite = suites_dir().join("python");
     run_suite(&lab, "python", "python3", &suite.join("suite.py"), &suite, &[("PYTHONPATH", dir.to_string_lossy().into_owned()), ("PYTHONDONTWRITEBYTECODE", "1".into())]);
 }
@@ -85,7 +86,7 @@ async fn python_client_suite() {
 async fn javascript_client_suite() {
     let dir = clients_dir().join("js");
     require_install(&dir.join("node_modules").join("@kubernetes").join("client-node").join("package.json"), "node");
-    let lab = NodeLab::start("client-js", 62, Components { controller_manager: true, ..Components::default() }).await;
+    let lab = NodeLab::start("client-js", 62, Components { controller_manager: true, scheduler: true }).await;
     let suite = suites_dir().join("js");
     // The suite imports the client from NODE_PATH's directory itself (an ES module import does
     // not search NODE_PATH).

@@ -124,6 +124,8 @@ class Suite {
         });
         this.core = this.kc.makeApiClient(k8s.CoreV1Api);
         this.coordination = this.kc.makeApiClient(k8s.CoordinationV1Api);
+        this.apps = this.kc.makeApiClient(k8s.AppsV1Api);
+        this.batch = this.kc.makeApiClient(k8s.BatchV1Api);
         this.objects = k8s.KubernetesObjectApi.makeApiClient(this.kc);
     }
 
@@ -634,6 +636,72 @@ check('delete-grace-period', async (s) => {
     await s.configmap('del-now');
     await s.core.deleteNamespacedConfigMap({ name: 'del-now', namespace: s.ns, gracePeriodSeconds: 0 });
     await apiError(() => s.getCm('del-now'), 404, 'NotFound');
+});
+
+// --- workloads (the controller manager, the scheduler and the node agent at work) ---
+
+// A rollout or a Job on real containers (pods created, scheduled, started, reported).
+const ROLLOUT_TIMEOUT = 60_000;
+
+// As `kubectl rollout status` judges it: the controller saw the latest spec, and every replica
+// is updated and available, with no old ones left.
+async function waitRolledOut(s, name, replicas) {
+    await waitFor(`deployment ${name} rolled out to ${replicas}`, async () => {
+        const d = await s.apps.readNamespacedDeployment({ name, namespace: s.ns });
+        const st = d.status || {};
+        const ok = (st.observedGeneration || 0) >= d.metadata.generation && st.updatedReplicas === replicas && st.replicas === replicas && st.availableReplicas === replicas;
+        return [ok, `generation ${d.metadata.generation} observed ${st.observedGeneration} replicas ${st.replicas} updated ${st.updatedReplicas} available ${st.availableReplicas}`];
+    }, ROLLOUT_TIMEOUT);
+}
+
+check('deployment-rollout', async (s) => {
+    const labels = { app: 'web' };
+    const body = {
+        metadata: { name: 'web' },
+        spec: {
+            replicas: 2,
+            selector: { matchLabels: labels },
+            template: { metadata: { labels }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: s.image, command: ['sleep', '3600'] }] } },
+        },
+    };
+    const d = await s.apps.createNamespacedDeployment({ namespace: s.ns, body });
+    ensure(d.spec.strategy.type === 'RollingUpdate' && d.spec.revisionHistoryLimit === 10, `defaults: ${show(d.spec.strategy)} ${d.spec.revisionHistoryLimit}`);
+    await waitRolledOut(s, 'web', 2);
+    // The scale subresource, read and patched as an autoscaling/v1 Scale.
+    const sc = await s.apps.readNamespacedDeploymentScale({ name: 'web', namespace: s.ns });
+    ensure(sc.spec.replicas === 2 && sc.status.replicas === 2 && sc.status.selector === 'app=web', `scale: ${show(sc)}`);
+    await s.apps.patchNamespacedDeploymentScale({ name: 'web', namespace: s.ns, body: { spec: { replicas: 1 } } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+    await waitRolledOut(s, 'web', 1);
+    // A new template: a second ReplicaSet, revision 2, takes over.
+    const patch = { spec: { template: { spec: { containers: [{ name: 'main', env: [{ name: 'COLOR', value: 'blue' }] }] } } } };
+    await s.apps.patchNamespacedDeployment({ name: 'web', namespace: s.ns, body: patch }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch));
+    await waitRolledOut(s, 'web', 1);
+    const sets = (await s.apps.listNamespacedReplicaSet({ namespace: s.ns, labelSelector: 'app=web' })).items;
+    const revisions = sets.map((rs) => (rs.metadata.annotations || {})['deployment.kubernetes.io/revision']).sort();
+    ensure(sameJson(revisions, ['1', '2']), `ReplicaSet revisions ${show(revisions)}`);
+    const next = sets.find((rs) => rs.metadata.annotations['deployment.kubernetes.io/revision'] === '2');
+    ensure(next.spec.replicas === 1 && next.metadata.ownerReferences[0].name === 'web', `the new ReplicaSet: ${next.spec.replicas} ${show(next.metadata.ownerReferences)}`);
+    // Deleted in the foreground: the Deployment goes after its ReplicaSets and pods.
+    await s.apps.deleteNamespacedDeployment({ name: 'web', namespace: s.ns, propagationPolicy: 'Foreground' });
+    await s.waitGone(() => s.apps.readNamespacedDeployment({ name: 'web', namespace: s.ns }), 'deployment web', ROLLOUT_TIMEOUT);
+    const left = (await s.apps.listNamespacedReplicaSet({ namespace: s.ns, labelSelector: 'app=web' })).items;
+    ensure(left.length === 0, `ReplicaSets left after a foreground delete: ${show(names(left))}`);
+});
+
+check('job-complete', async (s) => {
+    const body = {
+        metadata: { name: 'twice' },
+        spec: { completions: 2, parallelism: 1, backoffLimit: 2, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'main', image: s.image, command: ['sh', '-c', 'echo done'] }] } } },
+    };
+    const j = await s.batch.createNamespacedJob({ namespace: s.ns, body });
+    ensure(j.spec.selector && j.spec.selector.matchLabels['batch.kubernetes.io/controller-uid'] === j.metadata.uid, `generated selector ${show(j.spec.selector)}`);
+    await waitFor('job twice Complete with 2 succeeded', async () => {
+        const st = (await s.batch.readNamespacedJobStatus({ name: 'twice', namespace: s.ns })).status || {};
+        const complete = (st.conditions || []).some((c) => c.type === 'Complete' && c.status === 'True');
+        return [complete && st.succeeded === 2, `succeeded ${st.succeeded} failed ${st.failed} conditions ${show(st.conditions)}`];
+    }, ROLLOUT_TIMEOUT);
+    const st = (await s.batch.readNamespacedJob({ name: 'twice', namespace: s.ns })).status;
+    ensure(st.startTime && st.completionTime && st.completionTime >= st.startTime, `times ${st.startTime} → ${st.completionTime}`);
 });
 
 // --- server-side dry run ---

@@ -51,6 +51,8 @@ WAIT_TIMEOUT = 60
 GC_TIMEOUT = 20
 # Every request but a watch or a followed log gives up after this long.
 REQUEST_TIMEOUT = 20
+# A rollout or a Job on real containers (pods created, scheduled, started, reported).
+ROLLOUT_TIMEOUT = 60
 
 MANAGER = "kubelab-suite"
 
@@ -91,6 +93,8 @@ class Suite:
         self.api = client.ApiClient(conf)
         self.core = client.CoreV1Api(self.api)
         self.coordination = client.CoordinationV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
         self._dynamic = None
         self._cache_dir = tempfile.mkdtemp(prefix="kubelab-python-suite-")
 
@@ -600,6 +604,85 @@ def delete_grace_period(s):
 
 
 # --- server-side dry run ---
+
+# --- workloads (the controller manager, the scheduler and the node agent at work) ---
+
+def deployment_body(name, replicas, env=None):
+    container = client.V1Container(name="main", image=None, command=["sleep", "3600"], env=env)
+    labels = {"app": name}
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1DeploymentSpec(
+            replicas=replicas,
+            selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels),
+                                              spec=client.V1PodSpec(termination_grace_period_seconds=1, containers=[container])),
+        ),
+    )
+
+
+def wait_rolled_out(s, name, replicas):
+    """As `kubectl rollout status` judges it: the controller saw the latest spec, and every
+    replica is updated and available, with no old ones left."""
+    def done():
+        d = s.apps.read_namespaced_deployment(name, s.ns, _request_timeout=REQUEST_TIMEOUT)
+        st = d.status
+        seen = f"generation {d.metadata.generation} observed {st.observed_generation} replicas {st.replicas} updated {st.updated_replicas} available {st.available_replicas}"
+        ok = (st.observed_generation or 0) >= d.metadata.generation and st.updated_replicas == replicas and st.replicas == replicas and st.available_replicas == replicas
+        return ok, seen
+    wait_for(f"deployment {name} rolled out to {replicas}", done, ROLLOUT_TIMEOUT)
+
+
+@check("deployment-rollout")
+def deployment_rollout(s):
+    body = deployment_body("web", 2)
+    body.spec.template.spec.containers[0].image = s.image
+    d = s.apps.create_namespaced_deployment(s.ns, body, _request_timeout=REQUEST_TIMEOUT)
+    ensure(d.spec.strategy.type == "RollingUpdate" and d.spec.revision_history_limit == 10, f"defaults: {d.spec.strategy} {d.spec.revision_history_limit}")
+    wait_rolled_out(s, "web", 2)
+    # The scale subresource, read and patched as an autoscaling/v1 Scale.
+    sc = s.apps.read_namespaced_deployment_scale("web", s.ns, _request_timeout=REQUEST_TIMEOUT)
+    ensure(sc.spec.replicas == 2 and sc.status.replicas == 2 and sc.status.selector == "app=web", f"scale: {sc}")
+    s.apps.patch_namespaced_deployment_scale("web", s.ns, {"spec": {"replicas": 1}}, _request_timeout=REQUEST_TIMEOUT)
+    wait_rolled_out(s, "web", 1)
+    # A new template: a second ReplicaSet, revision 2, takes over.
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "main", "env": [{"name": "COLOR", "value": "blue"}]}]}}}}
+    s.apps.patch_namespaced_deployment("web", s.ns, patch, _request_timeout=REQUEST_TIMEOUT)
+    wait_rolled_out(s, "web", 1)
+    sets = s.apps.list_namespaced_replica_set(s.ns, label_selector="app=web", _request_timeout=REQUEST_TIMEOUT).items
+    revisions = sorted((rs.metadata.annotations or {}).get("deployment.kubernetes.io/revision") for rs in sets)
+    ensure(revisions == ["1", "2"], f"ReplicaSet revisions {revisions}")
+    new = [rs for rs in sets if rs.metadata.annotations.get("deployment.kubernetes.io/revision") == "2"][0]
+    ensure(new.spec.replicas == 1 and new.metadata.owner_references[0].name == "web", f"the new ReplicaSet: {new.spec.replicas} {new.metadata.owner_references}")
+    pods = s.core.list_namespaced_pod(s.ns, label_selector="app=web", _request_timeout=REQUEST_TIMEOUT).items
+    live = [p for p in pods if p.metadata.deletion_timestamp is None]
+    ensure(len(live) == 1 and live[0].metadata.owner_references[0].name == new.metadata.name, f"pods {[(p.metadata.name, p.metadata.owner_references) for p in live]}")
+    # Deleted in the foreground: the Deployment goes after its ReplicaSets and pods.
+    s.apps.delete_namespaced_deployment("web", s.ns, propagation_policy="Foreground", _request_timeout=REQUEST_TIMEOUT)
+    s.wait_gone(lambda: s.apps.read_namespaced_deployment("web", s.ns, _request_timeout=REQUEST_TIMEOUT), "deployment web", ROLLOUT_TIMEOUT)
+    left = s.apps.list_namespaced_replica_set(s.ns, label_selector="app=web", _request_timeout=REQUEST_TIMEOUT).items
+    ensure(not left, f"ReplicaSets left after a foreground delete: {[r.metadata.name for r in left]}")
+
+
+@check("job-complete")
+def job_complete(s):
+    container = client.V1Container(name="main", image=s.image, command=["sh", "-c", "echo done"])
+    job = client.V1Job(
+        metadata=client.V1ObjectMeta(name="twice"),
+        spec=client.V1JobSpec(completions=2, parallelism=1, backoff_limit=2,
+                              template=client.V1PodTemplateSpec(spec=client.V1PodSpec(restart_policy="Never", containers=[container]))),
+    )
+    j = s.batch.create_namespaced_job(s.ns, job, _request_timeout=REQUEST_TIMEOUT)
+    ensure(j.spec.selector and j.spec.selector.match_labels.get("batch.kubernetes.io/controller-uid") == j.metadata.uid, f"generated selector {j.spec.selector}")
+
+    def complete():
+        st = s.batch.read_namespaced_job_status("twice", s.ns, _request_timeout=REQUEST_TIMEOUT).status
+        conds = {c.type: c.status for c in (st.conditions or [])}
+        return conds.get("Complete") == "True" and st.succeeded == 2, f"succeeded {st.succeeded} failed {st.failed} conditions {conds}"
+    wait_for("job twice Complete with 2 succeeded", complete, ROLLOUT_TIMEOUT)
+    st = s.batch.read_namespaced_job("twice", s.ns, _request_timeout=REQUEST_TIMEOUT).status
+    ensure(st.completion_time and st.start_time and st.completion_time >= st.start_time, f"times {st.start_time} → {st.completion_time}")
+
 
 @check("dry-run-create")
 def dry_run_create(s):

@@ -1,7 +1,10 @@
 //! `kubelab up` end to end: the whole cluster in one process with its own containerd, driven by
 //! the pinned kubectl through the kubeconfig it writes — run a pod, see it Running, read its
 //! logs, delete it; stop the cluster with SIGTERM and start it again: the objects are still
-//! there and the pods run again.
+//! there and the pods run again. And the workloads, on real containers, through every kubectl
+//! from 1.27 to 1.33: a Deployment created, scaled, rolled, undone, restarted, healed and
+//! deleted (cascading and orphaning); Jobs that complete and that exceed their backoff limit; a
+//! CronJob that fires; a DaemonSet; a StatefulSet created in order; a drain a budget refuses.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -19,9 +22,45 @@ struct Up {
     dir: PathBuf,
     kubectl: PathBuf,
     cgroup_root: String,
+    bridge: String,
+    _tmp: tempfile::TempDir,
 }
 
 impl Up {
+    /// A `kubelab up` of its own (data directory, ports, cgroup root, pod CIDR
+    /// `10.244.<octet>.0/24`), not started yet.
+    fn new(octet: u8) -> Up {
+        if let Err(e) = e2e::containerd::prerequisites() {
+            panic!("kubelab up needs: {e}");
+        }
+        let tmp = tempfile::Builder::new().prefix("kubelab-e2e-up-").tempdir().expect("tmp");
+        let ports = ports::reserve_n(5).expect("ports");
+        let p: Vec<String> = ports.iter().map(|p| p.port.to_string()).collect();
+        let cgroup_root = format!("/kubelab-e2e-up-{}-{octet}", std::process::id());
+        let args: Vec<String> = [
+            "up", "--data-dir", &tmp.path().join("data").to_string_lossy(),
+            "--port", &p[0], "--store-port", &p[1], "--store-peer-port", &p[2], "--agent-port", &p[3], "--stream-port", &p[4],
+            "--node-name", "up-node", "--pod-cidr", &format!("10.244.{octet}.0/24"),
+            "--image-dir", &e2e::containerd::images_dir().to_string_lossy(),
+            "--cgroup-root", &cgroup_root,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        drop(ports); // released just before kubelab up binds them
+        Up {
+            process: None,
+            stdout_from: 0,
+            bin: e2e::kubelab_bin().expect("kubelab binary"),
+            args,
+            dir: tmp.path().to_path_buf(),
+            kubectl: e2e::apiserver::kubectl_bin().expect("kubectl"),
+            cgroup_root,
+            bridge: format!("kubelab{octet}"),
+            _tmp: tmp,
+        }
+    }
+
     fn start(&mut self) {
         let env = vec![("NO_COLOR".to_string(), "1".to_string()), ("RUST_LOG".to_string(), "info".to_string())];
         self.stdout_from = std::fs::read_to_string(self.dir.join("up-logs/stdout.log")).map(|s| s.len()).unwrap_or(0);
@@ -41,12 +80,29 @@ impl Up {
     }
 
     fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-        let home = self.dir.join("home");
+        self.kubectl_bin(&self.kubectl, args, stdin)
+    }
+
+    /// `kubectl` 1.`minor`, with a `HOME` of its own.
+    fn kubectl_v(&self, minor: u32, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        self.kubectl_bin(&e2e::apiserver::kubectl_for(minor).expect("kubectl"), args, stdin)
+    }
+
+    fn kubectl_v_ok(&self, minor: u32, args: &[&str], stdin: Option<&str>) -> String {
+        let (ok, out, err) = self.kubectl_v(minor, args, stdin);
+        if !ok {
+            self.fail(&format!("kubectl 1.{minor} {args:?} failed:\n{out}\n{err}"));
+        }
+        out
+    }
+
+    fn kubectl_bin(&self, bin: &std::path::Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+        let home = self.dir.join(format!("home-{}", bin.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()));
         let _ = std::fs::create_dir_all(&home);
-        let mut cmd = Command::new(&self.kubectl);
+        let mut cmd = Command::new(bin);
         cmd.args(args).env("HOME", &home).env("KUBECONFIG", self.kubeconfig());
-        let (st, out, err) = run_to_completion(cmd, stdin, Duration::from_secs(60)).expect("run kubectl");
-        eprintln!("[kubectl] {args:?} -> {st:?}");
+        let (st, out, err) = run_to_completion(cmd, stdin, Duration::from_secs(90)).expect("run kubectl");
+        eprintln!("[kubectl] {} {args:?} -> {st:?}", bin.display());
         (st.is_some_and(|s| s.success()), out, err)
     }
 
@@ -107,39 +163,13 @@ impl Drop for Up {
             p.terminate();
         }
         e2e::nodeagent::remove_cgroup_tree(&self.cgroup_root);
-        e2e::nodeagent::delete_bridge("kubelab41");
+        e2e::nodeagent::delete_bridge(&self.bridge);
     }
 }
 
 #[test]
 fn up_runs_pods_and_resumes_after_a_restart() {
-    if let Err(e) = e2e::containerd::prerequisites() {
-        panic!("kubelab up needs: {e}");
-    }
-    let tmp = tempfile::Builder::new().prefix("kubelab-e2e-up-").tempdir().expect("tmp");
-    let ports = ports::reserve_n(5).expect("ports");
-    let p: Vec<String> = ports.iter().map(|p| p.port.to_string()).collect();
-    let cgroup_root = format!("/kubelab-e2e-up-{}", std::process::id());
-    let args: Vec<String> = [
-        "up", "--data-dir", &tmp.path().join("data").to_string_lossy(),
-        "--port", &p[0], "--store-port", &p[1], "--store-peer-port", &p[2], "--agent-port", &p[3], "--stream-port", &p[4],
-        "--node-name", "up-node", "--pod-cidr", "10.244.41.0/24",
-        "--image-dir", &e2e::containerd::images_dir().to_string_lossy(),
-        "--cgroup-root", &cgroup_root,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    drop(ports); // released just before kubelab up binds them
-    let mut up = Up {
-        process: None,
-        stdout_from: 0,
-        bin: e2e::kubelab_bin().expect("kubelab binary"),
-        args,
-        dir: tmp.path().to_path_buf(),
-        kubectl: e2e::apiserver::kubectl_bin().expect("kubectl"),
-        cgroup_root,
-    };
+    let mut up = Up::new(41);
     up.start();
     up.wait_ready();
     let out = up.stdout();
@@ -235,4 +265,122 @@ fn check_trace(up: &Up, submitted: chrono::DateTime<chrono::Utc>, running: chron
     let d = e2e::mermaid::parse(&mermaid).unwrap_or_else(|e| up.fail(&format!("the diagram does not parse: {e}\n{mermaid}")));
     assert!(d.unused_participants().is_empty(), "participants without a message: {:?}\n{mermaid}", d.unused_participants());
     eprintln!("[e2e] trace of hello: {} steps; the sequential hops add up to {} ms of a create → Running of {} ms", steps.len(), sum.num_milliseconds(), (running - submitted).num_milliseconds());
+}
+
+const BUSYBOX: &str = "docker.io/library/busybox:1.36";
+
+/// The names of pods matching `selector`, their phases and whether each is being deleted, as
+/// `name phase deleting` lines.
+fn pods_of(up: &Up, selector: &str) -> Vec<(String, String, bool)> {
+    let (_, out, _) = up.kubectl(&["get", "pods", "-l", selector, "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{\"\\n\"}{end}"], None);
+    out.lines().filter_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() >= 2).then(|| (f[0].to_string(), f[1].to_string(), f.len() > 2))
+    }).collect()
+}
+
+/// `n` Running pods matching `selector`, none being deleted.
+fn wait_running_pods(up: &Up, selector: &str, n: usize, what: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let pods = pods_of(up, selector);
+        if pods.len() == n && pods.iter().all(|(_, phase, deleting)| phase == "Running" && !deleting) {
+            return pods.into_iter().map(|(n, _, _)| n).collect();
+        }
+        if Instant::now() > deadline {
+            up.fail(&format!("{what}: {n} Running pods of {selector} not within 120 s: {pods:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn up_runs_workloads_with_every_kubectl() {
+    let mut up = Up::new(42);
+    up.start();
+    up.wait_ready();
+    up.wait_kubectl(&["get", "nodes"], "node Ready", Duration::from_secs(30), |s| s.contains("up-node") && s.contains(" Ready"));
+
+    // A CronJob first: it fires at the next minute, checked at the end.
+    up.kubectl_v_ok(31, &["create", "cronjob", "tick", &format!("--image={BUSYBOX}"), "--schedule=* * * * *", "--", "sh", "-c", "echo tick"], None);
+
+    // Deployment: create (1.27), rollout status, scale (1.28), a new template (1.29), undo
+    // (1.30), restart (1.31); a deleted pod is replaced.
+    up.kubectl_v_ok(27, &["create", "deployment", "web", &format!("--image={BUSYBOX}"), "--replicas=2", "--", "sleep", "3600"], None);
+    up.kubectl_v_ok(27, &["rollout", "status", "deployment/web", "--timeout=120s"], None);
+    up.kubectl_v_ok(28, &["scale", "deployment/web", "--replicas=3"], None);
+    let first = wait_running_pods(&up, "app=web", 3, "scaled to 3");
+    up.kubectl_v_ok(29, &["set", "env", "deployment/web", "COLOR=blue"], None);
+    up.kubectl_v_ok(29, &["rollout", "status", "deployment/web", "--timeout=120s"], None);
+    let blue = wait_running_pods(&up, "app=web", 3, "the blue template");
+    assert!(blue.iter().all(|p| !first.contains(p)), "every pod replaced by the new template: {first:?} → {blue:?}");
+    let env = up.kubectl_ok(&["get", "pod", &blue[0], "-o", "jsonpath={.spec.containers[0].env}"]);
+    assert!(env.contains("COLOR") && env.contains("blue"), "{env}");
+    let history = up.kubectl_v_ok(30, &["rollout", "history", "deployment/web"], None);
+    assert!(history.contains('1') && history.contains('2'), "two revisions:\n{history}");
+    up.kubectl_v_ok(30, &["rollout", "undo", "deployment/web"], None);
+    up.kubectl_v_ok(30, &["rollout", "status", "deployment/web", "--timeout=120s"], None);
+    let undone = wait_running_pods(&up, "app=web", 3, "undone");
+    let env = up.kubectl_ok(&["get", "pod", &undone[0], "-o", "jsonpath={.spec.containers[0].env}"]);
+    assert!(!env.contains("COLOR"), "undo went back to the first template: {env}");
+    up.kubectl_v_ok(31, &["rollout", "restart", "deployment/web"], None);
+    up.kubectl_v_ok(31, &["rollout", "status", "deployment/web", "--timeout=120s"], None);
+    let restarted = wait_running_pods(&up, "app=web", 3, "restarted");
+    assert!(restarted.iter().all(|p| !undone.contains(p)), "restart replaced every pod: {undone:?} → {restarted:?}");
+    up.kubectl_v_ok(32, &["delete", "pod", &restarted[0], "--wait=false"], None);
+    let healed = wait_running_pods(&up, "app=web", 3, "healed");
+    assert!(!healed.contains(&restarted[0]), "a new pod replaced the deleted one: {healed:?}");
+
+    // A drain that a PodDisruptionBudget refuses (1.33): all three must stay.
+    up.kubectl_v_ok(33, &["create", "poddisruptionbudget", "web", "--selector=app=web", "--min-available=3"], None);
+    up.wait_kubectl(&["get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}"], "the budget observed", Duration::from_secs(30), |s| s == "3");
+    let (ok, out, err) = up.kubectl_v(33, &["drain", "up-node", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=8s"], None);
+    assert!(!ok && (err.contains("disruption budget") || out.contains("disruption budget")), "the drain is refused by the budget:\n{out}\n{err}");
+    up.kubectl_v_ok(33, &["uncordon", "up-node"], None);
+    assert_eq!(wait_running_pods(&up, "app=web", 3, "after the refused drain").len(), 3);
+    up.kubectl_ok(&["delete", "pdb", "web"]);
+
+    // Deletes: orphaning keeps the ReplicaSet and its pods, without an owner; cascading removes all.
+    let rs = up.kubectl_ok(&["get", "rs", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"]);
+    up.kubectl_v_ok(28, &["delete", "deployment", "web", "--cascade=orphan"], None);
+    let owners = up.wait_kubectl(&["get", "rs", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.metadata.name}={.metadata.ownerReferences}{\"\\n\"}{end}"], "orphaned ReplicaSets", Duration::from_secs(30), |s| !s.is_empty() && s.lines().all(|l| l.ends_with('=')));
+    assert_eq!(owners.lines().count(), rs.split_whitespace().count(), "every ReplicaSet kept:\n{owners}");
+    assert_eq!(wait_running_pods(&up, "app=web", 3, "orphaned pods").len(), 3);
+    for r in rs.split_whitespace() {
+        up.kubectl_v_ok(27, &["delete", "rs", r, "--cascade=background", "--wait=false"], None);
+    }
+    up.wait_kubectl(&["get", "pods", "-l", "app=web", "-o", "name"], "the pods collected", Duration::from_secs(90), |s| s.trim().is_empty());
+
+    // Jobs: one completes, one exceeds its backoff limit (1.30).
+    up.kubectl_v_ok(30, &["create", "job", "ok", &format!("--image={BUSYBOX}"), "--", "sh", "-c", "echo done"], None);
+    up.kubectl_v_ok(30, &["wait", "--for=condition=complete", "job/ok", "--timeout=90s"], None);
+    let failing = format!("apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: fails\nspec:\n  backoffLimit: 1\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: {BUSYBOX}\n        command: [sh, -c, 'exit 3']\n");
+    up.kubectl_v_ok(30, &["apply", "-f", "-"], Some(&failing));
+    up.kubectl_v_ok(30, &["wait", "--for=condition=failed", "job/fails", "--timeout=120s"], None);
+    let reason = up.kubectl_ok(&["get", "job", "fails", "-o", "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}"]);
+    assert_eq!(reason, "BackoffLimitExceeded");
+
+    // A DaemonSet: one pod on the node (1.32).
+    let ds = format!("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n  selector:\n    matchLabels: {{app: agent}}\n  template:\n    metadata:\n      labels: {{app: agent}}\n    spec:\n      containers:\n      - name: main\n        image: {BUSYBOX}\n        command: [sleep, '3600']\n");
+    up.kubectl_v_ok(32, &["apply", "-f", "-"], Some(&ds));
+    up.kubectl_v_ok(32, &["rollout", "status", "daemonset/agent", "--timeout=120s"], None);
+    wait_running_pods(&up, "app=agent", 1, "the DaemonSet's pod");
+
+    // A StatefulSet: db-0, db-1, db-2, each created once the one before is Ready (1.32).
+    let sts = format!("apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  serviceName: db\n  replicas: 3\n  selector:\n    matchLabels: {{app: db}}\n  template:\n    metadata:\n      labels: {{app: db}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: main\n        image: {BUSYBOX}\n        command: [sleep, '3600']\n");
+    up.kubectl_v_ok(32, &["apply", "-f", "-"], Some(&sts));
+    up.kubectl_v_ok(32, &["rollout", "status", "statefulset/db", "--timeout=180s"], None);
+    let mut names = wait_running_pods(&up, "app=db", 3, "the StatefulSet's pods");
+    names.sort();
+    assert_eq!(names, ["db-0", "db-1", "db-2"]);
+    let times = |jsonpath: &str| -> Vec<String> { names.iter().map(|n| up.kubectl_ok(&["get", "pod", n, "-o", &format!("jsonpath={jsonpath}")])).collect() };
+    let created = times("{.metadata.creationTimestamp}");
+    let ready = times("{.status.conditions[?(@.type==\"Ready\")].lastTransitionTime}");
+    assert!(created[1] >= ready[0] && created[2] >= ready[1], "each ordinal created after the one before was Ready: created {created:?}, ready {ready:?}");
+
+    // The CronJob fired, and its Job ran to completion.
+    let job = up.wait_kubectl(&["get", "jobs", "-o", "jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences[0].name} {.status.succeeded}{\"\\n\"}{end}"], "a Job of the CronJob succeeded", Duration::from_secs(120), |s| s.lines().any(|l| l.starts_with("tick-") && l.ends_with(" tick 1")));
+    let last = up.kubectl_v_ok(31, &["get", "cronjob", "tick", "-o", "jsonpath={.status.lastScheduleTime}"], None);
+    assert!(!last.is_empty(), "the CronJob records when it last fired:\n{job}");
+    up.stop();
 }

@@ -184,8 +184,9 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         disruption::DisruptionController::new(client.clone()).run(),
         replicaset::ReplicaSetController::new(client.clone()).run(),
         deployment::DeploymentController::new(client.clone()).run(),
-        job::JobController::new(client.clone()).run(),
-        ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run(),
+        // Boxed: their futures are large, and the joined future lives on the caller's stack.
+        Box::pin(job::JobController::new(client.clone()).run()),
+        Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

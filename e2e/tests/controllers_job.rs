@@ -10,9 +10,11 @@
 //!   index (annotation, label, hostname) and `completedIndexes` follows them.
 //! - failure: a pod failing twice with `backoffLimit: 1` fails the Job (`BackoffLimitExceeded`),
 //!   the replacement coming only after the 10 s failure backoff; `activeDeadlineSeconds` fails
-//!   a Job (`DeadlineExceeded`), its running pods deleted and counted as failed.
+//!   a Job (`DeadlineExceeded`), its running pods deleted and counted as failed; a pod deleted
+//!   by hand counts as a failure too and goes once its finalizer is taken off.
 //! - suspend and resume: suspending deletes the pods (not counted as failures) with the
-//!   `Suspended` condition; resuming creates them again and restarts the clock.
+//!   `Suspended` condition; resuming creates them again and restarts the clock. A Job deleted
+//!   with `--cascade=orphan` leaves its pod, which loses the finalizer.
 //! - TTL after finished: a finished Job with `ttlSecondsAfterFinished: 2` is deleted, with its
 //!   pods, a couple of seconds after it finished.
 
@@ -272,6 +274,7 @@ async fn jobs_fail_past_their_backoff_limit_or_deadline() {
     let first = wait_active(&c, &pods, &flaky, 1).await.remove(0);
     // The deadline Job runs meanwhile.
     let slow = apply(&c, 33, &jobs, "slow", &job_yaml("slow", "  parallelism: 2\n  completions: 4\n  activeDeadlineSeconds: 3\n")).await;
+    let gone = apply(&c, 27, &jobs, "gone", &job_yaml("gone", "  backoffLimit: 0\n")).await;
     set_phase(&pods, &name(&first), "Failed").await;
     let failed_at = Instant::now();
     wait_for(&c, "the failure counted", ACT, || async {
@@ -292,6 +295,19 @@ async fn jobs_fail_past_their_backoff_limit_or_deadline() {
     wait_for(&c, "the slow pods gone", ACT, || async {
         let left = pods_of(&pods, &slow).await;
         if left.is_empty() { Ok(()) } else { Err(format!("{:?}", left.iter().map(name).collect::<Vec<_>>())) }
+    })
+    .await;
+
+    // A pod deleted before it finished: counted as a failure, its finalizer taken off so it goes.
+    let doomed = wait_active(&c, &pods, &gone, 1).await.remove(0);
+    kubectl_ok(&c, 33, &["delete", "pod", &name(&doomed), "--wait=false"]);
+    let j = wait_condition(&c, &jobs, "gone", "Failed", ACT).await;
+    assert_eq!(summary(&j), ((0, 0, 1), vec!["FailureTarget=True/BackoffLimitExceeded".to_string(), "Failed=True/BackoffLimitExceeded".to_string()]));
+    wait_for(&c, "the deleted pod gone", ACT, || async {
+        match pods.get_opt(&name(&doomed)).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(p) => Err(format!("still there, finalizers {:?}", p.metadata.finalizers)),
+        }
     })
     .await;
 
@@ -365,6 +381,17 @@ async fn jobs_suspend_resume_and_expire_after_their_ttl() {
     .await;
     let restarted = j.status.and_then(|s| s.start_time).expect("startTime");
     assert!(restarted.0 > started.0, "startTime reset on resume: {started:?} -> {restarted:?}");
+    // Orphaned (the Job deleted with --cascade=orphan): the pod stays, free of the finalizer.
+    let left = apply(&c, 27, &jobs, "left", &job_yaml("left", "")).await;
+    let p = wait_active(&c, &pods, &left, 1).await.remove(0);
+    assert!(has_finalizer(&p));
+    kubectl_ok(&c, 33, &["delete", "job", "left", "--cascade=orphan"]);
+    wait_for(&c, "the orphaned pod released", ACT, || async {
+        let p = pods.get(&name(&p)).await.map_err(|e| e.to_string())?;
+        if p.metadata.owner_references.as_ref().is_none_or(Vec::is_empty) && !has_finalizer(&p) { Ok(()) } else { Err(format!("owners {:?}, finalizers {:?}", p.metadata.owner_references, p.metadata.finalizers)) }
+    })
+    .await;
+
     let described = kubectl_ok(&c, 33, &["describe", "job", "paused"]);
     for want in ["Suspended", "Job suspended", "Resumed", "Job resumed", "SuccessfulDelete"] {
         assert!(described.contains(want), "{want:?} in:\n{described}");

@@ -143,7 +143,8 @@ mod tests {
     fn failures_add_up_until_a_success() {
         let start = BackoffRecord { key: "k".into(), failures_after_last_success: 2, last_failure_time: Some(t(5)) };
         // (succeeded at, failed at) -> (failures, last failure)
-        let cases: [(&[u64], &[u64], u32, Option<u64>); 5] = [
+        type Case<'a> = (&'a [u64], &'a [u64], u32, Option<u64>);
+        let cases: [Case<'_>; 5] = [
             (&[], &[], 2, Some(5)),
             (&[], &[7, 9], 4, Some(9)),
             (&[8], &[], 0, None),

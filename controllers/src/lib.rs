@@ -83,9 +83,9 @@
 //!   replacement) or `managedBy`; it sets `status.terminating` always. Pod events queue the
 //!   Job at once (Kubernetes batches them for a second). Adopting an orphan and adding the
 //!   tracking finalizer are two patches (Kubernetes makes one); a released pod keeps the
-//!   finalizer until the orphan-pod pass takes it off. The failure backoff counts only from
-//!   pods of this controller's lifetime (an in-memory record, as in Kubernetes). Failed pods
-//!   waiting for the backoff leave `status.active` at the pods that run (Kubernetes writes 0).
+//!   finalizer until the orphan-pod pass takes it off. The failure backoff is remembered in
+//!   memory (as in Kubernetes: a restarted controller replaces failed pods at once); while it
+//!   runs, `status.active` keeps the pods that run (Kubernetes writes 0).
 //! - The TTL-after-finished controller handles Jobs only (as Kubernetes') and records no events.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).

@@ -19,6 +19,14 @@
 //!   template — RollingUpdate within `maxSurge`/`maxUnavailable`, or Recreate — with revisions,
 //!   proportional scaling, pause, cleanup to `revisionHistoryLimit`, and the Available and
 //!   Progressing conditions `kubectl rollout status` reads.
+//! - [`job`]: runs a Job's pods until `completions` succeeded (`parallelism` at a time,
+//!   NonIndexed or Indexed), each held by the `batch.kubernetes.io/job-tracking` finalizer
+//!   until counted through `status.uncountedTerminatedPods`; replaces failed pods after an
+//!   exponential backoff; fails the Job past `backoffLimit` or `activeDeadlineSeconds`
+//!   (`FailureTarget`, then `Failed`), completes it (`SuccessCriteriaMet`, then `Complete`);
+//!   suspends and resumes it.
+//! - [`ttlafterfinished`]: deletes finished Jobs (foreground, with their pods) once their
+//!   `ttlSecondsAfterFinished` has passed.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -73,6 +81,15 @@
 //! - The taints that follow node conditions are set on the monitor pass (every
 //!   `--node-monitor-period`), not also on each node update as Kubernetes does: up to one period
 //!   late.
+//! - The Job controller has no `podFailurePolicy`, `backoffLimitPerIndex`/`maxFailedIndexes`,
+//!   `successPolicy`, `podReplacementPolicy` (terminating pods are never waited for before a
+//!   replacement) or `managedBy`; it sets `status.terminating` always. Pod events queue the
+//!   Job at once (Kubernetes batches them for a second). Adopting an orphan and adding the
+//!   tracking finalizer are two patches (Kubernetes makes one); a released pod keeps the
+//!   finalizer until the orphan-pod pass takes it off. The failure backoff is remembered in
+//!   memory (as in Kubernetes: a restarted controller replaces failed pods at once); while it
+//!   runs, `status.active` keeps the pods that run (Kubernetes writes 0).
+//! - The TTL-after-finished controller handles Jobs only (as Kubernetes') and records no events.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
@@ -89,10 +106,12 @@ pub(crate) mod disruption;
 pub mod error;
 pub(crate) mod garbagecollector;
 pub(crate) mod history;
+pub(crate) mod job;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod replicaset;
 pub(crate) mod tainteviction;
+pub(crate) mod ttlafterfinished;
 pub mod workqueue;
 pub mod zone_disruption;
 
@@ -161,7 +180,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, garbagecollector");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, garbagecollector, job, ttlafterfinished");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -169,6 +188,9 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         disruption::DisruptionController::new(client.clone()).run(),
         replicaset::ReplicaSetController::new(client.clone()).run(),
         deployment::DeploymentController::new(client.clone()).run(),
+        // Boxed: their futures are large, and the joined future lives on the caller's stack.
+        Box::pin(job::JobController::new(client.clone()).run()),
+        Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

@@ -19,6 +19,10 @@
 //!   template — RollingUpdate within `maxSurge`/`maxUnavailable`, or Recreate — with revisions,
 //!   proportional scaling, pause, cleanup to `revisionHistoryLimit`, and the Available and
 //!   Progressing conditions `kubectl rollout status` reads.
+//! - [`cronjob`]: creates a Job from each CronJob's template at every time of its schedule, read
+//!   on the wall clock of its `timeZone` (the system tz database); `startingDeadlineSeconds`,
+//!   `concurrencyPolicy` (Allow, Forbid, Replace), `suspend`, the status' active Jobs and last
+//!   schedule and success times, and the history limits on finished Jobs.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -70,6 +74,14 @@
 //! - The taints that follow node conditions are set on the monitor pass (every
 //!   `--node-monitor-period`), not also on each node update as Kubernetes does: up to one period
 //!   late.
+//! - The CronJob controller takes a CronJob's Jobs by the uid in their controller reference
+//!   (Kubernetes by its name only), queues only a Job's current controller when the reference
+//!   changes, and sets `lastSuccessfulTime` in the sync that sees the Job complete (Kubernetes in
+//!   the one after). It runs five workers (no `--concurrent-cron-job-syncs`), writes no
+//!   `cronjob_job_creation_skew_duration_seconds` metric, and a create refused in a terminating
+//!   namespace is a `FailedCreate` event like any other failure. A schedule is read on the wall
+//!   clock of its zone: a time skipped by a daylight-saving jump does not run that day, one
+//!   repeated when clocks go back runs twice.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
@@ -134,7 +146,10 @@ impl Options {
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Step 1.
     let client = client::client_as(&opts.connection, "kube-controller-manager").await?;
-    let work = run_controllers(client.clone(), opts.node_lifecycle.clone());
+    // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
+    // build would copy into every frame that moves it (the select, the elector) until the main
+    // thread's stack runs out.
+    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone()));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {

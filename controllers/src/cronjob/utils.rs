@@ -358,7 +358,9 @@ mod tests {
     fn most_recent_unmet_time_and_missed_count() {
         let utc = TimeZone::UTC;
         let (every_min, hourly) = (&sched("* * * * *"), &sched("0 * * * *"));
-        let cases: Vec<(ScheduleState, &str, &Schedule, bool, Option<&str>, Missed)> = vec![
+        // (state, now, schedule, with the deadline, the time to run, missed)
+        type Case<'a> = (ScheduleState, &'a str, &'a Schedule, bool, Option<&'a str>, Missed);
+        let cases: Vec<Case> = vec![
             // Created mid-minute, before the first time: nothing yet.
             (state("2026-05-01T10:00:30Z", None, None), "2026-05-01T10:00:50Z", every_min, true, None, Missed::None),
             // The first time came: it is the one.

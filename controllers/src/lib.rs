@@ -27,6 +27,10 @@
 //!   suspends and resumes it.
 //! - [`ttlafterfinished`]: deletes finished Jobs (foreground, with their pods) once their
 //!   `ttlSecondsAfterFinished` has passed.
+//! - [`cronjob`]: creates a Job from each CronJob's template at every time of its schedule, read
+//!   on the wall clock of its `timeZone` (the system tz database); `startingDeadlineSeconds`,
+//!   `concurrencyPolicy` (Allow, Forbid, Replace), `suspend`, the status' active Jobs and last
+//!   schedule and success times, and the history limits on finished Jobs.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -90,6 +94,14 @@
 //!   memory (as in Kubernetes: a restarted controller replaces failed pods at once); while it
 //!   runs, `status.active` keeps the pods that run (Kubernetes writes 0).
 //! - The TTL-after-finished controller handles Jobs only (as Kubernetes') and records no events.
+//! - The CronJob controller takes a CronJob's Jobs by the uid in their controller reference
+//!   (Kubernetes by its name only), queues only a Job's current controller when the reference
+//!   changes, and sets `lastSuccessfulTime` in the sync that sees the Job complete (Kubernetes in
+//!   the one after). It runs five workers (no `--concurrent-cron-job-syncs`), writes no
+//!   `cronjob_job_creation_skew_duration_seconds` metric, and a create refused in a terminating
+//!   namespace is a `FailedCreate` event like any other failure. A schedule is read on the wall
+//!   clock of its zone: a time skipped by a daylight-saving jump does not run that day, one
+//!   repeated when clocks go back runs twice.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
@@ -101,6 +113,7 @@
 
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
+pub(crate) mod cronjob;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
 pub mod error;
@@ -156,7 +169,10 @@ impl Options {
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Step 1.
     let client = client::client_as(&opts.connection, "kube-controller-manager").await?;
-    let work = run_controllers(client.clone(), opts.node_lifecycle.clone());
+    // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
+    // build would copy into every frame that moves it (the select, the elector) until the main
+    // thread's stack runs out.
+    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone()));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {
@@ -180,7 +196,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, garbagecollector, job, ttlafterfinished");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, job, ttlafterfinished, cronjob, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -191,6 +207,7 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         // Boxed: their futures are large, and the joined future lives on the caller's stack.
         Box::pin(job::JobController::new(client.clone()).run()),
         Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
+        cronjob::CronJobController::new(client.clone()).run(),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

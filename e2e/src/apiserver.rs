@@ -66,6 +66,8 @@ pub struct ApiOptions {
     pub extra_args: Vec<String>,
     /// Appended to the controller manager's command line (e.g. shorter node monitor periods).
     pub controller_manager_args: Vec<String>,
+    /// Added to the controller manager's environment (e.g. `TZDIR`, its own tz database).
+    pub controller_manager_env: Vec<(String, String)>,
     /// Appended to every store member's command line (kubelab's store only).
     pub store_args: Vec<String>,
     /// The kubectl minor version [`ApiCluster::kubectl`] runs; None: [`kubectl_bin`].
@@ -80,6 +82,7 @@ impl Default for ApiOptions {
             max_request_bytes: None,
             extra_args: Vec::new(),
             controller_manager_args: Vec::new(),
+            controller_manager_env: Vec::new(),
             store_args: Vec::new(),
             kubectl_minor: None,
         }
@@ -180,7 +183,9 @@ impl ApiCluster {
             let mut args = vec!["controller-manager".to_string(), "--master".into(), c.url()];
             args.extend(c.opts.controller_manager_args.iter().cloned());
             let dir = c.root().join("controller-manager");
-            let p = Process::spawn("controller-manager", &c.bin, &args, &dir, &env())?;
+            let mut env = env();
+            env.extend(c.opts.controller_manager_env.iter().cloned());
+            let p = Process::spawn("controller-manager", &c.bin, &args, &dir, &env)?;
             eprintln!("[e2e] started controller-manager pid {}", p.pid());
             c.controller_manager = Some(p);
         }

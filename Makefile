@@ -20,7 +20,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-nodeagent bench-probes bench-trace walkthrough test-fresh-host
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace walkthrough test-fresh-host
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -37,6 +37,7 @@ help:
 	@echo "make bench-store  kubelab store vs real etcd 3.4, same client workload (release build)"
 	@echo "make bench-apiserver  API server creates/GET/LIST/watch fan-out, overhead over the raw store"
 	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
+	@echo "make bench-controllers  a Deployment of 1,000 replicas scaled up, rolled and deleted over hollow nodes"
 	@echo "make bench-nodeagent  pod startup latency on a real containerd against the raw CRI floor"
 	@echo "make bench-probes     node agent CPU and RSS with 100 pods, with and without exec liveness probes"
 	@echo "make bench-trace      what recording pod steps costs: pod startup and create throughput, recording on vs off"
@@ -117,6 +118,12 @@ bench-apiserver: deps
 bench-scheduler: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin scheduler-bench
 	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/scheduler-bench"
+
+# A Deployment of 1,000 replicas over 50 hollow nodes: scale-up, rolling update and garbage
+# collection, with the controller manager's CPU per pod.
+bench-controllers: deps
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin controllers-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/controllers-bench"
 
 bench-nodeagent: deps images
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin nodeagent-bench

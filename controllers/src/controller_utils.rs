@@ -1,7 +1,8 @@
 //! Mirrors pkg/controller/controller_utils.go: what the workload controllers share — the
 //! expectations that keep a sync from acting twice on work the caches have not shown yet, pod
-//! creation from a template, the slow-start batches creations go in, and the order in which
-//! surplus pods are chosen for deletion (`ActivePods`).
+//! creation from a template, the slow-start batches creations go in, the order in which
+//! surplus pods are chosen for deletion (`ActivePods`), and the hash that names what a
+//! controller makes from a template (`ComputeHash`).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -21,6 +22,19 @@ pub const BURST_REPLICAS: usize = 500;
 pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
 /// The annotation that ranks pods for deletion (`controller.kubernetes.io/pod-deletion-cost`).
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// The FNV-32a hash of `parts`, written as Kubernetes writes a hash into a name: its decimal
+/// digits each mapped onto `bcdfghjklmnpqrstvwxz2456789` (rand.SafeEncodeString, which has no
+/// vowels, so no hash spells a word).
+pub fn safe_encoded_fnv32a(parts: &[&[u8]]) -> String {
+    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut h: u32 = 0x811c_9dc5;
+    for b in parts.iter().flat_map(|p| p.iter()) {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h.to_string().bytes().map(|c| ALPHANUMS[usize::from(c) % ALPHANUMS.len()] as char).collect()
+}
 
 #[derive(Debug)]
 struct Expectation {

@@ -24,6 +24,9 @@
 //!   once its blocking dependents have.
 //! - [`disruption`]: keeps each PodDisruptionBudget's status (healthy, desired, allowed
 //!   disruptions), which the API server's eviction reads and decrements.
+//! - [`history`]: the ControllerRevisions in which the DaemonSet and StatefulSet controllers
+//!   keep the templates they rolled out (named by a hash of their data, numbered, re-used on a
+//!   rollback).
 //! - [`workqueue`]: client-go's work queue, from which the informer-driven controllers' workers
 //!   take keys (each key once, never by two workers, later or with backoff when asked).
 //!
@@ -85,6 +88,7 @@ pub(crate) mod deployment;
 pub(crate) mod disruption;
 pub mod error;
 pub(crate) mod garbagecollector;
+pub(crate) mod history;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod replicaset;

@@ -8,6 +8,8 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::controller_utils::safe_encoded_fnv32a;
+
 /// The label that ties a ReplicaSet and its pods to one template (`DefaultDeploymentUniqueLabelKey`).
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// The revision a ReplicaSet (and its Deployment) carries.
@@ -119,19 +121,9 @@ pub fn equal_ignore_hash(a: &PodTemplateSpec, b: &PodTemplateSpec) -> bool {
 /// printed form, so the values differ from a real cluster's) and the collision count, written
 /// as decimal digits each mapped onto `bcdfghjklmnpqrstvwxz2456789` (SafeEncodeString).
 pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
-    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut h: u32 = 0x811c_9dc5;
-    let mut write = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u32::from(*b);
-            h = h.wrapping_mul(0x0100_0193);
-        }
-    };
-    write(template_without_hash(template).to_string().as_bytes());
-    if let Some(c) = collision_count {
-        write(&(c as u32).to_le_bytes());
-    }
-    h.to_string().bytes().map(|c| ALPHANUMS[usize::from(c) % ALPHANUMS.len()] as char).collect()
+    let json = template_without_hash(template).to_string();
+    let collision = collision_count.map(|c| (c as u32).to_le_bytes());
+    safe_encoded_fnv32a(&[json.as_bytes(), collision.as_ref().map_or(&[][..], |c| &c[..])])
 }
 
 /// A ReplicaSet's revision (0 when it has none).

@@ -33,8 +33,8 @@ use crate::error::{Error, Result};
 use crate::workqueue::WorkQueue;
 
 const TARGET: &str = "controllers::garbagecollector";
-/// Workers for attemptToDelete and attemptToOrphan each (`--concurrent-gc-syncs`).
-pub const CONCURRENT_GC_SYNCS: usize = 5;
+/// Workers for attemptToDelete and attemptToOrphan each (`--concurrent-gc-syncs`, 20 by default).
+pub const CONCURRENT_GC_SYNCS: usize = 20;
 
 /// The resources served, by (group, kind), with their scope.
 #[derive(Clone, Default)]

@@ -84,6 +84,7 @@
 
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
+pub(crate) mod daemon;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
 pub mod error;
@@ -161,7 +162,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, garbagecollector");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -169,6 +170,7 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         disruption::DisruptionController::new(client.clone()).run(),
         replicaset::ReplicaSetController::new(client.clone()).run(),
         deployment::DeploymentController::new(client.clone()).run(),
+        daemon::DaemonSetsController::new(client.clone()).run(),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

@@ -19,6 +19,11 @@
 //!   template — RollingUpdate within `maxSurge`/`maxUnavailable`, or Recreate — with revisions,
 //!   proportional scaling, pause, cleanup to `revisionHistoryLimit`, and the Available and
 //!   Progressing conditions `kubectl rollout status` reads.
+//! - [`daemon`]: keeps one pod of each DaemonSet on every node that should run one (its
+//!   nodeSelector, required node affinity and tolerated taints, as the scheduler would judge),
+//!   pinned by node affinity for the scheduler to bind; replaces failed pods with backoff; rolls
+//!   a new template node by node (RollingUpdate within `maxUnavailable`/`maxSurge`, or OnDelete)
+//!   through ControllerRevisions ([`history`]), cleaned to `revisionHistoryLimit`.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -73,6 +78,10 @@
 //! - The taints that follow node conditions are set on the monitor pass (every
 //!   `--node-monitor-period`), not also on each node update as Kubernetes does: up to one period
 //!   late.
+//! - The DaemonSet controller names revisions by a hash of their data (the history's hash, where
+//!   Kubernetes' DaemonSet controller hashes the template), lists them from the API server on
+//!   each sync instead of watching them, and queues every DaemonSet when a node is deleted; a pod
+//!   bound to a deleted node stays (no pod garbage collector).
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
@@ -170,7 +179,8 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         disruption::DisruptionController::new(client.clone()).run(),
         replicaset::ReplicaSetController::new(client.clone()).run(),
         deployment::DeploymentController::new(client.clone()).run(),
-        daemon::DaemonSetsController::new(client.clone()).run(),
+        // Boxed: its future is large, and the main thread's stack is not.
+        Box::pin(daemon::DaemonSetsController::new(client.clone()).run()),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

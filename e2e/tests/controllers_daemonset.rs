@@ -1,7 +1,8 @@
 //! The DaemonSet controller end to end: a kubelab store + API server, `kubelab controller-manager`
 //! and `kubelab scheduler`, with Nodes (and their renewed Leases) written by the test, and the
 //! test standing in for the kubelets by posting bound pods Running and Ready (a second after
-//! they are bound, so a rollout's steps can be seen) and finishing their graceful deletion. With kubectl 1.27 and 1.33:
+//! they are bound, so a rollout's steps can be seen) and finishing their graceful deletion.
+//! With kubectl 1.27 and 1.33:
 //! - a DaemonSet puts one pod on each node that should run one — the scheduler binds it there
 //!   through its `metadata.name` node affinity — and none on a node with a NoSchedule taint it
 //!   does not tolerate or on one its nodeSelector does not match; `rollout status` finishes and

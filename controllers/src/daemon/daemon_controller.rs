@@ -295,7 +295,7 @@ impl DaemonSetsController {
             tracing::info!(target: TARGET, workers = CONCURRENT_DAEMONSET_SYNCS, "caches synced; syncing DaemonSets");
             let worker = || async {
                 while let Some(k) = self.queue.get().await {
-                    match self.sync(&k).await {
+                    match Box::pin(self.sync(&k)).await {
                         Ok(()) => self.queue.forget(&k),
                         Err(e) => {
                             tracing::warn!(target: TARGET, daemonset = %k, error = %e, "sync failed; will retry");

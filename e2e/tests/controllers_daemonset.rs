@@ -11,7 +11,8 @@
 //! - `kubectl set image` rolls node by node (never more than `maxUnavailable` = 1 node without a
 //!   Ready pod), `rollout status` finishes, `rollout history` lists both revisions and
 //!   `rollout undo` brings the first template back as revision 3;
-//! - a deleted pod comes back on its node.
+//! - a deleted pod comes back on its node; a failed one is deleted (`FailedDaemonPod`) and
+//!   replaced.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -128,7 +129,8 @@ fn start_hollow_kubelet(pods: Api<Pod>) -> tokio::task::JoinHandle<()> {
                         let _ = pods.delete(p.metadata.name.as_deref().unwrap_or_default(), &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }).await;
                         continue;
                     }
-                    if node_of(&p).is_none() || is_ready(&p) {
+                    let failed = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+                    if node_of(&p).is_none() || is_ready(&p) || failed {
                         continue;
                     }
                     let since = *bound_at.entry(uid).or_insert_with(std::time::Instant::now);
@@ -292,6 +294,22 @@ async fn daemon_sets_run_one_pod_per_node_and_roll_node_by_node() {
         .items;
     let reasons: Vec<String> = events.iter().filter_map(|e| e.reason.clone()).collect();
     assert!(reasons.iter().any(|r| r == "SuccessfulCreate") && reasons.iter().any(|r| r == "SuccessfulDelete"), "{reasons:?}");
+
+    // A failed pod is deleted (FailedDaemonPod) and replaced.
+    let failed = back["n1"][0].0.clone();
+    let status = json!({"status": {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now()}]}});
+    pods.patch_status(&failed, &PatchParams::default(), &Patch::Strategic(&status)).await.expect("post the failed status");
+    let again = wait_pods_on(&c, &pods, &uid, &["n1", "n4"], "busybox").await;
+    assert_ne!(again["n1"][0].0, failed);
+    wait_for(&c, "a FailedDaemonPod event", TIMEOUT, || async {
+        let events = Api::<Event>::namespaced(client.clone(), "default").list(&ListParams::default().fields("involvedObject.name=agent")).await.map_err(|e| e.to_string())?.items;
+        let found = events.iter().find(|e| e.reason.as_deref() == Some("FailedDaemonPod"));
+        match found {
+            Some(e) if e.message.as_deref().is_some_and(|m| m.contains(&failed) && m.contains("on node n1")) => Ok(()),
+            _ => Err(format!("{:?}", events.iter().map(|e| (e.reason.clone(), e.message.clone())).collect::<Vec<_>>())),
+        }
+    })
+    .await;
     let described = ok(33, &["describe", "ds", "agent"]);
     assert!(described.contains("Desired Number of Nodes Scheduled: 2") && described.contains("SuccessfulCreate"), "{described}");
 

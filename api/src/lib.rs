@@ -35,6 +35,9 @@
 //! - [`core::v1::helper::qos`]: `compute_pod_qos`, the pod's QoS class — written into
 //!   `status.qosClass` by the API server, and deciding the pod's cgroup and eviction order on
 //!   the node.
+//! - [`core::v1::helper::node_affinity`]: `match_required_node_affinity`, whether a node
+//!   satisfies a pod's nodeSelector and required node affinity — the scheduler's NodeAffinity
+//!   filter and the DaemonSet controller's choice of nodes.
 //! - [`pod::util`]: a pod's UID, full name, restart policy, init and app containers, whether it
 //!   is terminal, its priority — used by the scheduler, the controllers and the node agent.
 //! - [`pod::kubelet_types`]: where a pod came from (config source, hash and mirror annotations),
@@ -50,7 +53,9 @@
 //! - `core::v1::defaults`: `set_defaults_pod`, `set_defaults_pod_spec`,
 //!   `set_defaults_pod_template_spec`, `set_defaults_namespace`,
 //!   `set_defaults_node`, `set_defaults_secret`, `default_image_pull_policy`.
-//! - `core::v1::helper::qos`: `PodQOSClass` (with `as_str`), `compute_pod_qos`.
+//! - `core::v1::helper::qos`: `PodQOSClass` (with `as_str`), `compute_pod_qos`;
+//!   `core::v1::helper::node_affinity`: `match_required_node_affinity`,
+//!   `node_selector_term_matches`, `validate_node_selector_term`.
 //! - `core::v1::well_known`: the core/v1 constants; `scheduling`: `SYSTEM_CRITICAL_PRIORITY`,
 //!   `SYSTEM_CLUSTER_CRITICAL`, `SYSTEM_NODE_CRITICAL`.
 //! - `core::validation`: `validate_object_meta`, `validate_pod_create`, `validate_pod_update`,

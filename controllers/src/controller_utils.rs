@@ -76,6 +76,12 @@ impl ControllerExpectations {
         self.lock().insert(key.into(), Expectation { add: 0, del: pods.into_iter().collect(), at: Instant::now() });
     }
 
+    /// SetExpectations: creations and deletions (by pod name) at once, as the DaemonSet
+    /// controller asks for both in one sync.
+    pub fn set_expectations(&self, key: &str, add: usize, del: impl IntoIterator<Item = String>) {
+        self.lock().insert(key.into(), Expectation { add: add as i64, del: del.into_iter().collect(), at: Instant::now() });
+    }
+
     /// CreationObserved (also for a creation that was never made: LowerExpectations).
     pub fn creation_observed(&self, key: &str) {
         if let Some(e) = self.lock().get_mut(key) {

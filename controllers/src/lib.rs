@@ -31,6 +31,11 @@
 //!   on the wall clock of its `timeZone` (the system tz database); `startingDeadlineSeconds`,
 //!   `concurrencyPolicy` (Allow, Forbid, Replace), `suspend`, the status' active Jobs and last
 //!   schedule and success times, and the history limits on finished Jobs.
+//! - [`daemon`]: keeps one pod of each DaemonSet on every node that should run one (its
+//!   nodeSelector, required node affinity and tolerated taints, as the scheduler would judge),
+//!   pinned by node affinity for the scheduler to bind; replaces failed pods with backoff; rolls
+//!   a new template node by node (RollingUpdate within `maxUnavailable`/`maxSurge`, or OnDelete)
+//!   through ControllerRevisions ([`history`]), cleaned to `revisionHistoryLimit`.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -102,6 +107,10 @@
 //!   namespace is a `FailedCreate` event like any other failure. A schedule is read on the wall
 //!   clock of its zone: a time skipped by a daylight-saving jump does not run that day, one
 //!   repeated when clocks go back runs twice.
+//! - The DaemonSet controller names revisions by a hash of their data (the history's hash, where
+//!   Kubernetes' DaemonSet controller hashes the template), lists them from the API server on
+//!   each sync instead of watching them, and queues every DaemonSet when a node is deleted; a pod
+//!   bound to a deleted node stays (no pod garbage collector).
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
@@ -114,6 +123,7 @@
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
 pub(crate) mod cronjob;
+pub(crate) mod daemon;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
 pub mod error;
@@ -196,7 +206,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, job, ttlafterfinished, cronjob, garbagecollector");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, job, ttlafterfinished, cronjob, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -205,6 +215,7 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         replicaset::ReplicaSetController::new(client.clone()).run(),
         deployment::DeploymentController::new(client.clone()).run(),
         // Boxed: their futures are large, and the joined future lives on the caller's stack.
+        Box::pin(daemon::DaemonSetsController::new(client.clone()).run()),
         Box::pin(job::JobController::new(client.clone()).run()),
         Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
         cronjob::CronJobController::new(client.clone()).run(),

@@ -1,12 +1,12 @@
-//! Helpers several plugins share (kube-scheduler's plugins/helper and component-helpers): node
-//! selector terms and label selectors on typed objects (whether a toleration tolerates a taint is
-//! the API types' own: `api::core::v1::helper::toleration`).
-
-use std::collections::BTreeMap;
+//! Helpers several plugins share (kube-scheduler's plugins/helper): label selectors on typed
+//! objects. Node selector terms (component-helpers' nodeaffinity) and whether a toleration
+//! tolerates a taint are the API types' own, re-exported from `api::core::v1::helper` (the
+//! DaemonSet controller asks the same questions without linking the scheduler).
 
 use apimachinery::labels::Selector;
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+pub use api::core::v1::helper::node_affinity::{node_selector_term_matches, validate_node_selector_term};
 
 /// metav1.LabelSelectorAsSelector for a typed selector: `None` selects nothing, `{}` everything.
 /// An invalid selector is an error (the pod is then unschedulable with that message).
@@ -15,78 +15,12 @@ pub fn label_selector(sel: Option<&LabelSelector>) -> Result<Selector, String> {
     Selector::from_label_selector(&v).map_err(|e| e.to_string())
 }
 
-/// One node selector requirement against a node's labels (and `metadata.name` for
-/// matchFields). Operators: In, NotIn, Exists, DoesNotExist, Gt, Lt.
-fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&String>) -> Result<bool, String> {
-    let values = r.values.as_deref().unwrap_or_default();
-    Ok(match r.operator.as_str() {
-        "In" => value.is_some_and(|v| values.contains(v)),
-        "NotIn" => value.is_none_or(|v| !values.contains(v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let [bound] = values else {
-                return Err(format!("{}: {} needs exactly one value", r.key, r.operator));
-            };
-            let bound: i64 = bound.parse().map_err(|_| format!("{}: {bound:?} is not an integer", r.key))?;
-            match value.and_then(|v| v.parse::<i64>().ok()) {
-                Some(v) if r.operator == "Gt" => v > bound,
-                Some(v) => v < bound,
-                None => false,
-            }
-        }
-        op => return Err(format!("{}: {op:?} is not a valid node selector operator", r.key)),
-    })
-}
-
-/// Whether a NodeSelectorTerm matches: all its matchExpressions (on labels) and matchFields (on
-/// `metadata.name`) hold. An empty term matches nothing, as in Kubernetes.
-pub fn node_selector_term_matches(
-    term: &NodeSelectorTerm,
-    node_name: &str,
-    labels: &BTreeMap<String, String>,
-) -> Result<bool, String> {
-    let exprs = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if exprs.is_empty() && fields.is_empty() {
-        return Ok(false);
-    }
-    for r in exprs {
-        if !requirement_matches(r, labels.get(&r.key))? {
-            return Ok(false);
-        }
-    }
-    let name = node_name.to_string();
-    for r in fields {
-        if r.key != "metadata.name" {
-            return Err(format!("{}: not a supported field selector (only metadata.name)", r.key));
-        }
-        if !requirement_matches(r, Some(&name))? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Checks a term on its own, before any node is looked at: every operator is known, Gt/Lt carry
-/// exactly one integer, and matchFields only use `metadata.name`. The error names the problem.
-pub fn validate_node_selector_term(term: &NodeSelectorTerm) -> Result<(), String> {
-    for r in term.match_expressions.iter().flatten() {
-        requirement_matches(r, None)?;
-    }
-    for r in term.match_fields.iter().flatten() {
-        if r.key != "metadata.name" {
-            return Err(format!("{}: not a supported field selector (only metadata.name)", r.key));
-        }
-        requirement_matches(r, None)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::NodeSelectorTerm;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     #[test]
     fn node_selector_operators() {

@@ -47,27 +47,13 @@ fn has_required(pod: &Pod) -> bool {
     selector || required_terms(pod).is_some()
 }
 
-/// The decision (component-helpers' RequiredNodeAffinity.Match): the nodeSelector AND any of the
-/// required terms. A malformed term never matches; its problem is returned if no term matched.
+/// The decision (component-helpers' RequiredNodeAffinity.Match, the API types' own:
+/// `api::core::v1::helper::node_affinity`): the nodeSelector AND any of the required terms. A
+/// malformed term never matches; its problem is returned if no term matched.
 pub fn match_required(pod: &Pod, node: &NodeInfo) -> Result<bool, String> {
-    let labels = node.labels();
-    if let Some(selector) = pod.spec.as_ref().and_then(|s| s.node_selector.as_ref())
-        && !selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-    {
-        return Ok(false);
-    }
-    let Some(terms) = required_terms(pod) else { return Ok(true) };
-    let mut problem = None;
-    for term in terms {
-        match node_selector_term_matches(term, node.name(), labels) {
-            Ok(true) => return Ok(true),
-            Ok(false) => {}
-            Err(e) => problem = Some(e),
-        }
-    }
-    match problem {
-        Some(e) => Err(e),
-        None => Ok(false),
+    match pod.spec.as_ref() {
+        Some(spec) => api::core::v1::helper::match_required_node_affinity(spec, node.name(), node.labels()),
+        None => Ok(true),
     }
 }
 

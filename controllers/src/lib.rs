@@ -19,6 +19,11 @@
 //!   template — RollingUpdate within `maxSurge`/`maxUnavailable`, or Recreate — with revisions,
 //!   proportional scaling, pause, cleanup to `revisionHistoryLimit`, and the Available and
 //!   Progressing conditions `kubectl rollout status` reads.
+//! - [`statefulset`]: keeps each StatefulSet's pods `<set>-<ordinal>`, with stable hostnames and
+//!   labels, at `spec.replicas` — one at a time in ordinal order, each waiting for the ones
+//!   below to be Ready (`OrderedReady`), or all at once (`Parallel`) — recreating failed ones,
+//!   and rolls them to a new template from the highest ordinal down to the partition, with
+//!   ControllerRevisions ([`history`]) for `kubectl rollout history` and `undo`.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -92,6 +97,7 @@ pub(crate) mod history;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod replicaset;
+pub(crate) mod statefulset;
 pub(crate) mod tainteviction;
 pub mod workqueue;
 pub mod zone_disruption;
@@ -161,7 +167,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, garbagecollector");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, statefulset, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -169,6 +175,7 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         disruption::DisruptionController::new(client.clone()).run(),
         replicaset::ReplicaSetController::new(client.clone()).run(),
         deployment::DeploymentController::new(client.clone()).run(),
+        statefulset::StatefulSetController::new(client.clone()).run(),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

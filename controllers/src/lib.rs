@@ -78,6 +78,13 @@
 //! - The taints that follow node conditions are set on the monitor pass (every
 //!   `--node-monitor-period`), not also on each node update as Kubernetes does: up to one period
 //!   late.
+//! - The StatefulSet controller gives a pod the volumes of its `volumeClaimTemplates` (claim
+//!   `<template>-<set>-<ordinal>`) but creates no PersistentVolumeClaims (the API server does not
+//!   serve them yet), so `persistentVolumeClaimRetentionPolicy` has no effect; rolling updates
+//!   have no `maxUnavailable` (alpha in Kubernetes): one pod at a time. It applies a revision by
+//!   taking its template (the patch replaces the template whole) rather than by a strategic
+//!   merge, and lists the revisions from the API server on each sync (Kubernetes reads an
+//!   informer's cache).
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!

@@ -553,6 +553,11 @@ mod tests {
 
     use Step::*;
 
+    /// (what, set, pods) -> (replica steps, condemned steps, wait).
+    type ScaleCase<'a> = (&'a str, &'a StatefulSet, Vec<Pod>, Vec<Step>, Vec<Step>, Option<Wait>);
+    /// (what, set, pods) -> (update step, wait).
+    type UpdateCase<'a> = (&'a str, &'a StatefulSet, Vec<Pod>, Option<Step>, Option<Wait>);
+
     #[test]
     fn ordered_ready_creates_and_deletes_one_at_a_time() {
         let ordered = set(json!({}));
@@ -561,8 +566,7 @@ mod tests {
         let one = set(json!({"spec": {"replicas": 1}}));
         let parallel_one = set(json!({"spec": {"replicas": 1, "podManagementPolicy": "Parallel"}}));
         let p = |o, st| pod(o, st, "upd");
-        // (set, pods) -> (replica steps, condemned steps, wait)
-        let cases: Vec<(&str, &StatefulSet, Vec<Pod>, Vec<Step>, Vec<Step>, Option<Wait>)> = vec![
+        let cases: Vec<ScaleCase> = vec![
             ("empty: web-0 first", &ordered, vec![], vec![Create { ordinal: 0 }], vec![], Some(Wait::Progress(0))),
             ("web-0 pending: wait", &ordered, vec![p(0, "pending")], vec![], vec![], Some(Wait::Ready(0))),
             ("web-0 running, not ready: wait", &ordered, vec![p(0, "running")], vec![], vec![], Some(Wait::Ready(0))),
@@ -607,8 +611,7 @@ mod tests {
         let on_delete = set(json!({"spec": {"updateStrategy": {"type": "OnDelete", "rollingUpdate": null}}}));
         let parallel = set(json!({"spec": {"podManagementPolicy": "Parallel"}}));
         let p = pod;
-        // (set, pods) -> (update step, wait)
-        let cases: Vec<(&str, &StatefulSet, Vec<Pod>, Option<Step>, Option<Wait>)> = vec![
+        let cases: Vec<UpdateCase> = vec![
             ("all old: the highest first", &rolling, vec![p(0, "ready", "cur"), p(1, "ready", "cur"), p(2, "ready", "cur")], Some(DeleteForUpdate { ordinal: 2 }), Some(Wait::Progress(2))),
             ("top updated and ready: the next", &rolling, vec![p(0, "ready", "cur"), p(1, "ready", "cur"), p(2, "ready", "upd")], Some(DeleteForUpdate { ordinal: 1 }), Some(Wait::Progress(1))),
             ("an old pod being deleted is waited for", &rolling, vec![p(0, "ready", "cur"), p(1, "terminating", "cur"), p(2, "ready", "upd")], None, Some(Wait::Terminating(1))),

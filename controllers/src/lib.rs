@@ -36,6 +36,11 @@
 //!   pinned by node affinity for the scheduler to bind; replaces failed pods with backoff; rolls
 //!   a new template node by node (RollingUpdate within `maxUnavailable`/`maxSurge`, or OnDelete)
 //!   through ControllerRevisions ([`history`]), cleaned to `revisionHistoryLimit`.
+//! - [`statefulset`]: keeps each StatefulSet's pods `<set>-<ordinal>`, with stable hostnames and
+//!   labels, at `spec.replicas` — one at a time in ordinal order, each waiting for the ones
+//!   below to be Ready (`OrderedReady`), or all at once (`Parallel`) — recreating failed ones,
+//!   and rolls them to a new template from the highest ordinal down to the partition, with
+//!   ControllerRevisions ([`history`]) for `kubectl rollout history` and `undo`.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -58,9 +63,10 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Seven controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
-//!   Deployment, garbage collector): no DaemonSet, StatefulSet, Job, CronJob, endpoints, service
-//!   account or token controllers.
+//! - Twelve controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//!   Deployment, DaemonSet, StatefulSet, Job, TTL-after-finished, CronJob, garbage collector): no
+//!   endpoints, service account, token, pod garbage collector (a pod bound to a deleted node
+//!   stays) or PersistentVolume controllers.
 //! - The garbage collector discovers resources once, at start (Kubernetes re-discovers every
 //!   30 s, so a kind added later is not collected until a restart); it watches whole objects,
 //!   not their metadata only; it verifies an owner by a live GET each time it judges a dependent
@@ -111,6 +117,13 @@
 //!   Kubernetes' DaemonSet controller hashes the template), lists them from the API server on
 //!   each sync instead of watching them, and queues every DaemonSet when a node is deleted; a pod
 //!   bound to a deleted node stays (no pod garbage collector).
+//! - The StatefulSet controller gives a pod the volumes of its `volumeClaimTemplates` (claim
+//!   `<template>-<set>-<ordinal>`) but creates no PersistentVolumeClaims (the API server does not
+//!   serve them yet), so `persistentVolumeClaimRetentionPolicy` has no effect; rolling updates
+//!   have no `maxUnavailable` (alpha in Kubernetes): one pod at a time. It applies a revision by
+//!   taking its template (the patch replaces the template whole) rather than by a strategic
+//!   merge, and lists the revisions from the API server on each sync (Kubernetes reads an
+//!   informer's cache).
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
@@ -133,6 +146,7 @@ pub(crate) mod job;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod replicaset;
+pub(crate) mod statefulset;
 pub(crate) mod tainteviction;
 pub(crate) mod ttlafterfinished;
 pub mod workqueue;
@@ -206,7 +220,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, job, ttlafterfinished, cronjob, garbagecollector");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -214,11 +228,12 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         disruption::DisruptionController::new(client.clone()).run(),
         replicaset::ReplicaSetController::new(client.clone()).run(),
         deployment::DeploymentController::new(client.clone()).run(),
-        // Boxed: their futures are large, and the joined future lives on the caller's stack.
+        // Boxed: the workload controllers' futures are large, and the joined future holds them all.
         Box::pin(daemon::DaemonSetsController::new(client.clone()).run()),
+        Box::pin(statefulset::StatefulSetController::new(client.clone()).run()),
         Box::pin(job::JobController::new(client.clone()).run()),
         Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
-        cronjob::CronJobController::new(client.clone()).run(),
+        Box::pin(cronjob::CronJobController::new(client.clone()).run()),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

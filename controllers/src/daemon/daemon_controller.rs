@@ -14,7 +14,8 @@
 //! 1. Read the DaemonSet from the cache (gone: forget its expectations). One selecting every
 //!    pod gets a `SelectingAll` event and nothing more; one being deleted is left alone.
 //! 2. Construct its history: the current ControllerRevision (its hash labels the new pods) and
-//!    the old ones ([`super::update`]).
+//!    the old ones ([`DaemonSetsController::construct_history`], with [`super::update`]'s
+//!    revision patch).
 //! 3. Unless expectations are outstanding (then only the status is written), manage: for each
 //!    node, [`pods_should_be_on_node`] says whether a pod is missing and which pods must go
 //!    (surplus, on a node that should no longer run one, failed — the latter with a per-node
@@ -27,21 +28,21 @@
 //! 6. Write the status ([`calculate_status`]) when it changed; queue again after
 //!    `minReadySeconds` while pods wait to become available.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::update::{RollingInput, rolling_update_plan};
+use super::update::{RollingInput, get_patch, matches, revisions_to_delete, rolling_update_plan};
 use super::util::{
     allows_surge, by_creation_timestamp_and_phase, create_pod_template, is_pod_updated, node_should_run_daemon_pod, replace_daemon_set_pod_node_name_node_affinity, surge_count,
     target_node_name, template_generation, unavailable_count,
@@ -49,7 +50,7 @@ use super::util::{
 use crate::controller_ref_manager::ControllerRefManager;
 use crate::controller_utils::{BURST_REPLICAS, ControllerExpectations, SLOW_START_INITIAL_BATCH_SIZE, controller_of, controller_ref, pod_from_template, slow_start_batch};
 use crate::error::{Error, Result};
-use crate::history::History;
+use crate::history::{CONTROLLER_REVISION_HASH_LABEL, History, new_controller_revision, next_revision, sort_controller_revisions};
 use crate::replicaset::replica_set_utils::is_pod_available;
 use crate::workqueue::WorkQueue;
 
@@ -678,6 +679,91 @@ async fn drive<K>(what: &'static str, stream: impl Stream<Item = watcher::Result
         }
     }
 }
+
+// ---- the history (update.go's constructHistory, controlledHistories, cleanupHistory) ----
+
+impl DaemonSetsController {
+    /// controlledHistories: the revisions the DaemonSet's selector matches that it controls,
+    /// after adopting orphans and releasing what no longer matches.
+    async fn controlled_histories(&self, ds: &DaemonSet, selector: &apimachinery::labels::Selector) -> Result<Vec<ControllerRevision>> {
+        let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let uid = ds.metadata.uid.as_deref().unwrap_or_default();
+        let candidates = self.history.list_controller_revisions(ns, uid, &selector.to_string()).await?;
+        let manager = ControllerRefManager {
+            api: Api::<ControllerRevision>::namespaced(self.client.clone(), ns),
+            owner: controller_ref("apps/v1", "DaemonSet", &ds.metadata),
+            owner_deleting: ds.metadata.deletion_timestamp.is_some(),
+            selector,
+        };
+        let claimed = manager.claim(candidates.into_iter().map(Arc::new).collect(), || self.can_adopt(ds)).await?;
+        Ok(claimed.into_iter().map(|r| (*r).clone()).collect())
+    }
+
+    /// constructHistory: (the current revision, the old ones). The current one is the revision
+    /// holding the current template — created if there is none, re-numbered newest if it is not
+    /// (a rollback), deduplicated if there are several.
+    pub(super) async fn construct_history(&self, ds: &DaemonSet, selector: &apimachinery::labels::Selector) -> Result<(ControllerRevision, Vec<ControllerRevision>)> {
+        let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
+        let revisions = self.controlled_histories(ds, selector).await?;
+        let (mut current, old): (Vec<ControllerRevision>, Vec<ControllerRevision>) = revisions.into_iter().partition(|r| matches(ds, r));
+        let next = next_revision(&old);
+        let cur = if current.is_empty() {
+            // snapshot: a new revision of the current template.
+            let labels = ds.spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+            let owner = controller_ref("apps/v1", "DaemonSet", &ds.metadata);
+            let mut revision = new_controller_revision(&ds.metadata, owner, &labels, get_patch(ds), next, None);
+            revision.metadata.annotations = ds.metadata.annotations.clone();
+            let before = ds.status.as_ref().and_then(|s| s.collision_count);
+            let mut collision_count = before.unwrap_or(0);
+            let created = self.history.create_controller_revision(&ds.metadata, &revision, &mut collision_count).await?;
+            if Some(collision_count) != before && collision_count != 0 {
+                // The name was taken: remember the count so the next sync finds this revision.
+                let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
+                let patch = json!({"status": {"collisionCount": collision_count}});
+                api.patch_status(ds.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Error::Kube)?;
+            }
+            tracing::info!(target: TARGET, daemonset = %key_of(ds), revision = ?created.metadata.name, number = next, "created a ControllerRevision");
+            created
+        } else {
+            // dedupCurHistories: keep the newest; its duplicates' pods take its hash, then go.
+            sort_controller_revisions(&mut current);
+            let keep = current.pop().unwrap_or_default();
+            let keep_hash = keep.metadata.labels.as_ref().and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL)).cloned().unwrap_or_default();
+            for dup in &current {
+                let dup_hash = dup.metadata.labels.as_ref().and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL)).cloned().unwrap_or_default();
+                let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+                for pod in self.pods.state().iter().filter(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.labels.as_ref().and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL)) == Some(&dup_hash)) {
+                    let patch = json!({"metadata": {"labels": {CONTROLLER_REVISION_HASH_LABEL: keep_hash}}});
+                    pods_api.patch(pod.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Error::Kube)?;
+                }
+                self.history.delete_controller_revision(dup).await?;
+            }
+            if keep.revision.unwrap_or(0) < next { self.history.update_controller_revision(&keep, next).await? } else { keep }
+        };
+        Ok((cur, old))
+    }
+
+    /// cleanupHistory: old revisions beyond `revisionHistoryLimit` deleted, oldest first, but
+    /// never one a live pod of the DaemonSet still carries the hash of.
+    pub(super) async fn cleanup_history(&self, ds: &DaemonSet, old: &[ControllerRevision], node_to_pods: &BTreeMap<String, Vec<Arc<Pod>>>) -> Result<()> {
+        let limit = ds.spec.revision_history_limit.unwrap_or(api::apps::v1::defaults::DEFAULT_REVISION_HISTORY_LIMIT);
+        if old.len() <= limit.max(0) as usize {
+            return Ok(());
+        }
+        let live: BTreeSet<String> = node_to_pods
+            .values()
+            .flatten()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.metadata.labels.as_ref()?.get(CONTROLLER_REVISION_HASH_LABEL).cloned())
+            .collect();
+        for r in revisions_to_delete(old, &live, limit) {
+            tracing::info!(target: TARGET, daemonset = %key_of(ds), revision = ?r.metadata.name, "deleting an old ControllerRevision");
+            self.history.delete_controller_revision(&r).await?;
+        }
+        Ok(())
+    }
+}
+
 
 #[cfg(test)]
 mod tests {

@@ -8,12 +8,13 @@
 //!   unavailable, otherwise on at most `maxSurge` nodes at a time) and deletes the old pod once
 //!   the new one is available.
 //!
-//! History ([`DaemonSetsController::construct_history`]): each distinct template is a
-//! ControllerRevision holding the patch that restores it (`{"spec":{"template":{…,
-//! "$patch":"replace"}}}`, which `kubectl rollout undo` applies); the revision that matches the
-//! current template is the current one (re-numbered newest after a rollback), its
-//! `controller-revision-hash` label goes on the pods made from it, and old revisions no pod
-//! uses are deleted beyond `revisionHistoryLimit` ([`DaemonSetsController::cleanup_history`]).
+//! History: each distinct template is a ControllerRevision holding the patch that restores it
+//! ([`get_patch`]: `{"spec":{"template":{…, "$patch":"replace"}}}`, which `kubectl rollout undo`
+//! applies); the revision that [`matches`] the current template is the current one (re-numbered
+//! newest after a rollback), its `controller-revision-hash` label goes on the pods made from it,
+//! and old revisions no pod uses are deleted beyond `revisionHistoryLimit`
+//! ([`revisions_to_delete`]). The calls that do it (constructHistory, cleanupHistory) are the
+//! controller's, in `daemon_controller.rs`, so that this file holds only decisions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,15 +22,10 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::daemon_controller::{DaemonSetsController, TARGET};
 use super::util::is_pod_updated;
-use crate::controller_ref_manager::ControllerRefManager;
-use crate::controller_utils::controller_ref;
-use crate::error::{Error, Result};
-use crate::history::{CONTROLLER_REVISION_HASH_LABEL, new_controller_revision, next_revision, sort_controller_revisions};
+use crate::history::{CONTROLLER_REVISION_HASH_LABEL, sort_controller_revisions};
 use crate::replicaset::replica_set_utils::is_pod_available;
 
 /// findUpdatedPodsOnNode: the node's new and old pod (those not being deleted), or `None` when
@@ -164,92 +160,6 @@ pub fn revisions_to_delete(old: &[ControllerRevision], live_hashes: &BTreeSet<St
         .filter(|r| r.metadata.labels.as_ref().and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL)).is_none_or(|h| !live_hashes.contains(h)))
         .take(excess)
         .collect()
-}
-
-impl DaemonSetsController {
-    /// controlledHistories: the revisions the DaemonSet's selector matches that it controls,
-    /// after adopting orphans and releasing what no longer matches.
-    async fn controlled_histories(&self, ds: &DaemonSet, selector: &apimachinery::labels::Selector) -> Result<Vec<ControllerRevision>> {
-        let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
-        let uid = ds.metadata.uid.as_deref().unwrap_or_default();
-        let candidates = self.history.list_controller_revisions(ns, uid, &selector.to_string()).await?;
-        let manager = ControllerRefManager {
-            api: Api::<ControllerRevision>::namespaced(self.client.clone(), ns),
-            owner: controller_ref("apps/v1", "DaemonSet", &ds.metadata),
-            owner_deleting: ds.metadata.deletion_timestamp.is_some(),
-            selector,
-        };
-        let claimed = manager.claim(candidates.into_iter().map(Arc::new).collect(), || self.can_adopt(ds)).await?;
-        Ok(claimed.into_iter().map(|r| (*r).clone()).collect())
-    }
-
-    /// constructHistory: (the current revision, the old ones). The current one is the revision
-    /// holding the current template — created if there is none, re-numbered newest if it is not
-    /// (a rollback), deduplicated if there are several.
-    pub(super) async fn construct_history(&self, ds: &DaemonSet, selector: &apimachinery::labels::Selector) -> Result<(ControllerRevision, Vec<ControllerRevision>)> {
-        let ns = ds.metadata.namespace.as_deref().unwrap_or_default();
-        let revisions = self.controlled_histories(ds, selector).await?;
-        let (mut current, old): (Vec<ControllerRevision>, Vec<ControllerRevision>) = revisions.into_iter().partition(|r| matches(ds, r));
-        let next = next_revision(&old);
-        let cur = if current.is_empty() {
-            // snapshot: a new revision of the current template.
-            let labels = ds.spec.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
-            let owner = controller_ref("apps/v1", "DaemonSet", &ds.metadata);
-            let mut revision = new_controller_revision(&ds.metadata, owner, &labels, get_patch(ds), next, None);
-            revision.metadata.annotations = ds.metadata.annotations.clone();
-            let before = ds.status.as_ref().and_then(|s| s.collision_count);
-            let mut collision_count = before.unwrap_or(0);
-            let created = self.history.create_controller_revision(&ds.metadata, &revision, &mut collision_count).await?;
-            if Some(collision_count) != before && collision_count != 0 {
-                // The name was taken: remember the count so the next sync finds this revision.
-                let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
-                let patch = json!({"status": {"collisionCount": collision_count}});
-                api.patch_status(ds.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Error::Kube)?;
-            }
-            tracing::info!(target: TARGET, daemonset = %key_of(ds), revision = ?created.metadata.name, number = next, "created a ControllerRevision");
-            created
-        } else {
-            // dedupCurHistories: keep the newest; its duplicates' pods take its hash, then go.
-            sort_controller_revisions(&mut current);
-            let keep = current.pop().unwrap_or_default();
-            let keep_hash = keep.metadata.labels.as_ref().and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL)).cloned().unwrap_or_default();
-            for dup in &current {
-                let dup_hash = dup.metadata.labels.as_ref().and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL)).cloned().unwrap_or_default();
-                let pods_api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-                for pod in self.pods.state().iter().filter(|p| p.metadata.namespace.as_deref() == Some(ns) && p.metadata.labels.as_ref().and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL)) == Some(&dup_hash)) {
-                    let patch = json!({"metadata": {"labels": {CONTROLLER_REVISION_HASH_LABEL: keep_hash}}});
-                    pods_api.patch(pod.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Error::Kube)?;
-                }
-                self.history.delete_controller_revision(dup).await?;
-            }
-            if keep.revision.unwrap_or(0) < next { self.history.update_controller_revision(&keep, next).await? } else { keep }
-        };
-        Ok((cur, old))
-    }
-
-    /// cleanupHistory: old revisions beyond `revisionHistoryLimit` deleted, oldest first, but
-    /// never one a live pod of the DaemonSet still carries the hash of.
-    pub(super) async fn cleanup_history(&self, ds: &DaemonSet, old: &[ControllerRevision], node_to_pods: &BTreeMap<String, Vec<Arc<Pod>>>) -> Result<()> {
-        let limit = ds.spec.revision_history_limit.unwrap_or(api::apps::v1::defaults::DEFAULT_REVISION_HISTORY_LIMIT);
-        if old.len() <= limit.max(0) as usize {
-            return Ok(());
-        }
-        let live: BTreeSet<String> = node_to_pods
-            .values()
-            .flatten()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| p.metadata.labels.as_ref()?.get(CONTROLLER_REVISION_HASH_LABEL).cloned())
-            .collect();
-        for r in revisions_to_delete(old, &live, limit) {
-            tracing::info!(target: TARGET, daemonset = %key_of(ds), revision = ?r.metadata.name, "deleting an old ControllerRevision");
-            self.history.delete_controller_revision(&r).await?;
-        }
-        Ok(())
-    }
-}
-
-fn key_of(ds: &DaemonSet) -> String {
-    format!("{}/{}", ds.metadata.namespace.as_deref().unwrap_or_default(), ds.metadata.name.as_deref().unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -224,9 +224,10 @@ impl GarbageCollector {
         let Some(node) = self.graph().nodes.get(uid).cloned() else { return Ok(()) };
         let Some(latest) = self.get_live(&node.identity).await? else {
             // Absent (a virtual node never seen, or one whose deletion the watch has not shown
-            // yet): it leaves the graph, and its dependents are judged again.
-            let dependents = self.graph().nodes.remove(uid).map(|n| n.dependents).unwrap_or_default();
-            self.queue(Work { delete: dependents.into_iter().collect(), orphan: Vec::new() });
+            // yet): it leaves the graph; its dependents are judged again, and a foreground owner
+            // waiting for it looks again.
+            let work = self.graph().remove_absent(uid);
+            self.queue(work);
             return Ok(());
         };
         let finalizers = latest.metadata.finalizers.clone().unwrap_or_default();

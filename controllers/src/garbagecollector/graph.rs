@@ -148,6 +148,25 @@ impl Graph {
         work
     }
 
+    /// An object a live read found absent (a virtual owner never seen, or one whose deletion the
+    /// watch has not shown yet) leaves the graph: its dependents are looked at (their owner is
+    /// gone), and so are its owners deleting in the foreground — the watch's delete event for it
+    /// will find nothing left to do, so this is the only time they hear of it.
+    pub fn remove_absent(&mut self, uid: &str) -> Work {
+        let mut work = Work::default();
+        let Some(node) = self.nodes.remove(uid) else { return work };
+        work.delete.extend(node.dependents.iter().cloned());
+        for o in &node.owners {
+            if let Some(owner) = self.nodes.get_mut(&o.uid) {
+                owner.dependents.remove(uid);
+                if owner.deleting_dependents {
+                    work.delete.push(o.uid.clone());
+                }
+            }
+        }
+        work
+    }
+
     /// The dependents that still block a foreground owner's deletion: those whose reference to
     /// it has `blockOwnerDeletion`.
     pub fn blocking_dependents(&self, owner: &str) -> Vec<String> {
@@ -231,6 +250,14 @@ mod tests {
         let w = g.forget("dep");
         assert_eq!(w.delete, ["own"]);
         assert!(g.blocking_dependents("own").is_empty());
+        // A dependent found absent by a live read before its delete event arrives: the foreground
+        // owner hears of it then (the delete event finds nothing left).
+        g.observe(id("dep2"), vec![owner("own", true)], &[], false, |_| true);
+        assert_eq!(g.blocking_dependents("own"), ["dep2"]);
+        let w = g.remove_absent("dep2");
+        assert_eq!(w.delete, ["own"]);
+        assert!(g.blocking_dependents("own").is_empty());
+        assert!(g.forget("dep2").delete.is_empty());
         // Orphaning.
         let w = g.observe(id("o2"), vec![], &["orphan".into()], true, |_| true);
         assert_eq!(w.orphan, ["o2"]);

@@ -122,10 +122,16 @@ where
     async fn release(&self, obj: &K) -> Result<()> {
         let name = obj.name_any();
         let Some(i) = obj.meta().owner_references.iter().flatten().position(|r| r.uid == self.owner.uid) else { return Ok(()) };
-        let ops = json!([
+        let mut ops = json!([
             {"op": "test", "path": format!("/metadata/ownerReferences/{i}/uid"), "value": self.owner.uid},
             {"op": "remove", "path": format!("/metadata/ownerReferences/{i}")},
         ]);
+        // Its only reference: the field goes too (Kubernetes omits an empty list).
+        if obj.meta().owner_references.as_ref().is_some_and(|r| r.len() == 1)
+            && let Some(a) = ops.as_array_mut()
+        {
+            a.push(json!({"op": "remove", "path": "/metadata/ownerReferences"}));
+        }
         let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| Error::Kube(kube::Error::SerdeError(e)))?;
         match self.api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
             Ok(_) => {

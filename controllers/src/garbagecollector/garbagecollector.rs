@@ -328,6 +328,10 @@ impl GarbageCollector {
                 ops.push(json!({"op": "remove", "path": format!("/metadata/ownerReferences/{i}")}));
             }
         }
+        // The last reference gone: the field goes too, as Kubernetes shows an empty list (omitted).
+        if !ops.is_empty() && refs.iter().all(|r| uids.contains(&r.uid)) {
+            ops.push(json!({"op": "remove", "path": "/metadata/ownerReferences"}));
+        }
         self.json_patch(identity, ops).await
     }
 

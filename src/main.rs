@@ -336,6 +336,17 @@ struct ApiserverArgs {
     /// The tolerationSeconds of the unreachable toleration added to every pod that has none.
     #[arg(long, default_value_t = 300)]
     default_unreachable_toleration_seconds: i64,
+    /// The range Services' cluster IPs are allocated from (IPv4 CIDR; its first address is the
+    /// `default/kubernetes` Service's).
+    #[arg(long, default_value = "10.96.0.0/12")]
+    service_cluster_ip_range: String,
+    /// The range NodePort Services' node ports are allocated from.
+    #[arg(long, default_value = "30000-32767")]
+    service_node_port_range: String,
+    /// The address the `default/kubernetes` Service's endpoints name for this server (default:
+    /// --bind-address, unless it is 0.0.0.0 or loopback).
+    #[arg(long)]
+    advertise_address: Option<std::net::IpAddr>,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -604,6 +615,9 @@ fn main() -> anyhow::Result<()> {
                     not_ready_seconds: args.default_not_ready_toleration_seconds,
                     unreachable_seconds: args.default_unreachable_toleration_seconds,
                 },
+                service_cluster_ip_range: args.service_cluster_ip_range,
+                service_node_port_range: args.service_node_port_range,
+                advertise_address: args.advertise_address,
                 ..Default::default()
             };
             // actix-web runs on its own system of single-threaded runtimes.

@@ -111,6 +111,7 @@ pub mod apps;
 pub mod batch;
 pub mod coordination;
 pub mod core;
+pub mod discovery;
 pub mod pod;
 pub mod policy;
 pub mod resource;

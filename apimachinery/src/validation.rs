@@ -90,6 +90,51 @@ pub fn is_dns1123_label(value: &str) -> Vec<String> {
     errs
 }
 
+/// Validates a DNS-1035 label (Service names: a DNS-1123 label that starts with a letter, so a
+/// Service's name is also a valid environment-variable prefix and DNS name).
+pub fn is_dns1035_label(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_LABEL_MAX_LENGTH {
+        errs.push(max_len_error(DNS1123_LABEL_MAX_LENGTH));
+    }
+    if !(matches_dns1123_label(value) && value.as_bytes()[0].is_ascii_lowercase()) {
+        errs.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            "[a-z]([-a-z0-9]*[a-z0-9])?",
+            &["my-name", "abc-123"],
+        ));
+    }
+    errs
+}
+
+/// IsValidPortNum: a port number in 1–65535.
+pub fn is_valid_port_num(port: i64) -> Vec<String> {
+    if (1..=65535).contains(&port) { Vec::new() } else { vec!["must be between 1 and 65535, inclusive".to_string()] }
+}
+
+/// IsValidPortName: an IANA_SVC_NAME — at most 15 characters, lower case letters, digits and '-',
+/// at least one letter, no '-' at either end or twice in a row (a named container port, a
+/// Service's targetPort by name).
+pub fn is_valid_port_name(port: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if port.len() > 15 {
+        errs.push(max_len_error(15));
+    }
+    if !port.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-') {
+        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string());
+    }
+    if !port.bytes().any(|c| c.is_ascii_lowercase()) {
+        errs.push("must contain at least one letter (a-z)".to_string());
+    }
+    if port.contains("--") {
+        errs.push("must not contain consecutive hyphens".to_string());
+    }
+    if port.starts_with('-') || port.ends_with('-') {
+        errs.push("must not begin or end with a hyphen".to_string());
+    }
+    errs
+}
+
 /// Validates a DNS-1123 subdomain (pod, node, configmap names; the prefix of a qualified name).
 pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     let mut errs = Vec::new();

@@ -96,6 +96,7 @@
 
 pub mod admission;
 pub mod config;
+pub mod controlplane;
 pub mod endpoints;
 pub mod error;
 pub mod filters;

@@ -24,6 +24,15 @@ pub struct Options {
     /// `--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`: the
     /// DefaultTolerationSeconds admission plugin's seconds (300 each).
     pub default_toleration_seconds: DefaultTolerationSeconds,
+    /// `--service-cluster-ip-range`: where Services' cluster IPs come from (IPv4; the first
+    /// address is the `default/kubernetes` Service's, the tenth by convention the cluster DNS').
+    pub service_cluster_ip_range: String,
+    /// `--service-node-port-range`: where NodePort Services' node ports come from.
+    pub service_node_port_range: String,
+    /// `--advertise-address`: the address the `default/kubernetes` Service's endpoints name for
+    /// this server. Unset: the bind address, unless that is unspecified or loopback (then the
+    /// Service has no endpoint for this server: nothing in a pod could reach it there).
+    pub advertise_address: Option<std::net::IpAddr>,
 }
 
 impl Default for Options {
@@ -39,6 +48,9 @@ impl Default for Options {
             etcd_compaction_interval: Duration::from_secs(300),
             request_timeout: Duration::from_secs(60),
             default_toleration_seconds: DefaultTolerationSeconds::default(),
+            service_cluster_ip_range: "10.96.0.0/12".into(),
+            service_node_port_range: "30000-32767".into(),
+            advertise_address: None,
         }
     }
 }

@@ -26,14 +26,22 @@ use crate::registry::apps::statefulset::strategy::STATEFULSET_STRATEGY;
 use crate::registry::batch::cronjob::strategy::CRONJOB_STRATEGY;
 use crate::registry::batch::job::strategy::JobStrategy;
 use crate::registry::coordination::lease::strategy::LeaseStrategy;
+use crate::controlplane::kubernetesservice;
 use crate::registry::core::configmap::strategy::ConfigMapStrategy;
+use crate::registry::core::endpoints::strategy::EndpointsStrategy;
 use crate::registry::core::event::strategy::EventStrategy;
 use crate::registry::core::namespace::strategy::{NAMESPACES, NamespaceStrategy};
 use crate::registry::core::node::strategy::NodeStrategy;
 use crate::registry::core::pod;
 use crate::registry::core::pod::strategy::PodStrategy;
 use crate::registry::core::secret::strategy::SecretStrategy;
+use crate::registry::core::service::alloc::Allocators;
+use crate::registry::core::service::ipallocator::{Cidr, IpAllocator};
+use crate::registry::core::service::portallocator::{PortAllocator, PortRange};
+use crate::registry::core::service::repair;
+use crate::registry::core::service::strategy::{SERVICES, ServiceStrategy};
 use crate::registry::core::serviceaccount::strategy::ServiceAccountStrategy;
+use crate::registry::discovery::endpointslice::strategy::EndpointSliceStrategy;
 use crate::registry::generic::rest::{Installed, Registries, SubresourceRest};
 use crate::registry::generic::store::Registry;
 use crate::registry::generic::strategy::Strategy;
@@ -66,7 +74,7 @@ impl Resource {
 }
 
 /// Every resource the server serves, one line each, in the order discovery lists them.
-fn resources(opts: &Options) -> Vec<Resource> {
+fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
     vec![
         Resource::new(NamespaceStrategy),
         Resource::new(PodStrategy).with_subresources(pod::storage::SUBRESOURCES),
@@ -75,7 +83,10 @@ fn resources(opts: &Options) -> Vec<Resource> {
         Resource::new(ConfigMapStrategy),
         Resource::new(SecretStrategy),
         Resource::new(ServiceAccountStrategy),
+        Resource::new(ServiceStrategy { alloc: alloc.clone() }),
+        Resource::new(EndpointsStrategy),
         Resource::new(LeaseStrategy),
+        Resource::new(EndpointSliceStrategy),
         Resource::new(DEPLOYMENT_STRATEGY).with_subresources(SCALABLE),
         Resource::new(REPLICASET_STRATEGY).with_subresources(SCALABLE),
         Resource::new(STATEFULSET_STRATEGY).with_subresources(SCALABLE),
@@ -85,6 +96,14 @@ fn resources(opts: &Options) -> Vec<Resource> {
         Resource::new(CRONJOB_STRATEGY),
         Resource::new(PodDisruptionBudgetStrategy),
     ]
+}
+
+/// The pools Services take from, over the ranges the flags give (a bad range stops the server
+/// at start, naming the flag).
+fn allocators(opts: &Options) -> Result<Allocators> {
+    let ips = Cidr::parse(&opts.service_cluster_ip_range).map_err(|e| Error::Internal(format!("--service-cluster-ip-range: {e}")))?;
+    let ports = PortRange::parse(&opts.service_node_port_range).map_err(|e| Error::Internal(format!("--service-node-port-range: {e}")))?;
+    Ok(Allocators { ips: IpAllocator::new(ips, &opts.etcd_prefix), ports: PortAllocator::new(ports, &opts.etcd_prefix) })
 }
 
 /// The subresource a scalable workload's own code serves: `scale`.
@@ -176,8 +195,9 @@ async fn not_found() -> HttpResponse {
 
 /// Runs the API server until `shutdown` completes. Must run inside an actix system.
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let alloc = allocators(&opts)?;
     let storage = Storage::connect(&opts.etcd_servers, &opts.etcd_prefix).await.map_err(|e| Error::Internal(format!("cannot reach the store at {:?}: {e}", opts.etcd_servers)))?;
-    let installed = install(resources(&opts), &storage, &opts);
+    let installed = install(resources(&opts, &alloc), &storage, &opts);
     for r in &installed {
         actix_web::rt::spawn(r.registry.cache.clone().run(storage.clone()));
     }
@@ -189,7 +209,8 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let admission = admission(registries.of(&NAMESPACES), &opts);
     let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission });
     let metrics = web::Data::new(Metrics::new());
-    // The store may come up after us: keep trying to create the system namespaces.
+    // The store may come up after us: keep trying to create the system namespaces; then keep the
+    // default/kubernetes Service and the pools of Service allocations right.
     let boot = api.clone();
     actix_web::rt::spawn(async move {
         let mut backoff = Duration::from_millis(200);
@@ -203,7 +224,11 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
                 }
             }
         }
+        let services_prefix = boot.registries.of(&SERVICES).prefix(None);
+        actix_web::rt::spawn(repair::run(boot.storage.clone(), alloc, services_prefix));
+        kubernetesservice::run(boot).await;
     });
+    let leaving = api.clone();
     let server = HttpServer::new(move || {
         App::new()
             .app_data(api.clone())
@@ -232,7 +257,10 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     tracing::info!(target: "apiserver", address = %format!("{}:{}", opts.bind_address, opts.port), store = ?opts.etcd_servers, "API server serving");
     tokio::select! {
         r = server => r.map_err(|e| Error::Internal(e.to_string()))?,
-        _ = shutdown => handle.stop(true).await,
+        _ = shutdown => {
+            kubernetesservice::remove_self(&leaving).await;
+            handle.stop(true).await
+        }
     }
     Ok(())
 }
@@ -243,7 +271,8 @@ mod tests {
 
     #[test]
     fn every_resource_is_registered_once_with_a_printer_that_names_it() {
-        let resources = resources(&Options::default());
+        let opts = Options::default();
+        let resources = resources(&opts, &allocators(&opts).unwrap());
         let mut seen = std::collections::BTreeSet::new();
         for r in &resources {
             let info = r.strategy.info();
@@ -256,6 +285,6 @@ mod tests {
                 assert!(info.subresources.iter().any(|s| s.name == *name), "{}/{name} is served but not in discovery", info.plural);
             }
         }
-        assert_eq!(seen.len(), 16);
+        assert_eq!(seen.len(), 19);
     }
 }

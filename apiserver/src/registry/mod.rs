@@ -7,5 +7,6 @@ pub mod apps;
 pub mod batch;
 pub mod coordination;
 pub mod core;
+pub mod discovery;
 pub mod generic;
 pub mod policy;

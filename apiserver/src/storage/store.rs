@@ -210,6 +210,14 @@ impl Storage {
         self.write(txn, key, Some(value)).await
     }
 
+    /// Writes `key` whatever is there, on a lease of its own that ends in `ttl` seconds unless
+    /// written again (the API servers' master leases: each renews its own key).
+    pub async fn put_with_ttl(&self, key: &str, value: &Value, ttl: i64) -> Result<()> {
+        let lease = self.client.lease_client().grant(ttl, None).await?;
+        self.kv().put(key, encode(value)?, Some(PutOptions::new().with_lease(lease.id()))).await?;
+        Ok(())
+    }
+
     /// Replaces `key` if it is still at `expected` (its mod_revision).
     pub async fn update(&self, key: &str, value: &Value, expected: i64) -> Result<WriteOutcome> {
         let txn = Txn::new()

@@ -9,8 +9,10 @@
 
 use k8s_openapi::api::core::v1::{
     Container, HTTPGetAction, Namespace, NamespaceStatus, Node, ObjectFieldSelector, Pod, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, Secret, Volume,
+    PodTemplateSpec, Probe, ResourceRequirements, Secret, Service, SessionAffinityConfig, ClientIPConfig, Volume,
 };
+use k8s_openapi::api::core::v1::Endpoints;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 
 use super::well_known::{
@@ -294,6 +296,60 @@ pub fn set_defaults_node(node: &mut Node) {
 pub fn set_defaults_secret(s: &mut Secret) {
     set_if_none(&mut s.type_, "Opaque");
 }
+
+/// SetDefaults_Service: a ClusterIP Service with no session affinity, each port TCP and aimed at
+/// the same port on the pods; the traffic policies Cluster; a ClientIP affinity of three hours.
+/// The cluster IPs and IP families are the allocator's, on create (the API server's service
+/// storage), not defaults.
+pub fn set_defaults_service(svc: &mut Service) {
+    let spec = svc.spec.get_or_insert_with(Default::default);
+    set_if_none(&mut spec.session_affinity, "None");
+    if spec.session_affinity.as_deref() == Some("None") {
+        spec.session_affinity_config = None;
+    }
+    if spec.session_affinity.as_deref() == Some("ClientIP") {
+        let config = spec.session_affinity_config.get_or_insert_with(SessionAffinityConfig::default);
+        let client_ip = config.client_ip.get_or_insert_with(ClientIPConfig::default);
+        if client_ip.timeout_seconds.is_none() {
+            client_ip.timeout_seconds = Some(DEFAULT_CLIENT_IP_SERVICE_AFFINITY_SECONDS);
+        }
+    }
+    set_if_none(&mut spec.type_, "ClusterIP");
+    for port in spec.ports.iter_mut().flatten() {
+        set_if_none(&mut port.protocol, "TCP");
+        let unset = match &port.target_port {
+            None => true,
+            Some(IntOrString::Int(0)) => true,
+            Some(IntOrString::String(s)) => s.is_empty(),
+            Some(IntOrString::Int(_)) => false,
+        };
+        if unset {
+            port.target_port = Some(IntOrString::Int(port.port));
+        }
+    }
+    let type_ = spec.type_.clone().unwrap_or_default();
+    if type_ == "NodePort" || type_ == "LoadBalancer" {
+        set_if_none(&mut spec.external_traffic_policy, "Cluster");
+    }
+    if type_ != "ExternalName" {
+        set_if_none(&mut spec.internal_traffic_policy, "Cluster");
+    }
+    if type_ == "LoadBalancer" && spec.allocate_load_balancer_node_ports.is_none() {
+        spec.allocate_load_balancer_node_ports = Some(true);
+    }
+}
+
+/// SetDefaults_Endpoints: each port TCP.
+pub fn set_defaults_endpoints(ep: &mut Endpoints) {
+    for subset in ep.subsets.iter_mut().flatten() {
+        for port in subset.ports.iter_mut().flatten() {
+            set_if_none(&mut port.protocol, "TCP");
+        }
+    }
+}
+
+/// Three hours: how long a ClientIP affinity lasts unless the Service says (`timeoutSeconds`).
+pub const DEFAULT_CLIENT_IP_SERVICE_AFFINITY_SECONDS: i32 = 10800;
 
 fn set_if_none(field: &mut Option<String>, value: &str) {
     if is_empty(field) {

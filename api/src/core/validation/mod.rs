@@ -18,6 +18,7 @@ pub mod namespace;
 pub mod node;
 pub mod pod;
 pub mod secret;
+pub mod service;
 pub mod serviceaccount;
 
 use apimachinery::labels::Selector;
@@ -30,6 +31,7 @@ pub use namespace::validate_namespace;
 pub use node::{validate_node, validate_node_update};
 pub use pod::{POD_UPDATE_FORBIDDEN, validate_pod_create, validate_pod_spec, validate_pod_template_spec, validate_pod_update};
 pub use secret::{validate_secret, validate_secret_update};
+pub use service::{validate_endpoint_ip, validate_endpoints, validate_service, validate_service_create, validate_service_update};
 pub use serviceaccount::validate_service_account;
 
 /// ValidateObjectMeta: the object's `metadata` checked with the kind's name rule; a missing

@@ -9,7 +9,12 @@
 //!    change the object (handed in by the handler), the strategy's `prepare_for_create` (status
 //!    reset) and `validate` (422 Invalid) — the `defaulting and validation` step;
 //! 2. the validating admission the handler hands in (Kubernetes' `createValidation`);
-//! 3. a store Txn that fails if the key exists (409 AlreadyExists).
+//! 3. what the object takes from pools every API server shares (the strategy's `begin_create`: a
+//!    Service's cluster IP and node ports; 422 when what it asks for is taken), then a store Txn
+//!    that fails if the key exists (409 AlreadyExists) — and the pools are told how it ended.
+//!
+//! An update that changes the object passes the strategy's `begin_update` the same way, and an
+//! object that leaves the store its `after_delete` (what it held goes back to the pools).
 
 use std::sync::Arc;
 
@@ -165,6 +170,17 @@ impl Registry {
         })?;
         // Step 2: validating admission.
         (admission.validate)(&obj)?;
+        // Step 3: what the object takes from shared pools (a Service's cluster IP), then the write.
+        let mut obj = obj;
+        let finish = self.strategy.begin_create(&self.storage, &mut obj, dry_run).await?;
+        let result = self.write_create(namespace, name, obj, dry_run).await;
+        if let Some(finish) = finish {
+            finish(result.is_ok()).await;
+        }
+        result
+    }
+
+    async fn write_create(&self, namespace: Option<&str>, name: String, obj: Value, dry_run: bool) -> Result<Value> {
         let key = self.key(namespace, &name);
         if dry_run {
             return match self.storage.get(&key).await? {
@@ -262,6 +278,17 @@ impl Registry {
         if cmp_new == cmp_old {
             return Ok(current.value.clone()); // a no-op update writes nothing
         }
+        let mut new = new;
+        let finish = self.strategy.begin_update(&self.storage, &mut new, &current.value, dry_run).await?;
+        let result = self.write_changed(namespace, name, current, new, dry_run).await;
+        if let Some(finish) = finish {
+            finish(result.is_ok()).await;
+        }
+        result
+    }
+
+    /// The write of an update that changes the object.
+    async fn write_changed(&self, namespace: Option<&str>, name: &str, current: &Stored, new: Value, dry_run: bool) -> Result<Value> {
         if dry_run {
             return Ok(with_resource_version(new, current.mod_revision));
         }
@@ -272,7 +299,10 @@ impl Registry {
             && new.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0
         {
             return match self.storage.delete(&self.key(namespace, name), current.mod_revision).await? {
-                WriteOutcome::Written(rev) => Ok(with_resource_version(new, rev)),
+                WriteOutcome::Written(rev) => {
+                    self.strategy.after_delete(&self.storage, &current.value).await;
+                    Ok(with_resource_version(new, rev))
+                }
                 WriteOutcome::Mismatch(_) => Err(self.conflict(name)),
             };
         }
@@ -341,7 +371,10 @@ impl Registry {
                 DeletePlan::Mark(marked) if opts.is_dry_run() => return Ok((marked, false)),
                 DeletePlan::Remove => {
                     return match self.storage.delete(&self.key(namespace, name), current.mod_revision).await? {
-                        WriteOutcome::Written(_) => Ok((current.value, true)),
+                        WriteOutcome::Written(_) => {
+                            self.strategy.after_delete(&self.storage, &current.value).await;
+                            Ok((current.value, true))
+                        }
                         WriteOutcome::Mismatch(None) => Err(self.not_found(name)),
                         WriteOutcome::Mismatch(Some(_)) => continue,
                     };

@@ -5,11 +5,18 @@
 //! [`ResourceInfo`] that names it.
 
 use apimachinery::validation::FieldError;
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::typed::{Codec, Object};
-use crate::error::Cause;
+use crate::error::{Cause, Result};
 use crate::printers::tablegenerator::Printer;
+use crate::storage::store::Storage;
+
+/// What a write's hook is told once the write is over: whether it succeeded (genericregistry's
+/// `FinishFunc`). A Service's allocations are given back when its write failed, and what an
+/// update freed is given back when it succeeded.
+pub type Finish = Box<dyn FnOnce(bool) -> BoxFuture<'static, ()> + Send>;
 
 /// What discovery, routing, storage, decoding and printing need to know about a resource: one
 /// `static` in the resource's `strategy.rs`.
@@ -154,6 +161,26 @@ pub trait Strategy: Send + Sync + 'static {
     /// controller). The caller writes them, each into the resource its `ResourceInfo` names.
     fn after_create(&self, _created: &Value) -> Vec<(&'static ResourceInfo, Value)> {
         Vec::new()
+    }
+
+    /// Before a create is written, once it is valid (genericregistry.Store's `BeginCreate`): a
+    /// Service takes its cluster IP and node ports from the pools every API server shares, or is
+    /// refused (422) when what it asks for is taken. With `dry_run`, nothing is taken. The
+    /// answer, if any, is told how the write ended.
+    fn begin_create<'a>(&'a self, _storage: &'a Storage, _obj: &'a mut Value, _dry_run: bool) -> BoxFuture<'a, Result<Option<Finish>>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Before an update is written, once it is valid (`BeginUpdate`): what the new object asks
+    /// for beyond the old one is taken, and what it no longer holds is given back once the
+    /// write succeeded.
+    fn begin_update<'a>(&'a self, _storage: &'a Storage, _new: &'a mut Value, _old: &'a Value, _dry_run: bool) -> BoxFuture<'a, Result<Option<Finish>>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// After an object is gone from the store (`AfterDelete`): what it held is given back.
+    fn after_delete<'a>(&'a self, _storage: &'a Storage, _obj: &'a Value) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
     }
 
     /// Whether `kubelab trace` follows this resource's objects (pods): a create carries its trace

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/discovery/endpointslice.
+
+pub mod printer;
+pub mod strategy;

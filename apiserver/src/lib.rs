@@ -60,7 +60,7 @@
 //! ## Implementation caveats
 //! - JSON storage; responses in JSON, YAML or a `meta.k8s.io/v1` Table. Protobuf is accepted
 //!   only as a request body, for the kinds in `serializer::protobuf::decode` (namespaces,
-//!   configmaps, secrets, serviceaccounts, delete options; deployments, jobs, cronjobs and
+//!   configmaps, secrets, serviceaccounts, services, delete options; deployments, jobs, cronjobs and
 //!   poddisruptionbudgets as far as their messages are modelled), and never written: a client that
 //!   offers protobuf first (kubectl's typed clients do) is answered in the JSON it offers next,
 //!   and one that offers only protobuf gets 406. `meta.k8s.io/v1beta1` Tables and

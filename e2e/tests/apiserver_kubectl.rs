@@ -87,6 +87,7 @@ matrix!(
     content_negotiation,
     dry_run_writes_nothing,
     workload_api,
+    service_api,
 );
 
 async fn start(run: Run) -> ApiCluster {
@@ -2037,4 +2038,89 @@ async fn workload_api(run: Run) {
     let dry = parse_json(&c, "create --dry-run=server", &c.kubectl_ok(&["create", "-f", c.write_file("dry.yaml", &DEPLOYMENT_YAML.replace("name: web\n", "name: dry\n")).to_str().expect("utf-8"), "--dry-run=server", "-o", "json"]));
     assert_eq!(dry["spec"]["progressDeadlineSeconds"], 600, "{dry}");
     c.kubectl_err(&["get", "deployment", "dry"], "NotFound");
+}
+
+/// Services without a proxy: the cluster IP and node port pools (what kubectl's generators and
+/// `kubectl expose` send, in protobuf), kubectl's columns, what Kubernetes refuses, what a delete
+/// gives back, and the API server's own `default/kubernetes` Service.
+async fn service_api(run: Run) {
+    let c = start(run).await;
+    // The API server's own Service, at the first address of the range.
+    let svc = eventually(&c, "the default/kubernetes Service", Duration::from_secs(20), || {
+        let o = c.kubectl(&["get", "service", "kubernetes", "-o", "json"]);
+        o.success.then(|| parse_json(&c, "get service kubernetes", &o.stdout))
+    })
+    .await;
+    assert_eq!((svc["spec"]["clusterIP"].clone(), svc["spec"]["ports"][0]["port"].clone()), (json!("10.96.0.1"), json!(443)), "{svc}");
+    assert_eq!(get_json(&c, &["get", "endpointslice", "kubernetes"])["metadata"]["labels"]["kubernetes.io/service-name"], "kubernetes");
+
+    // kubectl expose: the selector is the Deployment's, the cluster IP is allocated.
+    create(&c, "web.yaml", DEPLOYMENT_YAML);
+    assert_contains(&c, "expose", &c.kubectl_ok(&["expose", "deployment", "web", "--port=80", "--target-port=8080"]), "service/web exposed");
+    let web = get_json(&c, &["get", "service", "web"]);
+    let ip = web["spec"]["clusterIP"].as_str().unwrap_or_default().to_string();
+    let addr: std::net::Ipv4Addr = ip.parse().unwrap_or_else(|_| c.fail(&format!("cluster IP {ip:?}: {web}")));
+    assert!(addr.octets()[0] == 10 && (96..112).contains(&addr.octets()[1]) && ip != "10.96.0.1", "{web}");
+    assert_eq!(web["spec"]["clusterIPs"], json!([ip]), "{web}");
+    assert_eq!((web["spec"]["ipFamilies"].clone(), web["spec"]["ipFamilyPolicy"].clone()), (json!(["IPv4"]), json!("SingleStack")), "{web}");
+    assert_eq!(web["spec"]["ports"], json!([{"port": 80, "protocol": "TCP", "targetPort": 8080}]), "{web}");
+    assert_eq!((web["spec"]["selector"].clone(), web["spec"]["sessionAffinity"].clone(), web["spec"]["type"].clone()), (json!({"app": "web"}), json!("None"), json!("ClusterIP")), "{web}");
+
+    // kubectl create service, each type.
+    c.kubectl_ok(&["create", "service", "nodeport", "np", "--tcp=80:8080", "--node-port=30080"]);
+    c.kubectl_ok(&["create", "service", "clusterip", "hl", "--clusterip=None"]);
+    c.kubectl_ok(&["create", "service", "externalname", "ext", "--external-name=db.example.com"]);
+    c.kubectl_ok(&["create", "service", "loadbalancer", "lb", "--tcp=443:8443"]);
+    let out = c.kubectl_ok(&["get", "services", "-o", "wide"]);
+    let header: Vec<&str> = out.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR"], "{out}");
+    let row = |name: &str| -> Vec<String> {
+        out.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or("").split_whitespace().map(str::to_string).collect()
+    };
+    assert_eq!(row("np")[1..5], ["NodePort".to_string(), row("np")[2].clone(), "<none>".into(), "80:30080/TCP".into()], "{out}");
+    assert_eq!(row("hl")[1..5], ["ClusterIP", "None", "<none>", "<none>"].map(String::from), "{out}");
+    assert_eq!(row("ext")[1..5], ["ExternalName", "<none>", "db.example.com", "<none>"].map(String::from), "{out}");
+    assert_eq!(row("lb")[3], "<pending>", "{out}");
+    assert!(row("lb")[4].starts_with("443:3"), "{out}");
+    assert_eq!(row("web")[1..5], ["ClusterIP".to_string(), ip.clone(), "<none>".into(), "80/TCP".into()], "{out}");
+
+    // What the pools refuse, and what a delete gives back.
+    let err = c.kubectl_err(&["create", "service", "nodeport", "np2", "--tcp=81:8080", "--node-port=30080"], "is invalid");
+    assert_contains(&c, "a node port taken", &err, "spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated");
+    let taken = format!("apiVersion: v1\nkind: Service\nmetadata:\n  name: twin\nspec:\n  clusterIP: {ip}\n  ports:\n  - port: 80\n");
+    let err = c.kubectl_err(&["create", "-f", c.write_file("twin.yaml", &taken).to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "a cluster IP taken", &err, &format!("failed to allocate IP {ip}: provided IP is already allocated"));
+    let err = c.kubectl_err(&["create", "service", "clusterip", "far", "--tcp=80", "--clusterip=1.2.3.4"], "is invalid");
+    assert_contains(&c, "an address outside the range", &err, "the provided IP (1.2.3.4) is not in the valid range. The range of valid IPs is 10.96.0.0/12");
+    let err = c.kubectl_err(&["patch", "service", "web", "-p", r#"{"spec":{"clusterIP":"10.96.0.99"}}"#], "is invalid");
+    assert_contains(&c, "a changed cluster IP", &err, "may not change once set");
+    let err = c.kubectl_err(&["create", "service", "clusterip", "1bad", "--tcp=80"], "is invalid");
+    assert_contains(&c, "a name that is no DNS-1035 label", &err, "a DNS-1035 label must consist of lower case alphanumeric characters");
+    c.kubectl_ok(&["delete", "service", "np", "web"]);
+    c.kubectl_ok(&["create", "service", "nodeport", "np2", "--tcp=81:8080", "--node-port=30080"]);
+    c.kubectl_ok(&["create", "-f", c.write_file("twin.yaml", &taken).to_str().expect("utf-8")]);
+    assert_eq!(get_json(&c, &["get", "service", "twin"])["spec"]["clusterIP"], json!(ip));
+
+    // An apply that leaves out what the server allocated keeps it; a NodePort turned ClusterIP
+    // gives its node port back.
+    let np2 = "apiVersion: v1\nkind: Service\nmetadata:\n  name: np2\nspec:\n  type: NodePort\n  ports:\n  - name: 81-8080\n    port: 81\n    targetPort: 8080\n  selector: {app: np2}\n";
+    c.kubectl_ok(&["apply", "--server-side", "--force-conflicts", "-f", c.write_file("np2.yaml", np2).to_str().expect("utf-8")]);
+    assert_eq!(get_json(&c, &["get", "service", "np2"])["spec"]["ports"][0]["nodePort"], json!(30080));
+    c.kubectl_ok(&["patch", "service", "np2", "--type=merge", "-p", r#"{"spec":{"type":"ClusterIP"}}"#]);
+    let p = get_json(&c, &["get", "service", "np2"]);
+    assert_eq!((p["spec"]["ports"][0].get("nodePort").cloned(), p["spec"].get("externalTrafficPolicy").cloned()), (None, None), "{p}");
+    c.kubectl_ok(&["create", "service", "nodeport", "np3", "--tcp=82:8080", "--node-port=30080"]);
+
+    // Endpoints and EndpointSlices are plain resources here (their controllers are the
+    // controller manager's); loopback addresses are refused.
+    let ep = "apiVersion: v1\nkind: Endpoints\nmetadata:\n  name: manual\nsubsets:\n- addresses: [{ip: 127.0.0.1}]\n  ports: [{port: 80}]\n";
+    let err = c.kubectl_err(&["create", "-f", c.write_file("ep.yaml", ep).to_str().expect("utf-8")], "is invalid");
+    assert_contains(&c, "a loopback endpoint", &err, "may not be in the loopback range");
+    let slice = "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: manual-1\n  labels: {kubernetes.io/service-name: manual}\naddressType: IPv4\nendpoints:\n- addresses: [10.244.0.9]\n  conditions: {ready: true}\nports:\n- port: 80\n";
+    create(&c, "slice.yaml", slice);
+    let out = c.kubectl_ok(&["get", "endpointslices", "-l", "kubernetes.io/service-name=manual"]);
+    let header: Vec<&str> = out.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], "{out}");
+    assert_contains(&c, "get endpointslices", &out, "10.244.0.9");
+    assert_eq!(get_json(&c, &["get", "endpointslice", "manual-1"])["ports"][0]["protocol"], "TCP");
 }

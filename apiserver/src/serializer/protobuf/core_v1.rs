@@ -1,5 +1,5 @@
 //! Mirrors k8s.io/api/core/v1/generated.proto: the messages of the kinds kubectl's typed
-//! generators send (`kubectl create namespace|configmap|secret|serviceaccount`) and the pod
+//! generators send (`kubectl create namespace|configmap|secret|serviceaccount|service`, `kubectl expose`) and the pod
 //! template inside the workloads they send (`kubectl create deployment|job|cronjob`), field
 //! numbers as in that file.
 //!
@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::intstr::IntOrString;
 use super::json::Fields;
 use super::meta_v1::ObjectMeta;
 use super::resource::Quantity;
@@ -571,3 +572,167 @@ pub(super) mod tests {
         }
     }
 }
+
+/// `v1.Service` (`kubectl create service`, `kubectl expose`): modelled whole but for the status'
+/// load-balancer ingress and conditions, which a client never sends; `decode` refuses one whose
+/// bytes do not round-trip.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct Service {
+    #[prost(message, optional, tag = "1")]
+    pub(super) metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    pub(super) spec: Option<ServiceSpec>,
+    #[prost(message, optional, tag = "3")]
+    pub(super) status: Option<ServiceStatus>,
+}
+
+impl Service {
+    pub(super) fn to_json(&self) -> Map<String, Value> {
+        let mut f = Fields::with_metadata(&self.metadata);
+        f.message("spec", &self.spec, ServiceSpec::to_json);
+        f.message("status", &self.status, |_| Value::Object(Map::new()));
+        f.0
+    }
+}
+
+/// `v1.ServiceSpec`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct ServiceSpec {
+    #[prost(message, repeated, tag = "1")]
+    pub(super) ports: Vec<ServicePort>,
+    #[prost(btree_map = "string, string", tag = "2")]
+    pub(super) selector: BTreeMap<String, String>,
+    #[prost(string, optional, tag = "3")]
+    pub(super) cluster_ip: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    pub(super) r#type: Option<String>,
+    #[prost(string, repeated, tag = "5")]
+    pub(super) external_ips: Vec<String>,
+    #[prost(string, optional, tag = "7")]
+    pub(super) session_affinity: Option<String>,
+    #[prost(string, optional, tag = "8")]
+    pub(super) load_balancer_ip: Option<String>,
+    #[prost(string, repeated, tag = "9")]
+    pub(super) load_balancer_source_ranges: Vec<String>,
+    #[prost(string, optional, tag = "10")]
+    pub(super) external_name: Option<String>,
+    #[prost(string, optional, tag = "11")]
+    pub(super) external_traffic_policy: Option<String>,
+    #[prost(int32, optional, tag = "12")]
+    pub(super) health_check_node_port: Option<i32>,
+    #[prost(bool, optional, tag = "13")]
+    pub(super) publish_not_ready_addresses: Option<bool>,
+    #[prost(message, optional, tag = "14")]
+    pub(super) session_affinity_config: Option<SessionAffinityConfig>,
+    #[prost(string, optional, tag = "17")]
+    pub(super) ip_family_policy: Option<String>,
+    #[prost(string, repeated, tag = "18")]
+    pub(super) cluster_ips: Vec<String>,
+    #[prost(string, repeated, tag = "19")]
+    pub(super) ip_families: Vec<String>,
+    #[prost(bool, optional, tag = "20")]
+    pub(super) allocate_load_balancer_node_ports: Option<bool>,
+    #[prost(string, optional, tag = "21")]
+    pub(super) load_balancer_class: Option<String>,
+    #[prost(string, optional, tag = "22")]
+    pub(super) internal_traffic_policy: Option<String>,
+    #[prost(string, optional, tag = "23")]
+    pub(super) traffic_distribution: Option<String>,
+}
+
+impl ServiceSpec {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.list("ports", &self.ports, ServicePort::to_json);
+        f.string_map("selector", &self.selector);
+        f.string("clusterIP", &self.cluster_ip);
+        f.strings("clusterIPs", &self.cluster_ips);
+        f.string("type", &self.r#type);
+        f.strings("externalIPs", &self.external_ips);
+        f.string("sessionAffinity", &self.session_affinity);
+        f.string("loadBalancerIP", &self.load_balancer_ip);
+        f.strings("loadBalancerSourceRanges", &self.load_balancer_source_ranges);
+        f.string("externalName", &self.external_name);
+        f.string("externalTrafficPolicy", &self.external_traffic_policy);
+        f.int("healthCheckNodePort", self.health_check_node_port.map(i64::from));
+        f.bool("publishNotReadyAddresses", self.publish_not_ready_addresses);
+        f.message("sessionAffinityConfig", &self.session_affinity_config, SessionAffinityConfig::to_json);
+        f.strings("ipFamilies", &self.ip_families);
+        f.ptr_string("ipFamilyPolicy", &self.ip_family_policy);
+        f.ptr_bool("allocateLoadBalancerNodePorts", self.allocate_load_balancer_node_ports);
+        f.ptr_string("loadBalancerClass", &self.load_balancer_class);
+        f.ptr_string("internalTrafficPolicy", &self.internal_traffic_policy);
+        f.ptr_string("trafficDistribution", &self.traffic_distribution);
+        f.into_json()
+    }
+}
+
+/// `v1.ServicePort`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct ServicePort {
+    #[prost(string, optional, tag = "1")]
+    pub(super) name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub(super) protocol: Option<String>,
+    #[prost(int32, optional, tag = "3")]
+    pub(super) port: Option<i32>,
+    #[prost(message, optional, tag = "4")]
+    pub(super) target_port: Option<IntOrString>,
+    #[prost(int32, optional, tag = "5")]
+    pub(super) node_port: Option<i32>,
+    #[prost(string, optional, tag = "6")]
+    pub(super) app_protocol: Option<String>,
+}
+
+impl ServicePort {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.string("name", &self.name);
+        f.string("protocol", &self.protocol);
+        f.ptr_string("appProtocol", &self.app_protocol);
+        f.required_int("port", self.port.map(i64::from));
+        // `targetPort` has omitempty: Go leaves out its zero value (the int 0).
+        if let Some(t) = self.target_port.as_ref().filter(|t| t.to_json() != Value::from(0)) {
+            f.put("targetPort", t.to_json());
+        }
+        f.int("nodePort", self.node_port.map(i64::from));
+        f.into_json()
+    }
+}
+
+/// `v1.SessionAffinityConfig`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct SessionAffinityConfig {
+    #[prost(message, optional, tag = "1")]
+    pub(super) client_ip: Option<ClientIpConfig>,
+}
+
+impl SessionAffinityConfig {
+    pub(super) fn to_json(&self) -> Value {
+        let mut f = Fields::default();
+        f.message("clientIP", &self.client_ip, |c: &ClientIpConfig| {
+            let mut f = Fields::default();
+            f.ptr_int("timeoutSeconds", c.timeout_seconds.map(i64::from));
+            f.into_json()
+        });
+        f.into_json()
+    }
+}
+
+/// `v1.ClientIPConfig`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct ClientIpConfig {
+    #[prost(int32, optional, tag = "1")]
+    pub(super) timeout_seconds: Option<i32>,
+}
+
+/// `v1.ServiceStatus`: what a client sends is empty (its `loadBalancer`, an empty message).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct ServiceStatus {
+    #[prost(message, optional, tag = "1")]
+    pub(super) load_balancer: Option<LoadBalancerStatus>,
+}
+
+/// `v1.LoadBalancerStatus`, as a client sends it: without ingress points.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(super) struct LoadBalancerStatus {}

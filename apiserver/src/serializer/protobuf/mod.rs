@@ -68,7 +68,7 @@ use serde_json::Value;
 
 use apps_v1::Deployment;
 use batch_v1::{CronJob, Job};
-use core_v1::{ConfigMap, Namespace, Secret, ServiceAccount};
+use core_v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
 use meta_v1::DeleteOptions;
 use policy_v1::PodDisruptionBudget;
 
@@ -162,6 +162,7 @@ pub fn decode(body: &[u8]) -> Result<Value> {
         ("v1", "ServiceAccount") => {
             decode_raw::<ServiceAccount>(&raw, "v1.ServiceAccount")?.to_json()
         }
+        ("v1", "Service") => decode_whole::<Service>(&raw, "v1.Service", &api_version, &kind)?.to_json(),
         // The workloads are modelled in part: each must re-encode to the bytes it came in.
         ("apps/v1", "Deployment") => {
             decode_whole::<Deployment>(&raw, "apps/v1.Deployment", &api_version, &kind)?.to_json()

@@ -4,7 +4,7 @@
 //! ports from the shared pools ([`super::alloc`]) just before it is written — given back when the
 //! write fails and when the Service is deleted.
 //!
-//! An update may leave out what the server allocated (`kubectl apply` of a manifest without a
+//! An update is defaulted as a create is. It may leave out what the server allocated (`kubectl apply` of a manifest without a
 //! `clusterIP` or `nodePort`): the old values are kept (`patchAllocatedValues`). A type change
 //! drops what the new type does not use (`dropTypeDependentFields`): node ports when a NodePort
 //! Service becomes ClusterIP, the cluster IP when it becomes ExternalName.
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::alloc::{Allocators, needs_cluster_ip, needs_health_check_node_port, needs_node_ports};
 use super::printer::ServicePrinter;
 use crate::error::{Cause, Result};
-use crate::registry::generic::strategy::{Finish, ResourceInfo, Strategy, Subresource, causes, keep_status};
+use crate::registry::generic::strategy::{Finish, ResourceInfo, Strategy, Subresource, causes, keep_status, set_defaults_on_update};
 use crate::registry::generic::typed::{Object, Typed};
 use crate::storage::store::Storage;
 
@@ -59,7 +59,9 @@ impl Strategy for ServiceStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        set_defaults_on_update(self, new);
         keep_status(new, old);
+        normalize_cluster_ips(new, old);
         patch_allocated_values(new, old);
         drop_type_dependent_fields(new, old);
     }
@@ -105,6 +107,27 @@ impl ServiceStrategy {
                 }
             }) as BoxFuture<'static, ()>
         }))
+    }
+}
+
+/// normalizeClusterIPs: an update that changes `clusterIP` alone changes `clusterIPs[0]` with it
+/// (and one that clears it clears both), so that validation speaks of one change, not two.
+fn normalize_cluster_ips(new: &mut Value, old: &Value) {
+    let (new_ip, old_ip) = (new.pointer("/spec/clusterIP").cloned(), old.pointer("/spec/clusterIP").cloned());
+    if new_ip == old_ip || new.pointer("/spec/clusterIPs") != old.pointer("/spec/clusterIPs") {
+        return;
+    }
+    match new_ip.as_ref().and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        Some(ip) => {
+            if let Some(first) = new.pointer_mut("/spec/clusterIPs/0") {
+                *first = json!(ip);
+            }
+        }
+        None => {
+            if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("clusterIPs");
+            }
+        }
     }
 }
 

@@ -139,6 +139,8 @@ pub(crate) mod cronjob;
 pub(crate) mod daemon;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
+pub(crate) mod endpoint;
+pub(crate) mod endpointslice;
 pub mod error;
 pub(crate) mod garbagecollector;
 pub(crate) mod history;
@@ -162,6 +164,9 @@ pub use client::Connection;
 /// `--leader-elect-resource-namespace` / `--leader-elect-resource-name`).
 pub const DEFAULT_LEASE_NAMESPACE: &str = "kube-system";
 pub const DEFAULT_LEASE_NAME: &str = "kube-controller-manager";
+/// `--max-endpoints-per-slice`'s default: the most endpoints the EndpointSlice controller puts in
+/// one slice.
+pub const DEFAULT_MAX_ENDPOINTS_PER_SLICE: usize = endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE;
 
 /// `kubelab controller-manager`'s options, named after kube-controller-manager's flags.
 #[derive(Clone, Debug)]
@@ -174,6 +179,8 @@ pub struct Options {
     pub lease_name: String,
     /// `--node-monitor-period`, `--node-monitor-grace-period`.
     pub node_lifecycle: nodelifecycle::Options,
+    /// `--max-endpoints-per-slice`.
+    pub max_endpoints_per_slice: usize,
 }
 
 impl Options {
@@ -185,6 +192,7 @@ impl Options {
             lease_namespace: DEFAULT_LEASE_NAMESPACE.into(),
             lease_name: DEFAULT_LEASE_NAME.into(),
             node_lifecycle: nodelifecycle::Options::default(),
+            max_endpoints_per_slice: DEFAULT_MAX_ENDPOINTS_PER_SLICE,
         }
     }
 }
@@ -196,7 +204,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
     // build would copy into every frame that moves it (the select, the elector) until the main
     // thread's stack runs out.
-    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone()));
+    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone(), opts.max_endpoints_per_slice));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {
@@ -219,8 +227,8 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 }
 
 /// Every controller, concurrently; the first error ends them all.
-async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, garbagecollector");
+async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize) -> Result<()> {
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -234,6 +242,8 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         Box::pin(job::JobController::new(client.clone()).run()),
         Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
         Box::pin(cronjob::CronJobController::new(client.clone()).run()),
+        Box::pin(endpoint::EndpointsController::new(client.clone()).run()),
+        Box::pin(endpointslice::EndpointSliceController::new(client.clone(), max_endpoints_per_slice).run()),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

@@ -10,8 +10,9 @@
 //! (checkLeftoverEndpoints): one whose Service went while the controller was away is deleted.
 //!
 //! One sync ([`EndpointsController::sync_service`]):
-//! 1. Read the Service from the cache; gone, delete its Endpoints. An ExternalName Service or
-//!    one without a selector is left alone (the Endpoints of the latter are its user's).
+//! 1. Read the Service from the cache; gone (and gone in a fresh read too), delete its
+//!    Endpoints. An ExternalName Service or one without a selector is left alone (the Endpoints
+//!    of the latter are its user's).
 //! 2. Compute the subsets from the pods its selector matches ([`compute_subsets`], pure): each
 //!    pod with an IP of the Service's family that has not finished (and is not terminating,
 //!    unless `publishNotReadyAddresses`), once per Service port its `targetPort` resolves on,
@@ -133,6 +134,13 @@ impl EndpointsController {
         let Some(svc) = services.get(&ObjectRef::new(name).within(ns)) else {
             self.trigger_times.delete_service(k);
             if endpoints.get(&ObjectRef::new(name).within(ns)).is_none() {
+                return Ok(());
+            }
+            // A fresh read before deleting: a Service created while the caches listed (the API
+            // server's own `kubernetes` one, at start) is not in the Service cache yet; its
+            // event queues it again.
+            let live: Api<Service> = Api::namespaced(self.client.clone(), ns);
+            if live.get_opt(name).await.map_err(Error::Kube)?.is_some() {
                 return Ok(());
             }
             tracing::info!(target: TARGET, service = %k, "Service gone; deleting its Endpoints");

@@ -41,6 +41,15 @@
 //!   below to be Ready (`OrderedReady`), or all at once (`Parallel`) — recreating failed ones,
 //!   and rolls them to a new template from the highest ordinal down to the partition, with
 //!   ControllerRevisions ([`history`]) for `kubectl rollout history` and `undo`.
+//! - [`endpointslice`]: keeps, for each Service with a selector (not ExternalName), the
+//!   `discovery.k8s.io/v1` EndpointSlices that list its pods — one endpoint per pod with an IP,
+//!   its `ready`/`serving`/`terminating` conditions, node, zone, hostname and pod — grouped by the
+//!   ports their `targetPort` resolves to, at most `--max-endpoints-per-slice` (100) a slice,
+//!   updated in place with as little churn as it can; a Service without endpoints keeps one
+//!   empty slice.
+//! - [`endpoint`]: keeps, for each such Service, the v1 Endpoints named as it (ready and
+//!   not-ready addresses in subsets by port, at most 1,000 addresses, then truncated); deletes
+//!   the Endpoints of a deleted Service.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -63,10 +72,10 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Twelve controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
-//!   Deployment, DaemonSet, StatefulSet, Job, TTL-after-finished, CronJob, garbage collector): no
-//!   endpoints, service account, token, pod garbage collector (a pod bound to a deleted node
-//!   stays) or PersistentVolume controllers.
+//! - Fourteen controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//!   Deployment, DaemonSet, StatefulSet, Job, TTL-after-finished, CronJob, Endpoints,
+//!   EndpointSlice, garbage collector): no EndpointSlice mirroring, service account, token, pod
+//!   garbage collector (a pod bound to a deleted node stays) or PersistentVolume controllers.
 //! - The garbage collector discovers resources once, at start (Kubernetes re-discovers every
 //!   30 s, so a kind added later is not collected until a restart); it watches whole objects,
 //!   not their metadata only; it verifies an owner by a live GET each time it judges a dependent
@@ -124,11 +133,24 @@
 //!   taking its template (the patch replaces the template whole) rather than by a strategic
 //!   merge, and lists the revisions from the API server on each sync (Kubernetes reads an
 //!   informer's cache).
+//! - The EndpointSlice controller sets no topology hints (`trafficDistribution`, topology-aware
+//!   routing), no `last-change-trigger-time` annotation on slices and records no events; it reads
+//!   an endpoint's zone from its node's label at each sync (a node relabelled later does not
+//!   queue its Services). It knows its own writes by the resourceVersion each returned
+//!   (Kubernetes by the slice's generation), and trusts such an expectation for 30 s at most.
+//!   The order of endpoints within a slice is by address (Kubernetes' is a hash set's).
+//! - The Endpoints controller records no events (`FailedToCreateEndpoint`,
+//!   `FailedToUpdateEndpoint`), sorts addresses by IP and subsets by ports (Kubernetes by hash),
+//!   and compares the truncated subsets with the stored ones (Kubernetes compares the untruncated
+//!   ones, so an over-capacity Endpoints is rewritten on every sync). Neither controller
+//!   publishes a pod's hostname only for headless Services: as in Kubernetes, a matching
+//!   `subdomain` is enough. An empty selector counts as none.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
 //! ## Public surface
-//! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name, and
+//! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name and
+//! `--max-endpoints-per-slice` ([`DEFAULT_MAX_ENDPOINTS_PER_SLICE`]), and
 //! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten),
 //! [`zone_disruption`]'s rates and [`workqueue`].
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
@@ -139,6 +161,8 @@ pub(crate) mod cronjob;
 pub(crate) mod daemon;
 pub(crate) mod deployment;
 pub(crate) mod disruption;
+pub(crate) mod endpoint;
+pub(crate) mod endpointslice;
 pub mod error;
 pub(crate) mod garbagecollector;
 pub(crate) mod history;
@@ -162,6 +186,9 @@ pub use client::Connection;
 /// `--leader-elect-resource-namespace` / `--leader-elect-resource-name`).
 pub const DEFAULT_LEASE_NAMESPACE: &str = "kube-system";
 pub const DEFAULT_LEASE_NAME: &str = "kube-controller-manager";
+/// `--max-endpoints-per-slice`'s default: the most endpoints the EndpointSlice controller puts in
+/// one slice.
+pub const DEFAULT_MAX_ENDPOINTS_PER_SLICE: usize = endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE;
 
 /// `kubelab controller-manager`'s options, named after kube-controller-manager's flags.
 #[derive(Clone, Debug)]
@@ -174,6 +201,8 @@ pub struct Options {
     pub lease_name: String,
     /// `--node-monitor-period`, `--node-monitor-grace-period`.
     pub node_lifecycle: nodelifecycle::Options,
+    /// `--max-endpoints-per-slice`.
+    pub max_endpoints_per_slice: usize,
 }
 
 impl Options {
@@ -185,6 +214,7 @@ impl Options {
             lease_namespace: DEFAULT_LEASE_NAMESPACE.into(),
             lease_name: DEFAULT_LEASE_NAME.into(),
             node_lifecycle: nodelifecycle::Options::default(),
+            max_endpoints_per_slice: DEFAULT_MAX_ENDPOINTS_PER_SLICE,
         }
     }
 }
@@ -196,7 +226,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
     // build would copy into every frame that moves it (the select, the elector) until the main
     // thread's stack runs out.
-    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone()));
+    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone(), opts.max_endpoints_per_slice));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {
@@ -219,8 +249,8 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 }
 
 /// Every controller, concurrently; the first error ends them all.
-async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, garbagecollector");
+async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize) -> Result<()> {
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -234,6 +264,8 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         Box::pin(job::JobController::new(client.clone()).run()),
         Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
         Box::pin(cronjob::CronJobController::new(client.clone()).run()),
+        Box::pin(endpoint::EndpointsController::new(client.clone()).run()),
+        Box::pin(endpointslice::EndpointSliceController::new(client.clone(), max_endpoints_per_slice).run()),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

@@ -1,4 +1,4 @@
-//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,coordination} (defaulting, validation),
+//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,coordination,discovery} (defaulting, validation),
 //! pkg/api/v1/pod and pkg/kubelet/types (pod helpers): what the API types mean, shared by every
 //! component.
 //!
@@ -13,14 +13,15 @@
 //!
 //! An object is first defaulted, then validated:
 //! 1. **Defaulting** ([`core::v1::defaults`]): `set_defaults_pod`, `set_defaults_namespace`,
-//!    `set_defaults_node`, `set_defaults_secret` fill in what the client left out. The API server
+//!    `set_defaults_node`, `set_defaults_secret`, `set_defaults_service`, `set_defaults_endpoints`
+//!    fill in what the client left out. The API server
 //!    runs them on every write before anything else; the node agent runs `set_defaults_pod` on
 //!    every static pod it reads from a manifest (kubelet's config/common.go does the same).
 //!    The workloads' ([`apps::v1::defaults`], [`batch::v1::defaults`]) fill in their own fields
 //!    (replicas, strategies, history limits, backoff) and default their pod template's spec
 //!    with `set_defaults_pod_template_spec`.
 //! 2. **Validation** ([`core::validation`], [`apps::validation`], [`batch::validation`],
-//!    [`policy::validation`], [`coordination::validation`]): each kind's
+//!    [`policy::validation`], [`coordination::validation`], [`discovery::validation`]): each kind's
 //!    `validate_*` returns every problem as a [`apimachinery::validation::FieldError`]
 //!    (Kubernetes' `field.ErrorList`), empty when the object is valid. The API server turns the
 //!    list into a 422 `Status` at its edge; the node agent refuses a static pod manifest with it

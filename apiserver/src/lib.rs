@@ -71,12 +71,18 @@
 //!   updates too; Kubernetes' decoder applies them to every object it decodes, updates and
 //!   patches included, before admission sees the request.
 //! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach), nodes (+status), events,
-//!   configmaps, secrets, serviceaccounts, coordination.k8s.io leases; apps/v1 deployments,
+//!   configmaps, secrets, serviceaccounts, services (+status), endpoints, coordination.k8s.io
+//!   leases, discovery.k8s.io/v1 endpointslices; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
 //!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). Of the
 //!   workloads' controllers, the Deployment, ReplicaSet and disruption ones run (in `controllers`); a scale
 //!   takes no server-side apply. An eviction consults
-//!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No services or CRDs yet.
+//!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No CRDs yet.
+//! - Services take IPv4 cluster IPs only (no dual stack, no IPv6 range, no ServiceCIDR or
+//!   IPAddress resources served: the IPAddress records are the allocator's, in the store only);
+//!   no LoadBalancer controller (EXTERNAL-IP stays `<pending>`); no services/proxy subresource.
+//!   The `default/kubernetes` Service points at this server's plain-HTTP port until TLS comes,
+//!   and has no endpoint for a server bound to loopback without `--advertise-address`.
 //! - Deletion propagation sets the garbage collector's finalizers (`orphan`,
 //!   `foregroundDeletion`) as kube-apiserver does; the collector runs in `controllers`.
 //! - Dry run: a DELETE with a body also takes `dryRun` and `gracePeriodSeconds` from the query

@@ -20,8 +20,8 @@
 //! - One profile; no extenders, no Permit/PreBind/PostBind plugins, no volume plugins (kubelab has no
 //!   PersistentVolumes), no ImageLocality, no extended resources (only cpu, memory,
 //!   ephemeral-storage and pods).
-//! - PodTopologySpread has no cluster-level default constraints (kubelab has no Services or
-//!   ReplicaSets for them to select by).
+//! - PodTopologySpread has no cluster-level default constraints (Kubernetes' defaults spread a
+//!   pod by the Services and ReplicaSets that select it).
 //!
 //! ## Public surface
 //! - [`run`] and [`Options`] (`kubelab scheduler`, `kubelab up`), [`Profile`] and [`config`] (the

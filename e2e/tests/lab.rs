@@ -145,6 +145,40 @@ async fn lease_stalls(lab: &Lab, via: &str, node: &str) -> anyhow::Result<()> {
 
 /// What a failed cross-node check needs looked at: both pods and their logs, each node's routes
 /// (host-gw's `proto 77` ones among them) and what its agent said about them.
+/// What the cluster says about pods that did not come back: the pods, their events, and each
+/// node agent's recent lines that name one of them (printed when a wait for them fails).
+async fn pod_diagnostics(lab: &Lab, names: &[&str]) -> String {
+    let mut out = String::from("[lab] pod diagnostics:\n");
+    let mut add = |what: String, r: anyhow::Result<String>| {
+        out.push_str(&format!("--- {what}\n{}\n", r.unwrap_or_else(|e| format!("(failed: {e:#})"))));
+    };
+    add("kubectl get pods -A -o wide".into(), lab.kubectl_ok("node1", &["get", "pods", "-A", "-o", "wide"]).await);
+    add("kubectl get events".into(), lab.kubectl_ok("node1", &["get", "events", "--sort-by=.lastTimestamp"]).await);
+    for pod in names {
+        add(format!("kubectl get pod {pod} -o yaml (status)"), lab.kubectl_ok("node1", &["get", "pod", pod, "-o", "jsonpath={.status}"]).await);
+    }
+    let since = chrono::Utc::now() - chrono::Duration::minutes(3);
+    for node in NODES {
+        let lines = lab.agent_log_since(node, since).await.map(|log| {
+            let hits: Vec<&str> = log.lines().filter(|l| names.iter().any(|n| l.contains(n)) || l.contains("ERROR") || l.contains("WARN")).collect();
+            hits[hits.len().saturating_sub(60)..].join("\n")
+        });
+        add(format!("{node}: agent lines naming the pods, warnings and errors (last 60)"), lines);
+    }
+    out
+}
+
+/// [`wait_running`], printing [`pod_diagnostics`] before panicking when the pods do not run.
+async fn expect_running(lab: &Lab, via: &str, names: &[&str], what: &str) -> BTreeMap<String, String> {
+    match wait_running(lab, via, names, RUN_TIMEOUT).await {
+        Ok(ips) => ips,
+        Err(e) => {
+            eprintln!("{}", pod_diagnostics(lab, names).await);
+            panic!("{what}: {e:#}");
+        }
+    }
+}
+
 async fn cross_node_diagnostics(lab: &Lab) -> String {
     let mut out = String::from("[lab] cross-node diagnostics:\n");
     let mut add = |what: String, r: anyhow::Result<String>| {
@@ -220,7 +254,7 @@ async fn lab_end_to_end() {
     }
     // Running can be reported a moment before the pod IP is: without an IP the client below
     // would dial nothing for its whole life.
-    let ips = wait_running(&lab, "node1", &["pod-node2", "pod-node3"], RUN_TIMEOUT).await.expect("pod IPs on node2 and node3");
+    let ips = expect_running(&lab, "node1", &["pod-node2", "pod-node3"], "pod IPs on node2 and node3").await;
     let p = pods(&lab, "node1").await.expect("pods");
     let server_ip = ips["pod-node2"].clone();
     assert!(server_ip.starts_with("10.244.2."), "pod-node2's IP {server_ip:?} is outside node2's pod CIDR");
@@ -235,7 +269,7 @@ async fn lab_end_to_end() {
     );
     let t1 = Instant::now();
     lab.apply("node1", &busybox_pod("pod-node1", "node1", &client)).await.expect("pod-node1");
-    wait_running(&lab, "node1", &["pod-node1"], RUN_TIMEOUT).await.expect("pod on node1");
+    expect_running(&lab, "node1", &["pod-node1"], "pod on node1").await;
     let node1_start = t1.elapsed();
     let heard = poll_until("pod-node1 heard from pod-node2", Duration::from_secs(100), Duration::from_secs(1), || async {
         let logs = lab.kubectl_ok("node1", &["logs", "pod-node1"]).await?;
@@ -278,7 +312,7 @@ async fn lab_end_to_end() {
     .await
     .expect("configmaps via restarted node");
     assert!(cms.contains(&"before-faults".to_string()), "{cms:?}");
-    wait_running(&lab, &leader, &["pod-node1", "pod-node2", "pod-node3"], RUN_TIMEOUT).await.expect("pods after the restart");
+    expect_running(&lab, &leader, &["pod-node1", "pod-node2", "pod-node3"], "pods after the restart").await;
 
     // 7. Partition a node (not node1, whose API server the checks use) and heal it.
     let cut = "node3";
@@ -306,7 +340,9 @@ async fn lab_end_to_end() {
     assert_eq!(configmaps(&lab, "node1").await.expect("configmaps"), before_cms);
     let after_pods: Vec<String> = pods(&lab, "node1").await.expect("pods").into_keys().collect();
     assert_eq!(after_pods, before_pods);
-    wait_running(&lab, "node1", &["pod-node1", "pod-node2", "pod-node3"], RUN_TIMEOUT).await.expect("pods after the lab restart");
+    let t3 = Instant::now();
+    expect_running(&lab, "node1", &["pod-node1", "pod-node2", "pod-node3"], "pods after the lab restart").await;
+    let rerun = t3.elapsed();
     store_healthy(&lab, "node1", Duration::from_secs(60)).await.expect("store after the lab restart");
 
     // The lab's benchmark figures.
@@ -322,5 +358,6 @@ async fn lab_end_to_end() {
     println!("  `lab kill` of the store leader's node ({leader}) → a write succeeds via {survivor}: {}", secs(write_gap));
     println!("  `lab partition {cut}` → a write succeeds via node1: {}", secs(partition_gap));
     println!("  whole lab down → up (volumes kept) → Ready: {}", secs(restart));
+    println!("  lab up again → the three pods Running again: {}", secs(rerun));
     lab.down();
 }

@@ -21,7 +21,7 @@
 //!    - NXDOMAIN for a name that does not exist, NODATA for one without records of the type,
 //!      each with the zone's SOA.
 //! 4. **The forward plugin** ([`forward`]): any other name goes, unchanged, to the resolvers in
-//!    `--resolv-conf`; SERVFAIL when none answers.
+//!    `--resolv-conf` (or `--upstream`, with ports); SERVFAIL when none answers.
 //! 5. **Metrics and health** ([`metrics`]): `/health`, `/ready`, `/metrics` on `--health-listen`.
 //!
 //! ## Why hickory-server

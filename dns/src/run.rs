@@ -29,6 +29,9 @@ pub struct Options {
     pub ttl: u32,
     /// `--resolv-conf`: where the upstream resolvers come from.
     pub resolv_conf: PathBuf,
+    /// `--upstream`: resolvers with their ports, instead of the resolv.conf's (CoreDNS's
+    /// `forward . <to>...`).
+    pub upstreams: Vec<SocketAddr>,
     /// How long each upstream has to answer.
     pub upstream_timeout: Duration,
 }
@@ -41,6 +44,7 @@ impl Default for Options {
             cluster_domain: crate::DEFAULT_CLUSTER_DOMAIN.into(),
             ttl: crate::DEFAULT_TTL,
             resolv_conf: "/etc/resolv.conf".into(),
+            upstreams: vec![],
             upstream_timeout: crate::forward::DEFAULT_UPSTREAM_TIMEOUT,
         }
     }
@@ -102,11 +106,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {
     let zone = Zone::new(&opts.cluster_domain, opts.ttl).map_err(|e| Error::Config(format!("--cluster-domain {:?}: {e}", opts.cluster_domain)))?;
-    let resolv = tokio::fs::read_to_string(&opts.resolv_conf).await.unwrap_or_else(|e| {
-        tracing::warn!(target: "dns::forward", path = %opts.resolv_conf.display(), error = %e, "cannot read; names outside the cluster get SERVFAIL");
-        String::new()
-    });
-    let forwarder = Forwarder::new(parse_resolv_conf(&resolv), opts.upstream_timeout);
+    let upstreams = if opts.upstreams.is_empty() {
+        let resolv = tokio::fs::read_to_string(&opts.resolv_conf).await.unwrap_or_else(|e| {
+            tracing::warn!(target: "dns::forward", path = %opts.resolv_conf.display(), error = %e, "cannot read; names outside the cluster get SERVFAIL");
+            String::new()
+        });
+        parse_resolv_conf(&resolv)
+    } else {
+        opts.upstreams.clone()
+    };
+    let forwarder = Forwarder::new(upstreams, opts.upstream_timeout);
     let metrics = Metrics::new();
     let dns_addr = listeners.dns_addr()?;
     let health_addr = listeners.health_addr()?;

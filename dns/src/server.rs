@@ -114,7 +114,9 @@ impl Handler {
     ) -> ResponseInfo {
         let response = MessageResponseBuilder::new(&request.queries, edns).error_msg(&request.metadata, rcode);
         let sent = response_handle.send_response(response).await;
-        self.observe(proto, qtype, start, "", sent, request)
+        // SERVFAIL is the forward plugin's; a malformed or non-query message, the server's.
+        let plugin = if rcode == ResponseCode::ServFail { "forward" } else { "" };
+        self.observe(proto, qtype, start, plugin, sent, request)
     }
 
     fn observe(
@@ -130,7 +132,7 @@ impl Handler {
         self.metrics.request_duration.with_label_values(&[qtype]).observe(start.elapsed().as_secs_f64());
         match sent {
             Ok(info) => {
-                self.metrics.responses.with_label_values(&[&info.response_code.to_string(), plugin]).inc();
+                self.metrics.responses.with_label_values(&[rcode_label(info.response_code), plugin]).inc();
                 info
             }
             Err(e) => {
@@ -140,6 +142,19 @@ impl Handler {
                 ResponseInfo::from(hickory_proto::op::Header { metadata: meta, counts: Default::default() })
             }
         }
+    }
+}
+
+/// The metric label of a response code, as dig and CoreDNS print them.
+fn rcode_label(r: ResponseCode) -> &'static str {
+    match r {
+        ResponseCode::NoError => "NOERROR",
+        ResponseCode::FormErr => "FORMERR",
+        ResponseCode::ServFail => "SERVFAIL",
+        ResponseCode::NXDomain => "NXDOMAIN",
+        ResponseCode::NotImp => "NOTIMP",
+        ResponseCode::Refused => "REFUSED",
+        _ => "other",
     }
 }
 

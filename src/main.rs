@@ -216,7 +216,7 @@ struct NodeagentArgs {
     cluster_domain: String,
     /// The node's resolv.conf, which Default pods get ("" for the node's loopback resolver).
     #[arg(long, default_value = "/etc/resolv.conf")]
-    resolv_conf: PathBuf,
+    resolv_conf: String,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -268,7 +268,7 @@ impl NodeagentArgs {
         o.pod_infra_container_image = self.pod_infra_container_image;
         o.cluster_dns = self.cluster_dns;
         o.cluster_domain = self.cluster_domain;
-        o.resolv_conf = self.resolv_conf;
+        o.resolv_conf = self.resolv_conf.into();
         o.validate()?;
         Ok(o)
     }
@@ -784,6 +784,27 @@ mod tests {
         };
         assert_eq!(a.container_runtime_endpoint, node.endpoint());
         assert_eq!(a.cni_conf_dir, node.cni_conf_dir);
+    }
+
+    /// `kubelab dns` defaults to CoreDNS's addresses and the kubelet's cluster domain; the node
+    /// agent's DNS flags reach its options.
+    #[test]
+    fn dns_flags() {
+        use clap::Parser as _;
+        let Ok(super::Cli { command: super::Command::Dns(d), .. }) = super::Cli::try_parse_from(["kubelab", "dns", "--master", "http://a"]) else {
+            panic!("kubelab dns does not parse");
+        };
+        assert_eq!((d.listen.to_string(), d.health_listen.to_string()), ("0.0.0.0:53".into(), "127.0.0.1:8181".into()));
+        assert_eq!((d.cluster_domain.as_str(), d.ttl), ("cluster.local", 5));
+        let Ok(super::Cli { command: super::Command::Nodeagent(a), .. }) =
+            super::Cli::try_parse_from(["kubelab", "nodeagent", "--cluster-dns", "10.96.0.10,fd00::a", "--cluster-domain", "lab.local", "--resolv-conf", ""])
+        else {
+            panic!("kubelab nodeagent with DNS flags does not parse");
+        };
+        let o = a.into_options().expect("options");
+        assert_eq!(o.cluster_dns, ["10.96.0.10".parse::<std::net::IpAddr>().unwrap(), "fd00::a".parse().unwrap()]);
+        assert_eq!(o.cluster_domain, "lab.local");
+        assert_eq!(o.resolv_conf, std::path::PathBuf::new());
     }
 
     /// `log` records are made up to the log filter's level, and no further.

@@ -19,32 +19,68 @@ use dns::object::Port;
 use dns::object::endpoint::{EndpointAddress, EndpointSlice};
 use dns::object::service::Service;
 
-/// What the upstream resolver knows: one name.
+/// What the upstream resolver knows: one name, and a second one it answers over UDP only
+/// truncated (TC, no records), so the forwarder must ask again over TCP.
 const UPSTREAM_NAME: &str = "upstream.test.";
+const TRUNCATED_NAME: &str = "big.test.";
 const UPSTREAM_IP: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 42);
 
-/// A resolver on loopback that answers [`UPSTREAM_NAME`] and NXDOMAIN for the rest, over UDP,
-/// until the test ends.
+/// The upstream's answer to a query message.
+fn upstream_answer(query: &[u8], tcp: bool) -> Option<Vec<u8>> {
+    let q = Message::from_vec(query).ok()?;
+    let mut r = Message::new(q.metadata.id, MessageType::Response, q.metadata.op_code);
+    r.metadata.recursion_desired = q.metadata.recursion_desired;
+    r.metadata.recursion_available = true;
+    r.queries = q.queries.clone();
+    match q.queries.first() {
+        Some(query) if query.query_type() == RecordType::A && query.name().to_ascii() == UPSTREAM_NAME => {
+            r.answers.push(Record::from_rdata(query.name().clone(), 30, RData::A(A(UPSTREAM_IP))));
+        }
+        Some(query) if query.query_type() == RecordType::A && query.name().to_ascii() == TRUNCATED_NAME => {
+            if tcp {
+                r.answers.push(Record::from_rdata(query.name().clone(), 30, RData::A(A(UPSTREAM_IP))));
+            } else {
+                r.metadata.truncation = true;
+            }
+        }
+        _ => r.metadata.response_code = ResponseCode::NXDomain,
+    }
+    r.to_vec().ok()
+}
+
+/// A resolver on loopback, UDP and TCP on one port, until the test ends.
 async fn start_upstream() -> SocketAddr {
-    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind upstream");
-    let addr = socket.local_addr().expect("addr");
+    let (tcp, udp) = loop {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+        if let Ok(udp) = tokio::net::UdpSocket::bind(tcp.local_addr().expect("addr")).await {
+            break (tcp, udp);
+        }
+    };
+    let addr = udp.local_addr().expect("addr");
     tokio::spawn(async move {
         let mut buf = vec![0u8; 4096];
-        while let Ok((n, from)) = socket.recv_from(&mut buf).await {
-            let Ok(q) = Message::from_vec(&buf[..n]) else { continue };
-            let mut r = Message::new(q.metadata.id, MessageType::Response, q.metadata.op_code);
-            r.metadata.recursion_desired = q.metadata.recursion_desired;
-            r.metadata.recursion_available = true;
-            r.queries = q.queries.clone();
-            match q.queries.first() {
-                Some(query) if query.name().to_ascii() == UPSTREAM_NAME && query.query_type() == RecordType::A => {
-                    r.answers.push(Record::from_rdata(query.name().clone(), 30, RData::A(A(UPSTREAM_IP))));
+        while let Ok((n, from)) = udp.recv_from(&mut buf).await {
+            if let Some(bytes) = upstream_answer(&buf[..n], false) {
+                let _ = udp.send_to(&bytes, from).await;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        while let Ok((mut conn, _)) = tcp.accept().await {
+            tokio::spawn(async move {
+                while let Ok(len) = conn.read_u16().await {
+                    let mut query = vec![0u8; usize::from(len)];
+                    if conn.read_exact(&mut query).await.is_err() {
+                        return;
+                    }
+                    let Some(bytes) = upstream_answer(&query, true) else { return };
+                    let Ok(len) = u16::try_from(bytes.len()) else { return };
+                    if conn.write_all(&len.to_be_bytes()).await.is_err() || conn.write_all(&bytes).await.is_err() {
+                        return;
+                    }
                 }
-                _ => r.metadata.response_code = ResponseCode::NXDomain,
-            }
-            if let Ok(bytes) = r.to_vec() {
-                let _ = socket.send_to(&bytes, from).await;
-            }
+            });
         }
     });
     addr
@@ -149,10 +185,12 @@ async fn answers_cluster_names_over_udp_and_tcp_and_forwards_the_rest() {
         assert_eq!(ask(&mut c, "web.default.svc.cluster.local.", RecordType::AAAA).await, (OK, vec![]), "NODATA");
         assert_eq!(ask(&mut c, "10.0.96.10.in-addr.arpa.", RecordType::PTR).await, (OK, vec!["web.default.svc.cluster.local.".into()]));
     }
-    // Forwarded (the test's upstream serves UDP, so over UDP).
-    let mut udp = udp_client(server.dns).await;
-    assert_eq!(ask(&mut udp, UPSTREAM_NAME, RecordType::A).await, (OK, vec![UPSTREAM_IP.to_string()]));
-    assert_eq!(ask(&mut udp, "other.test.", RecordType::A).await, (ResponseCode::NXDomain, vec![]), "the upstream's NXDOMAIN");
+    // Forwarded, over the client's protocol; a truncated UDP answer is asked again over TCP.
+    for mut c in [udp_client(server.dns).await, tcp_client(server.dns).await] {
+        assert_eq!(ask(&mut c, UPSTREAM_NAME, RecordType::A).await, (OK, vec![UPSTREAM_IP.to_string()]));
+        assert_eq!(ask(&mut c, TRUNCATED_NAME, RecordType::A).await, (OK, vec![UPSTREAM_IP.to_string()]));
+        assert_eq!(ask(&mut c, "other.test.", RecordType::A).await, (ResponseCode::NXDomain, vec![]), "the upstream's NXDOMAIN");
+    }
 
     // /health at once, /ready once the index is in.
     let get = |path: &'static str| {
@@ -173,7 +211,7 @@ async fn answers_cluster_names_over_udp_and_tcp_and_forwards_the_rest() {
     let metrics = get("/metrics").await;
     assert!(metrics.contains(r#"coredns_dns_requests_total{proto="tcp",type="A"}"#), "{metrics}");
     assert!(metrics.contains("coredns_dns_request_duration_seconds_bucket"), "{metrics}");
-    assert!(metrics.contains(r#"coredns_dns_responses_total{plugin="forward",rcode="NXDOMAIN"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"coredns_dns_responses_total{plugin="forward",rcode="NXDOMAIN"} 2"#), "{metrics}");
     server.stop().await;
 }
 

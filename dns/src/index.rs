@@ -59,10 +59,6 @@ impl Index {
         self.generation
     }
 
-    pub fn len(&self) -> (usize, usize) {
-        (self.services.len(), self.slices.len())
-    }
-
     pub fn upsert_service(&mut self, svc: Service) {
         let key = (svc.namespace.clone(), svc.name.clone());
         self.delete_service(&key.0, &key.1);

@@ -160,7 +160,7 @@ impl Zone {
                     answer.answers.push(self.record(qname, RData::SRV(SRV::new(0, srv_weight(count), *p, target.clone()))));
                 }
                 if !ports.is_empty() {
-                    answer.additionals.extend(self.address_record(&target, *ip));
+                    answer.additionals.push(self.address_record(&target, *ip));
                 }
             }
             return answer;
@@ -179,7 +179,7 @@ impl Zone {
             answer.answers.push(self.record(qname, RData::SRV(SRV::new(0, srv_weight(ports.len()), p.port, svc_name.clone()))));
         }
         if !ports.is_empty() {
-            answer.additionals.extend(svc.cluster_ips.iter().filter_map(|ip| self.address_record(&svc_name, *ip)));
+            answer.additionals.extend(svc.cluster_ips.iter().map(|ip| self.address_record(&svc_name, *ip)));
         }
         answer
     }
@@ -194,20 +194,18 @@ impl Zone {
                 RecordType::ANY => true,
                 _ => false,
             })
-            .filter_map(|ip| self.address_record(qname, ip))
+            .map(|ip| self.address_record(qname, ip))
             .collect();
         // None that fits is NODATA: the name exists.
         Answer::records(records)
     }
 
-    fn address_record(&self, name: &Name, ip: IpAddr) -> Option<Record> {
-        Some(self.record(
-            name,
-            match ip {
-                IpAddr::V4(v4) => RData::A(A(v4)),
-                IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
-            },
-        ))
+    fn address_record(&self, name: &Name, ip: IpAddr) -> Record {
+        let data = match ip {
+            IpAddr::V4(v4) => RData::A(A(v4)),
+            IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
+        };
+        self.record(name, data)
     }
 
     fn record(&self, name: &Name, data: RData) -> Record {

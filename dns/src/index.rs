@@ -21,6 +21,8 @@ pub struct Index {
     slices_by_service: HashMap<Key, BTreeSet<String>>,
     /// ClusterIP → namespace/service name (the reverse zone's PTR records).
     services_by_ip: HashMap<IpAddr, Key>,
+    /// Endpoint address → the slices (namespace/slice name) that hold it (PTR records too).
+    slices_by_ip: HashMap<IpAddr, BTreeSet<Key>>,
     /// Services per namespace: a namespace with none is unknown to DNS.
     namespaces: BTreeMap<String, usize>,
     /// Bumped on every change: the SOA serial.
@@ -48,6 +50,11 @@ impl Index {
 
     pub fn service_by_ip(&self, ip: IpAddr) -> Option<&Service> {
         self.services_by_ip.get(&ip).and_then(|k| self.services.get(k))
+    }
+
+    /// The slices that hold an endpoint address, in namespace/name order.
+    pub fn slices_by_ip(&self, ip: IpAddr) -> impl Iterator<Item = &EndpointSlice> {
+        self.slices_by_ip.get(&ip).into_iter().flatten().filter_map(|k| self.slices.get(k))
     }
 
     /// Whether any Service lives in the namespace.
@@ -104,12 +111,25 @@ impl Index {
             .entry((slice.namespace.clone(), slice.service.clone()))
             .or_default()
             .insert(slice.name.clone());
-        self.slices.insert((slice.namespace.clone(), slice.name.clone()), slice);
+        let key = (slice.namespace.clone(), slice.name.clone());
+        for a in &slice.addresses {
+            self.slices_by_ip.entry(a.ip).or_default().insert(key.clone());
+        }
+        self.slices.insert(key, slice);
         self.generation = self.generation.wrapping_add(1);
     }
 
     pub fn delete_slice(&mut self, namespace: &str, name: &str) {
-        let Some(old) = self.slices.remove(&(namespace.to_string(), name.to_string())) else { return };
+        let slice_key = (namespace.to_string(), name.to_string());
+        let Some(old) = self.slices.remove(&slice_key) else { return };
+        for a in &old.addresses {
+            if let Some(set) = self.slices_by_ip.get_mut(&a.ip) {
+                set.remove(&slice_key);
+                if set.is_empty() {
+                    self.slices_by_ip.remove(&a.ip);
+                }
+            }
+        }
         let key = (old.namespace, old.service);
         if let Some(set) = self.slices_by_service.get_mut(&key) {
             set.remove(name);
@@ -124,6 +144,7 @@ impl Index {
     pub fn replace_slices(&mut self, slices: Vec<EndpointSlice>) {
         self.slices.clear();
         self.slices_by_service.clear();
+        self.slices_by_ip.clear();
         for s in slices {
             self.upsert_slice(s);
         }
@@ -165,16 +186,19 @@ mod tests {
             namespace: "a".into(),
             name: name.into(),
             service: "web".into(),
-            addresses: vec![],
+            addresses: vec![crate::object::endpoint::EndpointAddress { ip: "10.244.0.5".parse().unwrap(), hostname: None }],
             ports: vec![],
         };
         i.upsert_slice(slice("web-2"));
         i.upsert_slice(slice("web-1"));
         let names: Vec<&str> = i.slices_of("a", "web").map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["web-1", "web-2"]);
+        assert_eq!(i.slices_by_ip("10.244.0.5".parse().unwrap()).count(), 2);
         i.delete_slice("a", "web-1");
         assert_eq!(i.slices_of("a", "web").count(), 1);
+        assert_eq!(i.slices_by_ip("10.244.0.5".parse().unwrap()).count(), 1);
         i.replace_slices(vec![]);
         assert_eq!(i.slices_of("a", "web").count(), 0);
+        assert_eq!(i.slices_by_ip("10.244.0.5".parse().unwrap()).count(), 0);
     }
 }

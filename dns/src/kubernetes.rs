@@ -87,8 +87,10 @@ impl Zone {
         self.with_soa(index, answer)
     }
 
-    /// The reverse zones (`in-addr.arpa`, `ip6.arpa`): a ClusterIP's PTR record names its
-    /// Service. `None` for any other address, which falls through to the upstream resolvers.
+    /// The reverse zones (`in-addr.arpa`, `ip6.arpa`; CoreDNS's reverse.go): a ClusterIP's PTR
+    /// record names its Service, an endpoint address's names the endpoint
+    /// (`<hostname or a-b-c-d>.<svc>.<ns>.svc.<domain>`, one per Service it serves). `None` for
+    /// any other address, which falls through to the upstream resolvers.
     pub fn reverse(&self, index: &Index, qname: &Name, qtype: RecordType) -> Option<Answer> {
         if qtype != RecordType::PTR {
             return None;
@@ -97,9 +99,25 @@ impl Zone {
         if net.prefix_len() != net.max_prefix_len() {
             return None;
         }
-        let svc = index.service_by_ip(net.addr())?;
-        let target = self.name(&[&svc.name, &svc.namespace, "svc"]);
-        Some(Answer::records(vec![self.record(qname, RData::PTR(PTR(target)))]))
+        let ip = net.addr();
+        let mut targets: Vec<Name> = match index.service_by_ip(ip) {
+            Some(svc) => vec![self.name(&[&svc.name, &svc.namespace, "svc"])],
+            None => index
+                .slices_by_ip(ip)
+                .flat_map(|slice| {
+                    slice
+                        .addresses
+                        .iter()
+                        .filter(|a| a.ip == ip)
+                        .map(|a| self.name(&[&a.dns_label(), &slice.service, &slice.namespace, "svc"]))
+                })
+                .collect(),
+        };
+        targets.dedup();
+        if targets.is_empty() {
+            return None;
+        }
+        Some(Answer::records(targets.into_iter().map(|t| self.record(qname, RData::PTR(PTR(t)))).collect()))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -408,6 +426,10 @@ mod tests {
         let a = ptr("10.0.96.10.in-addr.arpa.").expect("a ClusterIP");
         assert_eq!(a.answers[0].data.to_string(), "web.default.svc.cluster.local.");
         assert!(ptr("1.0.0.10.in-addr.arpa.").is_none(), "another address falls through");
+        let ep = ptr("5.0.244.10.in-addr.arpa.").expect("an endpoint address");
+        assert_eq!(ep.answers[0].data.to_string(), "db-0.db.default.svc.cluster.local.");
+        let ep = ptr("6.1.244.10.in-addr.arpa.").expect("an endpoint address without a hostname");
+        assert_eq!(ep.answers[0].data.to_string(), "10-244-1-6.db.default.svc.cluster.local.");
         assert!(z.contains(&Name::from_ascii("x.cluster.local.").unwrap()));
         assert!(!z.contains(&Name::from_ascii("cluster.localx.").unwrap()));
     }

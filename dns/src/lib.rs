@@ -17,7 +17,8 @@
 //!    - `_<port>._<proto>.<svc>.<ns>.svc.<domain>` SRV (and SRV of the Service name for all of
 //!      its ports), with the targets' addresses as additional records.
 //!    - `<a-b-c-d>.<ns>.pod.<domain>` A: the address in the name (`pods insecure`).
-//!    - PTR of a ClusterIP: the Service's name. `dns-version.<domain>` TXT: the schema version.
+//!    - PTR of a ClusterIP: the Service's name; of an endpoint address: the endpoint's name.
+//!      `dns-version.<domain>` TXT: the schema version.
 //!    - NXDOMAIN for a name that does not exist, NODATA for one without records of the type,
 //!      each with the zone's SOA.
 //! 4. **The forward plugin** ([`forward`]): any other name goes, unchanged, to the resolvers in
@@ -34,7 +35,7 @@
 //! ## Implementation caveats
 //! - No wildcard queries (`*.ns.svc`, `_*._tcp`), no `endpoint_pod_names`, no `ttl 0`.
 //! - An ExternalName's CNAME is not chased: the client resolves the target itself.
-//! - PTR records for ClusterIPs only, not for endpoint addresses; other reverse names are forwarded.
+//! - Reverse names of addresses that are neither a ClusterIP nor an endpoint are forwarded.
 //! - `pods insecure` only: a pod name is answered from its label without looking for the pod
 //!   (CoreDNS's `pods verified` would watch pods).
 //! - No cache plugin, no loop detection, upstreams tried in order (CoreDNS's `policy

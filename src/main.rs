@@ -40,6 +40,9 @@ enum Command {
     Scheduler(SchedulerArgs),
     /// The node agent (kubelab's kubelet): runs the pods bound to this node on containerd.
     Nodeagent(NodeagentArgs),
+    /// The cluster DNS (kubelab's CoreDNS): Services and pods by name, other names forwarded
+    /// to the node's resolvers.
+    Dns(DnsArgs),
     /// The whole cluster on this machine: store, API server, scheduler, controller manager,
     /// node agent and a private containerd (Ctrl-C stops it; run again to resume).
     Up(up::UpArgs),
@@ -204,6 +207,16 @@ struct NodeagentArgs {
     /// The sandbox (pause) image; image garbage collection never removes it.
     #[arg(long, default_value = nodeagent::cri::containerd_config::PAUSE_IMAGE)]
     pod_infra_container_image: String,
+    /// IP addresses of the cluster DNS (`kubelab dns`), comma-separated: the nameservers of
+    /// ClusterFirst pods. Without it they get the node's resolv.conf.
+    #[arg(long, value_delimiter = ',')]
+    cluster_dns: Vec<std::net::IpAddr>,
+    /// The cluster domain: ClusterFirst pods search `<ns>.svc.<domain> svc.<domain> <domain>`.
+    #[arg(long, default_value = "cluster.local")]
+    cluster_domain: String,
+    /// The node's resolv.conf, which Default pods get ("" for the node's loopback resolver).
+    #[arg(long, default_value = "/etc/resolv.conf")]
+    resolv_conf: String,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -253,6 +266,9 @@ impl NodeagentArgs {
             monitoring_interval: self.housekeeping_interval,
         };
         o.pod_infra_container_image = self.pod_infra_container_image;
+        o.cluster_dns = self.cluster_dns;
+        o.cluster_domain = self.cluster_domain;
+        o.resolv_conf = self.resolv_conf.into();
         o.validate()?;
         Ok(o)
     }
@@ -392,6 +408,35 @@ struct ControllerManagerArgs {
     otlp: otel::OtlpArgs,
 }
 
+/// Flags for the cluster DNS (CoreDNS takes a Corefile: each flag stands for one of its lines).
+#[derive(Args)]
+struct DnsArgs {
+    /// Path to a kubeconfig file for reaching the API server.
+    #[arg(long, conflicts_with = "master")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides any kubeconfig).
+    #[arg(long)]
+    master: Option<String>,
+    /// Where DNS is served, over UDP and TCP.
+    #[arg(long, default_value = "0.0.0.0:53")]
+    listen: std::net::SocketAddr,
+    /// Where /health, /ready and /metrics are served.
+    #[arg(long, default_value = "127.0.0.1:8181")]
+    health_listen: std::net::SocketAddr,
+    /// The cluster domain (the kubelet's --cluster-domain must match).
+    #[arg(long, default_value = dns::DEFAULT_CLUSTER_DOMAIN)]
+    cluster_domain: String,
+    /// The TTL of the cluster's records, in seconds.
+    #[arg(long, default_value_t = dns::DEFAULT_TTL)]
+    ttl: u32,
+    /// The resolv.conf whose nameservers answer names outside the cluster domain.
+    #[arg(long, default_value = "/etc/resolv.conf")]
+    resolv_conf: PathBuf,
+    /// Upstream resolvers as ip:port, instead of the resolv.conf's (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    upstream: Vec<std::net::SocketAddr>,
+}
+
 /// Flags as etcd names them.
 #[derive(Args)]
 struct StoreArgs {
@@ -505,7 +550,7 @@ impl Command {
             Command::Scheduler(a) => (&a.otlp, &[C::Scheduler]),
             Command::Nodeagent(a) => (&a.otlp, &[C::Nodeagent]),
             Command::Up(a) => (&a.otlp, C::ALL),
-            Command::Trace(_) | Command::ContainerdConfig(_) => return None,
+            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Dns(_) => return None,
         };
         Some((args.otlp_endpoint.as_deref()?, components))
     }
@@ -657,6 +702,19 @@ fn main() -> anyhow::Result<()> {
             };
             rt.block_on(scheduler::run(opts, shutdown_signal())).context("kubelab scheduler")?;
         }
+        Command::Dns(args) => {
+            let conn = client::Connection::from_flags(args.master, args.kubeconfig).context("kubelab dns")?;
+            let opts = dns::Options {
+                listen: args.listen,
+                health_listen: args.health_listen,
+                cluster_domain: args.cluster_domain,
+                ttl: args.ttl,
+                resolv_conf: args.resolv_conf,
+                upstreams: args.upstream,
+                ..Default::default()
+            };
+            rt.block_on(dns::run(opts, conn, shutdown_signal())).context("kubelab dns")?;
+        }
         Command::Up(_) | Command::ContainerdConfig(_) => unreachable!("handled above"),
         Command::Trace(args) => rt.block_on(trace::run(args))?,
         Command::Nodeagent(args) => {
@@ -740,6 +798,27 @@ mod tests {
         };
         assert_eq!(a.container_runtime_endpoint, node.endpoint());
         assert_eq!(a.cni_conf_dir, node.cni_conf_dir);
+    }
+
+    /// `kubelab dns` defaults to CoreDNS's addresses and the kubelet's cluster domain; the node
+    /// agent's DNS flags reach its options.
+    #[test]
+    fn dns_flags() {
+        use clap::Parser as _;
+        let Ok(super::Cli { command: super::Command::Dns(d), .. }) = super::Cli::try_parse_from(["kubelab", "dns", "--master", "http://a"]) else {
+            panic!("kubelab dns does not parse");
+        };
+        assert_eq!((d.listen.to_string(), d.health_listen.to_string()), ("0.0.0.0:53".into(), "127.0.0.1:8181".into()));
+        assert_eq!((d.cluster_domain.as_str(), d.ttl), ("cluster.local", 5));
+        let Ok(super::Cli { command: super::Command::Nodeagent(a), .. }) =
+            super::Cli::try_parse_from(["kubelab", "nodeagent", "--cluster-dns", "10.96.0.10,fd00::a", "--cluster-domain", "lab.local", "--resolv-conf", ""])
+        else {
+            panic!("kubelab nodeagent with DNS flags does not parse");
+        };
+        let o = a.into_options().expect("options");
+        assert_eq!(o.cluster_dns, ["10.96.0.10".parse::<std::net::IpAddr>().unwrap(), "fd00::a".parse().unwrap()]);
+        assert_eq!(o.cluster_domain, "lab.local");
+        assert_eq!(o.resolv_conf, std::path::PathBuf::new());
     }
 
     /// `log` records are made up to the log filter's level, and no further.

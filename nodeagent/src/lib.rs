@@ -76,7 +76,8 @@
 //! - Garbage collection ([`kuberuntime::kuberuntime_gc`], [`images::image_gc_manager`]) and
 //!   eviction ([`eviction`]) know hard thresholds only.
 //! - Probes ([`prober`]) have their own caveats.
-//! - No cluster DNS: ClusterFirst pods get the host's resolv.conf.
+//! - Pod DNS ([`network::dns`]): ClusterFirst pods get `--cluster-dns`; without it they get the
+//!   node's resolv.conf, as the kubelet does. The node's resolv.conf is read once, at start.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
 

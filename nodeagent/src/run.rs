@@ -81,6 +81,13 @@ pub struct Options {
     pub eviction: crate::eviction::Config,
     /// `--pod-infra-container-image`: the sandbox image, which image GC never removes.
     pub pod_infra_container_image: String,
+    /// `--cluster-dns`: the nameservers of ClusterFirst pods (none: they get the node's).
+    pub cluster_dns: Vec<IpAddr>,
+    /// `--cluster-domain` (cluster.local): the search domains of ClusterFirst pods.
+    pub cluster_domain: String,
+    /// `--resolv-conf` (/etc/resolv.conf): the node's resolver, for Default pods (and
+    /// ClusterFirst ones without `--cluster-dns`); empty: the node's loopback.
+    pub resolv_conf: PathBuf,
 }
 
 impl Options {
@@ -111,6 +118,9 @@ impl Options {
             image_gc: Default::default(),
             eviction: Default::default(),
             pod_infra_container_image: crate::cri::containerd_config::PAUSE_IMAGE.into(),
+            cluster_dns: vec![],
+            cluster_domain: "cluster.local".into(),
+            resolv_conf: "/etc/resolv.conf".into(),
         }
     }
 
@@ -338,9 +348,26 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         tokio::spawn(crate::config::http::run(url.clone(), opts.node_name.clone(), config.sender(), shutdown.clone()));
     }
 
-    let host_dns = match tokio::fs::read_to_string("/etc/resolv.conf").await {
-        Ok(t) => crate::kuberuntime::kuberuntime_sandbox::parse_resolv_conf(&t),
-        Err(_) => Default::default(),
+    // The pods' DNS: the flags, and the node's resolv.conf read once, as the kubelet reads it.
+    let host_dns = if opts.resolv_conf.as_os_str().is_empty() {
+        None
+    } else {
+        match tokio::fs::read_to_string(&opts.resolv_conf).await {
+            Ok(t) => Some(crate::network::dns::parse_resolv_conf(&t)),
+            Err(e) => {
+                tracing::warn!(path = %opts.resolv_conf.display(), error = %e, "cannot read the resolv.conf; Default pods get no nameserver");
+                Some(Default::default())
+            }
+        }
+    };
+    if opts.cluster_dns.is_empty() {
+        tracing::warn!("no --cluster-dns: ClusterFirst pods get the node's resolv.conf (MissingClusterDNS events)");
+    }
+    let pod_dns = crate::network::dns::Configurer {
+        cluster_dns: opts.cluster_dns.clone(),
+        cluster_domain: opts.cluster_domain.clone(),
+        host: host_dns,
+        node_ips: host_ip.parse().into_iter().collect(),
     };
     let recorder_for_gc = recorder.clone();
     // Probes: exec through the runtime, HTTP and TCP from the node; results feed the status.
@@ -350,7 +377,7 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
         client: client.clone(),
-        runtime: RuntimeManager::new(cri.clone(), recorder.clone(), opts.pod_logs_dir.clone(), host_dns),
+        runtime: RuntimeManager::new(cri.clone(), recorder.clone(), opts.pod_logs_dir.clone(), pod_dns),
         volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()).with_node(node_rx.clone()),
         pcm,
         status,

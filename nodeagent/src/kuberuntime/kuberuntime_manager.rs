@@ -194,19 +194,20 @@ pub(crate) struct RuntimeManager {
     pub(crate) hooks: HandlerRunner,
     recorder: Recorder,
     logs_root: PathBuf,
-    host_dns: api::DnsConfig,
+    /// The pods' resolv.conf (kubelet's dns.Configurer).
+    dns: crate::network::dns::Configurer,
     crash_backoff: Mutex<Backoff>,
 }
 
 impl RuntimeManager {
-    pub(crate) fn new(runtime: RemoteRuntime, recorder: Recorder, logs_root: PathBuf, host_dns: api::DnsConfig) -> Self {
+    pub(crate) fn new(runtime: RemoteRuntime, recorder: Recorder, logs_root: PathBuf, dns: crate::network::dns::Configurer) -> Self {
         RuntimeManager {
             images: ImageManager::new(runtime.clone(), recorder.clone()),
             hooks: HandlerRunner::new(runtime.clone()),
             runtime,
             recorder,
             logs_root,
-            host_dns,
+            dns,
             // CrashLoopBackOff: 10 s doubling to 5 min, forgotten after 10 min of running.
             crash_backoff: Mutex::new(Backoff::new(Duration::from_secs(10), Duration::from_secs(300))),
         }
@@ -330,16 +331,21 @@ impl RuntimeManager {
         }
 
         // Step 5: create the pod sandbox (CNI runs inside containerd's RunPodSandbox).
+        let (dns_config, dns_warnings) = self.dns.get_pod_dns(pod);
         let sandbox_config = ksandbox::generate_pod_sandbox_config(
             pod,
             actions.attempt,
             &self.logs_root,
             &inputs.cgroup_parent,
-            &self.host_dns,
+            dns_config.clone(),
         );
         let mut sandbox_id = actions.sandbox_id.clone();
         let mut pod_ips = status.ips.clone();
         if actions.create_sandbox {
+            // The DNS warnings once per sandbox, not on every sync.
+            for w in dns_warnings {
+                self.recorder.pod_event(pod, None, events::WARNING, w.reason, w.message);
+            }
             let span = tracing::info_span!(target: "kubelet::sync_pod", "step5_run_pod_sandbox", pod_uid = %uid, attempt = actions.attempt, pod_ip = tracing::field::Empty, error = tracing::field::Empty);
             let started = Instant::now();
             match self.runtime.run_pod_sandbox(sandbox_config.clone(), "").instrument(span.clone()).await {
@@ -372,7 +378,7 @@ impl RuntimeManager {
         } else {
             // The existing sandbox's attempt, so the config matches what the runtime has.
             let attempt = status.sandboxes.first().map(|s| s.attempt).unwrap_or(0);
-            ksandbox::generate_pod_sandbox_config(pod, attempt, &self.logs_root, &inputs.cgroup_parent, &self.host_dns)
+            ksandbox::generate_pod_sandbox_config(pod, attempt, &self.logs_root, &inputs.cgroup_parent, dns_config)
         };
         // A fresh sandbox has no containers yet: start from an empty history for naming attempts,
         // but keep restart counts growing across sandboxes as the kubelet does.

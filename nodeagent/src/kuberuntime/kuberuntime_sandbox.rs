@@ -1,5 +1,4 @@
-//! Mirrors kubelet's kuberuntime/kuberuntime_sandbox.go (generatePodSandboxConfig) and
-//! network/dns/dns.go: the sandbox is the pod's shared network, IPC and UTS namespaces, held by
+//! Mirrors kubelet's kuberuntime/kuberuntime_sandbox.go (generatePodSandboxConfig): the sandbox is the pod's shared network, IPC and UTS namespaces, held by
 //! the pause container; CNI gives it its IP when containerd creates it.
 
 use std::collections::HashMap;
@@ -37,61 +36,14 @@ pub(crate) fn pod_hostname(pod: &Pod) -> String {
     h.trim_end_matches(['-', '.']).to_string()
 }
 
-/// The resolv.conf settings of the host (nameserver, search, options lines).
-pub(crate) fn parse_resolv_conf(text: &str) -> api::DnsConfig {
-    let mut c = api::DnsConfig::default();
-    for line in text.lines() {
-        let line = line.split(['#', ';']).next().unwrap_or_default();
-        let mut f = line.split_whitespace();
-        match f.next() {
-            Some("nameserver") => c.servers.extend(f.next().map(String::from)),
-            Some("search") => c.searches = f.map(String::from).collect(),
-            Some("options") => c.options = f.map(String::from).collect(),
-            _ => {}
-        }
-    }
-    c
-}
-
-/// The pod's DNS (dns.go GetPodDNS). kubelab runs no cluster DNS, so ClusterFirst falls back to
-/// the host's resolver, as the kubelet does when it has no cluster DNS configured; `None` uses
-/// only spec.dnsConfig; spec.dnsConfig is merged in last.
-pub(crate) fn pod_dns_config(pod: &Pod, host: &api::DnsConfig) -> api::DnsConfig {
-    let spec = pod.spec.as_ref();
-    let policy = spec.and_then(|s| s.dns_policy.as_deref()).unwrap_or("ClusterFirst");
-    let mut c = if policy == "None" { api::DnsConfig::default() } else { host.clone() };
-    if let Some(d) = spec.and_then(|s| s.dns_config.as_ref()) {
-        for s in d.nameservers.iter().flatten() {
-            if !c.servers.contains(s) {
-                c.servers.push(s.clone());
-            }
-        }
-        for s in d.searches.iter().flatten() {
-            if !c.searches.contains(s) {
-                c.searches.push(s.clone());
-            }
-        }
-        for o in d.options.iter().flatten() {
-            let opt = match &o.value {
-                Some(v) => format!("{}:{v}", o.name.as_deref().unwrap_or_default()),
-                None => o.name.clone().unwrap_or_default(),
-            };
-            c.options.retain(|x| x.split(':').next() != o.name.as_deref());
-            c.options.push(opt);
-        }
-    }
-    c.servers.truncate(3);
-    c.searches.truncate(32);
-    c
-}
-
-/// generatePodSandboxConfig: everything the runtime needs to create the sandbox.
+/// generatePodSandboxConfig: everything the runtime needs to create the sandbox; its DNS is
+/// what [`crate::network::dns`] made of the pod's policy.
 pub(crate) fn generate_pod_sandbox_config(
     pod: &Pod,
     attempt: u32,
     logs_root: &Path,
     cgroup_parent: &str,
-    host_dns: &api::DnsConfig,
+    dns_config: api::DnsConfig,
 ) -> api::PodSandboxConfig {
     let spec = pod.spec.clone().unwrap_or_default();
     let host_net = spec.host_network.unwrap_or(false);
@@ -140,7 +92,7 @@ pub(crate) fn generate_pod_sandbox_config(
         // A host-network pod has no UTS namespace of its own: setting a hostname would fail.
         hostname: if host_net { String::new() } else { pod_hostname(pod) },
         log_directory: pod_log_dir(logs_root, pod).to_string_lossy().into_owned(),
-        dns_config: Some(pod_dns_config(pod, host_dns)),
+        dns_config: Some(dns_config),
         port_mappings,
         labels: labels::new_pod_labels(pod),
         annotations: pod.metadata.annotations.clone().unwrap_or_default().into_iter().collect(),
@@ -163,7 +115,7 @@ pub(crate) fn generate_pod_sandbox_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodDNSConfig, PodDNSConfigOption, PodSpec};
+    use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec};
 
     fn pod(host_net: bool) -> Pod {
         let mut p = Pod::default();
@@ -187,8 +139,8 @@ mod tests {
 
     #[test]
     fn sandbox_config_carries_identity_ports_and_namespaces() {
-        let host = parse_resolv_conf("nameserver 10.0.0.2\nsearch example.com\noptions ndots:2\n");
-        let c = generate_pod_sandbox_config(&pod(false), 1, Path::new("/logs"), "/kubepods/besteffort/podu1", &host);
+        let dns = api::DnsConfig { servers: vec!["10.0.0.2".into()], ..Default::default() };
+        let c = generate_pod_sandbox_config(&pod(false), 1, Path::new("/logs"), "/kubepods/besteffort/podu1", dns.clone());
         let m = c.metadata.as_ref().expect("metadata");
         assert_eq!((m.name.as_str(), m.uid.as_str(), m.attempt), ("web", "u1", 1));
         assert_eq!(c.hostname, "web");
@@ -202,27 +154,7 @@ mod tests {
         assert_eq!(ns.network, api::NamespaceMode::Pod as i32);
         assert_eq!(c.dns_config.as_ref().expect("dns").servers, ["10.0.0.2"]);
 
-        let hn = generate_pod_sandbox_config(&pod(true), 0, Path::new("/logs"), "", &host);
+        let hn = generate_pod_sandbox_config(&pod(true), 0, Path::new("/logs"), "", dns);
         assert_eq!(hn.hostname, "", "host-network pods must not set a hostname");
-    }
-
-    #[test]
-    fn dns_policy_none_uses_only_the_pod_config() {
-        let host = parse_resolv_conf("nameserver 10.0.0.2\noptions ndots:2 edns0\n");
-        let mut p = pod(false);
-        let spec = p.spec.as_mut().expect("spec");
-        spec.dns_policy = Some("None".into());
-        spec.dns_config = Some(PodDNSConfig {
-            nameservers: Some(vec!["1.1.1.1".into()]),
-            searches: Some(vec!["a.svc".into()]),
-            options: Some(vec![PodDNSConfigOption { name: Some("ndots".into()), value: Some("5".into()) }]),
-        });
-        let d = pod_dns_config(&p, &host);
-        assert_eq!(d.servers, ["1.1.1.1"]);
-        assert_eq!(d.options, ["ndots:5"]);
-        p.spec.as_mut().expect("spec").dns_policy = Some("ClusterFirst".into());
-        let d = pod_dns_config(&p, &host);
-        assert_eq!(d.servers, ["10.0.0.2", "1.1.1.1"]);
-        assert_eq!(d.options, ["edns0", "ndots:5"]);
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
+mod addons;
 mod otel;
 mod service;
 mod trace;

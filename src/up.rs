@@ -1,6 +1,7 @@
 //! `kubelab up`: the whole cluster on one machine, in one process — what kind and minikube do for
 //! Kubernetes, in the way `kubeadm init` orders it: the store first, then the API server, then the
-//! scheduler and the controller manager, then a node agent with its container runtime.
+//! scheduler and the controller manager, the cluster DNS add-on ([`crate::addons`]), then a node
+//! agent with its container runtime.
 //!
 //! Everything runs in this process (each component on threads of its own, as separate binaries
 //! would run) except containerd, a child process. The process first moves into a private mount
@@ -47,6 +48,9 @@ pub struct UpArgs {
     /// containerd's CRI streaming port on 127.0.0.1.
     #[arg(long, default_value_t = 10010)]
     pub stream_port: u16,
+    /// The cluster DNS's /health, /ready and /metrics port on 127.0.0.1.
+    #[arg(long, default_value_t = 8181)]
+    pub dns_health_port: u16,
     /// The node's name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
@@ -469,6 +473,21 @@ async fn start(
     }
     step(started, "scheduler and controller manager");
 
+    // The cluster DNS, on the pods' bridge, behind the kube-dns Service (src/addons.rs).
+    let cidr = nodeagent::network::cni::PodCidr::parse(&args.pod_cidr)?;
+    crate::addons::ensure_bridge(&nodeagent::network::cni::bridge_name(&cidr), cidr.gateway(), cidr.prefix())?;
+    {
+        let opts = dns::Options {
+            listen: (cidr.gateway(), 53).into(),
+            health_listen: ([127, 0, 0, 1], args.dns_health_port).into(),
+            ..Default::default()
+        };
+        let (conn, rx) = (conn.clone(), cp_rx.clone());
+        s.control_plane.push(spawn_tokio("dns", move || async move { dns::run(opts, conn, until(rx)).await.map_err(Into::into) }));
+    }
+    crate::addons::apply_kube_dns(&kube, &node_name, cidr.gateway()).await?;
+    step(started, &format!("cluster DNS on {}:53, Service kube-system/kube-dns {}", cidr.gateway(), crate::addons::KUBE_DNS_IP));
+
     // The node agent.
     let mut opts = nodeagent::Options::new(node_name.clone());
     opts.connection = Some(conn.clone());
@@ -477,6 +496,7 @@ async fn start(
     opts.pod_logs_dir = data.join("pod-logs");
     opts.cni_conf_dir = cni_conf_dir;
     opts.pod_cidr = Some(args.pod_cidr.clone());
+    opts.cluster_dns = vec![crate::addons::KUBE_DNS_IP.into()];
     opts.address = [127, 0, 0, 1].into();
     opts.port = args.agent_port;
     opts.node_ip = Some([127, 0, 0, 1].into());

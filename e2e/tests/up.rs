@@ -34,12 +34,13 @@ impl Up {
             panic!("kubelab up needs: {e}");
         }
         let tmp = tempfile::Builder::new().prefix("kubelab-e2e-up-").tempdir().expect("tmp");
-        let ports = ports::reserve_n(5).expect("ports");
+        let ports = ports::reserve_n(6).expect("ports");
         let p: Vec<String> = ports.iter().map(|p| p.port.to_string()).collect();
         let cgroup_root = format!("/kubelab-e2e-up-{}-{octet}", std::process::id());
         let args: Vec<String> = [
             "up", "--data-dir", &tmp.path().join("data").to_string_lossy(),
             "--port", &p[0], "--store-port", &p[1], "--store-peer-port", &p[2], "--agent-port", &p[3], "--stream-port", &p[4],
+            "--dns-health-port", &p[5],
             "--node-name", "up-node", "--pod-cidr", &format!("10.244.{octet}.0/24"),
             "--image-dir", &e2e::containerd::images_dir().to_string_lossy(),
             "--cgroup-root", &cgroup_root,
@@ -382,5 +383,77 @@ fn up_runs_workloads_with_every_kubectl() {
     let job = up.wait_kubectl(&["get", "jobs", "-o", "jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences[0].name} {.status.succeeded}{\"\\n\"}{end}"], "a Job of the CronJob succeeded", Duration::from_secs(120), |s| s.lines().any(|l| l.starts_with("tick-") && l.ends_with(" tick 1")));
     let last = up.kubectl_v_ok(31, &["get", "cronjob", "tick", "-o", "jsonpath={.status.lastScheduleTime}"], None);
     assert!(!last.is_empty(), "the CronJob records when it last fired:\n{job}");
+    up.stop();
+}
+
+/// Services on `kubelab up`, with real traffic from a pod, through every kubectl 1.27–1.33: the
+/// cluster DNS answers the Service names (and forwards nothing it should not), the proxy turns a
+/// ClusterIP and a NodePort into the Service's pods (both replicas answer), containers get the
+/// Services' environment variables, a Service without endpoints refuses connections, and an
+/// address of the Service range that no Service has is refused on the node instead of leaving it.
+#[test]
+fn up_serves_services_through_dns_and_the_proxy() {
+    let mut up = Up::new(43);
+    up.start();
+    up.wait_ready();
+    up.wait_kubectl(&["get", "nodes"], "node Ready", Duration::from_secs(30), |s| s.contains("up-node") && s.contains(" Ready"));
+    let out = up.stdout();
+    assert!(out.contains("cluster DNS on 10.244.43.1:53"), "progress lines:\n{out}");
+    let dns_svc = up.kubectl_ok(&["get", "service", "kube-dns", "-n", "kube-system", "-o", "jsonpath={.spec.clusterIP}"]);
+    assert_eq!(dns_svc, "10.96.0.10");
+
+    // Two web pods answering with their names; a client pod made after the Services.
+    let web = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www";
+    up.kubectl_v_ok(33, &["create", "deployment", "web", &format!("--image={BUSYBOX}"), "--replicas=2", "--port=8080", "--", "sh", "-c", web], None);
+    up.kubectl_v_ok(33, &["rollout", "status", "deployment/web", "--timeout=120s"], None);
+    let pods = wait_running_pods(&up, "app=web", 2, "web pods");
+    for minor in 27..=33 {
+        let name = format!("web-{minor}");
+        up.kubectl_v_ok(minor, &["expose", "deployment/web", "--name", &name, "--port=80", "--target-port=8080"], None);
+    }
+    up.kubectl_v_ok(30, &["expose", "deployment/web", "--name", "web-np", "--type=NodePort", "--port=80", "--target-port=8080"], None);
+    up.kubectl_v_ok(31, &["create", "service", "clusterip", "empty", "--tcp=80:8080"], None);
+    up.kubectl_ok(&["run", "client", &format!("--image={BUSYBOX}"), "--restart=Never", "--", "sleep", "3600"]);
+    up.wait_kubectl(&["get", "pod", "client", "-o", "jsonpath={.status.phase}"], "client Running", Duration::from_secs(60), |s| s == "Running");
+
+    // The pod's resolv.conf names the cluster DNS; names resolve through the kube-dns Service.
+    let resolv = up.kubectl_ok(&["exec", "client", "--", "cat", "/etc/resolv.conf"]);
+    assert!(resolv.contains("nameserver 10.96.0.10") && resolv.contains("search default.svc.cluster.local svc.cluster.local cluster.local"), "{resolv}");
+    let ip27 = up.kubectl_ok(&["get", "service", "web-27", "-o", "jsonpath={.spec.clusterIP}"]);
+    // The server itself, on the pods' bridge; then through its Service, as pods ask.
+    up.wait_kubectl(&["exec", "client", "--", "nslookup", "web-27.default.svc.cluster.local", "10.244.43.1"], "the DNS server answers", Duration::from_secs(30), |s| s.contains(&ip27));
+    up.wait_kubectl(&["exec", "client", "--", "nslookup", "web-27.default.svc.cluster.local"], "web-27 resolves", Duration::from_secs(30), |s| s.contains(&ip27));
+
+    // Each Service answers by its short name, and both pods answer behind it.
+    for minor in 27..=33 {
+        let name = format!("web-{minor}");
+        let mut seen = std::collections::BTreeSet::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen.len() < 2 {
+            let (ok, out, err) = up.kubectl(&["exec", "client", "--", "wget", "-q", "-T", "3", "-O", "-", &format!("http://{name}/")], None);
+            if ok {
+                seen.insert(out.trim().to_string());
+            }
+            if Instant::now() > deadline {
+                up.fail(&format!("{name}: only {seen:?} answered within 60 s (pods {pods:?}); last: {out}{err}"));
+            }
+        }
+        assert!(seen.iter().all(|s| pods.contains(s)), "{name} answered by {seen:?}, the pods are {pods:?}");
+    }
+
+    // NodePort: the node's address (its bridge, here) and the allocated port.
+    let np = up.kubectl_ok(&["get", "service", "web-np", "-o", "jsonpath={.spec.ports[0].nodePort}"]);
+    up.wait_kubectl(&["exec", "client", "--", "wget", "-q", "-T", "3", "-O", "-", &format!("http://10.244.43.1:{np}/")], "the NodePort answers", Duration::from_secs(30), |s| pods.contains(&s.trim().to_string()));
+
+    // The client was made after the Services: their variables are in its environment.
+    let env = up.kubectl_ok(&["exec", "client", "--", "env"]);
+    assert!(env.contains(&format!("WEB_27_SERVICE_HOST={ip27}")) && env.contains(&format!("WEB_27_PORT=tcp://{ip27}:80")), "{env}");
+    assert!(env.contains("KUBERNETES_SERVICE_HOST=10.96.0.1") && env.contains("KUBERNETES_SERVICE_PORT=443"), "{env}");
+
+    // Refused: a Service without endpoints, and an address no Service has.
+    let (ok, _, err) = up.kubectl(&["exec", "client", "--", "wget", "-q", "-T", "5", "-O", "-", "http://empty/"], None);
+    assert!(!ok && err.contains("refused"), "a Service without endpoints refuses: {err}");
+    let (ok, _, err) = up.kubectl(&["exec", "client", "--", "wget", "-q", "-T", "5", "-O", "-", "http://10.111.222.33/"], None);
+    assert!(!ok && err.contains("refused"), "an unused Service address is refused on the node: {err}");
     up.stop();
 }

@@ -19,8 +19,8 @@
 //!    ([`kubelet::getters`]), volumes ([`volumemanager`]), pull secrets, then the runtime manager
 //!    ([`kuberuntime::kuberuntime_manager`], where `compute_pod_actions` decides): sandbox with
 //!    CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init containers in order, app
-//!    containers in parallel ([`kuberuntime::kuberuntime_container`]); then the status
-//!    ([`status`]).
+//!    containers in parallel ([`kuberuntime::kuberuntime_container`], each with its Services'
+//!    environment variables from [`envvars`]); then the status ([`status`]).
 //! 6. **PLEG** ([`pleg`]): relists the runtime every second and wakes the worker of any pod whose
 //!    containers changed.
 //! 7. **Status manager** ([`status`]): the source of truth for pod status, written to the API
@@ -59,7 +59,9 @@
 //!   containerd-config`, `kubelab up` and the end-to-end tests' private containerd.
 //! - [`images`]: [`images::ImageImporter`] and [`images::parse_imported`] (image tarballs into
 //!   containerd), [`images::ImageGcPolicy`] (`--image-gc-*`).
-//! - [`network::cni`]: [`network::cni::PodCidr`] and [`network::cni::write_conflist`].
+//! - [`network::cni`]: [`network::cni::PodCidr`] (with its gateway), [`network::cni::bridge_name`]
+//!   and [`network::cni::write_conflist`]: `kubelab up` makes the bridge early, for the cluster
+//!   DNS to listen on.
 //! - [`cm`]: [`cm::CgroupDriver`] (`--cgroup-driver`, and [`cm::CgroupDriver::detect`], which
 //!   containerd's configs ask to set `SystemdCgroup` to match), [`cm::CgroupVersion`],
 //!   [`cm::cgroup_version`] (which hierarchy the host mounts) and [`cm::check_host`].
@@ -90,6 +92,7 @@
 pub mod cm;
 pub(crate) mod config;
 pub(crate) mod container;
+pub(crate) mod envvars;
 pub mod cri;
 mod error;
 pub(crate) mod events;

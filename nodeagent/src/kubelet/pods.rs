@@ -155,6 +155,7 @@ impl Kubelet {
                 Err(e) => tracing::warn!(target: "kubelet::sync_pod", secret = %r.name, error = %e, "reading image pull secret"),
             }
         }
+        env.service_env = self.service_env(client, pod).await;
         let (cm_names, secret_names) = env_references(pod);
         for n in cm_names {
             if let Ok(cm) = cms.get_opt(&n).await {
@@ -177,6 +178,25 @@ impl Kubelet {
             }
         }
         (pull, env)
+    }
+
+    /// The Services' environment variables for `pod` (kubelet's getServiceEnvVarMap): its
+    /// namespace's Services and the master service, read when its containers are about to be
+    /// made (kubelet reads them from an informer).
+    async fn service_env(&self, client: &kube::Client, pod: &Pod) -> Result<Vec<(String, String)>, String> {
+        use crate::envvars::{self, MASTER_SERVICE_NAMESPACE};
+        use k8s_openapi::api::core::v1::Service;
+        let ns = pod.metadata.namespace.clone().unwrap_or_default();
+        let links = pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
+        let lp = kube::api::ListParams::default();
+        let mut services = vec![];
+        if links {
+            services.extend(kube::Api::<Service>::namespaced(client.clone(), &ns).list(&lp).await.map_err(|e| e.to_string())?.items);
+        }
+        if ns != MASTER_SERVICE_NAMESPACE || !links {
+            services.extend(kube::Api::<Service>::namespaced(client.clone(), MASTER_SERVICE_NAMESPACE).get_opt("kubernetes").await.map_err(|e| e.to_string())?);
+        }
+        Ok(envvars::from_services(&envvars::services_for_pod(&services, &ns, links)))
     }
 
     /// ensureHostsFile: write the pod's managed /etc/hosts (`pods/<uid>/etc-hosts`) for these IPs,

@@ -21,12 +21,21 @@ use crate::volumemanager::{MountedVolumes, downwardapi};
 
 /// The configMaps and secrets a pod's environment refers to, fetched before its containers are
 /// created; `None` for one that does not exist. Secret values are already decoded.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct EnvObjects {
     pub(crate) config_maps: HashMap<String, Option<BTreeMap<String, String>>>,
     pub(crate) secrets: HashMap<String, Option<BTreeMap<String, String>>>,
     /// The node's allocatable: what a `resourceFieldRef` to an unset limit reads.
     pub(crate) node_allocatable: downwardapi::Allocatable,
+    /// The Services' variables ([`crate::envvars`]), or why they could not be read (the
+    /// containers are then not created: a CreateContainerConfigError, as kubelet's).
+    pub(crate) service_env: Result<Vec<(String, String)>, String>,
+}
+
+impl Default for EnvObjects {
+    fn default() -> Self {
+        EnvObjects { config_maps: HashMap::new(), secrets: HashMap::new(), node_allocatable: Default::default(), service_env: Ok(vec![]) }
+    }
 }
 
 /// The names of every configMap and secret the pod's env and envFrom use.
@@ -119,7 +128,8 @@ fn field_ref(pod: &Pod, path: &str, pod_ips: &[String], host_ip: &str) -> Result
 }
 
 /// makeEnvironmentVariables: envFrom first, then env in order, each value expanded against the
-/// variables defined before it. An error is a CreateContainerConfigError.
+/// variables defined before it and the Services' variables; then the Services' variables the
+/// container did not set itself. An error is a CreateContainerConfigError.
 pub(crate) fn make_environment_variables(
     pod: &Pod,
     container: &Container,
@@ -127,6 +137,8 @@ pub(crate) fn make_environment_variables(
     pod_ips: &[String],
     host_ip: &str,
 ) -> Result<Vec<api::KeyValue>, String> {
+    let service_env = objs.service_env.as_ref().map_err(|e| format!("cannot read the Services for their environment variables: {e}"))?;
+    let service_vars: HashMap<String, String> = service_env.iter().cloned().collect();
     let mut vars: HashMap<String, String> = HashMap::new();
     let mut order: Vec<String> = vec![];
     let mut set = |vars: &mut HashMap<String, String>, k: String, v: String| {
@@ -192,11 +204,16 @@ pub(crate) fn make_environment_variables(
                 return Err(format!("env {:?}: valueFrom names no source", e.name));
             }
         } else {
-            expand(e.value.as_deref().unwrap_or_default(), &vars)
+            let mut known = service_vars.clone();
+            known.extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+            expand(e.value.as_deref().unwrap_or_default(), &known)
         };
         set(&mut vars, e.name.clone(), value);
     }
-    Ok(order.into_iter().map(|k| api::KeyValue { value: vars.remove(&k).unwrap_or_default(), key: k }).collect())
+    let mut out: Vec<api::KeyValue> = order.into_iter().map(|k| api::KeyValue { value: vars.remove(&k).unwrap_or_default(), key: k }).collect();
+    let own: std::collections::HashSet<String> = out.iter().map(|kv| kv.key.clone()).collect();
+    out.extend(service_env.iter().filter(|(k, _)| !own.contains(k)).map(|(k, v)| api::KeyValue { key: k.clone(), value: v.clone() }));
+    Ok(out)
 }
 
 fn ns(pod: &Pod) -> &str {
@@ -674,6 +691,25 @@ mod tests {
         bad.env = Some(vec![res("X", "limits.memory", None, Some("ghost"))]);
         let err = make_environment_variables(&p, &bad, &objs, &[], "").expect_err("unknown container");
         assert_eq!(err, "env \"X\": container \"ghost\" not found in the pod");
+    }
+
+    #[test]
+    fn service_variables_come_last_lose_to_the_containers_own_and_expand() {
+        let c = Container {
+            name: "c".into(),
+            env: Some(vec![env("WEB_SERVICE_PORT", Some("8080"), None), env("URL", Some("http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)/"), None)]),
+            ..Default::default()
+        };
+        let objs = EnvObjects {
+            service_env: Ok(vec![("WEB_SERVICE_HOST".into(), "10.96.0.20".into()), ("WEB_SERVICE_PORT".into(), "80".into())]),
+            ..Default::default()
+        };
+        let got: Vec<(String, String)> = make_environment_variables(&pod(), &c, &objs, &[], "").expect("env").into_iter().map(|kv| (kv.key, kv.value)).collect();
+        let want = [("WEB_SERVICE_PORT", "8080"), ("URL", "http://10.96.0.20:8080/"), ("WEB_SERVICE_HOST", "10.96.0.20")];
+        assert_eq!(got, want.map(|(k, v)| (k.to_string(), v.to_string())));
+        let unread = EnvObjects { service_env: Err("the server is unavailable".into()), ..Default::default() };
+        let err = make_environment_variables(&pod(), &c, &unread, &[], "").expect_err("services unread");
+        assert_eq!(err, "cannot read the Services for their environment variables: the server is unavailable");
     }
 
     #[test]

@@ -32,7 +32,13 @@ impl PodCidr {
         Ok(PodCidr { network: Ipv4Addr::from(u32::from(ip) & mask), prefix })
     }
 
-    pub(crate) fn gateway(&self) -> Ipv4Addr {
+    /// The prefix length.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
+    /// The bridge's address, the pods' default gateway: the network's first address.
+    pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::from(u32::from(self.network) + 1)
     }
 
@@ -51,7 +57,7 @@ impl std::fmt::Display for PodCidr {
 
 /// The bridge for `cidr`: `kubelab<third octet>` (10.244.3.0/24 → `kubelab3`), so that several
 /// agents on one host (the end-to-end tests) do not share a bridge.
-pub(crate) fn bridge_name(cidr: &PodCidr) -> String {
+pub fn bridge_name(cidr: &PodCidr) -> String {
     format!("kubelab{}", cidr.network.octets()[2])
 }
 

@@ -11,16 +11,17 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 # etcd-client build script, and etcdctl for the end-to-end tests; for the node agent: containerd
 # (with ctr and the runc v2 shim), runc, the CNI plugins (/usr/lib/cni), iptables and iproute2
 # for pod networking, and busybox-static + a static C toolchain for the images `make images` builds;
-# for the Docker Compose lab: Docker 20.10, Compose v1 and debootstrap (its base image).
+# for the Docker Compose lab: Docker 20.10, Compose v1 and debootstrap (its base image); for the
+# cluster DNS benchmark: dnsperf, and dnsmasq as its baseline.
 APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client unzip \
   containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev \
-  docker.io docker-compose debootstrap
+  docker.io docker-compose debootstrap dnsperf dnsmasq-base
 # Container images built locally (no registry is reachable): see deploy/images/build.sh.
 IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace walkthrough test-fresh-host
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns walkthrough test-fresh-host
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -41,6 +42,7 @@ help:
 	@echo "make bench-nodeagent  pod startup latency on a real containerd against the raw CRI floor"
 	@echo "make bench-probes     node agent CPU and RSS with 100 pods, with and without exec liveness probes"
 	@echo "make bench-trace      what recording pod steps costs: pod startup and create throughput, recording on vs off"
+	@echo "make bench-dns        cluster DNS queries per second and p99 (dnsperf) against dnsmasq serving the same names"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first), and each
@@ -134,6 +136,11 @@ bench-nodeagent: deps images
 bench-probes: deps images
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin nodeagent-bench
 	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/nodeagent-bench" --probes
+
+# The cluster DNS's answers per second and p99 latency, and dnsmasq's for the same 1,000 names,
+# in the same run (dns/bench/run.sh; loopback only).
+bench-dns: deps
+	CARGO_TARGET_DIR="$(TARGET_DIR)" dns/bench/run.sh
 
 # What recording pod steps for `kubelab trace` costs: pod startup and API server create
 # throughput with --record-pod-steps on and off, alternating rounds.

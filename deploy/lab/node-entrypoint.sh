@@ -93,10 +93,22 @@ ctr version >/dev/null 2>&1 || { log "containerd did not come up"; tail -n 30 /v
 # 6. The node agent, as this container's main process (tini forwards SIGTERM to it).
 # As kind's nodes: the three nodes share the host's disk and their images come from tarballs
 # (no registry to pull them again), so disk pressure and image GC are off; memory still evicts.
+# kube-proxy, as a process of the node (its iptables rules are the node container's): restarted
+# if it stops; it waits for the API server the agent's static pods bring up.
+log "starting kubelab proxy (log: /var/log/kubelab-proxy.log)"
+(
+  while true; do
+    /usr/local/bin/kubelab proxy --master http://127.0.0.1:6443 --hostname-override "$node" \
+      --cluster-cidr 10.244.0.0/16 --service-cluster-ip-range 10.96.0.0/12 >>/var/log/kubelab-proxy.log 2>&1 || true
+    sleep 1
+  done
+) &
+
 log "starting kubelab nodeagent"
 exec /usr/local/bin/kubelab nodeagent \
   --master http://127.0.0.1:6443 \
   --node-name "$node" --node-ip "$ip" --pod-cidr "$cidr" \
+  --cluster-dns 10.96.0.10 \
   --pod-manifest-path /etc/kubelab/manifests \
   --image-dir /opt/kubelab/images \
   --eviction-hard 'memory.available<100Mi,nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%' \

@@ -63,3 +63,4 @@ pod scheduler "$(printf '    - "%s"\n' scheduler --master http://127.0.0.1:6443 
 # toleration above plus a minute even when the leading controller manager died with the node.
 cm_args=(controller-manager --master http://127.0.0.1:6443 --leader-elect --node-monitor-grace-period 30s)
 pod controller-manager "$(printf '    - "%s"\n' "${cm_args[@]}")"
+

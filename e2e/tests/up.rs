@@ -386,7 +386,8 @@ fn up_runs_workloads_with_every_kubectl() {
     up.stop();
 }
 
-/// Services on `kubelab up`, with real traffic from a pod, through every kubectl 1.27–1.33: the
+/// Services on `kubelab up`, with real traffic from a pod (busybox `wget`, bounded by `timeout`:
+/// this busybox's own `wget -T` crashes), through every kubectl 1.27–1.33: the
 /// cluster DNS answers the Service names (and forwards nothing it should not), the proxy turns a
 /// ClusterIP and a NodePort into the Service's pods (both replicas answer), containers get the
 /// Services' environment variables, a Service without endpoints refuses connections, and an
@@ -430,7 +431,7 @@ fn up_serves_services_through_dns_and_the_proxy() {
         let mut seen = std::collections::BTreeSet::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         while seen.len() < 2 {
-            let (ok, out, err) = up.kubectl(&["exec", "client", "--", "wget", "-q", "-T", "3", "-O", "-", &format!("http://{name}/")], None);
+            let (ok, out, err) = up.kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", &format!("http://{name}/")], None);
             if ok {
                 seen.insert(out.trim().to_string());
             }
@@ -443,17 +444,97 @@ fn up_serves_services_through_dns_and_the_proxy() {
 
     // NodePort: the node's address (its bridge, here) and the allocated port.
     let np = up.kubectl_ok(&["get", "service", "web-np", "-o", "jsonpath={.spec.ports[0].nodePort}"]);
-    up.wait_kubectl(&["exec", "client", "--", "wget", "-q", "-T", "3", "-O", "-", &format!("http://10.244.43.1:{np}/")], "the NodePort answers", Duration::from_secs(30), |s| pods.contains(&s.trim().to_string()));
+    up.wait_kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", &format!("http://10.244.43.1:{np}/")], "the NodePort answers", Duration::from_secs(30), |s| pods.contains(&s.trim().to_string()));
+
+    // And from the host, as a user's browser would reach it.
+    let from_host = http_get(&format!("10.244.43.1:{np}"));
+    assert!(pods.iter().any(|p| from_host.contains(p.as_str())), "NodePort from the host: {from_host}");
+
+    // A pod failing its readiness probe leaves the slice (and the Service refuses), then returns.
+    let flip = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"flip","labels":{"app":"flip"}},"spec":{"terminationGracePeriodSeconds":1,
+        "containers":[{"name":"main","image":"docker.io/library/busybox:1.36","command":["sh","-c","mkdir -p /www && hostname > /www/index.html && touch /tmp/ready && exec httpd -f -p 8080 -h /www"],
+        "readinessProbe":{"exec":{"command":["cat","/tmp/ready"]},"periodSeconds":1,"failureThreshold":1}}]}}"#;
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(flip));
+    assert!(ok, "{out}{err}");
+    up.kubectl_v_ok(32, &["expose", "pod/flip", "--port=80", "--target-port=8080"], None);
+    let slice_ready = |what: &str, want: &str| {
+        up.wait_kubectl(&["get", "endpointslices", "-l", "kubernetes.io/service-name=flip", "-o", "jsonpath={range .items[*].endpoints[*]}{.conditions.ready}{end}"], what, Duration::from_secs(30), |s| s == want);
+    };
+    slice_ready("flip ready in its slice", "true");
+    up.wait_kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://flip/"], "flip answers", Duration::from_secs(30), |s| s.trim() == "flip");
+    up.kubectl_ok(&["exec", "flip", "--", "rm", "/tmp/ready"]);
+    slice_ready("flip not ready in its slice", "false");
+    wait_refused(&up, "http://flip/", "flip not ready");
+    up.kubectl_ok(&["exec", "flip", "--", "touch", "/tmp/ready"]);
+    slice_ready("flip ready again", "true");
+    up.wait_kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://flip/"], "flip answers again", Duration::from_secs(30), |s| s.trim() == "flip");
+
+    // A terminating pod stays in the slice as terminating (serving, not ready) while its preStop
+    // hook runs, and leaves it when it is gone.
+    let slow = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"slow","labels":{"app":"slow"}},"spec":{"terminationGracePeriodSeconds":30,
+        "containers":[{"name":"main","image":"docker.io/library/busybox:1.36","command":["sh","-c","mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"],
+        "lifecycle":{"preStop":{"exec":{"command":["sleep","8"]}}}}]}}"#;
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(slow));
+    assert!(ok, "{out}{err}");
+    up.wait_kubectl(&["get", "pod", "slow", "-o", "jsonpath={.status.phase}"], "slow Running", Duration::from_secs(60), |s| s == "Running");
+    up.kubectl_v_ok(29, &["expose", "pod/slow", "--port=80", "--target-port=8080"], None);
+    let conds = "jsonpath={range .items[*].endpoints[*]}{.conditions.ready}/{.conditions.serving}/{.conditions.terminating}{end}";
+    up.wait_kubectl(&["get", "endpointslices", "-l", "kubernetes.io/service-name=slow", "-o", conds], "slow ready", Duration::from_secs(30), |s| s == "true/true/false");
+    up.kubectl_ok(&["delete", "pod", "slow", "--wait=false"]);
+    up.wait_kubectl(&["get", "endpointslices", "-l", "kubernetes.io/service-name=slow", "-o", conds], "slow terminating while its preStop runs", Duration::from_secs(8), |s| s == "false/true/true");
+    up.wait_kubectl(&["get", "endpointslices", "-l", "kubernetes.io/service-name=slow", "-o", conds], "slow gone from its slice", Duration::from_secs(60), |s| s.is_empty());
 
     // The client was made after the Services: their variables are in its environment.
     let env = up.kubectl_ok(&["exec", "client", "--", "env"]);
     assert!(env.contains(&format!("WEB_27_SERVICE_HOST={ip27}")) && env.contains(&format!("WEB_27_PORT=tcp://{ip27}:80")), "{env}");
     assert!(env.contains("KUBERNETES_SERVICE_HOST=10.96.0.1") && env.contains("KUBERNETES_SERVICE_PORT=443"), "{env}");
 
+    // Scaled to nothing, the Services' slices empty and they refuse.
+    up.kubectl_v_ok(28, &["scale", "deployment/web", "--replicas=0"], None);
+    up.wait_kubectl(&["get", "endpointslices", "-l", "kubernetes.io/service-name=web-27", "-o", "jsonpath={range .items[*]}{.endpoints}{end}"], "web-27's slice empty", Duration::from_secs(60), |s| s.is_empty() || s == "[]");
+    wait_refused(&up, "http://web-27/", "web-27 scaled to 0");
+
     // Refused: a Service without endpoints, and an address no Service has.
-    let (ok, _, err) = up.kubectl(&["exec", "client", "--", "wget", "-q", "-T", "5", "-O", "-", "http://empty/"], None);
+    let (ok, _, err) = up.kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://empty/"], None);
     assert!(!ok && err.contains("refused"), "a Service without endpoints refuses: {err}");
-    let (ok, _, err) = up.kubectl(&["exec", "client", "--", "wget", "-q", "-T", "5", "-O", "-", "http://10.111.222.33/"], None);
+    let (ok, _, err) = up.kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", "http://10.111.222.33/"], None);
     assert!(!ok && err.contains("refused"), "an unused Service address is refused on the node: {err}");
     up.stop();
+}
+
+/// Wait until a `wget` of `url` from the client pod is refused (the proxy's rules follow the
+/// slices within a sync).
+fn wait_refused(up: &Up, url: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out, err) = up.kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", url], None);
+        if !ok && err.contains("refused") {
+            return;
+        }
+        if Instant::now() > deadline {
+            up.fail(&format!("{what}: {url} not refused within 30 s: {out}{err}"));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// An HTTP/1.0 GET of `/` at `addr`, from the test (the host), with a 5 s limit: the whole answer.
+fn http_get(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = (|| -> std::io::Result<String> {
+            let mut c = std::net::TcpStream::connect_timeout(&addr.parse().expect("address"), Duration::from_secs(5))?;
+            c.set_read_timeout(Some(Duration::from_secs(5)))?;
+            c.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+            let mut out = String::new();
+            c.read_to_string(&mut out)?;
+            Ok(out)
+        })();
+        match r {
+            Ok(s) => return s,
+            Err(e) if Instant::now() > deadline => panic!("GET http://{addr}/: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(500)),
+        }
+    }
 }

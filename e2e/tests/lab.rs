@@ -168,6 +168,46 @@ async fn pod_diagnostics(lab: &Lab, names: &[&str]) -> String {
     out
 }
 
+/// `pod` with the label `app: app` instead of the default one.
+fn labelled(pod: &str, app: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(pod).expect("pod json");
+    v["metadata"]["labels"]["app"] = serde_json::Value::String(app.into());
+    v.to_string()
+}
+
+/// Who answers `http://web.default.svc.cluster.local/` from `client`, over up to `tries`
+/// requests (each bounded: this busybox's `wget -T` crashes, so `timeout` bounds it), stopping
+/// early once all three web pods have answered or `limit` has passed.
+async fn answers(lab: &Lab, client: &str, tries: usize, limit: Duration) -> std::collections::BTreeSet<String> {
+    let started = Instant::now();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..tries {
+        if seen.len() == 3 || started.elapsed() > limit {
+            break;
+        }
+        if let Ok(out) = lab.kubectl_ok("node1", &["exec", client, "--", "timeout", "5", "wget", "-q", "-O", "-", "http://web.default.svc.cluster.local/"]).await {
+            seen.insert(out.trim().to_string());
+        }
+    }
+    seen
+}
+
+/// The Service path when it fails: kube-dns, the web Service's slices, each node's proxy log tail
+/// and its KUBE-SERVICES chain.
+async fn service_diagnostics(lab: &Lab) -> String {
+    let mut out = String::from("[lab] service diagnostics:\n");
+    let mut add = |what: String, r: anyhow::Result<String>| {
+        out.push_str(&format!("--- {what}\n{}\n", r.unwrap_or_else(|e| format!("(failed: {e:#})"))));
+    };
+    add("kube-system pods".into(), lab.kubectl_ok("node1", &["get", "pods", "-n", "kube-system", "-o", "wide"]).await);
+    add("endpointslices -A".into(), lab.kubectl_ok("node1", &["get", "endpointslices", "-A", "-o", "wide"]).await);
+    for node in NODES {
+        add(format!("{node}: proxy log (tail)"), lab.exec_ok(node, &["sh", "-c", "tail -n 20 /var/log/kubelab-proxy.log"]).await);
+        add(format!("{node}: iptables -t nat -S KUBE-SERVICES"), lab.exec_ok(node, &["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]).await);
+    }
+    out
+}
+
 /// [`wait_running`], printing [`pod_diagnostics`] before panicking when the pods do not run.
 async fn expect_running(lab: &Lab, via: &str, names: &[&str], what: &str) -> BTreeMap<String, String> {
     match wait_running(lab, via, names, RUN_TIMEOUT).await {
@@ -280,6 +320,28 @@ async fn lab_end_to_end() {
         eprintln!("{}", cross_node_diagnostics(&lab).await);
         panic!("cross-node pod traffic: {e:#}");
     }
+    // 5b. A Service whose pods run on all three nodes, reached by name from a pod on each node:
+    //     the cluster DNS (a Deployment), the ClusterIP turned into a pod on any node, host-gw.
+    for n in NODES {
+        let web = format!("mkdir -p /www && echo web-{n} > /www/index.html && exec httpd -f -p 8080 -h /www");
+        lab.apply("node1", &labelled(&busybox_pod(&format!("web-{n}"), n, &web), "lab-web")).await.expect("web pod");
+        lab.apply("node1", &busybox_pod(&format!("client-{n}"), n, "sleep 100000")).await.expect("client pod");
+    }
+    lab.apply("node1", &serde_json::json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"app": "lab-web"}, "ports": [{"port": 80, "targetPort": 8080}]}
+    }).to_string()).await.expect("web Service");
+    let web_pods: Vec<String> = NODES.iter().map(|n| format!("web-{n}")).collect();
+    let clients: Vec<String> = NODES.iter().map(|n| format!("client-{n}")).collect();
+    let all: Vec<&str> = web_pods.iter().chain(&clients).map(String::as_str).collect();
+    expect_running(&lab, "node1", &all, "the web and client pods").await;
+    for n in NODES {
+        let seen = answers(&lab, &format!("client-{n}"), 30, Duration::from_secs(120)).await;
+        if seen.len() != 3 {
+            eprintln!("{}", service_diagnostics(&lab).await);
+            panic!("from client-{n}, web.default.svc.cluster.local answered only by {seen:?}");
+        }
+    }
     let mut startup = vec![("node1".to_string(), node1_start)];
     startup.extend(started.iter().map(|(n, d)| (n.trim_start_matches("pod-").to_string(), *d)));
     lab.kubectl_ok("node1", &["create", "configmap", "before-faults", "--from-literal=k=v"]).await.expect("write");
@@ -301,6 +363,18 @@ async fn lab_end_to_end() {
     eprintln!("[lab] new store leader: {new_leader}");
     lease_stalls(&lab, survivor, &leader).await.expect("lease of the killed node");
     expect_not_ready(&lab, survivor, &leader).await.expect("killed node NotReady");
+    // Its pods are marked not ready, leave the Service's slice, and the survivors' proxies stop
+    // sending to them: twenty requests in a row answered by the other two.
+    let dead_web = format!("web-{leader}");
+    let healed = poll_until(&format!("no request to {dead_web}"), Duration::from_secs(90), Duration::from_secs(2), || async {
+        let seen = answers(&lab, &format!("client-{survivor}"), 20, Duration::from_secs(30)).await;
+        Ok((!seen.contains(&dead_web) && seen.len() == 2).then_some(seen))
+    })
+    .await;
+    if let Err(e) = healed {
+        eprintln!("{}", service_diagnostics(&lab).await);
+        panic!("the dead node's pod still behind the Service: {e:#}");
+    }
     lab.script_ok(&["start", &leader]).await.expect("lab start");
     wait_all_ready(&lab, survivor, READY_TIMEOUT).await.expect("all Ready after start");
     store_healthy(&lab, survivor, Duration::from_secs(90)).await.expect("store after restart");

@@ -108,6 +108,7 @@ pub mod error;
 pub mod filters;
 pub mod options;
 pub mod printers;
+pub mod proxy;
 pub mod registry;
 pub mod serializer;
 pub mod server;

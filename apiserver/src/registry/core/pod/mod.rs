@@ -1,11 +1,13 @@
 //! Mirrors pkg/registry/core/pod: pods — their strategy, their columns, and the subresources
-//! their own code serves ([`storage::SUBRESOURCES`]): binding, eviction, log, exec and attach;
+//! their own code serves ([`storage::SUBRESOURCES`]): binding, eviction, log, exec, attach and
+//! portforward;
 //! and `/debug/trace/...` ([`trace`]), kubelab's view of one pod's journey.
 
 pub mod binding;
 pub mod eviction;
 pub mod exec;
 pub mod log;
+pub mod portforward;
 pub mod printer;
 pub mod storage;
 pub mod strategy;

@@ -43,6 +43,7 @@ pub static PODS: ResourceInfo = ResourceInfo {
         Subresource { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
         Subresource { name: "exec", group: "", version: "v1", kind: "PodExecOptions", verbs: &["create", "get"] },
         Subresource { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
+        Subresource { name: "portforward", group: "", version: "v1", kind: "PodPortForwardOptions", verbs: &["create", "get"] },
     ],
     categories: &["all"],
     codec: &Typed::<Pod>::NEW,

@@ -1,4 +1,8 @@
-//! Mirrors k8s.io/apimachinery/pkg/util/proxy: passing a client's request on to a backend.
-//! - [`upgradeaware`]: an upgrade (exec, attach, port-forward) spliced to a node agent.
+//! Mirrors k8s.io/apimachinery/pkg/util/proxy and k8s.io/apiserver/pkg/util/proxy: passing a
+//! client's connection on to a node agent.
+//! - [`upgradeaware`]: a websocket upgrade (exec, attach, port-forward) spliced to the agent.
+//! - [`streamtunnel`]: a plain SPDY upgrade (kubectl ≤ 1.30 port-forward), taken off the
+//!   listener before actix-web sees it, carried to the agent inside a websocket.
 
+pub mod streamtunnel;
 pub mod upgradeaware;

@@ -62,11 +62,7 @@ pub async fn proxy(req: &HttpRequest, payload: web::Payload, authority: &str, pa
     if response.status != 101 {
         let body = read_error_body(&mut read, rest, response.content_length).await;
         tracing::debug!(target: "apiserver::proxy", path, status = response.status, body, "node agent refused the upgrade");
-        return Err(match response.status {
-            400 => Error::BadRequest(body),
-            404 => Error::not_found("pods", pod),
-            code => Error::Internal(format!("node agent answered {code}: {body}")),
-        });
+        return Err(refusal(response.status, body, pod));
     }
     if !is_websocket(req) {
         return Err(Error::BadRequest(format!("upgrades other than websocket cannot be proxied (to {path})")));
@@ -103,6 +99,15 @@ pub async fn proxy(req: &HttpRequest, payload: web::Payload, authority: &str, pa
     Ok(builder.streaming(body))
 }
 
+/// The agent's refusal of an upgrade as the API server reports it.
+pub(crate) fn refusal(status: u16, body: String, pod: &str) -> Error {
+    match status {
+        400 => Error::BadRequest(body),
+        404 => Error::not_found("pods", pod),
+        code => Error::Internal(format!("node agent answered {code}: {body}")),
+    }
+}
+
 fn is_websocket(req: &HttpRequest) -> bool {
     req.headers().get_all("upgrade").filter_map(|v| v.to_str().ok()).any(|v| v.eq_ignore_ascii_case("websocket"))
 }
@@ -129,16 +134,16 @@ fn request_head(req: &HttpRequest, authority: &str, path: &str) -> String {
     head
 }
 
-struct ResponseHead {
-    status: u16,
+pub(crate) struct ResponseHead {
+    pub(crate) status: u16,
     upgrade: Option<String>,
     /// The headers to pass back on a 101.
     headers: Vec<(String, String)>,
-    content_length: Option<usize>,
+    pub(crate) content_length: Option<usize>,
 }
 
 /// Read up to the end of the response head; the bytes after it are returned too.
-async fn read_response_head(read: &mut tokio::net::tcp::OwnedReadHalf) -> Result<(ResponseHead, Bytes)> {
+pub(crate) async fn read_response_head(read: &mut tokio::net::tcp::OwnedReadHalf) -> Result<(ResponseHead, Bytes)> {
     let bad = || Error::Internal("the node agent sent a malformed HTTP response".into());
     let mut buf = BytesMut::with_capacity(1024);
     loop {
@@ -173,7 +178,7 @@ async fn read_response_head(read: &mut tokio::net::tcp::OwnedReadHalf) -> Result
 }
 
 /// The agent's error text (bounded; a body without a length is read until the agent closes).
-async fn read_error_body(read: &mut tokio::net::tcp::OwnedReadHalf, rest: Bytes, content_length: Option<usize>) -> String {
+pub(crate) async fn read_error_body(read: &mut tokio::net::tcp::OwnedReadHalf, rest: Bytes, content_length: Option<usize>) -> String {
     let want = content_length.unwrap_or(MAX_ERROR_BODY).min(MAX_ERROR_BODY);
     let mut buf = BytesMut::from(&rest[..]);
     while buf.len() < want {

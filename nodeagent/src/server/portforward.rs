@@ -8,8 +8,10 @@
 //! connection a pair of streams (`streamType: error` then `streamType: data`, both with the
 //! `port` and a shared `requestID` header). kubectl 1.31 and later (1.30 with
 //! `KUBECTL_PORT_FORWARD_WEBSOCKETS=true`) carry those same SPDY bytes inside websocket binary
-//! messages, asking for the subprotocol `SPDY/3.1+portforward.k8s.io`; that is the form the API
-//! server hands us (it can splice only websocket upgrades, see its pods/portforward).
+//! messages, asking for the subprotocol `SPDY/3.1+portforward.k8s.io`. That is the only form the
+//! agent takes (actix-web hands over a raw connection only for a websocket upgrade): the API
+//! server splices kubectl's websocket here, and wraps kubectl's plain SPDY into one (its
+//! `proxy::streamtunnel`).
 //!
 //! Where the port is reached — the decision: we ask CRI `PortForward` for a URL on containerd's
 //! streaming server, as kubelet does, rather than entering the sandbox's network namespace
@@ -32,10 +34,10 @@
 //! 7. Relay until either side closes: websocket binary messages → runtime; runtime bytes →
 //!    binary messages; pings answered; a close answered and passed on as a half-close.
 //!
-//! Implementation caveats: kubectl's plain-SPDY upgrade (kubectl ≤ 1.30) is refused with 400,
-//! since actix-web hands over the raw connection only for websocket upgrades; and kubelet's
-//! own websocket protocol for port-forward (`v4.channel.k8s.io` with a channel pair per port in
-//! the query) is not offered — kubectl never uses it.
+//! Implementation caveats: a plain SPDY upgrade straight to the agent is refused with 400 (the
+//! API server never sends one); and kubelet's own websocket protocol for port-forward
+//! (`v4.channel.k8s.io` with a channel pair per port in the query) is not offered — kubectl
+//! never uses it.
 
 use std::convert::Infallible;
 use std::ops::ControlFlow;
@@ -104,8 +106,7 @@ pub(crate) async fn port_forward(
     let key = header("sec-websocket-key").first().map(|k| k.to_string());
     let (Some(key), true) = (key, is_websocket) else {
         return bad_request(format!(
-            "port-forward is served over websocket ({TUNNEL_PROTOCOL}) only: this client asked for {:?}; \
-             with kubectl 1.30 set KUBECTL_PORT_FORWARD_WEBSOCKETS=true",
+            "port-forward is served over websocket ({TUNNEL_PROTOCOL}) only: this client asked for {:?}",
             header("upgrade").join(", ")
         ));
     };

@@ -15,15 +15,27 @@
 //! 2. Find the node agent (the node's InternalIP and daemon port).
 //! 3. Upgrade to `/portForward/<ns>/<pod>` there and splice.
 //!
-//! Implementation caveats: only the websocket form crosses the API server (see upgradeaware), so
-//! kubectl 1.27–1.29, which only speak SPDY for port-forward, get a 400 that says so.
+//! The websocket form is an ordinary connect ([`connect`], spliced by upgradeaware). The SPDY
+//! form cannot pass actix-web (see upgradeaware's caveat), so the server takes such connections
+//! off its listener first ([`spdy_target`], [`serve_spdy`]): the same checks, then
+//! [`crate::proxy::streamtunnel`] carries kubectl's SPDY to the agent inside a websocket.
+//!
+//! Implementation caveats: a SPDY port-forward bypasses the filter chain (no request metrics, no
+//! max-in-flight), as kube-apiserver's would not; it is logged on its own.
+
+use std::time::Duration;
 
 use actix_web::{HttpResponse, web};
+use bytes::BytesMut;
 use futures::future::LocalBoxFuture;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
+use super::strategy::PODS;
+use crate::config::Api;
 use crate::error::{Error, Result};
-use crate::proxy::upgradeaware;
+use crate::proxy::{streamtunnel, upgradeaware};
 use crate::registry::core::node::kubelet_client::node_agent_authority;
 use crate::registry::generic::rest::RestRequest;
 
@@ -63,6 +75,131 @@ async fn serve(r: RestRequest<'_>, payload: web::Payload) -> Result<HttpResponse
     upgradeaware::proxy(req, payload, &authority, &format!("/portForward/{namespace}/{name}"), name, &node_name).await
 }
 
+/// The websocket subprotocol the agent is asked for: SPDY's bytes in binary messages.
+pub const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
+/// The protocol kubectl's SPDY upgrade names in `X-Stream-Protocol-Version`.
+pub const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
+/// How long a new connection may take to send its request line before it goes to actix anyway.
+const PEEK_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_REQUEST_HEAD: usize = 16 << 10;
+
+/// (namespace, pod) when `head` starts with the request line of kubectl's SPDY port-forward,
+/// `POST /api/v1/namespaces/<ns>/pods/<name>/portforward` (the websocket form is a GET).
+pub fn spdy_target(head: &[u8]) -> Option<(String, String)> {
+    let end = head.windows(2).position(|w| w == b"\r\n")?;
+    let line = std::str::from_utf8(&head[..end]).ok()?;
+    let mut parts = line.split(' ');
+    if parts.next()? != "POST" {
+        return None;
+    }
+    let path = parts.next()?.split('?').next()?;
+    match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["", "api", "v1", "namespaces", ns, "pods", name, "portforward"] if !ns.is_empty() && !name.is_empty() => {
+            Some((ns.to_string(), name.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Peek (never read) at a new connection's first line: [`spdy_target`], or `None` for anything
+/// else, which then goes to actix-web untouched.
+pub async fn peek_spdy_target(io: &TcpStream) -> Option<(String, String)> {
+    let mut buf = [0u8; 2048];
+    let peek = async {
+        loop {
+            let n = io.peek(&mut buf).await.ok()?;
+            let seen = &buf[..n];
+            if n == 0 || !b"POST ".starts_with(&seen[..n.min(5)]) {
+                return None;
+            }
+            if seen.windows(2).any(|w| w == b"\r\n") || n == buf.len() {
+                return spdy_target(seen);
+            }
+            // The request line is still arriving.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(PEEK_TIMEOUT, peek).await.ok().flatten()
+}
+
+/// kubectl's SPDY port-forward on a connection taken off the listener: the request head, the
+/// checks of [`connect`], a websocket tunnel to the agent, our 101, then the relay.
+pub async fn serve_spdy(mut io: TcpStream, api: web::Data<Api>, namespace: String, name: String) {
+    let result = async {
+        let (query, early) = read_spdy_request(&mut io).await?;
+        let pod = api.registries.of(&PODS).get(Some(&namespace), &name).await?;
+        let node = check(&pod, &name, &query)?;
+        let authority = node_agent_authority(&api.registries, &node).await?;
+        let tunnel = streamtunnel::dial(&authority, &format!("/portForward/{namespace}/{name}"), TUNNEL_PROTOCOL, &name).await?;
+        Ok::<_, Error>((early, tunnel, node))
+    }
+    .await;
+    let pod = format!("{namespace}/{name}");
+    match result {
+        Ok((early, tunnel, node)) => {
+            let ok = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: {PORT_FORWARD_PROTOCOL}\r\n\r\n"
+            );
+            if io.write_all(ok.as_bytes()).await.is_err() {
+                return;
+            }
+            tracing::info!(target: "apiserver::proxy", pod, node, "SPDY port-forward tunnelled");
+            streamtunnel::relay(io, early.freeze(), tunnel).await;
+            tracing::info!(target: "apiserver::proxy", pod, "SPDY port-forward ended");
+        }
+        Err(e) => {
+            tracing::debug!(target: "apiserver::proxy", pod, error = %e, "SPDY port-forward refused");
+            let body = e.to_status().to_string();
+            let reason = actix_web::http::StatusCode::from_u16(e.code()).ok().and_then(|c| c.canonical_reason()).unwrap_or("Error");
+            let head = format!(
+                "HTTP/1.1 {} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                e.code(),
+                body.len()
+            );
+            let _ = io.write_all(head.as_bytes()).await;
+            let _ = io.write_all(body.as_bytes()).await;
+            let _ = io.shutdown().await;
+        }
+    }
+}
+
+/// The request head: its query, after checking it asks for SPDY and `portforward.k8s.io`; and
+/// the bytes after it.
+async fn read_spdy_request(io: &mut TcpStream) -> Result<(Vec<(String, String)>, BytesMut)> {
+    let mut buf = BytesMut::with_capacity(2048);
+    loop {
+        let n = io.read_buf(&mut buf).await.map_err(|e| Error::BadRequest(format!("reading the request: {e}")))?;
+        if n == 0 {
+            return Err(Error::BadRequest("the client closed the connection inside its request".into()));
+        }
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf) {
+            Ok(httparse::Status::Complete(len)) => {
+                let values = |name: &str| {
+                    req.headers
+                        .iter()
+                        .filter(|h| h.name.eq_ignore_ascii_case(name))
+                        .flat_map(|h| String::from_utf8_lossy(h.value).split(',').map(|v| v.trim().to_string()).collect::<Vec<_>>())
+                        .collect::<Vec<_>>()
+                };
+                if !values("upgrade").iter().any(|v| v.eq_ignore_ascii_case("SPDY/3.1")) {
+                    return Err(Error::BadRequest("port-forward needs a SPDY/3.1 or websocket upgrade".into()));
+                }
+                if !values("x-stream-protocol-version").iter().any(|v| v == PORT_FORWARD_PROTOCOL) {
+                    return Err(Error::BadRequest(format!("port-forward speaks {PORT_FORWARD_PROTOCOL} only")));
+                }
+                let query = req.path.and_then(|p| p.split_once('?')).map(|(_, q)| q).unwrap_or("");
+                let query = web::Query::<Vec<(String, String)>>::from_query(query).map(|q| q.into_inner()).unwrap_or_default();
+                let _ = buf.split_to(len);
+                return Ok((query, buf));
+            }
+            Ok(httparse::Status::Partial) if buf.len() < MAX_REQUEST_HEAD => {}
+            _ => return Err(Error::BadRequest("malformed request head".into())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -84,5 +221,17 @@ mod tests {
         assert_eq!(msg(check(&pod("n1", "Running"), "web", &q(&["0"]))), "port \"0\" is not valid: a port must be in the range 1 to 65535");
         assert!(check(&pod("n1", "Running"), "web", &q(&["http"])).is_err());
         assert!(check(&pod("n1", "Running"), "web", &q(&["70000"])).is_err());
+    }
+
+    #[test]
+    fn only_kubectls_spdy_request_line_is_taken_off_the_listener() {
+        let t = |head: &str| spdy_target(head.as_bytes());
+        assert_eq!(t("POST /api/v1/namespaces/default/pods/web/portforward HTTP/1.1\r\n"), Some(("default".into(), "web".into())));
+        assert_eq!(t("POST /api/v1/namespaces/d/pods/w/portforward?ports=80 HTTP/1.1\r\nHost: x\r\n"), Some(("d".into(), "w".into())));
+        assert_eq!(t("GET /api/v1/namespaces/d/pods/w/portforward HTTP/1.1\r\n"), None, "the websocket form is actix's");
+        assert_eq!(t("POST /api/v1/namespaces/d/pods/w/exec HTTP/1.1\r\n"), None);
+        assert_eq!(t("POST /api/v1/namespaces/d/pods/w/portforward/x HTTP/1.1\r\n"), None);
+        assert_eq!(t("POST /api/v1/namespaces//pods/w/portforward HTTP/1.1\r\n"), None);
+        assert_eq!(t("POST /api/v1/namespaces/d/pods/w/portforward HTTP/1.1"), None, "no end of line yet");
     }
 }

@@ -16,7 +16,9 @@
 //!    store (namespace, name, subresource) and runs the verb's handler
 //!    ([`endpoints::handlers`]): get, list, watch, create, update, patch, delete,
 //!    deletecollection; or the resource's own code for a subresource such as pods/log or
-//!    pods/exec ([`registry::generic::rest::SubresourceRest`]).
+//!    pods/exec ([`registry::generic::rest::SubresourceRest`]); an upgrade is passed to the node
+//!    agent by [`proxy`]. (kubectl's plain SPDY port-forward never reaches actix-web: the server
+//!    takes it off the listener and tunnels it, [`registry::core::pod::portforward::serve_spdy`].)
 //! 3. The handler decodes the body through the typed object (k8s-openapi; JSON, YAML or, for the
 //!    kinds kubectl's generators send, protobuf: [`serializer::protobuf`]) — unknown fields
 //!    become warnings, or 400 under `fieldValidation=Strict`.
@@ -70,7 +72,7 @@
 //!   admission plugins that change it) — except for the workload kinds, whose strategies default
 //!   updates too; Kubernetes' decoder applies them to every object it decodes, updates and
 //!   patches included, before admission sees the request.
-//! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach), nodes (+status), events,
+//! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach, portforward), nodes (+status), events,
 //!   configmaps, secrets, serviceaccounts, services (+status), endpoints, coordination.k8s.io
 //!   leases, discovery.k8s.io/v1 endpointslices; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;

@@ -8,8 +8,10 @@
 //! StreamTranslator does.
 //!
 //! The subset here:
-//! 1. The HTTP/1.1 upgrade ([`dial`]): `Connection: Upgrade`, `Upgrade: SPDY/3.1` and the
+//! 1. The HTTP/1.1 upgrade ([`upgrade`]): `Connection: Upgrade`, `Upgrade: SPDY/3.1` and the
 //!    `X-Stream-Protocol-Version`s we speak; the server answers 101 with the one it chose.
+//!    Port-forward stops here and relays the connection as opaque bytes (kubectl's own SPDY
+//!    client speaks to the runtime through it); exec and attach go on with [`dial`].
 //! 2. Frames ([`Frame`], [`decode`]): SYN_STREAM, SYN_REPLY, RST_STREAM, PING, GOAWAY and DATA
 //!    are understood; SETTINGS, HEADERS and WINDOW_UPDATE are read and ignored (spdystream does
 //!    no flow control either).

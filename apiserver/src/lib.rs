@@ -72,8 +72,8 @@
 //!   admission plugins that change it) — except for the workload kinds, whose strategies default
 //!   updates too; Kubernetes' decoder applies them to every object it decodes, updates and
 //!   patches included, before admission sees the request.
-//! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach, portforward), nodes (+status), events,
-//!   configmaps, secrets, serviceaccounts, services (+status), endpoints, coordination.k8s.io
+//! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach, portforward, proxy), nodes (+status, proxy), events,
+//!   configmaps, secrets, serviceaccounts, services (+status, proxy), endpoints, coordination.k8s.io
 //!   leases, discovery.k8s.io/v1 endpointslices; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
 //!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). Of the
@@ -82,7 +82,8 @@
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No CRDs yet.
 //! - Services take IPv4 cluster IPs only (no dual stack, no IPv6 range, no ServiceCIDR or
 //!   IPAddress resources served: the IPAddress records are the allocator's, in the store only);
-//!   no LoadBalancer controller (EXTERNAL-IP stays `<pending>`); no services/proxy subresource.
+//!   no LoadBalancer controller (EXTERNAL-IP stays `<pending>`). The proxy subresources (pods,
+//!   services, nodes) do not rewrite links in the HTML they pass back.
 //!   The `default/kubernetes` Service points at this server's plain-HTTP port until TLS comes,
 //!   and has no endpoint for a server bound to loopback without `--advertise-address`.
 //! - Deletion propagation sets the garbage collector's finalizers (`orphan`,

@@ -79,12 +79,12 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
     vec![
         Resource::new(NamespaceStrategy),
         Resource::new(PodStrategy).with_subresources(pod::storage::SUBRESOURCES),
-        Resource::new(NodeStrategy),
+        Resource::new(NodeStrategy).with_subresources(NODE_SUBRESOURCES),
         Resource::new(EventStrategy { ttl_seconds: opts.event_ttl.as_secs() as i64 }),
         Resource::new(ConfigMapStrategy),
         Resource::new(SecretStrategy),
         Resource::new(ServiceAccountStrategy),
-        Resource::new(ServiceStrategy { alloc: alloc.clone() }),
+        Resource::new(ServiceStrategy { alloc: alloc.clone() }).with_subresources(SERVICE_SUBRESOURCES),
         Resource::new(EndpointsStrategy),
         Resource::new(LeaseStrategy),
         Resource::new(EndpointSliceStrategy),
@@ -106,6 +106,11 @@ fn allocators(opts: &Options) -> Result<Allocators> {
     let ports = PortRange::parse(&opts.service_node_port_range).map_err(|e| Error::Internal(format!("--service-node-port-range: {e}")))?;
     Ok(Allocators { ips: IpAllocator::new(ips, &opts.etcd_prefix), ports: PortAllocator::new(ports, &opts.etcd_prefix) })
 }
+
+/// The subresources of nodes and Services their own code serves: `proxy`.
+const NODE_SUBRESOURCES: &[(&str, SubresourceRest)] = &[("proxy", SubresourceRest::Connect(crate::registry::core::node::proxy::connect))];
+const SERVICE_SUBRESOURCES: &[(&str, SubresourceRest)] =
+    &[("proxy", SubresourceRest::Connect(crate::registry::core::service::proxy::connect))];
 
 /// The subresource a scalable workload's own code serves: `scale`.
 const SCALABLE: &[(&str, SubresourceRest)] = &[("scale", SubresourceRest::View(SCALE))];

@@ -178,3 +178,100 @@ async fn port_forward_pods_and_services_with_every_kubectl() {
     }
     eprintln!("[portforward] {}", report.join("\n[portforward] "));
 }
+
+/// The proxy subresources through kubectl (`get --raw` and `kubectl proxy`): pods/proxy to the
+/// pod's IP, services/proxy to a ready endpoint from the Service's EndpointSlices (the controller
+/// manager writes them), nodes/proxy to the node agent; and an error each.
+#[tokio::test(flavor = "multi_thread")]
+async fn proxy_subresources_through_kubectl() {
+    let lab = Lab(NodeLab::start("node-proxy", 78, Components { controller_manager: true, ..Components::default() }).await);
+    let script = format!("mkdir -p /www && echo {LOOPBACK_PAGE} > /www/index.html && exec httpd -f -p 8082 -h /www");
+    lab.apply(&format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {{app: web}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    image: {BUSYBOX}\n    command: [sh, -c, {script:?}]\n    ports:\n    - {{name: http, containerPort: 8082}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {{app: web}}\n  ports:\n  - {{name: http, port: 80, targetPort: http}}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: empty\nspec:\n  selector: {{app: nobody}}\n  ports:\n  - {{name: http, port: 80}}\n",
+        node = lab.node
+    ));
+    lab.wait_pod("web", "Running", RUN_TIMEOUT, |p| e2e::nodelab::phase(p) == "Running").await;
+
+    let started = std::time::Instant::now();
+    // pods/proxy, with the port and without (the first declared); retried while httpd starts.
+    let raw = |path: &str| lab.api.kubectl(&["get", "--raw", path]);
+    let mut o = raw("/api/v1/namespaces/default/pods/web:8082/proxy/");
+    for _ in 0..40 {
+        if o.success {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        o = raw("/api/v1/namespaces/default/pods/web:8082/proxy/");
+    }
+    if !o.success || !o.stdout.contains(LOOPBACK_PAGE) {
+        lab.fail(&format!("pods/proxy:\n{}", o.describe()));
+    }
+    let o = raw("/api/v1/namespaces/default/pods/http:web:/proxy/index.html");
+    if !o.success || !o.stdout.contains(LOOPBACK_PAGE) {
+        lab.fail(&format!("pods/proxy with the scheme and the first declared port:\n{}", o.describe()));
+    }
+    let o = raw("/api/v1/namespaces/default/pods/web:9998/proxy/");
+    if o.success || !o.stderr.contains("error trying to reach service") {
+        lab.fail(&format!("pods/proxy to a port nobody listens on:\n{}", o.describe()));
+    }
+    let o = raw("/api/v1/namespaces/default/pods/nope:80/proxy/");
+    if o.success || !o.stderr.contains("pods \"nope\" not found") {
+        lab.fail(&format!("pods/proxy to a missing pod:\n{}", o.describe()));
+    }
+
+    // services/proxy, once the EndpointSlice has the ready pod.
+    let mut o = raw("/api/v1/namespaces/default/services/web:http/proxy/");
+    for _ in 0..80 {
+        if o.success {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        o = raw("/api/v1/namespaces/default/services/web:http/proxy/");
+    }
+    if !o.success || !o.stdout.contains(LOOPBACK_PAGE) {
+        lab.fail(&format!("services/proxy:\n{}", o.describe()));
+    }
+    let o = raw("/api/v1/namespaces/default/services/empty:http/proxy/");
+    if o.success || !o.stderr.contains("no endpoints available for service \"empty\"") {
+        lab.fail(&format!("services/proxy without endpoints:\n{}", o.describe()));
+    }
+    let o = raw("/api/v1/namespaces/default/services/web:nope/proxy/");
+    if o.success || !o.stderr.contains("no service port \"nope\" found for service \"web\"") {
+        lab.fail(&format!("services/proxy to a port the Service lacks:\n{}", o.describe()));
+    }
+
+    // nodes/proxy to the agent.
+    let o = raw(&format!("/api/v1/nodes/{}/proxy/healthz", lab.node));
+    if !o.success || o.stdout.trim() != "ok" {
+        lab.fail(&format!("nodes/proxy healthz:\n{}", o.describe()));
+    }
+    let o = raw(&format!("/api/v1/nodes/{}/proxy/pods", lab.node));
+    if !o.success || !o.stdout.contains("\"PodList\"") {
+        lab.fail(&format!("nodes/proxy pods:\n{}", o.describe()));
+    }
+    let o = raw("/api/v1/nodes/nope/proxy/healthz");
+    if o.success || !o.stderr.contains("nodes \"nope\" not found") {
+        lab.fail(&format!("nodes/proxy to a missing node:\n{}", o.describe()));
+    }
+
+    // kubectl proxy in front of it all.
+    let port = e2e::ports::reserve().expect("port");
+    let local = port.port;
+    drop(port);
+    let bin = e2e::apiserver::kubectl_bin().expect("kubectl");
+    let home = tempfile::tempdir().expect("home");
+    let mut cmd = Command::new(&bin);
+    cmd.env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("KUBECONFIG", home.path().join("no-kubeconfig"))
+        .args(["-s", &lab.api.url(), "proxy", "--address", "127.0.0.1", "--port", &local.to_string()]);
+    let mut proxy = Background::spawn(cmd, format!("kubectl proxy --port {local}")).expect("kubectl proxy");
+    proxy.expect_line("Starting to serve", Duration::from_secs(20), |l| l.contains("Starting to serve")).expect("kubectl proxy serves");
+    for path in ["/api/v1/namespaces/default/pods/web:8082/proxy/", "/api/v1/namespaces/default/services/web:http/proxy/"] {
+        let body = reqwest::get(format!("http://127.0.0.1:{local}{path}")).await.expect("through kubectl proxy").text().await.expect("body");
+        assert!(body.contains(LOOPBACK_PAGE), "{path}: {body}");
+    }
+    drop(proxy);
+    eprintln!("[proxy] all checks in {:?}", started.elapsed());
+}

@@ -12,6 +12,11 @@
 //!    while a task copies the client's bytes (actix hands them over as the "payload" of an
 //!    upgraded request) to the agent.
 //!
+//! A request that is not an upgrade (pods/proxy, services/proxy, nodes/proxy: [`proxy_http`]) is
+//! passed on with its method, its headers but the hop-by-hop ones and credentials, and its body
+//! streamed; the backend's status, headers and body stream back as they come. A backend that
+//! cannot be reached is 503, in Kubernetes' words (`error trying to reach service: …`).
+//!
 //! Implementation caveats: only websocket upgrades can be spliced — actix-web streams the raw
 //! bytes after the head only for `Upgrade: websocket` (a `SPDY/3.1` upgrade has no body as far
 //! as actix-http is concerned, and what follows would be read as the next request). A SPDY client
@@ -97,6 +102,76 @@ pub async fn proxy(req: &HttpRequest, payload: web::Payload, authority: &str, pa
     });
     tracing::info!(target: "apiserver::proxy", path, node, "upgraded");
     Ok(builder.streaming(body))
+}
+
+/// Headers that belong to one hop (RFC 9110 §7.6.1), plus the client's credentials and the
+/// length (the body is re-framed): never passed on either way.
+const HOP_HEADERS: &[&str] = &[
+    "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "authorization", "content-length",
+];
+/// Request body chunks buffered between actix's payload and the backend's request.
+const BODY_CHANNEL_CAPACITY: usize = 8;
+
+/// The client for proxied requests: redirects go back to the client as they are (a proxy never
+/// follows them), and a backend's certificate is not checked — as kube-apiserver's proxy
+/// transport to pods and services does not.
+fn proxy_client() -> &'static reqwest::Client {
+    static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .tls_danger_accept_invalid_certs(true)
+            .connect_timeout(DIAL_TIMEOUT)
+            .build()
+            .unwrap_or_default()
+    })
+}
+
+/// Pass a plain request on to `url` (scheme, host, port and path; the client's query is added).
+pub async fn proxy_http(req: &HttpRequest, payload: web::Payload, url: &str) -> Result<HttpResponse> {
+    let query = req.query_string();
+    let target = if query.is_empty() { url.to_string() } else { format!("{url}?{query}") };
+    let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes()).map_err(|e| Error::BadRequest(e.to_string()))?;
+    let mut forward = proxy_client().request(method, &target);
+    for (name, value) in req.headers() {
+        if !HOP_HEADERS.contains(&name.as_str()) {
+            forward = forward.header(name.as_str(), value.as_bytes());
+        }
+    }
+    // actix's payload lives on this worker's thread; the backend request wants a `Send` body.
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::result::Result<Bytes, std::io::Error>>(BODY_CHANNEL_CAPACITY);
+    actix_web::rt::spawn(async move {
+        let mut payload = payload;
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|e| std::io::Error::other(e.to_string()));
+            let failed = chunk.is_err();
+            if tx.send(chunk).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    if req.headers().contains_key("content-length") || req.headers().contains_key("transfer-encoding") {
+        forward = forward.body(reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx)));
+    }
+    let response = forward.send().await.map_err(|e| Error::ServiceUnavailable(format!("error trying to reach service: {}", reach_error(&e))))?;
+    let mut builder = HttpResponse::build(StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY));
+    for (name, value) in response.headers() {
+        if !HOP_HEADERS.contains(&name.as_str()) {
+            builder.append_header((name.as_str(), value.as_bytes()));
+        }
+    }
+    let body = response.bytes_stream().map(|chunk| chunk.map_err(|e| actix_web::error::ErrorBadGateway(e.to_string())));
+    Ok(builder.streaming(body))
+}
+
+/// The innermost cause of a failed backend request (reqwest's own words wrap it twice).
+fn reach_error(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause.to_string()
 }
 
 /// The agent's refusal of an upgrade as the API server reports it.

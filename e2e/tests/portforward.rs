@@ -51,6 +51,12 @@ impl Lab {
     }
 }
 
+/// Port-forward sessions the API server has logged so far: (plain SPDY tunnelled, websocket spliced).
+fn api_log_counts(lab: &Lab) -> (usize, usize) {
+    let log = std::fs::read_to_string(lab.api.root().join("apiserver").join("stderr.log")).unwrap_or_default();
+    (log.matches("SPDY port-forward tunnelled").count(), log.matches("upgraded path=\"/portForward/").count())
+}
+
 /// Write `data` on a fresh connection to `port` and read `want` bytes back.
 async fn echo(port: u16, data: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut s = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(("127.0.0.1", port))).await??;
@@ -114,6 +120,7 @@ async fn port_forward_pods_and_services_with_every_kubectl() {
             format!("{dead_local}:{DEAD_PORT}"),
         ];
         let pod_args: Vec<&str> = pod_args.iter().map(String::as_str).collect();
+        let (spdy_before, ws_before) = api_log_counts(&lab);
         let mut pf = lab.port_forward(minor, home.path(), env, &pod_args);
 
         let forwarding = format!("Forwarding from 127.0.0.1:{echo_local} -> {ECHO_PORT}");
@@ -154,6 +161,18 @@ async fn port_forward_pods_and_services_with_every_kubectl() {
         // connection itself and exits: the API server and the agent only see it go.
         let (_, _, stderr) = pf.wait_exit(Duration::from_secs(30)).unwrap_or_else(|e| lab.fail(&format!("kubectl 1.{minor} should end the session after the error: {e}")));
         let pod_secs = started.elapsed();
+        // Which way it came, by the API server's log: kubectl 1.31+ would fall back to SPDY if the
+        // websocket were refused, so passing alone does not show the websocket path works.
+        let spdy = env.is_empty() && minor <= 30 || env.iter().any(|(_, v)| *v == "false");
+        let (spdy_now, ws_now) = api_log_counts(&lab);
+        if (spdy_now - spdy_before, ws_now - ws_before) != (usize::from(spdy), usize::from(!spdy)) {
+            lab.fail(&format!(
+                "kubectl 1.{minor} {env:?}: expected one {} session; the API server logged {} SPDY and {} websocket ones",
+                if spdy { "SPDY" } else { "websocket" },
+                spdy_now - spdy_before,
+                ws_now - ws_before
+            ));
+        }
 
         // svc/…: kubectl picks the pod and the target port itself.
         let svc_args = ["svc/pf-svc".to_string(), format!("{svc_local}:80")];

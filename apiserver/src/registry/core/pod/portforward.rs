@@ -3,10 +3,12 @@
 //! then the client's upgrade goes to `/portForward/<ns>/<pod>` on the node agent that runs the
 //! pod ([`crate::proxy::upgradeaware`]), which carries it to the runtime's streaming server.
 //!
-//! kubectl asks for it as `POST …/pods/<name>/portforward` upgraded to SPDY/3.1 (kubectl ≤ 1.30)
-//! or as `GET` upgraded to a websocket with the subprotocol `SPDY/3.1+portforward.k8s.io`
-//! (kubectl 1.31 and later, 1.30 with `KUBECTL_PORT_FORWARD_WEBSOCKETS=true`); the ports are
-//! named per stream inside, not in the URL. `kubectl port-forward svc/x` resolves the Service to
+//! What kubectl sends (captured from 1.27–1.33): 1.27–1.30 `POST …/pods/<name>/portforward` with
+//! `Connection: Upgrade`, `Upgrade: SPDY/3.1`, `X-Stream-Protocol-Version: portforward.k8s.io`
+//! and `Content-Length: 0`; 1.31–1.33 first `GET` the same path with `Upgrade: websocket`,
+//! `Sec-WebSocket-Version: 13` and `Sec-WebSocket-Protocol: SPDY/3.1+portforward.k8s.io` (1.30
+//! too with `KUBECTL_PORT_FORWARD_WEBSOCKETS=true`), and fall back to the SPDY POST when that
+//! upgrade is refused. No query: the ports are named per stream inside. `kubectl port-forward svc/x` resolves the Service to
 //! one of its pods on the client side and comes here too.
 //!
 //! One request, step by step:

@@ -20,7 +20,9 @@
 //! The websocket form is an ordinary connect ([`connect`], spliced by upgradeaware). The SPDY
 //! form cannot pass actix-web (see upgradeaware's caveat), so the server takes such connections
 //! off its listener first ([`spdy_target`], [`serve_spdy`]): the same checks, then
-//! [`crate::proxy::streamtunnel`] carries kubectl's SPDY to the agent inside a websocket.
+//! [`crate::proxy::streamtunnel`] carries kubectl's SPDY to the agent inside a websocket. Only a
+//! connection's first request is looked at: client-go's SPDY round tripper dials a connection of
+//! its own for every upgrade, so the POST is always first.
 //!
 //! Implementation caveats: a SPDY port-forward bypasses the filter chain (no request metrics, no
 //! max-in-flight), as kube-apiserver's would not; it is logged on its own.

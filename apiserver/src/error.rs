@@ -55,6 +55,9 @@ pub enum Error {
     /// The store did not answer or failed: 503, and the server recovers when it returns.
     #[error("storage is unavailable: {0}")]
     Unavailable(String),
+    /// A proxied backend cannot be reached or chosen (errors.NewServiceUnavailable): 503.
+    #[error("{0}")]
+    ServiceUnavailable(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -109,7 +112,7 @@ impl Error {
             Error::Expired { .. } | Error::Gone(_) => 410,
             Error::TooManyRequests { .. } => 429,
             Error::Timeout(_) => 504,
-            Error::Unavailable(_) => 503,
+            Error::Unavailable(_) | Error::ServiceUnavailable(_) => 503,
             Error::Internal(_) => 500,
         }
     }
@@ -130,7 +133,7 @@ impl Error {
             Error::Gone(_) => "Gone",
             Error::TooManyRequests { .. } => "TooManyRequests",
             Error::Timeout(_) => "Timeout",
-            Error::Unavailable(_) => "ServiceUnavailable",
+            Error::Unavailable(_) | Error::ServiceUnavailable(_) => "ServiceUnavailable",
             Error::Internal(_) => "InternalError",
         }
     }

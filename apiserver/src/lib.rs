@@ -16,7 +16,9 @@
 //!    store (namespace, name, subresource) and runs the verb's handler
 //!    ([`endpoints::handlers`]): get, list, watch, create, update, patch, delete,
 //!    deletecollection; or the resource's own code for a subresource such as pods/log or
-//!    pods/exec ([`registry::generic::rest::SubresourceRest`]).
+//!    pods/exec ([`registry::generic::rest::SubresourceRest`]); an upgrade is passed to the node
+//!    agent by [`proxy`]. (kubectl's plain SPDY port-forward never reaches actix-web: the server
+//!    takes it off the listener and tunnels it, [`registry::core::pod::portforward::serve_spdy`].)
 //! 3. The handler decodes the body through the typed object (k8s-openapi; JSON, YAML or, for the
 //!    kinds kubectl's generators send, protobuf: [`serializer::protobuf`]) — unknown fields
 //!    become warnings, or 400 under `fieldValidation=Strict`.
@@ -70,8 +72,8 @@
 //!   admission plugins that change it) — except for the workload kinds, whose strategies default
 //!   updates too; Kubernetes' decoder applies them to every object it decodes, updates and
 //!   patches included, before admission sees the request.
-//! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach), nodes (+status), events,
-//!   configmaps, secrets, serviceaccounts, services (+status), endpoints, coordination.k8s.io
+//! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach, portforward, proxy), nodes (+status, proxy), events,
+//!   configmaps, secrets, serviceaccounts, services (+status, proxy), endpoints, coordination.k8s.io
 //!   leases, discovery.k8s.io/v1 endpointslices; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
 //!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). Of the
@@ -80,7 +82,8 @@
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No CRDs yet.
 //! - Services take IPv4 cluster IPs only (no dual stack, no IPv6 range, no ServiceCIDR or
 //!   IPAddress resources served: the IPAddress records are the allocator's, in the store only);
-//!   no LoadBalancer controller (EXTERNAL-IP stays `<pending>`); no services/proxy subresource.
+//!   no LoadBalancer controller (EXTERNAL-IP stays `<pending>`). The proxy subresources (pods,
+//!   services, nodes) do not rewrite links in the HTML they pass back.
 //!   The `default/kubernetes` Service points at this server's plain-HTTP port until TLS comes,
 //!   and has no endpoint for a server bound to loopback without `--advertise-address`.
 //! - Deletion propagation sets the garbage collector's finalizers (`orphan`,
@@ -108,6 +111,7 @@ pub mod error;
 pub mod filters;
 pub mod options;
 pub mod printers;
+pub mod proxy;
 pub mod registry;
 pub mod serializer;
 pub mod server;

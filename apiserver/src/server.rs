@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_service::{Service, ServiceFactory};
+use actix_web::{App, HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use crate::admission::chain::Chain;
@@ -78,12 +79,12 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
     vec![
         Resource::new(NamespaceStrategy),
         Resource::new(PodStrategy).with_subresources(pod::storage::SUBRESOURCES),
-        Resource::new(NodeStrategy),
+        Resource::new(NodeStrategy).with_subresources(NODE_SUBRESOURCES),
         Resource::new(EventStrategy { ttl_seconds: opts.event_ttl.as_secs() as i64 }),
         Resource::new(ConfigMapStrategy),
         Resource::new(SecretStrategy),
         Resource::new(ServiceAccountStrategy),
-        Resource::new(ServiceStrategy { alloc: alloc.clone() }),
+        Resource::new(ServiceStrategy { alloc: alloc.clone() }).with_subresources(SERVICE_SUBRESOURCES),
         Resource::new(EndpointsStrategy),
         Resource::new(LeaseStrategy),
         Resource::new(EndpointSliceStrategy),
@@ -105,6 +106,11 @@ fn allocators(opts: &Options) -> Result<Allocators> {
     let ports = PortRange::parse(&opts.service_node_port_range).map_err(|e| Error::Internal(format!("--service-node-port-range: {e}")))?;
     Ok(Allocators { ips: IpAllocator::new(ips, &opts.etcd_prefix), ports: PortAllocator::new(ports, &opts.etcd_prefix) })
 }
+
+/// The subresources of nodes and Services their own code serves: `proxy`.
+const NODE_SUBRESOURCES: &[(&str, SubresourceRest)] = &[("proxy", SubresourceRest::Connect(crate::registry::core::node::proxy::connect))];
+const SERVICE_SUBRESOURCES: &[(&str, SubresourceRest)] =
+    &[("proxy", SubresourceRest::Connect(crate::registry::core::service::proxy::connect))];
 
 /// The subresource a scalable workload's own code serves: `scale`.
 const SCALABLE: &[(&str, SubresourceRest)] = &[("scale", SubresourceRest::View(SCALE))];
@@ -229,7 +235,12 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
         kubernetesservice::run(boot).await;
     });
     let leaving = api.clone();
-    let server = HttpServer::new(move || {
+    let api_for_spdy = api.clone();
+    // The App, built once per worker. actix-web's HttpServer would do the wiring below itself;
+    // it is spelled out so that a new connection can be looked at first: kubectl's SPDY
+    // port-forward (which actix-web cannot hand over) is taken off here, everything else is
+    // actix-web's (see registry::core::pod::portforward).
+    let app = move || {
         App::new()
             .app_data(api.clone())
             .app_data(metrics.clone())
@@ -247,12 +258,36 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
             .route("/openapi/v3", web::get().to(openapi_index))
             .route("/openapi/v3/{path:.*}", web::get().to(openapi_doc))
             .default_service(web::route().to(not_found))
-    })
-    .bind((opts.bind_address.as_str(), opts.port))
-    .map_err(|e| Error::Internal(format!("cannot listen on {}:{}: {e}", opts.bind_address, opts.port)))?
-    .shutdown_timeout(2)
-    .disable_signals()
-    .run();
+    };
+    let spdy_api = api_for_spdy;
+    let server = actix_server::Server::build()
+        .bind("apiserver", (opts.bind_address.as_str(), opts.port), move || {
+            let http = actix_http::HttpService::build()
+                .finish(actix_service::map_config(app(), |_: ()| actix_web::dev::AppConfig::default()))
+                .tcp();
+            let api = spdy_api.clone();
+            actix_service::fn_factory(move || {
+                let http = http.new_service(());
+                let api = api.clone();
+                async move {
+                    let http = std::rc::Rc::new(http.await.map_err(|_| ())?);
+                    Ok::<_, ()>(actix_service::fn_service(move |io: actix_rt::net::TcpStream| {
+                        let (http, api) = (http.clone(), api.clone());
+                        async move {
+                            if let Some((namespace, name)) = pod::portforward::peek_spdy_target(&io).await {
+                                pod::portforward::serve_spdy(io, api, namespace, name).await;
+                                return Ok(());
+                            }
+                            http.call(io).await.map_err(|_| ())
+                        }
+                    }))
+                }
+            })
+        })
+        .map_err(|e| Error::Internal(format!("cannot listen on {}:{}: {e}", opts.bind_address, opts.port)))?
+        .shutdown_timeout(2)
+        .disable_signals()
+        .run();
     let handle = server.handle();
     tracing::info!(target: "apiserver", address = %format!("{}:{}", opts.bind_address, opts.port), store = ?opts.etcd_servers, "API server serving");
     tokio::select! {

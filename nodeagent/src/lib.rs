@@ -26,8 +26,9 @@
 //! 7. **Status manager** ([`status`]): the source of truth for pod status, written to the API
 //!    server's `pods/status`.
 //! 8. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
-//! 9. **HTTP server** ([`server`]): container logs, exec and attach, `/healthz`, `/pods`,
-//!    `/metrics`.
+//! 9. **HTTP server** ([`server`]): container logs, exec and attach, port-forward (carried to
+//!    containerd's CRI PortForward, which dials inside the pod's network namespace), `/healthz`,
+//!    `/pods`, `/metrics`.
 //! 10. **Garbage collection and eviction**: dead containers and sandboxes every minute
 //!     ([`kuberuntime::kuberuntime_gc`]), unused images when the image filesystem fills
 //!     ([`images::image_gc_manager`]), and the eviction manager ([`eviction`]), which reports

@@ -90,6 +90,9 @@ pub fn route(api: &Api, path: &str) -> Result<Target> {
         }
         ["namespaces", ns, res, name] => Ok(t(find(res)?, Some(ns), Some(name), None)),
         ["namespaces", ns, res, name, sub] => Ok(t(find(res)?, Some(ns), Some(name), Some(sub))),
+        // A proxy subresource takes the rest of the path as the backend's.
+        ["namespaces", ns, res, name, "proxy", _, ..] => Ok(t(find(res)?, Some(ns), Some(name), Some("proxy"))),
+        [res, name, "proxy", _, ..] => Ok(t(find(res)?, None, Some(name), Some("proxy"))),
         [res, name] => Ok(t(find(res)?, None, Some(name), None)),
         [res, name, sub] => Ok(t(find(res)?, None, Some(name), Some(sub))),
         _ => Err(Error::NoRoute),

@@ -14,7 +14,7 @@ use crate::error::Result;
 /// given them (watch and proxy; attach, exec, log, portforward and proxy), of those kubelab
 /// serves. A long-running request is not bound by the request timeout.
 const LONG_RUNNING_VERBS: &[&str] = &["WATCH"];
-const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "log"];
+const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "log", "portforward", "proxy"];
 
 pub struct RequestInfo {
     /// The verb as the metrics name it: GET, LIST, WATCH, POST, PUT, PATCH, DELETE,
@@ -23,7 +23,7 @@ pub struct RequestInfo {
     /// The resource as the metrics name it: `pods`, `pods/status`; empty when the path names no
     /// resource.
     pub resource: String,
-    /// exec and attach: the connection is handed over, so the body is never read.
+    /// exec, attach, portforward and proxy: the connection is handed over, so the body is never read.
     pub connect: bool,
     pub long_running: bool,
 }

@@ -177,6 +177,13 @@ impl RemoteRuntime {
         Ok(timed("attach", self.runtime.clone().attach(req)).await?.url)
     }
 
+    /// A URL on the runtime's streaming server that forwards ports inside the sandbox's network
+    /// namespace (`ports` empty: the client names them per stream).
+    pub async fn port_forward(&self, pod_sandbox_id: &str, ports: Vec<i32>) -> Result<String> {
+        let req = api::PortForwardRequest { pod_sandbox_id: pod_sandbox_id.to_string(), port: ports };
+        Ok(timed("port_forward", self.runtime.clone().port_forward(req)).await?.url)
+    }
+
     pub async fn update_container_resources(&self, id: &str, linux: api::LinuxContainerResources) -> Result<()> {
         let req = api::UpdateContainerResourcesRequest {
             container_id: id.to_string(),

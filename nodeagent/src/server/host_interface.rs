@@ -1,8 +1,8 @@
 //! Mirrors the HostInterface of kubelet's server/server.go: what the node agent's HTTP handlers
 //! need from the rest of the agent ([`Provider`]), and how they find a container — the pod among
 //! the agent's pods, the container in its spec, its instances in the runtime. The log handler
-//! ([`super::server`]) and the exec/attach handlers ([`super::exec`]) both stand on it; neither
-//! imports the other's helpers.
+//! ([`super::server`]), the exec/attach handlers ([`super::exec`]) and port-forward
+//! ([`super::portforward`]) all stand on it; none imports another's helpers.
 
 use std::collections::HashMap;
 
@@ -33,15 +33,21 @@ pub(super) fn text(status: StatusCode, body: String) -> HttpResponse {
 /// The error is the answer to send: built once, on a request that ends with it.
 #[allow(clippy::result_large_err)]
 pub(super) fn find_pod_container(provider: &dyn Provider, namespace: &str, pod_name: &str, container: &str) -> Result<Pod, HttpResponse> {
-    let pod = provider
-        .pods()
-        .into_iter()
-        .find(|p| p.metadata.name.as_deref() == Some(pod_name) && p.metadata.namespace.as_deref().unwrap_or("default") == namespace)
-        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("pod {pod_name:?} not found")))?;
+    let pod = find_pod(provider, namespace, pod_name)?;
     if !container_names(&pod).any(|n| n == container) {
         return Err(text(StatusCode::BAD_REQUEST, format!("container {container:?} is not valid for pod {pod_name:?}")));
     }
     Ok(pod)
+}
+
+/// Step 1 alone (port-forward names no container): the pod among the agent's pods, or 404.
+#[allow(clippy::result_large_err)]
+pub(super) fn find_pod(provider: &dyn Provider, namespace: &str, pod_name: &str) -> Result<Pod, HttpResponse> {
+    provider
+        .pods()
+        .into_iter()
+        .find(|p| p.metadata.name.as_deref() == Some(pod_name) && p.metadata.namespace.as_deref().unwrap_or("default") == namespace)
+        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("pod {pod_name:?} not found")))
 }
 
 /// The agent's labels that find a container's instances in the runtime; with the pod's UID, so

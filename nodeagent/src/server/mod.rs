@@ -1,8 +1,10 @@
 //! Mirrors kubelet's pkg/kubelet/server: the node agent's HTTP endpoints (`/healthz`, `/pods`,
-//! `/metrics`, `/containerLogs/…`, `/exec/…`, `/attach/…`), served by actix-web on `--address:--port`.
+//! `/metrics`, `/containerLogs/…`, `/exec/…`, `/attach/…`,
+//! `/portForward/…`), served by actix-web on `--address:--port`.
 
 pub(crate) mod exec;
 pub(crate) mod host_interface;
+pub(crate) mod portforward;
 #[allow(clippy::module_inception)]
 pub(crate) mod server;
 pub(crate) mod spdy;

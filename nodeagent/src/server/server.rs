@@ -1,7 +1,8 @@
 //! Mirrors kubelet's pkg/kubelet/server/server.go: the node agent's HTTP server — `/healthz`,
 //! `/pods`, `/metrics` and `/containerLogs/{namespace}/{pod}/{container}`, which is what the API
-//! server proxies `kubectl logs` to; `/exec/…` and `/attach/…` are routed to [`super::exec`], and what
-//! both need from the rest of the agent is [`super::host_interface`].
+//! server proxies `kubectl logs` to; `/exec/…` and `/attach/…` are routed to [`super::exec`],
+//! `/portForward/…` to [`super::portforward`], and what they need from the rest of the agent is
+//! [`super::host_interface`].
 //!
 //! Serving a container's log, step by step:
 //! 1. Find the pod among the pods the agent runs (404 if it runs no such pod).
@@ -24,7 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::exec;
+use super::{exec, portforward};
 use super::host_interface::{Provider, container_selector, find_pod_container, select_instance, text};
 use crate::kuberuntime::logs::{ContainerLog, LogOptions};
 
@@ -54,13 +55,14 @@ pub(crate) async fn serve(
             .route("/containerLogs/{namespace}/{pod}/{container}", web::get().to(container_logs))
             .route("/exec/{namespace}/{pod}/{container}", web::route().to(exec::exec))
             .route("/attach/{namespace}/{pod}/{container}", web::route().to(exec::attach))
+            .route("/portForward/{namespace}/{pod}", web::route().to(portforward::port_forward))
     })
     .listen(listener)?
     .shutdown_timeout(SHUTDOWN_TIMEOUT_SECS)
     .disable_signals()
     .run();
     let handle = server.handle();
-    tracing::info!(target: "kubelet::server", %address, "serving /healthz, /pods, /metrics, /containerLogs, /exec, /attach");
+    tracing::info!(target: "kubelet::server", %address, "serving /healthz, /pods, /metrics, /containerLogs, /exec, /attach, /portForward");
     tokio::select! {
         result = server => result,
         // The `watch::Ref` is dropped inside, so the future stays `Send` (callers `tokio::spawn` it).

@@ -8,8 +8,10 @@
 //! StreamTranslator does.
 //!
 //! The subset here:
-//! 1. The HTTP/1.1 upgrade ([`dial`]): `Connection: Upgrade`, `Upgrade: SPDY/3.1` and the
+//! 1. The HTTP/1.1 upgrade ([`upgrade`]): `Connection: Upgrade`, `Upgrade: SPDY/3.1` and the
 //!    `X-Stream-Protocol-Version`s we speak; the server answers 101 with the one it chose.
+//!    Port-forward stops here and relays the connection as opaque bytes (kubectl's own SPDY
+//!    client speaks to the runtime through it); exec and attach go on with [`dial`].
 //! 2. Frames ([`Frame`], [`decode`]): SYN_STREAM, SYN_REPLY, RST_STREAM, PING, GOAWAY and DATA
 //!    are understood; SETTINGS, HEADERS and WINDOW_UPDATE are read and ignored (spdystream does
 //!    no flow control either).
@@ -305,9 +307,19 @@ fn split_url(url: &str) -> Result<(&str, &str), Error> {
     Ok((authority, path))
 }
 
-/// Upgrade an HTTP connection to `url` to SPDY/3.1, offering `protocols`; returns both halves
-/// and the protocol the server chose.
-pub(crate) async fn dial(url: &str, protocols: &[&str]) -> Result<(ClientConn, FrameReader, String), Error> {
+/// A connection the streaming server upgraded to SPDY/3.1: both socket halves, the bytes that
+/// came after the 101 (frames the server wrote at once), and the protocol it chose. The exec
+/// relay frames it ([`dial`]); port-forward carries it as opaque bytes ([`super::portforward`]).
+#[derive(Debug)]
+pub(crate) struct Upgraded {
+    pub(crate) read: OwnedReadHalf,
+    pub(crate) write: OwnedWriteHalf,
+    pub(crate) early: BytesMut,
+    pub(crate) protocol: String,
+}
+
+/// Upgrade an HTTP connection to `url` to SPDY/3.1, offering `protocols`.
+pub(crate) async fn upgrade(url: &str, protocols: &[&str]) -> Result<Upgraded, Error> {
     let (authority, path) = split_url(url)?;
     let stream = TcpStream::connect(authority).await.map_err(|source| Error::Connect { addr: authority.to_string(), source })?;
     stream.set_nodelay(true)?;
@@ -348,8 +360,14 @@ pub(crate) async fn dial(url: &str, protocols: &[&str]) -> Result<(ClientConn, F
         buf.truncate(want);
         return Err(Error::Refused { status, body: String::from_utf8_lossy(&buf).trim().to_string() });
     }
-    let chosen = chosen.filter(|c| protocols.contains(&c.as_str())).ok_or_else(|| Error::NoProtocol(protocols.join(", ")))?;
-    Ok((ClientConn { write, headers: HeaderWriter::default(), next_stream_id: 1 }, FrameReader { read, buf }, chosen))
+    let protocol = chosen.filter(|c| protocols.contains(&c.as_str())).ok_or_else(|| Error::NoProtocol(protocols.join(", ")))?;
+    Ok(Upgraded { read, write, early: buf, protocol })
+}
+
+/// [`upgrade`], then framed: the client's writing half, a frame reader, and the chosen protocol.
+pub(crate) async fn dial(url: &str, protocols: &[&str]) -> Result<(ClientConn, FrameReader, String), Error> {
+    let Upgraded { read, write, early, protocol } = upgrade(url, protocols).await?;
+    Ok((ClientConn { write, headers: HeaderWriter::default(), next_stream_id: 1 }, FrameReader { read, buf: early }, protocol))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use crate::error::Result;
 pub type CreateFunc = for<'a> fn(RestRequest<'a>, Value, WriteOptions) -> LocalBoxFuture<'a, Result<()>>;
 /// A subresource's get: `GET`, its answer streamed (pods/log).
 pub type GetFunc = for<'a> fn(RestRequest<'a>) -> LocalBoxFuture<'a, Result<HttpResponse>>;
-/// A subresource's connect: the connection is handed over (pods/exec, pods/attach).
+/// A subresource's connect: the connection is handed over (pods/exec, pods/attach, pods/portforward).
 pub type ConnectFunc = for<'a> fn(RestRequest<'a>, web::Payload) -> LocalBoxFuture<'a, Result<HttpResponse>>;
 
 /// rest.Getter + rest.Updater of the object in another form (`deployments/scale`: an

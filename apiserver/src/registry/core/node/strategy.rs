@@ -19,7 +19,10 @@ pub static NODES: ResourceInfo = ResourceInfo {
     namespaced: false,
     short_names: &["no"],
     storage_name: "minions",
-    subresources: &[Subresource { name: "status", group: "", version: "v1", kind: "Node", verbs: &["get", "patch", "update"] }],
+    subresources: &[
+        Subresource { name: "status", group: "", version: "v1", kind: "Node", verbs: &["get", "patch", "update"] },
+        Subresource { name: "proxy", group: "", version: "v1", kind: "NodeProxyOptions", verbs: &crate::registry::core::pod::strategy::PROXY_VERBS },
+    ],
     categories: &[],
     codec: &Typed::<Node>::NEW,
     printer: &NodePrinter,

@@ -2,7 +2,7 @@
 //! code serves, each by the REST interface it implements. (`status` is a view of the pod that the
 //! generic handlers serve.)
 
-use super::{binding, eviction, exec, log};
+use super::{binding, eviction, exec, log, portforward, proxy};
 use crate::registry::generic::rest::SubresourceRest;
 
 pub const SUBRESOURCES: &[(&str, SubresourceRest)] = &[
@@ -11,6 +11,8 @@ pub const SUBRESOURCES: &[(&str, SubresourceRest)] = &[
     ("log", SubresourceRest::Get(log::get)),
     ("exec", SubresourceRest::Connect(exec::connect)),
     ("attach", SubresourceRest::Connect(exec::connect)),
+    ("portforward", SubresourceRest::Connect(portforward::connect)),
+    ("proxy", SubresourceRest::Connect(proxy::connect)),
 ];
 
 #[cfg(test)]

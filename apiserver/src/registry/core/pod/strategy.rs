@@ -43,11 +43,16 @@ pub static PODS: ResourceInfo = ResourceInfo {
         Subresource { name: "log", group: "", version: "v1", kind: "Pod", verbs: &["get"] },
         Subresource { name: "exec", group: "", version: "v1", kind: "PodExecOptions", verbs: &["create", "get"] },
         Subresource { name: "attach", group: "", version: "v1", kind: "PodAttachOptions", verbs: &["create", "get"] },
+        Subresource { name: "portforward", group: "", version: "v1", kind: "PodPortForwardOptions", verbs: &["create", "get"] },
+        Subresource { name: "proxy", group: "", version: "v1", kind: "PodProxyOptions", verbs: &PROXY_VERBS },
     ],
     categories: &["all"],
     codec: &Typed::<Pod>::NEW,
     printer: &PodPrinter,
 };
+
+/// The verbs of a proxy subresource (any method is passed on).
+pub const PROXY_VERBS: [&str; 5] = ["create", "delete", "get", "patch", "update"];
 
 pub struct PodStrategy;
 

@@ -29,7 +29,10 @@ pub static SERVICES: ResourceInfo = ResourceInfo {
     namespaced: true,
     short_names: &["svc"],
     storage_name: "services/specs",
-    subresources: &[Subresource { name: "status", group: "", version: "v1", kind: "Service", verbs: &["get", "patch", "update"] }],
+    subresources: &[
+        Subresource { name: "status", group: "", version: "v1", kind: "Service", verbs: &["get", "patch", "update"] },
+        Subresource { name: "proxy", group: "", version: "v1", kind: "ServiceProxyOptions", verbs: &crate::registry::core::pod::strategy::PROXY_VERBS },
+    ],
     categories: &["all"],
     codec: &Typed::<Service>::NEW,
     printer: &ServicePrinter,

@@ -47,7 +47,8 @@
 //!   health-check node ports, topology-aware hints, `KUBE-PROXY-CANARY`, metrics, or the
 //!   `nodeEligible` field of `/healthz`.
 //! - `--nodeport-addresses` names CIDRs matched against the interfaces' addresses once, at
-//!   start; the default (the Node's InternalIP/ExternalIP) is also read once.
+//!   start; the default (the Node's InternalIP/ExternalIP) is also read once. Node ports never
+//!   answer on 127.0.0.1 (kube-proxy's `route_localnet` trick is left out).
 //! - The br_netfilter module is never loaded by the proxy (that would change every namespace of
 //!   the host); it only turns the setting on where the module already provides it.
 #![allow(rustdoc::private_intra_doc_links)]

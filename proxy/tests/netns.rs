@@ -60,6 +60,8 @@ impl Lab {
         let lab = Lab { node: format!("{base}-node"), uplink: format!("{base}-up"), pods: vec![format!("{base}-a"), format!("{base}-b")] };
         sh(&["ip", "netns", "add", &lab.node]);
         let n = lab.node.clone();
+        // No IPv6: its router solicitations and MLD reports would add to the uplink's counter.
+        lab.exec(&n, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]);
         lab.exec(&n, &["ip", "link", "set", "lo", "up"]);
         lab.exec(&n, &["ip", "link", "add", "br0", "type", "bridge"]);
         lab.exec(&n, &["ip", "addr", "add", "10.244.1.1/24", "dev", "br0"]);
@@ -156,6 +158,13 @@ fn service(name: &str, ip: &str, node_port: Option<i32>) -> Service {
     s
 }
 
+fn affinity(mut s: Service) -> Service {
+    if let Some(spec) = s.spec.as_mut() {
+        spec.session_affinity = Some("ClientIP".into());
+    }
+    s
+}
+
 fn slice(service: &str, ips: &[&str]) -> EndpointSlice {
     let mut s = EndpointSlice::default();
     s.metadata.namespace = Some("default".into());
@@ -220,11 +229,16 @@ fn services_reach_their_pods_and_nothing_else_leaves() {
         service("web", "10.96.0.10", Some(30080)),
         service("empty", "10.96.0.11", None),
         service("self", "10.96.0.12", None),
+        affinity(service("sticky", "10.96.0.13", None)),
     ]);
-    p.on_endpoint_slices_listed(vec![slice("web", &["10.244.1.2", "10.244.1.3"]), slice("self", &["10.244.1.2"])]);
+    p.on_endpoint_slices_listed(vec![
+        slice("web", &["10.244.1.2", "10.244.1.3"]),
+        slice("self", &["10.244.1.2"]),
+        slice("sticky", &["10.244.1.2", "10.244.1.3"]),
+    ]);
     assert!(p.is_initialized());
     let r = p.sync_proxy_rules().expect("sync");
-    assert_eq!((r.services, r.endpoints), (3, 3));
+    assert_eq!((r.services, r.endpoints), (4, 5));
 
     let both: std::collections::BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
     // ClusterIP from the node (nat OUTPUT) and from a pod on the bridge (PREROUTING, same-bridge reply).
@@ -232,6 +246,9 @@ fn services_reach_their_pods_and_nothing_else_leaves() {
     assert_eq!(answers(&a, "10.96.0.10:80", 30), both, "pod → ClusterIP reaches both backends");
     // Hairpin: a pod reaching itself through its Service.
     assert_eq!(answers(&a, "10.96.0.12:80", 3), ["a".to_string()].into());
+    // ClientIP affinity: each client keeps its endpoint (uniform picks would differ with p > 99.9 %).
+    assert_eq!(answers(&node, "10.96.0.13:80", 12).len(), 1, "node → sticky Service");
+    assert_eq!(answers(&b, "10.96.0.13:80", 12).len(), 1, "pod → sticky Service");
     // NodePort on the node's address, from a pod and from the node.
     assert_eq!(answers(&b, "192.168.77.2:30080", 20), both, "pod → NodePort");
     assert_eq!(answers(&node, "192.168.77.2:30080", 20), both, "node → NodePort");
@@ -250,11 +267,11 @@ fn services_reach_their_pods_and_nothing_else_leaves() {
     p.sync_proxy_rules().expect("sync");
     assert_eq!(answers(&b, "10.96.0.10:80", 10), ["a".to_string()].into());
     // A Service deleted: its chains go, its address is refused by the safety net.
-    p.on_services_listed(vec![service("web", "10.96.0.10", Some(30080)), service("self", "10.96.0.12", None)]);
+    p.on_service_delete(&service("sticky", "10.96.0.13", None));
     p.sync_proxy_rules().expect("sync");
-    assert_eq!(call(&a, "10.96.0.11:80"), Err(ErrorKind::ConnectionRefused));
+    assert_eq!(call(&a, "10.96.0.13:80"), Err(ErrorKind::ConnectionRefused));
     let nat = ipt.save(Table::Nat).expect("save");
-    assert_eq!(nat.matches(":KUBE-SVC-").count(), 2, "{nat}");
+    assert_eq!(nat.matches(":KUBE-SVC-").count(), 2, "web and self only:\n{nat}");
 
     // --cleanup: no chain of ours and no jump to one stays.
     let deleted = cleanup::cleanup_leftovers(&ipt).expect("cleanup");

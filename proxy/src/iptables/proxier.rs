@@ -85,6 +85,7 @@ pub struct Proxier {
     services_synced: AtomicBool,
     endpoints_synced: AtomicBool,
     /// The per-Service nat chains the last sync left; None: read them from iptables-save.
+    /// Only a sync uses it, and syncs are serial: the lock is held for the whole sync.
     nat_chains: Mutex<Option<BTreeSet<String>>>,
     /// Poked on every change that needs a sync (kube-proxy's `syncRunner.Run()`).
     pub sync_runner: tokio::sync::Notify,

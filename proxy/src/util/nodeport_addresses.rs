@@ -2,7 +2,8 @@
 //!
 //! With `--nodeport-addresses` (CIDRs), the node's interface addresses inside them; without it,
 //! the node's own addresses — its Node's InternalIP and ExternalIP (kube-proxy's `primary`
-//! default since 1.31) — or, when the Node cannot be read, every non-loopback interface address.
+//! default since 1.31) — or, when the Node cannot be read or has none but loopback, every
+//! non-loopback interface address. Loopback never answers node ports here.
 
 use std::net::Ipv4Addr;
 
@@ -43,14 +44,16 @@ pub fn matching(cidrs: &[Ipv4Cidr], local: &[Ipv4Addr]) -> Vec<Ipv4Addr> {
     local.iter().copied().filter(|ip| cidrs.iter().any(|c| c.contains(*ip))).collect()
 }
 
-/// A Node's IPv4 InternalIP and ExternalIP addresses.
+/// A Node's IPv4 InternalIP and ExternalIP addresses, loopback excluded (node ports never
+/// answer there: DNAT from 127.0.0.1 needs `route_localnet`, which the proxy leaves alone).
 pub fn node_ips(node: &Node) -> Vec<Ipv4Addr> {
     let mut out: Vec<Ipv4Addr> = node
         .status
         .iter()
         .flat_map(|s| s.addresses.iter().flatten())
         .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
-        .filter_map(|a| a.address.parse().ok())
+        .filter_map(|a| a.address.parse::<Ipv4Addr>().ok())
+        .filter(|ip| !ip.is_loopback())
         .collect();
     out.sort();
     out.dedup();
@@ -72,6 +75,7 @@ mod tests {
                 NodeAddress { type_: "Hostname".into(), address: "n1".into() },
                 NodeAddress { type_: "InternalIP".into(), address: "172.18.0.3".into() },
                 NodeAddress { type_: "InternalIP".into(), address: "fd00::3".into() },
+                NodeAddress { type_: "ExternalIP".into(), address: "127.0.0.1".into() },
             ]),
             ..Default::default()
         });

@@ -111,7 +111,7 @@ impl EndpointsChangeTracker {
         }
         for eps in map.values_mut() {
             // Ready before not-ready for one address, so that the copy kept is the better one.
-            eps.sort_by(|a, b| (a.ip, a.port, !a.ready).cmp(&(b.ip, b.port, !b.ready)));
+            eps.sort_by_key(|e| (e.ip, e.port, !e.ready));
             eps.dedup_by(|b, a| a.ip == b.ip && a.port == b.port);
         }
         map.retain(|_, eps| !eps.is_empty());

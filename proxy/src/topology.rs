@@ -77,7 +77,8 @@ mod tests {
         ];
         let only_terminating = [ep(3, true, false, true, true), ep(4, false, false, false, true)];
         // (itp local, etp local, nodeport, endpoints, cluster, local)
-        let cases: [(bool, bool, bool, &[Endpoint], &[u8], &[u8]); 5] = [
+        type Case<'a> = (bool, bool, bool, &'a [Endpoint], &'a [u8], &'a [u8]);
+        let cases: [Case; 5] = [
             (false, false, false, &eps, &[1, 2], &[]),
             (true, false, false, &eps, &[], &[1]),
             (false, true, true, &eps, &[1, 2], &[1]),

@@ -376,7 +376,7 @@ mod tests {
         let (s, e) = maps(items);
         let mut text = write_rules(cfg, &s, &e, &BTreeSet::new()).text;
         for svc in s.values() {
-            let short = format!("{}", svc.name.name.to_uppercase());
+            let short = svc.name.name.to_uppercase();
             text = text.replace(&service_chain(&svc.name), &format!("KUBE-SVC-{short}"));
             text = text.replace(&service_local_chain(&svc.name), &format!("KUBE-SVL-{short}"));
             text = text.replace(&external_chain(&svc.name), &format!("KUBE-EXT-{short}"));

@@ -69,16 +69,18 @@ mod tests {
     fn cidrs_pick_local_addresses_and_nodes_give_their_ips() {
         let local: Vec<Ipv4Addr> = vec!["10.0.0.5".parse().unwrap(), "192.168.1.2".parse().unwrap()];
         assert_eq!(matching(&[Ipv4Cidr::parse("10.0.0.0/8").unwrap()], &local), vec![local[0]]);
-        let mut n = Node::default();
-        n.status = Some(NodeStatus {
-            addresses: Some(vec![
-                NodeAddress { type_: "Hostname".into(), address: "n1".into() },
-                NodeAddress { type_: "InternalIP".into(), address: "172.18.0.3".into() },
-                NodeAddress { type_: "InternalIP".into(), address: "fd00::3".into() },
-                NodeAddress { type_: "ExternalIP".into(), address: "127.0.0.1".into() },
-            ]),
+        let n = Node {
+            status: Some(NodeStatus {
+                addresses: Some(vec![
+                    NodeAddress { type_: "Hostname".into(), address: "n1".into() },
+                    NodeAddress { type_: "InternalIP".into(), address: "172.18.0.3".into() },
+                    NodeAddress { type_: "InternalIP".into(), address: "fd00::3".into() },
+                    NodeAddress { type_: "ExternalIP".into(), address: "127.0.0.1".into() },
+                ]),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
+        };
         assert_eq!(node_ips(&n), vec!["172.18.0.3".parse::<Ipv4Addr>().unwrap()]);
         assert!(local_addresses().is_ok());
     }

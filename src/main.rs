@@ -44,6 +44,9 @@ enum Command {
     /// The cluster DNS (kubelab's CoreDNS): Services and pods by name, other names forwarded
     /// to the node's resolvers.
     Dns(DnsArgs),
+    /// The proxy (kubelab's kube-proxy, iptables mode): Services and EndpointSlices as this
+    /// node's nat and filter rules; --cleanup removes them.
+    Proxy(ProxyArgs),
     /// The whole cluster on this machine: store, API server, scheduler, controller manager,
     /// node agent and a private containerd (Ctrl-C stops it; run again to resume).
     Up(up::UpArgs),
@@ -287,6 +290,66 @@ fn parse_taint(s: &str) -> anyhow::Result<k8s_openapi::api::core::v1::Taint> {
         None => (kv.to_string(), None),
     };
     Ok(k8s_openapi::api::core::v1::Taint { key, value, effect: effect.to_string(), time_added: None })
+}
+
+/// Flags as kube-proxy names them.
+#[derive(Args)]
+struct ProxyArgs {
+    /// Path to a kubeconfig file for reaching the API server.
+    #[arg(long, conflicts_with = "master")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides any kubeconfig).
+    #[arg(long)]
+    master: Option<String>,
+    /// This node's name, as the node agent registered it (default: the hostname).
+    #[arg(long)]
+    hostname_override: Option<String>,
+    /// The pods' range (e.g. 10.244.0.0/16): traffic to cluster IPs from outside it is masqueraded.
+    #[arg(long)]
+    cluster_cidr: Option<String>,
+    /// The Services' range, as the API server's flag: any packet to it that no Service rule
+    /// translated is refused instead of routed (the safety net, kept until --cleanup).
+    #[arg(long)]
+    service_cluster_ip_range: Option<String>,
+    /// CIDRs whose interface addresses answer node ports, comma-separated (default: the
+    /// Node's InternalIP and ExternalIP).
+    #[arg(long, value_delimiter = ',')]
+    nodeport_addresses: Vec<String>,
+    /// Masquerade all traffic to cluster IPs.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    masquerade_all: bool,
+    /// The least time between two syncs of the rules (changes in between wait and are folded).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    iptables_min_sync_period: Duration,
+    /// The most time between two syncs of the rules, changes or not.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    iptables_sync_period: Duration,
+    /// Where /healthz and /livez are served.
+    #[arg(long, default_value = proxy::DEFAULT_HEALTHZ_BIND_ADDRESS)]
+    healthz_bind_address: std::net::SocketAddr,
+    /// Remove every chain and rule the proxy made (the safety net included), then exit.
+    #[arg(long)]
+    cleanup: bool,
+}
+
+impl ProxyArgs {
+    fn into_options(self) -> anyhow::Result<proxy::Options> {
+        let cidr = |flag: &str, s: &str| proxy::Ipv4Cidr::parse(s).map_err(|e| anyhow::anyhow!("--{flag}: {e}"));
+        let mut o = proxy::Options::new(client::Connection::from_flags(self.master, self.kubeconfig)?);
+        o.hostname_override = self.hostname_override;
+        o.cluster_cidr = self.cluster_cidr.as_deref().map(|s| cidr("cluster-cidr", s)).transpose()?;
+        o.service_cluster_ip_range = self.service_cluster_ip_range.as_deref().map(|s| cidr("service-cluster-ip-range", s)).transpose()?;
+        o.nodeport_addresses = self.nodeport_addresses.iter().map(|s| cidr("nodeport-addresses", s)).collect::<anyhow::Result<_>>()?;
+        o.masquerade_all = self.masquerade_all;
+        anyhow::ensure!(
+            self.iptables_min_sync_period <= self.iptables_sync_period,
+            "--iptables-min-sync-period must not be longer than --iptables-sync-period"
+        );
+        o.min_sync_period = self.iptables_min_sync_period;
+        o.sync_period = self.iptables_sync_period;
+        o.healthz_bind_address = self.healthz_bind_address;
+        Ok(o)
+    }
 }
 
 /// Flags as kube-scheduler names them.
@@ -551,7 +614,7 @@ impl Command {
             Command::Scheduler(a) => (&a.otlp, &[C::Scheduler]),
             Command::Nodeagent(a) => (&a.otlp, &[C::Nodeagent]),
             Command::Up(a) => (&a.otlp, C::ALL),
-            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Dns(_) => return None,
+            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Dns(_) | Command::Proxy(_) => return None,
         };
         Some((args.otlp_endpoint.as_deref()?, components))
     }
@@ -717,6 +780,14 @@ fn main() -> anyhow::Result<()> {
             rt.block_on(dns::run(opts, conn, shutdown_signal())).context("kubelab dns")?;
         }
         Command::Up(_) | Command::ContainerdConfig(_) => unreachable!("handled above"),
+        Command::Proxy(args) if args.cleanup => {
+            let chains = proxy::cleanup().context("kubelab proxy --cleanup")?;
+            tracing::info!(target: "proxy", chains, "cleanup: every chain and jump rule removed");
+        }
+        Command::Proxy(args) => {
+            let opts = args.into_options().context("kubelab proxy")?;
+            rt.block_on(proxy::run(opts, shutdown_signal())).context("kubelab proxy")?;
+        }
         Command::Trace(args) => rt.block_on(trace::run(args))?,
         Command::Nodeagent(args) => {
             drop(rt);
@@ -820,6 +891,37 @@ mod tests {
         assert_eq!(o.cluster_dns, ["10.96.0.10".parse::<std::net::IpAddr>().unwrap(), "fd00::a".parse().unwrap()]);
         assert_eq!(o.cluster_domain, "lab.local");
         assert_eq!(o.resolv_conf, std::path::PathBuf::new());
+    }
+
+    /// `kubelab proxy` takes kube-proxy's flags with kube-proxy's defaults; `--cleanup` needs no
+    /// API server.
+    #[test]
+    fn the_proxys_flags_and_defaults() {
+        use clap::Parser as _;
+        let args = |v: &[&str]| match super::Cli::try_parse_from(v) {
+            Ok(super::Cli { command: super::Command::Proxy(a), .. }) => a,
+            Ok(_) => panic!("{v:?}: another subcommand"),
+            Err(e) => panic!("{v:?}: {e}"),
+        };
+        let o = args(&["kubelab", "proxy", "--master", "http://127.0.0.1:8080"]).into_options().unwrap();
+        assert_eq!((o.min_sync_period.as_secs(), o.sync_period.as_secs()), (1, 30));
+        assert_eq!(o.healthz_bind_address.to_string(), "0.0.0.0:10256");
+        assert!(o.service_cluster_ip_range.is_none() && o.nodeport_addresses.is_empty() && !o.masquerade_all);
+        let o = args(&[
+            "kubelab", "proxy", "--master", "http://127.0.0.1:8080", "--hostname-override", "n1",
+            "--cluster-cidr", "10.244.0.0/16", "--service-cluster-ip-range", "10.96.0.0/12",
+            "--nodeport-addresses", "172.18.0.0/16,10.0.0.0/8", "--masquerade-all",
+            "--iptables-min-sync-period", "500ms", "--iptables-sync-period", "1m", "--healthz-bind-address", "127.0.0.1:0",
+        ])
+        .into_options()
+        .unwrap();
+        assert_eq!(o.hostname_override.as_deref(), Some("n1"));
+        assert_eq!(o.service_cluster_ip_range.unwrap().to_string(), "10.96.0.0/12");
+        assert_eq!(o.nodeport_addresses.len(), 2);
+        assert!(o.masquerade_all);
+        assert_eq!(o.min_sync_period.as_millis(), 500);
+        assert!(args(&["kubelab", "proxy", "--master", "x", "--cluster-cidr", "10.244.0.0"]).into_options().is_err());
+        assert!(args(&["kubelab", "proxy", "--cleanup"]).cleanup);
     }
 
     /// `log` records are made up to the log filter's level, and no further.

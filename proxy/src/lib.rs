@@ -1,0 +1,119 @@
+//! # proxy — kubelab's kube-proxy (iptables mode)
+//!
+//! Makes Services work on a node: a connection to a Service's cluster IP (or node port, or
+//! external IP) is rewritten by the kernel to one of the Service's endpoints. The proxy itself
+//! carries no traffic; it watches the API server and keeps the node's iptables `nat` and
+//! `filter` rules in step with what it sees. The layout mirrors kube-proxy's pkg/proxy:
+//!
+//! 1. **Watch** ([`config`]): Services and discovery.k8s.io/v1 EndpointSlices, listed then
+//!    watched, relisted when a watch expires. Each change goes to the trackers
+//!    ([`servicechangetracker`], [`endpointschangetracker`]), which turn objects into
+//!    [`serviceport::ServicePortInfo`]s and [`endpoint::Endpoint`]s, and pokes the sync runner.
+//! 2. **Debounce** ([`util::async_runner`]): a sync at most every `--iptables-min-sync-period`
+//!    (1 s; the changes of a rollout fold into one sync) and at least every
+//!    `--iptables-sync-period` (30 s; whatever removed a rule meanwhile is put right).
+//! 3. **Write** ([`iptables::rules`]): the whole ruleset as iptables-restore text, from a pure
+//!    function: `KUBE-SERVICES` → `KUBE-SVC-`/`KUBE-SVL-`/`KUBE-EXT-` → `KUBE-SEP-` (DNAT), the
+//!    endpoint picked by `statistic` probabilities or a `recent` match (ClientIP affinity),
+//!    `KUBE-MARK-MASQ`/`KUBE-POSTROUTING` for masquerading, `REJECT` for ports without endpoints
+//!    ([`topology`] decides which endpoints each traffic policy uses).
+//! 4. **Apply** ([`iptables::proxier`]): one `iptables-restore --noflush` (only our chains are
+//!    touched), stale per-Service chains deleted, the jumps from the built-in chains ensured.
+//! 5. **Report** ([`healthcheck`]): `/healthz` and `/livez` answer 200 while the last successful
+//!    sync is recent.
+//!
+//! Besides kube-proxy's rules, two things kubelab needs:
+//! - **The service-range safety net** ([`iptables::safety_net`]): with
+//!   `--service-cluster-ip-range`, filter OUTPUT and FORWARD REJECT anything still addressed to
+//!   the range — what no Service rule translated — so that it is refused instead of leaving by
+//!   the default route. DNAT happens in the nat table before the filter table runs, so only
+//!   untranslated packets match. Installed before the first sync, kept when the proxy stops,
+//!   removed only by `--cleanup`.
+//! - **Same-bridge replies** ([`sysctl`]): `net.bridge.bridge-nf-call-iptables=1` where the
+//!   namespace has it, so a pod's reply to a pod on the same bridge passes conntrack; without
+//!   it, traffic to cluster IPs is masqueraded.
+//!
+//! [`server::run`] ties these together; [`server::cleanup`] is `--cleanup`.
+//!
+//! ## Implementation caveats
+//! - iptables mode only: no IPVS, no nftables mode (the `iptables` command may itself be the
+//!   nf_tables backend, as on Debian; the rules are the same).
+//! - IPv4 only: IPv6 cluster IPs and IPv6 EndpointSlices are ignored.
+//! - Every sync writes the whole ruleset (kube-proxy ≥ 1.27 rewrites only the changed Services'
+//!   chains between full syncs); stale conntrack entries (UDP) are not cleared.
+//! - Chain names hash with FNV-1a, not SHA-256: same shape (`KUBE-SVC-` + 16 base32
+//!   characters), different names from Kubernetes'.
+//! - No LoadBalancer ingress IPs, `loadBalancerSourceRanges` (`KUBE-FW-`/`KUBE-PROXY-FIREWALL`),
+//!   health-check node ports, topology-aware hints, `KUBE-PROXY-CANARY`, metrics, or the
+//!   `nodeEligible` field of `/healthz`.
+//! - `--nodeport-addresses` names CIDRs matched against the interfaces' addresses once, at
+//!   start; the default (the Node's InternalIP/ExternalIP) is also read once. Node ports never
+//!   answer on 127.0.0.1 (kube-proxy's `route_localnet` trick is left out).
+//! - The br_netfilter module is never loaded by the proxy (that would change every namespace of
+//!   the host); it only turns the setting on where the module already provides it.
+#![allow(rustdoc::private_intra_doc_links)]
+
+pub mod config;
+pub mod endpoint;
+pub mod endpointschangetracker;
+pub mod error;
+pub mod healthcheck;
+pub mod iptables;
+pub mod server;
+pub mod servicechangetracker;
+pub mod serviceport;
+pub mod sysctl;
+pub mod topology;
+pub mod util;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use error::{Error, Result};
+pub use server::{cleanup, run};
+pub use util::cidr::Ipv4Cidr;
+
+/// `--iptables-min-sync-period`'s default.
+pub const DEFAULT_MIN_SYNC_PERIOD: Duration = Duration::from_secs(1);
+/// `--iptables-sync-period`'s default.
+pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(30);
+/// `--healthz-bind-address`'s default.
+pub const DEFAULT_HEALTHZ_BIND_ADDRESS: &str = "0.0.0.0:10256";
+
+/// `kubelab proxy`'s options, named after kube-proxy's flags.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub connection: client::Connection,
+    /// `--hostname-override`: this node's name (default: the hostname).
+    pub hostname_override: Option<String>,
+    /// `--cluster-cidr`: the pods' range; traffic to cluster IPs from outside it is masqueraded.
+    pub cluster_cidr: Option<Ipv4Cidr>,
+    /// `--service-cluster-ip-range`: turns the safety net on.
+    pub service_cluster_ip_range: Option<Ipv4Cidr>,
+    /// `--nodeport-addresses`.
+    pub nodeport_addresses: Vec<Ipv4Cidr>,
+    /// `--masquerade-all`.
+    pub masquerade_all: bool,
+    /// `--iptables-min-sync-period`.
+    pub min_sync_period: Duration,
+    /// `--iptables-sync-period`.
+    pub sync_period: Duration,
+    /// `--healthz-bind-address`.
+    pub healthz_bind_address: SocketAddr,
+}
+
+impl Options {
+    pub fn new(connection: client::Connection) -> Options {
+        Options {
+            connection,
+            hostname_override: None,
+            cluster_cidr: None,
+            service_cluster_ip_range: None,
+            nodeport_addresses: Vec::new(),
+            masquerade_all: false,
+            min_sync_period: DEFAULT_MIN_SYNC_PERIOD,
+            sync_period: DEFAULT_SYNC_PERIOD,
+            healthz_bind_address: DEFAULT_HEALTHZ_BIND_ADDRESS.parse().expect("the default healthz address parses"),
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Real traffic through the proxier's rules, in network namespaces this test creates
+//! (`kubelab-proxy-<pid>-<tag>-*`), never the host's tables or routes:
+//!
+//! ```text
+//!   pod "a" 10.244.1.2 ─┐                      node: bridge br0 10.244.1.1/24
+//!   pod "b" 10.244.1.3 ─┴─ veths on br0 ──────       up0 192.168.77.2/24 (the node's address)
+//!                                                    default route → up0 (a veth to a sink namespace)
+//! ```
+//!
+//! TCP servers in the pods answer with their name. Services and EndpointSlices are fed to the
+//! proxier through its watch handlers, and the rules it writes are applied inside the node
+//! namespace. Every namespace is deleted by a guard, also when the test fails.
+
+use std::io::{ErrorKind, Read as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd as _;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{Endpoint as SliceEndpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use proxy::config::{EndpointSliceHandler as _, ServiceHandler as _};
+use proxy::iptables::proxier::Proxier;
+use proxy::iptables::rules::RulesConfig;
+use proxy::iptables::{cleanup, safety_net};
+use proxy::util::iptables::{Iptables, Table};
+use proxy::Ipv4Cidr;
+
+fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The node and pod namespaces; deleted on drop.
+struct Lab {
+    node: String,
+    uplink: String,
+    pods: Vec<String>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for ns in self.pods.iter().chain([&self.node, &self.uplink]) {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+impl Lab {
+    fn exec(&self, ns: &str, args: &[&str]) -> String {
+        let mut full = vec!["ip", "netns", "exec", ns];
+        full.extend_from_slice(args);
+        sh(&full)
+    }
+
+    fn new(tag: &str) -> Lab {
+        let base = format!("kubelab-proxy-{}-{tag}", std::process::id());
+        let lab = Lab { node: format!("{base}-node"), uplink: format!("{base}-up"), pods: vec![format!("{base}-a"), format!("{base}-b")] };
+        sh(&["ip", "netns", "add", &lab.node]);
+        let n = lab.node.clone();
+        // No IPv6: its router solicitations and MLD reports would add to the uplink's counter.
+        lab.exec(&n, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]);
+        lab.exec(&n, &["ip", "link", "set", "lo", "up"]);
+        lab.exec(&n, &["ip", "link", "add", "br0", "type", "bridge"]);
+        lab.exec(&n, &["ip", "addr", "add", "10.244.1.1/24", "dev", "br0"]);
+        lab.exec(&n, &["ip", "link", "set", "br0", "up"]);
+        // The uplink: a veth to a namespace that answers nothing, behind a gateway with a fixed
+        // MAC (no ARP): every packet the node routes out is one more on up0's tx counter.
+        sh(&["ip", "netns", "add", &lab.uplink]);
+        lab.exec(&n, &["ip", "link", "add", "up0", "type", "veth", "peer", "name", "sink0", "netns", &lab.uplink]);
+        lab.exec(&lab.uplink, &["ip", "link", "set", "sink0", "up"]);
+        lab.exec(&n, &["ip", "addr", "add", "192.168.77.2/24", "dev", "up0"]);
+        lab.exec(&n, &["ip", "link", "set", "up0", "up"]);
+        lab.exec(&n, &["ip", "neigh", "add", "192.168.77.1", "lladdr", "02:00:00:00:00:01", "dev", "up0", "nud", "permanent"]);
+        lab.exec(&n, &["ip", "route", "add", "default", "via", "192.168.77.1", "dev", "up0"]);
+        lab.exec(&n, &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+        for (i, pod) in lab.pods.iter().enumerate() {
+            sh(&["ip", "netns", "add", pod]);
+            let veth = format!("veth{i}");
+            lab.exec(&n, &["ip", "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", pod]);
+            lab.exec(&n, &["ip", "link", "set", &veth, "master", "br0", "up"]);
+            // As the CNI bridge plugin's hairpinMode: a pod may reach itself through a Service.
+            lab.exec(&n, &["ip", "link", "set", &veth, "type", "bridge_slave", "hairpin", "on"]);
+            let ip = format!("10.244.1.{}/24", i + 2);
+            lab.exec(pod, &["ip", "link", "set", "lo", "up"]);
+            lab.exec(pod, &["ip", "addr", "add", &ip, "dev", "eth0"]);
+            lab.exec(pod, &["ip", "link", "set", "eth0", "up"]);
+            lab.exec(pod, &["ip", "route", "add", "default", "via", "10.244.1.1"]);
+        }
+        lab
+    }
+
+    fn uplink_tx_packets(&self) -> u64 {
+        self.exec(&self.node, &["cat", "/sys/class/net/up0/statistics/tx_packets"]).trim().parse().expect("a counter")
+    }
+
+    fn set_bridge_nf(&self, on: bool) -> bool {
+        let path = "/proc/sys/net/bridge/bridge-nf-call-iptables";
+        let v = if on { "1" } else { "0" };
+        Command::new("ip").args(["netns", "exec", &self.node, "sh", "-c", &format!("echo {v} > {path}")]).status().is_ok_and(|s| s.success())
+    }
+}
+
+/// Runs `f` on a thread inside network namespace `ns` (sockets it makes stay there).
+fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        // SAFETY: setns on this thread only, with a namespace file we hold open.
+        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {path}");
+        f()
+    })
+    .join()
+    .expect("netns thread")
+}
+
+/// A server in `ns` on :8080 that answers every connection with `name`.
+fn serve(ns: &str, name: &'static str) {
+    let listener = in_netns(ns, || TcpListener::bind("0.0.0.0:8080").expect("bind 8080"));
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            use std::io::Write as _;
+            let mut c = conn;
+            let _ = c.write_all(name.as_bytes());
+        }
+    });
+}
+
+/// Connects from `ns` to `to`: the server's name, or the error kind.
+fn call(ns: &str, to: &str) -> Result<String, ErrorKind> {
+    let to: SocketAddr = to.parse().expect("an address");
+    in_netns(ns, move || {
+        let mut s = TcpStream::connect_timeout(&to, Duration::from_millis(500)).map_err(|e| e.kind())?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
+        let mut out = String::new();
+        s.read_to_string(&mut out).map_err(|e| e.kind())?;
+        Ok(out)
+    })
+}
+
+/// The names answering `n` calls.
+fn answers(ns: &str, to: &str, n: usize) -> std::collections::BTreeSet<String> {
+    (0..n).map(|_| call(ns, to).unwrap_or_else(|e| panic!("{ns} → {to}: {e:?}"))).collect()
+}
+
+fn service(name: &str, ip: &str, node_port: Option<i32>) -> Service {
+    let mut s = Service::default();
+    s.metadata.namespace = Some("default".into());
+    s.metadata.name = Some(name.into());
+    s.spec = Some(ServiceSpec {
+        type_: Some(if node_port.is_some() { "NodePort" } else { "ClusterIP" }.into()),
+        cluster_ip: Some(ip.into()),
+        ports: Some(vec![ServicePort { name: Some("http".into()), port: 80, node_port, ..Default::default() }]),
+        ..Default::default()
+    });
+    s
+}
+
+fn affinity(mut s: Service) -> Service {
+    if let Some(spec) = s.spec.as_mut() {
+        spec.session_affinity = Some("ClientIP".into());
+    }
+    s
+}
+
+fn slice(service: &str, ips: &[&str]) -> EndpointSlice {
+    let mut s = EndpointSlice::default();
+    s.metadata.namespace = Some("default".into());
+    s.metadata.name = Some(format!("{service}-x1"));
+    s.metadata.labels = Some([("kubernetes.io/service-name".to_string(), service.to_string())].into());
+    s.address_type = "IPv4".into();
+    s.ports = Some(vec![EndpointPort { name: Some("http".into()), port: Some(8080), protocol: Some("TCP".into()), ..Default::default() }]);
+    s.endpoints = Some(
+        ips.iter()
+            .map(|ip| SliceEndpoint {
+                addresses: vec![ip.to_string()],
+                node_name: Some("node1".into()),
+                conditions: Some(EndpointConditions { ready: Some(true), ..Default::default() }),
+                ..Default::default()
+            })
+            .collect(),
+    );
+    s
+}
+
+fn privileged() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let tools = Command::new("iptables-restore").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !(root && tools) {
+        eprintln!("skipped: needs root, ip and iptables-restore (network namespaces)");
+    }
+    root && tools
+}
+
+fn proxier(lab: &Lab, bridge_netfilter: bool) -> Arc<Proxier> {
+    let cfg = RulesConfig {
+        cluster_cidr: Some(Ipv4Cidr::parse("10.244.0.0/16").unwrap()),
+        masquerade_all: false,
+        bridge_netfilter,
+        nodeport_addresses: vec![Ipv4Addr::new(192, 168, 77, 2)],
+    };
+    Arc::new(Proxier::new(cfg, Iptables::in_netns(&lab.node), "node1".into()))
+}
+
+#[test]
+fn services_reach_their_pods_and_nothing_else_leaves() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new("t");
+    let (node, a, b) = (lab.node.clone(), lab.pods[0].clone(), lab.pods[1].clone());
+    assert!(lab.set_bridge_nf(true) || std::fs::metadata("/proc/sys/net/bridge").is_err());
+    serve(&a, "a");
+    serve(&b, "b");
+    assert_eq!(call(&node, "10.244.1.3:8080"), Ok("b".into()), "the lab itself works");
+
+    // The control: before the safety net, an unassigned service address leaves by the default route.
+    let before = lab.uplink_tx_packets();
+    assert_eq!(call(&node, "10.96.0.99:80"), Err(ErrorKind::TimedOut));
+    assert!(lab.uplink_tx_packets() > before, "without the safety net the SYN goes out through up0");
+
+    let ipt = Iptables::in_netns(&node);
+    safety_net::ensure(&ipt, Ipv4Cidr::parse("10.96.0.0/12").unwrap()).expect("safety net");
+    let p = proxier(&lab, true);
+    p.on_services_listed(vec![
+        service("web", "10.96.0.10", Some(30080)),
+        service("empty", "10.96.0.11", None),
+        service("self", "10.96.0.12", None),
+        affinity(service("sticky", "10.96.0.13", None)),
+    ]);
+    p.on_endpoint_slices_listed(vec![
+        slice("web", &["10.244.1.2", "10.244.1.3"]),
+        slice("self", &["10.244.1.2"]),
+        slice("sticky", &["10.244.1.2", "10.244.1.3"]),
+    ]);
+    assert!(p.is_initialized());
+    let r = p.sync_proxy_rules().expect("sync");
+    assert_eq!((r.services, r.endpoints), (4, 5));
+
+    let both: std::collections::BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
+    // ClusterIP from the node (nat OUTPUT) and from a pod on the bridge (PREROUTING, same-bridge reply).
+    assert_eq!(answers(&node, "10.96.0.10:80", 30), both, "node → ClusterIP reaches both backends");
+    assert_eq!(answers(&a, "10.96.0.10:80", 30), both, "pod → ClusterIP reaches both backends");
+    // Hairpin: a pod reaching itself through its Service.
+    assert_eq!(answers(&a, "10.96.0.12:80", 3), ["a".to_string()].into());
+    // ClientIP affinity: each client keeps its endpoint (uniform picks would differ with p > 99.9 %).
+    assert_eq!(answers(&node, "10.96.0.13:80", 12).len(), 1, "node → sticky Service");
+    assert_eq!(answers(&b, "10.96.0.13:80", 12).len(), 1, "pod → sticky Service");
+    // NodePort on the node's address, from a pod and from the node.
+    assert_eq!(answers(&b, "192.168.77.2:30080", 20), both, "pod → NodePort");
+    assert_eq!(answers(&node, "192.168.77.2:30080", 20), both, "node → NodePort");
+
+    // No endpoints: refused. An unassigned address or port in the range: refused, and nothing leaves.
+    let before = lab.uplink_tx_packets();
+    for from in [&node, &a] {
+        assert_eq!(call(from, "10.96.0.11:80"), Err(ErrorKind::ConnectionRefused), "{from} → Service without endpoints");
+        assert_eq!(call(from, "10.96.0.99:80"), Err(ErrorKind::ConnectionRefused), "{from} → address no Service holds");
+        assert_eq!(call(from, "10.96.0.10:81"), Err(ErrorKind::ConnectionRefused), "{from} → port the Service lacks");
+    }
+    assert_eq!(lab.uplink_tx_packets(), before, "no packet to the service range left through the default route");
+
+    // One endpoint gone: the next sync sends everything to the other.
+    p.on_endpoint_slice_update(slice("web", &["10.244.1.2"]));
+    p.sync_proxy_rules().expect("sync");
+    assert_eq!(answers(&b, "10.96.0.10:80", 10), ["a".to_string()].into());
+    // A Service deleted: its chains go, its address is refused by the safety net.
+    p.on_service_delete(&service("sticky", "10.96.0.13", None));
+    p.sync_proxy_rules().expect("sync");
+    assert_eq!(call(&a, "10.96.0.13:80"), Err(ErrorKind::ConnectionRefused));
+    let nat = ipt.save(Table::Nat).expect("save");
+    assert_eq!(nat.matches(":KUBE-SVC-").count(), 2, "web and self only:\n{nat}");
+
+    // --cleanup: no chain of ours and no jump to one stays.
+    let deleted = cleanup::cleanup_leftovers(&ipt).expect("cleanup");
+    assert!(deleted >= 10, "{deleted} chains deleted");
+    let all = format!("{}{}", ipt.save(Table::Nat).unwrap(), ipt.save(Table::Filter).unwrap());
+    assert!(!all.contains("KUBE-") && !all.contains("KUBELAB-"), "left behind:\n{all}");
+    assert_eq!(cleanup::cleanup_leftovers(&ipt).expect("cleanup again"), 0);
+}
+
+/// Without bridge netfilter the proxier masquerades pod traffic to cluster IPs: a pod still
+/// reaches a Service backed by a pod on its own bridge.
+#[test]
+fn same_bridge_without_bridge_netfilter() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new("nobr");
+    let (a, b) = (lab.pods[0].clone(), lab.pods[1].clone());
+    if !lab.set_bridge_nf(false) {
+        eprintln!("this kernel has no per-namespace bridge-nf-call-iptables; the fallback is what runs anyway");
+    }
+    serve(&b, "b");
+    let p = proxier(&lab, false);
+    p.on_services_listed(vec![service("web", "10.96.0.10", None)]);
+    p.on_endpoint_slices_listed(vec![slice("web", &["10.244.1.3"])]);
+    p.sync_proxy_rules().expect("sync");
+    let start = Instant::now();
+    assert_eq!(call(&a, "10.96.0.10:80"), Ok("b".into()), "pod a → ClusterIP → pod b on the same bridge");
+    assert!(start.elapsed() < Duration::from_secs(2));
+    let _ = (a, lab);
+}

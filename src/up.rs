@@ -1,7 +1,7 @@
 //! `kubelab up`: the whole cluster on one machine, in one process — what kind and minikube do for
 //! Kubernetes, in the way `kubeadm init` orders it: the store first, then the API server, then the
-//! scheduler and the controller manager, the cluster DNS add-on ([`crate::addons`]), then a node
-//! agent with its container runtime.
+//! scheduler and the controller manager, the cluster DNS add-on ([`crate::addons`]) and the
+//! proxy, then a node agent with its container runtime.
 //!
 //! Everything runs in this process (each component on threads of its own, as separate binaries
 //! would run) except containerd, a child process. The process first moves into a private mount
@@ -11,7 +11,8 @@
 //! cluster stops, every mount it made disappears with the namespace.
 //!
 //! Stop with Ctrl-C (or SIGTERM): the node agent stops, every pod sandbox is stopped and removed
-//! through the CRI (so CNI releases its addresses), containerd stops, then the control plane.
+//! through the CRI (so CNI releases its addresses), containerd stops, then the control plane, and
+//! last the proxy's iptables chains are removed (what `kubelab proxy --cleanup` does).
 //! Objects stay in the store under `--data-dir`: `kubelab up` again resumes the same cluster and
 //! the node agent starts its pods again.
 
@@ -51,6 +52,9 @@ pub struct UpArgs {
     /// The cluster DNS's /health, /ready and /metrics port on 127.0.0.1.
     #[arg(long, default_value_t = 8181)]
     pub dns_health_port: u16,
+    /// The proxy's /healthz port on 127.0.0.1.
+    #[arg(long, default_value_t = 10256)]
+    pub proxy_healthz_port: u16,
     /// The node's name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
@@ -159,6 +163,33 @@ fn enter_private_mount_namespace(data: &Path) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The API server's default Service range, which the proxy guards.
+const SERVICE_CLUSTER_IP_RANGE: &str = "10.96.0.0/12";
+
+/// Wait until `GET http://127.0.0.1:<port><path>` answers 200.
+async fn wait_healthy(port: u16, path: &str, timeout: Duration) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Ok(mut c) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            let mut out = Vec::new();
+            let r = async {
+                c.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await?;
+                c.read_to_end(&mut out).await
+            };
+            if tokio::time::timeout(Duration::from_secs(2), r).await.is_ok_and(|r| r.is_ok()) {
+                last = String::from_utf8_lossy(&out).lines().next().unwrap_or_default().to_string();
+                if last.split_whitespace().nth(1) == Some("200") {
+                    return Ok(());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    bail!("127.0.0.1:{port}{path} did not answer 200 within {timeout:?} (last: {last:?})")
 }
 
 /// A future that completes when `rx` turns true.
@@ -337,6 +368,8 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
 /// What has been started so far, for the shutdown to stop in reverse order.
 #[derive(Default)]
 struct Started {
+    /// Whether the proxy ran: its rules are removed at the end (`kubelab proxy --cleanup`).
+    proxy: bool,
     containerd: Option<Containerd>,
     cri: Option<RemoteRuntime>,
     agent: Option<std::thread::JoinHandle<()>>,
@@ -380,6 +413,12 @@ async fn supervise(args: UpArgs, data: PathBuf, image_dir: PathBuf, started: Ins
         }
     })
     .await?;
+    if s.proxy {
+        match tokio::task::spawn_blocking(proxy::cleanup).await? {
+            Ok(n) => println!("the proxy's iptables chains removed ({n})"),
+            Err(e) => eprintln!("removing the proxy's iptables chains: {e} (run `kubelab proxy --cleanup`)"),
+        }
+    }
     result?;
     println!("stopped ({removed} pod sandboxes removed); `kubelab up` again resumes the cluster");
     Ok(())
@@ -487,6 +526,23 @@ async fn start(
     }
     crate::addons::apply_kube_dns(&kube, &node_name, cidr.gateway()).await?;
     step(started, &format!("cluster DNS on {}:53, Service kube-system/kube-dns {}", cidr.gateway(), crate::addons::KUBE_DNS_IP));
+
+    // The proxy: Services as this machine's iptables rules, and the Service range caught here
+    // (refused) rather than routed out. Node ports answer on the pods' bridge only, not on the
+    // machine's other interfaces. It has synced once before any pod starts.
+    {
+        let mut opts = proxy::Options::new(conn.clone());
+        opts.hostname_override = Some(node_name.clone());
+        opts.cluster_cidr = Some(proxy::Ipv4Cidr::parse(&cidr.to_string()).map_err(anyhow::Error::msg)?);
+        opts.service_cluster_ip_range = Some(proxy::Ipv4Cidr::parse(SERVICE_CLUSTER_IP_RANGE).map_err(anyhow::Error::msg)?);
+        opts.nodeport_addresses = vec![proxy::Ipv4Cidr::parse(&cidr.to_string()).map_err(anyhow::Error::msg)?];
+        opts.healthz_bind_address = ([127, 0, 0, 1], args.proxy_healthz_port).into();
+        let rx = cp_rx.clone();
+        s.proxy = true;
+        s.control_plane.push(spawn_tokio("proxy", move || async move { proxy::run(opts, until(rx)).await.map_err(Into::into) }));
+    }
+    wait_healthy(args.proxy_healthz_port, "/healthz", Duration::from_secs(60)).await.context("the proxy's first sync")?;
+    step(started, &format!("proxy: Services in iptables, {SERVICE_CLUSTER_IP_RANGE} refused unless a Service's"));
 
     // The node agent.
     let mut opts = nodeagent::Options::new(node_name.clone());

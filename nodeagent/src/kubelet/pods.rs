@@ -155,7 +155,15 @@ impl Kubelet {
                 Err(e) => tracing::warn!(target: "kubelet::sync_pod", secret = %r.name, error = %e, "reading image pull secret"),
             }
         }
-        env.service_env = self.service_env(client, pod).await;
+        env.service_env = match self.service_env(client, pod).await {
+            // kubelet: a static pod does not wait for the Services to be read (the API server
+            // may be one of them); it gets the variables of what could be read, here none.
+            Err(e) if is_static_pod(pod) => {
+                tracing::warn!(target: "kubelet::sync_pod", error = %e, "a static pod starts without the Services' variables");
+                Ok(vec![])
+            }
+            r => r,
+        };
         let (cm_names, secret_names) = env_references(pod);
         for n in cm_names {
             if let Ok(cm) = cms.get_opt(&n).await {
@@ -182,7 +190,9 @@ impl Kubelet {
 
     /// The Services' environment variables for `pod` (kubelet's getServiceEnvVarMap): its
     /// namespace's Services and the master service, read when its containers are about to be
-    /// made (kubelet reads them from an informer).
+    /// made (kubelet reads them from an informer). A failed read fails a pod's containers
+    /// (CreateContainerConfigError, as kubelet's unsynced informer does), except a static
+    /// pod's, which start without the variables.
     async fn service_env(&self, client: &kube::Client, pod: &Pod) -> Result<Vec<(String, String)>, String> {
         use crate::envvars::{self, MASTER_SERVICE_NAMESPACE};
         use k8s_openapi::api::core::v1::Service;

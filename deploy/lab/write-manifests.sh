@@ -53,7 +53,9 @@ pod store "$(printf '    - "%s"\n' store --name "$node" --data-dir "/var/lib/kub
 
 # Pods tolerate a not-ready or unreachable node for 30 s instead of Kubernetes' 300 s, so that
 # the lab's exercises see a dead node's pods replaced within a minute and a half (exercise 07).
-pod apiserver "$(printf '    - "%s"\n' apiserver --etcd-servers "$etcd" --bind-address 0.0.0.0 --port 6443 \
+# --advertise-address: the default/kubernetes Service's endpoint for this server (pods reach the
+# API through it, as the cluster DNS's do).
+pod apiserver "$(printf '    - "%s"\n' apiserver --etcd-servers "$etcd" --bind-address 0.0.0.0 --port 6443 --advertise-address "$ip" \
   --default-not-ready-toleration-seconds 30 --default-unreachable-toleration-seconds 30)"
 
 pod scheduler "$(printf '    - "%s"\n' scheduler --master http://127.0.0.1:6443 --leader-elect)"

@@ -175,17 +175,18 @@ fn labelled(pod: &str, app: &str) -> String {
     v.to_string()
 }
 
-/// Who answers `http://web.default.svc.cluster.local/` from `client`, over up to `tries`
+/// Who answers `http://web.default.svc.cluster.local/` from `client` (kubectl exec through
+/// `via`'s API server), over up to `tries`
 /// requests (each bounded: this busybox's `wget -T` crashes, so `timeout` bounds it), stopping
 /// early once all three web pods have answered or `limit` has passed.
-async fn answers(lab: &Lab, client: &str, tries: usize, limit: Duration) -> std::collections::BTreeSet<String> {
+async fn answers(lab: &Lab, via: &str, client: &str, tries: usize, limit: Duration) -> std::collections::BTreeSet<String> {
     let started = Instant::now();
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..tries {
         if seen.len() == 3 || started.elapsed() > limit {
             break;
         }
-        if let Ok(out) = lab.kubectl_ok("node1", &["exec", client, "--", "timeout", "5", "wget", "-q", "-O", "-", "http://web.default.svc.cluster.local/"]).await {
+        if let Ok(out) = lab.kubectl_ok(via, &["exec", client, "--", "timeout", "5", "wget", "-q", "-O", "-", "http://web.default.svc.cluster.local/"]).await {
             seen.insert(out.trim().to_string());
         }
     }
@@ -194,13 +195,13 @@ async fn answers(lab: &Lab, client: &str, tries: usize, limit: Duration) -> std:
 
 /// The Service path when it fails: kube-dns, the web Service's slices, each node's proxy log tail
 /// and its KUBE-SERVICES chain.
-async fn service_diagnostics(lab: &Lab) -> String {
+async fn service_diagnostics(lab: &Lab, via: &str) -> String {
     let mut out = String::from("[lab] service diagnostics:\n");
     let mut add = |what: String, r: anyhow::Result<String>| {
         out.push_str(&format!("--- {what}\n{}\n", r.unwrap_or_else(|e| format!("(failed: {e:#})"))));
     };
-    add("kube-system pods".into(), lab.kubectl_ok("node1", &["get", "pods", "-n", "kube-system", "-o", "wide"]).await);
-    add("endpointslices -A".into(), lab.kubectl_ok("node1", &["get", "endpointslices", "-A", "-o", "wide"]).await);
+    add("kube-system pods".into(), lab.kubectl_ok(via, &["get", "pods", "-n", "kube-system", "-o", "wide"]).await);
+    add("endpointslices -A".into(), lab.kubectl_ok(via, &["get", "endpointslices", "-A", "-o", "wide"]).await);
     for node in NODES {
         add(format!("{node}: proxy log (tail)"), lab.exec_ok(node, &["sh", "-c", "tail -n 20 /var/log/kubelab-proxy.log"]).await);
         add(format!("{node}: iptables -t nat -S KUBE-SERVICES"), lab.exec_ok(node, &["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]).await);
@@ -336,9 +337,9 @@ async fn lab_end_to_end() {
     let all: Vec<&str> = web_pods.iter().chain(&clients).map(String::as_str).collect();
     expect_running(&lab, "node1", &all, "the web and client pods").await;
     for n in NODES {
-        let seen = answers(&lab, &format!("client-{n}"), 30, Duration::from_secs(120)).await;
+        let seen = answers(&lab, "node1", &format!("client-{n}"), 30, Duration::from_secs(120)).await;
         if seen.len() != 3 {
-            eprintln!("{}", service_diagnostics(&lab).await);
+            eprintln!("{}", service_diagnostics(&lab, "node1").await);
             panic!("from client-{n}, web.default.svc.cluster.local answered only by {seen:?}");
         }
     }
@@ -367,12 +368,12 @@ async fn lab_end_to_end() {
     // sending to them: twenty requests in a row answered by the other two.
     let dead_web = format!("web-{leader}");
     let healed = poll_until(&format!("no request to {dead_web}"), Duration::from_secs(90), Duration::from_secs(2), || async {
-        let seen = answers(&lab, &format!("client-{survivor}"), 20, Duration::from_secs(30)).await;
+        let seen = answers(&lab, survivor, &format!("client-{survivor}"), 20, Duration::from_secs(30)).await;
         Ok((!seen.contains(&dead_web) && seen.len() == 2).then_some(seen))
     })
     .await;
     if let Err(e) = healed {
-        eprintln!("{}", service_diagnostics(&lab).await);
+        eprintln!("{}", service_diagnostics(&lab, survivor).await);
         panic!("the dead node's pod still behind the Service: {e:#}");
     }
     lab.script_ok(&["start", &leader]).await.expect("lab start");

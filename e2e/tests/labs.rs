@@ -13,6 +13,7 @@
 //! | [`ex04_broken_static_pod`] | 04-broken-static-pod.md | node3's scheduler (restored) |
 //! | [`ex05_fill_a_node`] | 05-fill-a-node.md | node3's CPU (freed) |
 //! | [`ex06_pleg_sees_a_container_die`] | 06-pleg-container-death.md | one container (restarted) |
+//! | [`ex08_one_packet`] | 08-one-packet.md | nothing (its Deployment, Service and client removed) |
 //! | [`ex07_deployment_survives_a_node`] | 07-deployment-survives-a-node.md | node2 (started again) |
 //! | [`ex02_store_leader_election`] | 02-store-leader-election.md | a whole node (started again) |
 //!
@@ -577,6 +578,97 @@ async fn ex07_deployment_survives_a_node(lab: &Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// 08: one packet's path — the client's resolv.conf and `nslookup web` (the cluster DNS behind
+/// 10.96.0.10), node1's KUBE-SERVICES → KUBE-SVC (probabilities) → KUBE-SEP (DNAT) chains for
+/// `default/web`, the host-gw route to a pod on another node, requests answered by all three
+/// pods; then the terminating endpoint: a pod with a preStop hook is deleted and, while the hook
+/// runs, its slice entry is `ready=false serving=true terminating=true` and its KUBE-SEP chain is
+/// gone from node1's KUBE-SVC chain while requests keep succeeding.
+async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
+    let web = "mkdir -p /www; hostname > /www/index.html; exec httpd -f -p 8080 -h /www";
+    lab.kubectl_ok("node1", &["create", "deployment", "web", &format!("--image={BUSYBOX}"), "--replicas=3", "--", "sh", "-c", web]).await?;
+    lab.kubectl_ok("node1", &["rollout", "status", "deployment/web", "--timeout=120s"]).await?;
+    lab.kubectl_ok("node1", &["expose", "deployment", "web", "--port=80", "--target-port=8080"]).await?;
+    let overrides = r#"{"spec":{"nodeSelector":{"kubernetes.io/hostname":"node1"}}}"#;
+    lab.kubectl_ok("node1", &["run", "client", &format!("--image={BUSYBOX}"), &format!("--overrides={overrides}"), "--", "sleep", "100000"]).await?;
+    wait_running(lab, "default", "client").await?;
+    let pods = lab.kubectl_ok("node1", &["get", "pods", "-l", "app=web", "-o", "wide"]).await?;
+    eprintln!("[labs] 08: the pods:\n{pods}");
+    let cluster_ip = lab.kubectl_ok("node1", &["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"]).await?;
+
+    // 1. DNS.
+    let resolv = lab.kubectl_ok("node1", &["exec", "client", "--", "cat", "/etc/resolv.conf"]).await?;
+    eprintln!("[labs] 08: resolv.conf:\n{resolv}");
+    ensure!(resolv.contains("nameserver 10.96.0.10"), "the client's nameserver is the kube-dns Service: {resolv}");
+    let looked = poll_until("nslookup web", SHOW_TIMEOUT, POLL, || async {
+        let out = lab.kubectl_ok("node1", &["exec", "client", "--", "nslookup", "web"]).await?;
+        Ok(out.contains(&cluster_ip).then_some(out))
+    })
+    .await?;
+    eprintln!("[labs] 08: nslookup web:\n{looked}");
+
+    // 2. The chains on node1.
+    let services = lab.exec_ok("node1", &["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]).await?;
+    let line = services.lines().find(|l| l.contains("default/web cluster IP")).context("default/web in KUBE-SERVICES")?.to_string();
+    eprintln!("[labs] 08: {line}");
+    let svc_chain = line.rsplit(' ').next().unwrap_or_default().to_string();
+    ensure!(svc_chain.starts_with("KUBE-SVC-"), "{line}");
+    let chain = lab.exec_ok("node1", &["iptables", "-t", "nat", "-S", &svc_chain]).await?;
+    eprintln!("[labs] 08: {svc_chain}:\n{chain}");
+    let seps: Vec<String> = chain.lines().filter_map(|l| l.rsplit(' ').next().filter(|c| c.starts_with("KUBE-SEP-")).map(str::to_string)).collect();
+    ensure!(seps.len() == 3 && chain.contains("--probability 0.33333"), "three endpoints, the first at 1/3: {chain}");
+    let sep = lab.exec_ok("node1", &["iptables", "-t", "nat", "-S", &seps[0]]).await?;
+    eprintln!("[labs] 08: {}:\n{sep}", seps[0]);
+    ensure!(sep.contains("-j DNAT") && sep.contains(":8080"), "{sep}");
+
+    // 3. The route to a pod on node2.
+    let p = lab.get_json("node1", &["pods", "-l", "app=web"]).await?;
+    let remote = p["items"].as_array().into_iter().flatten().find(|p| str_at(p, "/spec/nodeName") != "node1").context("a web pod off node1")?;
+    let (ip, node) = (str_at(remote, "/status/podIP").to_string(), str_at(remote, "/spec/nodeName").to_string());
+    let route = lab.exec_ok("node1", &["ip", "route", "get", &ip]).await?;
+    eprintln!("[labs] 08: ip route get {ip} (on {node}):\n{route}");
+    ensure!(route.contains(" via 172.31.250."), "{route}");
+
+    // 4. Every pod answers.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..30 {
+        if seen.len() == 3 {
+            break;
+        }
+        seen.insert(lab.kubectl_ok("node1", &["exec", "client", "--", "wget", "-q", "-O", "-", "http://web"]).await?.trim().to_string());
+    }
+    eprintln!("[labs] 08: answered by {seen:?}");
+    ensure!(seen.len() == 3, "three pods answer: {seen:?}");
+
+    // 5. The terminating endpoint, with a preStop hook that keeps a pod serving for 20 s.
+    let patch = r#"{"spec":{"template":{"spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"busybox","lifecycle":{"preStop":{"exec":{"command":["sleep","20"]}}}}]}}}}"#;
+    lab.kubectl_ok("node1", &["patch", "deployment", "web", "--patch", patch]).await?;
+    lab.kubectl_ok("node1", &["rollout", "status", "deployment/web", "--timeout=180s"]).await?;
+    let victim = lab.kubectl_ok("node1", &["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[0].metadata.name}"]).await?;
+    let victim_ip = lab.kubectl_ok("node1", &["get", "pod", &victim, "-o", "jsonpath={.status.podIP}"]).await?;
+    lab.kubectl_ok("node1", &["delete", "pod", &victim, "--wait=false"]).await?;
+    let conds = "jsonpath={range .items[*].endpoints[*]}{.addresses[0]} ready={.conditions.ready} serving={.conditions.serving} terminating={.conditions.terminating}{\"\\n\"}{end}";
+    let during = poll_until("the deleted pod terminating in the slice", Duration::from_secs(15), POLL, || async {
+        let out = lab.kubectl_ok("node1", &["get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o", conds]).await?;
+        Ok(out.lines().any(|l| l.starts_with(&format!("{victim_ip} ready=false serving=true terminating=true"))).then_some(out))
+    })
+    .await?;
+    eprintln!("[labs] 08: while {victim}'s preStop runs:\n{during}");
+    let nat = poll_until("the terminating endpoint out of the rules", Duration::from_secs(15), POLL, || async {
+        let out = lab.exec_ok("node1", &["iptables", "-t", "nat", "-S"]).await?;
+        Ok((!out.contains(&format!("-j DNAT --to-destination {victim_ip}:8080"))).then_some(()))
+    })
+    .await;
+    nat?;
+    let answers = lab.kubectl_ok("node1", &["exec", "client", "--", "wget", "-q", "-O", "-", "http://web"]).await?;
+    eprintln!("[labs] 08: a request while it terminates: {}", answers.trim());
+    ensure!(answers.trim() != victim, "the terminating pod gets no new connection");
+    lab.kubectl_ok("node1", &["delete", "service", "web"]).await?;
+    lab.kubectl_ok("node1", &["delete", "deployment", "web"]).await?;
+    lab.kubectl_ok("node1", &["delete", "pod", "client", "--grace-period=1"]).await?;
+    Ok(())
+}
+
 async fn run<F: std::future::Future<Output = anyhow::Result<()>>>(name: &str, exercise: F) {
     let start = Instant::now();
     if let Err(e) = exercise.await {
@@ -595,6 +687,7 @@ async fn lab_exercises() {
     run("04-broken-static-pod", ex04_broken_static_pod(&lab)).await;
     run("05-fill-a-node", ex05_fill_a_node(&lab)).await;
     run("06-pleg-container-death", ex06_pleg_sees_a_container_die(&lab)).await;
+    run("08-one-packet", ex08_one_packet(&lab)).await;
     run("07-deployment-survives-a-node", ex07_deployment_survives_a_node(&lab)).await;
     run("02-store-leader-election", ex02_store_leader_election(&lab)).await;
     println!("  all exercises: {}", secs(start.elapsed()));

@@ -94,7 +94,7 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..RUNS {
         let start = Instant::now();
         let (s, e, _) = proxier.snapshot();
-        let r = write_rules(&cfg, &s, &e, &Default::default());
+        let r = write_rules(&cfg, &s, &e, &Default::default(), None);
         gen_times.push(start.elapsed());
         size = (r.nat_rules, r.filter_rules, r.text.len());
     }

@@ -59,6 +59,7 @@ pub mod endpointschangetracker;
 pub mod error;
 pub mod healthcheck;
 pub mod iptables;
+pub mod metrics;
 pub mod server;
 pub mod servicechangetracker;
 pub mod serviceport;

@@ -11,7 +11,8 @@
 //!    no Service uses any more;
 //! 4. applies it with one `iptables-restore --noflush` (atomic per table: a packet sees the old
 //!    rules or the new, never half);
-//! 5. makes sure the built-in chains jump to ours ([`JUMP_CHAINS`], checked and prepended).
+//! 5. in a full sync, makes sure the built-in chains jump to ours ([`JUMP_CHAINS`], checked and
+//!    prepended; as kube-proxy, a partial sync skips this: each check is a process of its own).
 //!
 //! A failed sync forgets which chains exist (the next one reads them again with iptables-save)
 //! and makes the next sync full; the caller retries it after the minimum sync period.
@@ -222,8 +223,10 @@ impl Proxier {
         let applied = Instant::now();
         self.iptables.restore(&ruleset.text)?;
         // Step 5
-        for j in &JUMP_CHAINS {
-            self.iptables.ensure_rule(j.table, j.from, &j.rule(), true)?;
+        if changed.is_none() {
+            for j in &JUMP_CHAINS {
+                self.iptables.ensure_rule(j.table, j.from, &j.rule(), true)?;
+            }
         }
         state.nat_chains = Some(ruleset.nat_chains);
         Ok(SyncReport {

@@ -148,11 +148,12 @@ impl Buffers {
             self.nat_chains.push(name.to_string());
         }
     }
-    /// A rule in a per-Service chain: written unless skipped.
-    fn rule(&mut self, rule: String) {
+    /// A rule in a per-Service chain: written unless skipped (and then not even formatted: a
+    /// partial sync of one Service among thousands would spend most of its time formatting).
+    fn rule(&mut self, rule: impl FnOnce() -> String) {
         self.nat_rule_count += 1;
         if !self.skip {
-            self.nat_rules.push(rule);
+            self.nat_rules.push(rule());
         }
     }
 }
@@ -305,25 +306,25 @@ fn write_service(cfg: &RulesConfig, svc: &ServicePortInfo, eps: &[Endpoint], b: 
             // Step 3: the external chain.
             b.chain(&ext_chain);
             if !svc.external_policy_local {
-                b.rule(format!(
+                b.rule(|| format!(
                     "-A {ext_chain} -m comment --comment \"masquerade traffic for {name} external destinations\" -j {KUBE_MARK_MASQ}"
                 ));
-                b.rule(format!("-A {ext_chain} -j {svc_chain}"));
+                b.rule(|| format!("-A {ext_chain} -j {svc_chain}"));
             } else {
                 if !cat.cluster.is_empty() {
                     if let Some(cidr) = cfg.cluster_cidr {
-                        b.rule(format!(
+                        b.rule(|| format!(
                             "-A {ext_chain} -s {cidr} -m comment --comment \"pod traffic for {name} external destinations\" -j {svc_chain}"
                         ));
                     }
-                    b.rule(format!(
+                    b.rule(|| format!(
                         "-A {ext_chain} -m comment --comment \"masquerade LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j {KUBE_MARK_MASQ}"
                     ));
-                    b.rule(format!(
+                    b.rule(|| format!(
                         "-A {ext_chain} -m comment --comment \"route LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j {svc_chain}"
                     ));
                 }
-                b.rule(format!("-A {ext_chain} -j {svl_chain}"));
+                b.rule(|| format!("-A {ext_chain} -j {svl_chain}"));
             }
         }
     }
@@ -334,9 +335,9 @@ fn write_service(cfg: &RulesConfig, svc: &ServicePortInfo, eps: &[Endpoint], b: 
         b.chain(&svc_chain);
         let d = dest(svc, svc.cluster_ip, svc.port);
         if cfg.masquerade_all || !cfg.bridge_netfilter {
-            b.rule(format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} -j {KUBE_MARK_MASQ}"));
+            b.rule(|| format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} -j {KUBE_MARK_MASQ}"));
         } else if let Some(cidr) = cfg.cluster_cidr {
-            b.rule(format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} ! -s {cidr} -j {KUBE_MARK_MASQ}"));
+            b.rule(|| format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} ! -s {cidr} -j {KUBE_MARK_MASQ}"));
         }
         write_balancing(svc, &svc_chain, &cat.cluster, b);
     }
@@ -351,9 +352,9 @@ fn write_service(cfg: &RulesConfig, svc: &ServicePortInfo, eps: &[Endpoint], b: 
     for ep in &cat.all_reachable {
         let sep = endpoint_chain(&svc.name, ep);
         b.chain(&sep);
-        b.rule(format!("-A {sep} -m comment --comment \"{name}\" -s {}/32 -j {KUBE_MARK_MASQ}", ep.ip));
+        b.rule(|| format!("-A {sep} -m comment --comment \"{name}\" -s {}/32 -j {KUBE_MARK_MASQ}", ep.ip));
         let affinity = if svc.affinity_timeout.is_some() { format!(" -m recent --name {sep} --set") } else { String::new() };
-        b.rule(format!("-A {sep} -m comment --comment \"{name}\"{affinity} -m {proto} -p {proto} -j DNAT --to-destination {ep}"));
+        b.rule(|| format!("-A {sep} -m comment --comment \"{name}\"{affinity} -m {proto} -p {proto} -j DNAT --to-destination {ep}"));
     }
 }
 
@@ -363,7 +364,7 @@ fn write_balancing(svc: &ServicePortInfo, chain: &str, eps: &[&Endpoint], b: &mu
     if let Some(timeout) = svc.affinity_timeout {
         for ep in eps {
             let sep = endpoint_chain(&svc.name, ep);
-            b.rule(format!(
+            b.rule(|| format!(
                 "-A {chain} -m comment --comment \"{name} -> {ep}\" -m recent --name {sep} --rcheck --seconds {timeout} --reap -j {sep}"
             ));
         }
@@ -372,12 +373,12 @@ fn write_balancing(svc: &ServicePortInfo, chain: &str, eps: &[&Endpoint], b: &mu
     for (i, ep) in eps.iter().enumerate() {
         let sep = endpoint_chain(&svc.name, ep);
         if i < n - 1 {
-            b.rule(format!(
+            b.rule(|| format!(
                 "-A {chain} -m comment --comment \"{name} -> {ep}\" -m statistic --mode random --probability {} -j {sep}",
                 probability(n - i)
             ));
         } else {
-            b.rule(format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -j {sep}"));
+            b.rule(|| format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -j {sep}"));
         }
     }
 }

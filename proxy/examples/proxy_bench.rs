@@ -117,7 +117,7 @@ fn main() -> anyhow::Result<()> {
     let mut size = (0, 0, 0);
     for _ in 0..RUNS {
         let start = Instant::now();
-        let (s, e, _) = proxier.snapshot();
+        let (s, e) = proxier.snapshot();
         let r = write_rules(&cfg, &s, &e, &Default::default(), None);
         gen_times.push(start.elapsed());
         size = (r.nat_rules, r.filter_rules, r.text.len());

@@ -430,4 +430,12 @@ fn partial_syncs_leave_what_a_full_sync_writes() {
     same_as_full(&services, &slices, "everything deleted");
     let metrics = p.metrics.render();
     assert!(metrics.contains("kubeproxy_sync_full_proxy_rules_duration_seconds_count 2"), "{metrics}");
+
+    // Once the sync period has passed since the last full sync, the next sync is full.
+    let z = Proxier::new(cfg.clone(), ipt_b.clone(), "node1".into()).with_full_sync_period(Duration::ZERO);
+    z.on_services_listed(vec![service("web", "10.96.0.10", None)]);
+    z.on_endpoint_slices_listed(vec![slice("web", &["10.244.1.2"])]);
+    assert!(z.sync_proxy_rules().expect("sync").full);
+    z.on_endpoint_slice_update(slice("web", &["10.244.1.3"]));
+    assert!(z.sync_proxy_rules().expect("sync").full, "the sync period has passed");
 }

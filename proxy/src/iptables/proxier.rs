@@ -148,8 +148,15 @@ impl Proxier {
         self.services_synced.load(Ordering::Acquire) && self.endpoints_synced.load(Ordering::Acquire)
     }
 
+    /// The current maps (the changes stay pending for the next sync).
+    pub fn snapshot(&self) -> (ServicePortMap, EndpointsMap) {
+        let services = self.services.lock().expect("service tracker lock").service_port_map();
+        let endpoints = self.endpoints.lock().expect("endpoints tracker lock").endpoints_map(&self.hostname);
+        (services, endpoints)
+    }
+
     /// Step 1: the current maps, and the Services that changed since the last call.
-    pub fn snapshot(&self) -> (ServicePortMap, EndpointsMap, ChangedServices) {
+    fn take_snapshot(&self) -> (ServicePortMap, EndpointsMap, ChangedServices) {
         let (services, mut changed) = {
             let mut s = self.services.lock().expect("service tracker lock");
             let changed = s.take_changed();
@@ -169,7 +176,7 @@ impl Proxier {
         // The state lock first: a snapshot taken while another sync runs waits for it.
         let mut state = self.state.lock().expect("sync state lock");
         // Step 1
-        let (services, endpoints, changed) = self.snapshot();
+        let (services, endpoints, changed) = self.take_snapshot();
         // Step 2
         let full = state.need_full_sync
             || state.nat_chains.is_none()

@@ -353,8 +353,10 @@ fn write_service(cfg: &RulesConfig, svc: &ServicePortInfo, eps: &[Endpoint], b: 
         let sep = endpoint_chain(&svc.name, ep);
         b.chain(&sep);
         b.rule(|| format!("-A {sep} -m comment --comment \"{name}\" -s {}/32 -j {KUBE_MARK_MASQ}", ep.ip));
-        let affinity = if svc.affinity_timeout.is_some() { format!(" -m recent --name {sep} --set") } else { String::new() };
-        b.rule(|| format!("-A {sep} -m comment --comment \"{name}\"{affinity} -m {proto} -p {proto} -j DNAT --to-destination {ep}"));
+        b.rule(|| {
+            let affinity = if svc.affinity_timeout.is_some() { format!(" -m recent --name {sep} --set") } else { String::new() };
+            format!("-A {sep} -m comment --comment \"{name}\"{affinity} -m {proto} -p {proto} -j DNAT --to-destination {ep}")
+        });
     }
 }
 
@@ -363,22 +365,22 @@ fn write_balancing(svc: &ServicePortInfo, chain: &str, eps: &[&Endpoint], b: &mu
     let name = svc.name.to_string();
     if let Some(timeout) = svc.affinity_timeout {
         for ep in eps {
-            let sep = endpoint_chain(&svc.name, ep);
-            b.rule(|| format!(
-                "-A {chain} -m comment --comment \"{name} -> {ep}\" -m recent --name {sep} --rcheck --seconds {timeout} --reap -j {sep}"
-            ));
+            b.rule(|| {
+                let sep = endpoint_chain(&svc.name, ep);
+                format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -m recent --name {sep} --rcheck --seconds {timeout} --reap -j {sep}")
+            });
         }
     }
     let n = eps.len();
     for (i, ep) in eps.iter().enumerate() {
-        let sep = endpoint_chain(&svc.name, ep);
+        // Named inside the closures: a skipped Service's rules cost no hashing either.
         if i < n - 1 {
-            b.rule(|| format!(
-                "-A {chain} -m comment --comment \"{name} -> {ep}\" -m statistic --mode random --probability {} -j {sep}",
-                probability(n - i)
-            ));
+            b.rule(|| {
+                let sep = endpoint_chain(&svc.name, ep);
+                format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -m statistic --mode random --probability {} -j {sep}", probability(n - i))
+            });
         } else {
-            b.rule(|| format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -j {sep}"));
+            b.rule(|| format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -j {}", endpoint_chain(&svc.name, ep)));
         }
     }
 }

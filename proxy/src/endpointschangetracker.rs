@@ -2,7 +2,7 @@
 //! the watch reported, grouped by the Service they belong to (their
 //! `kubernetes.io/service-name` label), and the [`EndpointsMap`] the proxier syncs from.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -20,7 +20,8 @@ pub type EndpointsMap = BTreeMap<ServicePortName, Vec<Endpoint>>;
 pub struct EndpointsChangeTracker {
     /// (namespace, service name) → slice name → slice.
     slices: BTreeMap<(String, String), BTreeMap<String, EndpointSlice>>,
-    changed: bool,
+    /// The Services whose endpoints changed since the last [`EndpointsChangeTracker::take_changed`].
+    changed: BTreeSet<(String, String)>,
 }
 
 /// Where a slice goes: its Service, then its own name. None for a slice without the label
@@ -36,10 +37,10 @@ fn key(slice: &EndpointSlice) -> Option<((String, String), String)> {
 impl EndpointsChangeTracker {
     pub fn update(&mut self, slice: EndpointSlice) {
         let Some((svc, name)) = key(&slice) else { return };
-        let slices = self.slices.entry(svc).or_default();
+        let slices = self.slices.entry(svc.clone()).or_default();
         let same = slices.get(&name).is_some_and(|old| old.endpoints == slice.endpoints && old.ports == slice.ports);
         if !same {
-            self.changed = true;
+            self.changed.insert(svc);
         }
         slices.insert(name, slice);
     }
@@ -48,7 +49,7 @@ impl EndpointsChangeTracker {
         let Some((svc, name)) = key(slice) else { return };
         if let Some(slices) = self.slices.get_mut(&svc) {
             if slices.remove(&name).is_some() {
-                self.changed = true;
+                self.changed.insert(svc.clone());
             }
             if slices.is_empty() {
                 self.slices.remove(&svc);
@@ -62,17 +63,23 @@ impl EndpointsChangeTracker {
         for s in slices {
             fresh.update(s);
         }
-        let same = self.slices.len() == fresh.slices.len()
-            && self.slices.iter().zip(&fresh.slices).all(|((ka, a), (kb, b))| {
-                ka == kb && a.len() == b.len() && a.iter().zip(b).all(|((na, sa), (nb, sb))| na == nb && sa.endpoints == sb.endpoints && sa.ports == sb.ports)
-            });
-        if !same {
-            self.changed = true;
+        let same = |a: Option<&BTreeMap<String, EndpointSlice>>, b: Option<&BTreeMap<String, EndpointSlice>>| match (a, b) {
+            (Some(a), Some(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|((na, sa), (nb, sb))| na == nb && sa.endpoints == sb.endpoints && sa.ports == sb.ports)
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        for k in self.slices.keys().chain(fresh.slices.keys()) {
+            if !same(self.slices.get(k), fresh.slices.get(k)) {
+                self.changed.insert(k.clone());
+            }
         }
         self.slices = fresh.slices;
     }
 
-    pub fn take_changed(&mut self) -> bool {
+    /// The Services whose endpoints changed since the last call.
+    pub fn take_changed(&mut self) -> BTreeSet<(String, String)> {
         std::mem::take(&mut self.changed)
     }
 
@@ -148,7 +155,7 @@ mod tests {
         let mut t = EndpointsChangeTracker::default();
         t.update(slice("web-a", "web", &[("10.244.1.3", "n1", true), ("10.244.2.2", "n2", true)]));
         t.update(slice("web-b", "web", &[("10.244.1.3", "n1", false)]));
-        assert!(t.take_changed());
+        assert_eq!(t.take_changed(), [("default".to_string(), "web".to_string())].into());
         let m = t.endpoints_map("n1");
         let eps: Vec<String> = m.values().next().unwrap().iter().map(|e| format!("{e} local={} ready={}", e.is_local, e.ready)).collect();
         assert_eq!(eps, ["10.244.1.3:8080 local=true ready=true", "10.244.2.2:8080 local=false ready=true"]);
@@ -164,13 +171,15 @@ mod tests {
         let mut v6 = slice("y", "web", &[("fd00::3", "n1", true)]);
         v6.address_type = "IPv6".into();
         t.update(v6);
-        assert!(!t.take_changed());
+        assert!(t.take_changed().is_empty());
         let s = slice("web-a", "web", &[("10.244.1.3", "n1", true)]);
         t.update(s.clone());
         t.update(s.clone());
-        assert!(t.take_changed());
+        assert_eq!(t.take_changed().len(), 1);
+        t.replace_all(vec![s.clone(), slice("db-a", "db", &[("10.244.1.4", "n1", true)])]);
+        assert_eq!(t.take_changed(), [("default".to_string(), "db".to_string())].into(), "a relist: only what differs");
         t.delete(&s);
-        assert!(t.take_changed());
-        assert!(t.endpoints_map("n1").is_empty());
+        assert_eq!(t.take_changed().len(), 1);
+        assert!(t.endpoints_map("n1").keys().all(|k| k.name == "db"));
     }
 }

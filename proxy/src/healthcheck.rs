@@ -5,6 +5,9 @@
 //! (twice `--iptables-sync-period`, as kube-proxy sets it). Since a sync runs at least once a
 //! sync period, a proxy whose syncs keep failing (or that never synced) turns unhealthy. The
 //! answer is kube-proxy's JSON: `{"lastUpdated": "...", "currentTime": "..."}`, 200 or 503.
+//!
+//! The same listener serves `/metrics` ([`crate::metrics`]; kube-proxy has a second listener,
+//! `--metrics-bind-address`, 127.0.0.1:10249, for it).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -46,18 +49,23 @@ impl ProxierHealth {
 }
 
 /// Serves until the task is dropped.
-pub async fn serve(addr: SocketAddr, health: Arc<ProxierHealth>) -> Result<()> {
+pub async fn serve(addr: SocketAddr, health: Arc<ProxierHealth>, metrics: prometheus::Registry) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::Listen(addr, e))?;
-    serve_on(listener, health).await
+    serve_on(listener, health, metrics).await
 }
 
-pub async fn serve_on(listener: tokio::net::TcpListener, health: Arc<ProxierHealth>) -> Result<()> {
+/// `/healthz`, `/livez` and `/metrics` (the registry in Prometheus' text format).
+pub async fn serve_on(listener: tokio::net::TcpListener, health: Arc<ProxierHealth>, metrics: prometheus::Registry) -> Result<()> {
     let addr = listener.local_addr().map_err(|e| Error::Listen(SocketAddr::from(([0, 0, 0, 0], 0)), e))?;
     let answer = move || {
         let (code, body) = health.status();
         async move { (code, [(header::CONTENT_TYPE, "application/json")], body) }
     };
-    let app = Router::new().route("/healthz", get(answer.clone())).route("/livez", get(answer));
+    let render = move || {
+        let text = prometheus::TextEncoder::new().encode_to_string(&metrics.gather()).unwrap_or_default();
+        async move { ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text) }
+    };
+    let app = Router::new().route("/healthz", get(answer.clone())).route("/livez", get(answer)).route("/metrics", get(render));
     axum::serve(listener, app).await.map_err(|e| Error::Listen(addr, e))
 }
 
@@ -78,12 +86,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn serves_healthz_and_livez() {
+    async fn serves_healthz_livez_and_metrics() {
         let h = Arc::new(ProxierHealth::new(Duration::from_secs(60)));
         h.updated();
+        let metrics = crate::metrics::Metrics::new();
+        metrics.service_changes_total.inc_by(3);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve_on(listener, h));
+        tokio::spawn(serve_on(listener, h, metrics.registry.clone()));
+        let get = |path: &'static str| async move {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        };
+        let out = get("/metrics").await;
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(out.contains("text/plain; version=0.0.4"), "{out}");
+        assert!(out.contains("\nkubeproxy_sync_proxy_rules_service_changes_total 3\n"), "{out}");
+        assert!(out.contains("# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram"), "{out}");
         for path in ["/healthz", "/livez"] {
             use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -3,8 +3,9 @@
 //! 1. The service-range safety net goes in first, before anything can fail on the network.
 //! 2. Bridged traffic through iptables, if the namespace allows it ([`crate::sysctl`]).
 //! 3. The API client; the node port addresses (the flag, else the Node's, else the interfaces').
-//! 4. The health server, the two watches, and the sync loop: a sync after each change (not more
-//!    often than the minimum sync period) and at least every sync period.
+//! 4. The health and metrics server, the two watches, and the sync loop: a sync after each
+//!    change (not more often than the minimum sync period, partial when it can be) and at least
+//!    every sync period (then full).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -57,15 +58,15 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
     };
     tracing::info!(target: "proxy", step = 3, node = hostname, ?nodeport_addresses, bridge_netfilter, "starting");
     let cfg = RulesConfig { cluster_cidr: opts.cluster_cidr, masquerade_all: opts.masquerade_all, bridge_netfilter, nodeport_addresses };
-    let proxier = Arc::new(Proxier::new(cfg, ipt, hostname));
+    let proxier = Arc::new(Proxier::new(cfg, ipt, hostname).with_full_sync_period(opts.sync_period));
 
     // Step 4
     let health = Arc::new(ProxierHealth::new(2 * opts.sync_period));
     let listener = tokio::net::TcpListener::bind(opts.healthz_bind_address).await.map_err(|e| Error::Listen(opts.healthz_bind_address, e))?;
     let mut tasks = tokio::task::JoinSet::new();
-    let served = health.clone();
+    let (served, registry) = (health.clone(), proxier.metrics.registry.clone());
     tasks.spawn(async move {
-        if let Err(e) = healthcheck::serve_on(listener, served).await {
+        if let Err(e) = healthcheck::serve_on(listener, served, registry).await {
             tracing::error!(target: "proxy::healthcheck", error = %e, "health server stopped");
         }
     });
@@ -85,6 +86,7 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
                     health.updated();
                     tracing::info!(
                         target: "proxy::iptables",
+                        full = r.full, nat_chains_written = r.nat_chains_written, restore_bytes = r.restore_bytes,
                         services = r.services, endpoints = r.endpoints, nat_rules = r.nat_rules, filter_rules = r.filter_rules,
                         generate_ms = r.generate.as_secs_f64() * 1e3, apply_ms = r.apply.as_secs_f64() * 1e3,
                         total_ms = start.elapsed().as_secs_f64() * 1e3,

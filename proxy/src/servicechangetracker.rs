@@ -1,11 +1,11 @@
 //! Mirrors kube-proxy's servicechangetracker.go: the Services the watch reported, and the
 //! [`ServicePortMap`] the proxier syncs from.
 //!
-//! kube-proxy keeps, per changed Service, the map before and after, so that a partial sync can
-//! touch only what changed. kubelab always writes the whole ruleset (see the crate's caveats), so
-//! the tracker keeps the current objects and says whether anything changed since the last sync.
+//! kube-proxy keeps, per changed Service, the map before and after; kubelab keeps the current
+//! objects and the names of the Services whose ports changed since the last sync, which is what
+//! a partial sync needs (the chains of those Services are rewritten, the others left alone).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::Service;
@@ -22,7 +22,8 @@ pub const DEFAULT_AFFINITY_TIMEOUT_SECONDS: u32 = 10800;
 pub struct ServiceChangeTracker {
     /// By (namespace, name).
     services: BTreeMap<(String, String), Service>,
-    changed: bool,
+    /// The Services whose ports changed since the last [`ServiceChangeTracker::take_changed`].
+    changed: BTreeSet<(String, String)>,
 }
 
 fn key(svc: &Service) -> (String, String) {
@@ -36,30 +37,36 @@ impl ServiceChangeTracker {
         let before = self.services.get(&k).map(service_to_service_map);
         let after = service_to_service_map(&svc);
         if before.as_ref() != Some(&after) {
-            self.changed = true;
+            self.changed.insert(k.clone());
         }
         self.services.insert(k, svc);
     }
 
     pub fn delete(&mut self, svc: &Service) {
-        if self.services.remove(&key(svc)).is_some() {
-            self.changed = true;
+        let k = key(svc);
+        if self.services.remove(&k).is_some() {
+            self.changed.insert(k);
         }
     }
 
     /// Everything a relist returned: what it no longer holds is gone.
     pub fn replace_all(&mut self, services: Vec<Service>) {
         let fresh: BTreeMap<_, _> = services.into_iter().map(|s| (key(&s), s)).collect();
-        let old: Vec<_> = self.services.values().map(service_to_service_map).collect();
-        let new: Vec<_> = fresh.values().map(service_to_service_map).collect();
-        if old != new {
-            self.changed = true;
+        for (k, s) in &self.services {
+            if fresh.get(k).map(service_to_service_map) != Some(service_to_service_map(s)) {
+                self.changed.insert(k.clone());
+            }
+        }
+        for (k, s) in &fresh {
+            if !self.services.contains_key(k) && !service_to_service_map(s).is_empty() {
+                self.changed.insert(k.clone());
+            }
         }
         self.services = fresh;
     }
 
-    /// Whether anything changed since the last call (the proxier's "pending changes").
-    pub fn take_changed(&mut self) -> bool {
+    /// The Services that changed since the last call (the proxier's pending changes).
+    pub fn take_changed(&mut self) -> BTreeSet<(String, String)> {
         std::mem::take(&mut self.changed)
     }
 
@@ -152,15 +159,17 @@ mod tests {
     fn an_update_that_changes_no_rule_is_no_change() {
         let mut t = ServiceChangeTracker::default();
         t.update(svc("ClusterIP", "10.96.0.5"));
-        assert!(t.take_changed());
+        assert_eq!(t.take_changed(), [("default".to_string(), "web".to_string())].into());
         let mut same = svc("ClusterIP", "10.96.0.5");
         same.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
         t.update(same);
-        assert!(!t.take_changed());
+        assert!(t.take_changed().is_empty());
         t.update(svc("NodePort", "10.96.0.5"));
-        assert!(t.take_changed());
+        assert_eq!(t.take_changed().len(), 1);
+        t.replace_all(vec![svc("NodePort", "10.96.0.5")]);
+        assert!(t.take_changed().is_empty(), "a relist of the same objects changes nothing");
         t.replace_all(vec![]);
-        assert!(t.take_changed());
+        assert_eq!(t.take_changed().len(), 1);
         assert!(t.service_port_map().is_empty());
     }
 }

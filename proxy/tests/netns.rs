@@ -303,3 +303,139 @@ fn same_bridge_without_bridge_netfilter() {
     assert!(start.elapsed() < Duration::from_secs(2));
     let _ = (a, lab);
 }
+
+/// A bare network namespace, deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let ns = Netns(format!("kubelab-proxy-{}-{tag}", std::process::id()));
+        sh(&["ip", "netns", "add", &ns.0]);
+        ns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A table as a set of chains and each chain's rules in order: what iptables-save prints,
+/// without counters, comments, and the order of chains (which the nft backend does not keep).
+fn ruleset(ipt: &Iptables, table: Table) -> (std::collections::BTreeSet<String>, std::collections::BTreeMap<String, Vec<String>>) {
+    let save = ipt.save(table).expect("iptables-save");
+    let mut chains = std::collections::BTreeSet::new();
+    let mut rules: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for l in save.lines() {
+        if let Some(c) = l.strip_prefix(':') {
+            chains.insert(c.split(' ').next().unwrap_or_default().to_string());
+        } else if let Some(r) = l.strip_prefix("-A ") {
+            let chain = r.split(' ').next().unwrap_or_default().to_string();
+            rules.entry(chain).or_default().push(l.to_string());
+        }
+    }
+    (chains, rules)
+}
+
+/// Partial syncs (only the changed Services' chains rewritten) leave, change after change, the
+/// same nat and filter tables as a full sync of the same Services into a fresh namespace; a
+/// failed partial sync makes the next one full.
+#[test]
+fn partial_syncs_leave_what_a_full_sync_writes() {
+    if !privileged() {
+        return;
+    }
+    let (a, b) = (Netns::new("pa"), Netns::new("pb"));
+    let cfg = RulesConfig {
+        cluster_cidr: Some(Ipv4Cidr::parse("10.244.0.0/16").unwrap()),
+        masquerade_all: false,
+        bridge_netfilter: true,
+        nodeport_addresses: vec![Ipv4Addr::new(192, 168, 77, 2)],
+    };
+    let (ipt_a, ipt_b) = (Iptables::in_netns(&a.0), Iptables::in_netns(&b.0));
+    let p = Proxier::new(cfg.clone(), ipt_a.clone(), "node1".into());
+    let mut services = vec![
+        service("web", "10.96.0.10", Some(30080)),
+        service("empty", "10.96.0.11", None),
+        service("self", "10.96.0.12", None),
+        affinity(service("sticky", "10.96.0.13", None)),
+    ];
+    let mut slices = vec![
+        slice("web", &["10.244.1.2", "10.244.1.3"]),
+        slice("self", &["10.244.1.2"]),
+        slice("sticky", &["10.244.1.2", "10.244.1.3"]),
+    ];
+    p.on_services_listed(services.clone());
+    p.on_endpoint_slices_listed(slices.clone());
+    assert!(p.sync_proxy_rules().expect("first sync").full, "the first sync is full");
+
+    // Namespace b: a new proxier, one full sync of the same objects.
+    let same_as_full = |services: &[Service], slices: &[EndpointSlice], step: &str| {
+        let q = Proxier::new(cfg.clone(), ipt_b.clone(), "node1".into());
+        q.on_services_listed(services.to_vec());
+        q.on_endpoint_slices_listed(slices.to_vec());
+        assert!(q.sync_proxy_rules().expect("full sync").full);
+        for t in [Table::Nat, Table::Filter] {
+            assert_eq!(ruleset(&ipt_a, t), ruleset(&ipt_b, t), "{step}: {t:?} after partial syncs differs from a full sync");
+        }
+    };
+    same_as_full(&services, &slices, "first sync");
+
+    type Step = Box<dyn Fn(&Proxier, &mut Vec<Service>, &mut Vec<EndpointSlice>)>;
+    let steps: Vec<(&str, usize, Step)> = vec![
+        ("one endpoint gone", 3, Box::new(|p, _, sl| {
+            sl[0] = slice("web", &["10.244.1.2"]);
+            p.on_endpoint_slice_update(sl[0].clone());
+        })),
+        ("a Service deleted", 0, Box::new(|p, sv, sl| {
+            p.on_service_delete(&sv.remove(3));
+            p.on_endpoint_slice_delete(&sl.remove(2));
+        })),
+        ("a Service added", 3, Box::new(|p, sv, sl| {
+            sv.push(service("new", "10.96.0.14", Some(30081)));
+            sl.push(slice("new", &["10.244.1.3"]));
+            p.on_service_update(sv[3].clone());
+            p.on_endpoint_slice_update(sl[2].clone());
+        })),
+        ("a Service's last endpoints gone", 0, Box::new(|p, _, sl| {
+            p.on_endpoint_slice_delete(&sl.remove(1));
+        })),
+        ("a NodePort Service made a ClusterIP", 2, Box::new(|p, sv, _| {
+            sv[0] = service("web", "10.96.0.10", None);
+            p.on_service_update(sv[0].clone());
+        })),
+    ];
+    for (step, written, change) in steps {
+        change(&p, &mut services, &mut slices);
+        let r = p.sync_proxy_rules().expect(step);
+        assert!(!r.full, "{step}: partial");
+        assert_eq!(r.nat_chains_written, written, "{step}: only the changed Service's chains are written");
+        same_as_full(&services, &slices, step);
+    }
+    assert_eq!(p.metrics.sync_partial_proxy_rules_latency.get_sample_count(), 5);
+
+    // Something else jumps to web's endpoint chain, so deleting it fails: the partial sync that
+    // tries fails, and the next sync, once the jump is gone, is full.
+    let sep = ruleset(&ipt_a, Table::Nat).0.into_iter().find(|c| c.starts_with("KUBE-SEP-")).expect("an endpoint chain");
+    sh(&["ip", "netns", "exec", &a.0, "iptables", "-t", "nat", "-A", "OUTPUT", "-j", &sep]);
+    services.clear();
+    slices.clear();
+    p.on_services_listed(vec![]);
+    p.on_endpoint_slices_listed(vec![]);
+    assert!(p.sync_proxy_rules().is_err(), "a referenced chain cannot be deleted");
+    assert_eq!(p.metrics.iptables_partial_restore_failures_total.get(), 1);
+    sh(&["ip", "netns", "exec", &a.0, "iptables", "-t", "nat", "-D", "OUTPUT", "-j", &sep]);
+    assert!(p.sync_proxy_rules().expect("after the failure").full, "a failed partial sync makes the next one full");
+    same_as_full(&services, &slices, "everything deleted");
+    let metrics = p.metrics.render();
+    assert!(metrics.contains("kubeproxy_sync_full_proxy_rules_duration_seconds_count 2"), "{metrics}");
+
+    // Once the sync period has passed since the last full sync, the next sync is full.
+    let z = Proxier::new(cfg.clone(), ipt_b.clone(), "node1".into()).with_full_sync_period(Duration::ZERO);
+    z.on_services_listed(vec![service("web", "10.96.0.10", None)]);
+    z.on_endpoint_slices_listed(vec![slice("web", &["10.244.1.2"])]);
+    assert!(z.sync_proxy_rules().expect("sync").full);
+    z.on_endpoint_slice_update(slice("web", &["10.244.1.3"]));
+    assert!(z.sync_proxy_rules().expect("sync").full, "the sync period has passed");
+}

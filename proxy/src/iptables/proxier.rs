@@ -2,15 +2,20 @@
 //! `iptablesJumpChains`): the trackers the watches feed, and one sync of the rules.
 //!
 //! A sync:
-//! 1. takes the current [`ServicePortMap`] and [`EndpointsMap`] from the trackers;
-//! 2. writes the whole ruleset ([`rules::write_rules`]), deleting per-Service chains the previous
-//!    sync wrote and this one does not;
-//! 3. applies it with one `iptables-restore --noflush` (atomic per table: a packet sees the old
+//! 1. takes the current [`ServicePortMap`] and [`EndpointsMap`] from the trackers, with the
+//!    Services that changed since the last successful sync;
+//! 2. decides full or partial: full the first time, once every `--iptables-sync-period`, and
+//!    after any failure; partial otherwise (kube-proxy's `MinimizeIPTablesRestore`);
+//! 3. writes the ruleset ([`rules::write_rules`]): a full sync every chain, a partial one the
+//!    top-level chains and the changed Services' own; either deletes the per-Service chains
+//!    no Service uses any more;
+//! 4. applies it with one `iptables-restore --noflush` (atomic per table: a packet sees the old
 //!    rules or the new, never half);
-//! 4. makes sure the built-in chains jump to ours ([`JUMP_CHAINS`], checked and prepended).
+//! 5. in a full sync, makes sure the built-in chains jump to ours ([`JUMP_CHAINS`], checked and
+//!    prepended; as kube-proxy, a partial sync skips this: each check is a process of its own).
 //!
 //! A failed sync forgets which chains exist (the next one reads them again with iptables-save)
-//! and is retried by the caller after the minimum sync period.
+//! and makes the next sync full; the caller retries it after the minimum sync period.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +28,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use crate::config::{EndpointSliceHandler, ServiceHandler};
 use crate::endpointschangetracker::{EndpointsChangeTracker, EndpointsMap};
 use crate::error::Result;
-use crate::iptables::rules::{self, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig};
+use crate::iptables::rules::{self, ChangedServices, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig};
+use crate::metrics::Metrics;
 use crate::servicechangetracker::{ServiceChangeTracker, ServicePortMap};
 use crate::util::iptables::{Iptables, Table};
 
@@ -63,14 +69,29 @@ pub const JUMP_CHAINS: [JumpChain; 8] = [
 /// What one sync did, for the log and the benchmark.
 #[derive(Debug, Clone)]
 pub struct SyncReport {
+    /// Full (every chain written) or partial (the changed Services' chains only).
+    pub full: bool,
+    /// Per-Service nat chains the restore wrote.
+    pub nat_chains_written: usize,
+    /// Bytes of iptables-restore input.
+    pub restore_bytes: usize,
     pub services: usize,
     pub endpoints: usize,
     pub nat_rules: usize,
     pub filter_rules: usize,
-    /// Steps 1–2: the maps and the text.
+    /// Steps 1–3: the maps and the text.
     pub generate: Duration,
-    /// Steps 3–4: iptables-restore and the jump rules.
+    /// Steps 4–5: iptables-restore and the jump rules.
     pub apply: Duration,
+}
+
+/// What a sync carries over to the next; only a sync uses it, and syncs are serial.
+struct SyncState {
+    /// The per-Service nat chains the last sync left; None: read them from iptables-save.
+    nat_chains: Option<BTreeSet<String>>,
+    /// The next sync must be full (the first one, and after a failure: kube-proxy's `needFullSync`).
+    need_full_sync: bool,
+    last_full_sync: Option<Instant>,
 }
 
 pub struct Proxier {
@@ -84,9 +105,11 @@ pub struct Proxier {
     endpoints: Mutex<EndpointsChangeTracker>,
     services_synced: AtomicBool,
     endpoints_synced: AtomicBool,
-    /// The per-Service nat chains the last sync left; None: read them from iptables-save.
-    /// Only a sync uses it, and syncs are serial: the lock is held for the whole sync.
-    nat_chains: Mutex<Option<BTreeSet<String>>>,
+    /// Held for the whole sync (syncs are serial).
+    state: Mutex<SyncState>,
+    /// A full sync at least this often (`--iptables-sync-period`); partial ones in between.
+    full_sync_period: Duration,
+    pub metrics: Metrics,
     /// Poked on every change that needs a sync (kube-proxy's `syncRunner.Run()`).
     pub sync_runner: tokio::sync::Notify,
 }
@@ -101,9 +124,22 @@ impl Proxier {
             endpoints: Mutex::default(),
             services_synced: AtomicBool::new(false),
             endpoints_synced: AtomicBool::new(false),
-            nat_chains: Mutex::new(None),
+            state: Mutex::new(SyncState { nat_chains: None, need_full_sync: true, last_full_sync: None }),
+            full_sync_period: crate::DEFAULT_SYNC_PERIOD,
+            metrics: Metrics::new(),
             sync_runner: tokio::sync::Notify::new(),
         }
+    }
+
+    /// How often a sync is full (`--iptables-sync-period`; 30 s by default).
+    pub fn with_full_sync_period(mut self, period: Duration) -> Proxier {
+        self.full_sync_period = period;
+        self
+    }
+
+    /// Makes the next sync full.
+    pub fn request_full_sync(&self) {
+        self.state.lock().expect("sync state lock").need_full_sync = true;
     }
 
     /// Both watches have listed once: syncing before would delete the rules of every Service
@@ -112,48 +148,98 @@ impl Proxier {
         self.services_synced.load(Ordering::Acquire) && self.endpoints_synced.load(Ordering::Acquire)
     }
 
-    /// Step 1: the current maps (and whether either changed since the last call).
-    pub fn snapshot(&self) -> (ServicePortMap, EndpointsMap, bool) {
-        let (services, a) = {
+    /// The current maps (the changes stay pending for the next sync).
+    pub fn snapshot(&self) -> (ServicePortMap, EndpointsMap) {
+        let services = self.services.lock().expect("service tracker lock").service_port_map();
+        let endpoints = self.endpoints.lock().expect("endpoints tracker lock").endpoints_map(&self.hostname);
+        (services, endpoints)
+    }
+
+    /// Step 1: the current maps, and the Services that changed since the last call.
+    fn take_snapshot(&self) -> (ServicePortMap, EndpointsMap, ChangedServices) {
+        let (services, mut changed) = {
             let mut s = self.services.lock().expect("service tracker lock");
             let changed = s.take_changed();
             (s.service_port_map(), changed)
         };
-        let (endpoints, b) = {
+        let endpoints = {
             let mut e = self.endpoints.lock().expect("endpoints tracker lock");
-            let changed = e.take_changed();
-            (e.endpoints_map(&self.hostname), changed)
+            changed.extend(e.take_changed());
+            e.endpoints_map(&self.hostname)
         };
-        (services, endpoints, a || b)
+        (services, endpoints, changed)
     }
 
-    /// One full sync (blocking: it runs iptables).
+    /// One sync (blocking: it runs iptables), partial when it can be.
     pub fn sync_proxy_rules(&self) -> Result<SyncReport> {
         let start = Instant::now();
+        // The state lock first: a snapshot taken while another sync runs waits for it.
+        let mut state = self.state.lock().expect("sync state lock");
         // Step 1
-        let (services, endpoints, _) = self.snapshot();
-        self.sync_maps(&services, &endpoints, start)
+        let (services, endpoints, changed) = self.take_snapshot();
+        // Step 2
+        let full = state.need_full_sync
+            || state.nat_chains.is_none()
+            || state.last_full_sync.is_none_or(|t| t.elapsed() >= self.full_sync_period);
+        // Until this sync succeeds, the next one must be full (the changes taken above are
+        // not written anywhere else).
+        state.need_full_sync = true;
+        let result = self.sync_maps(&mut state, &services, &endpoints, (!full).then_some(&changed), start);
+        let elapsed = start.elapsed().as_secs_f64();
+        match &result {
+            Ok(r) => {
+                state.need_full_sync = false;
+                if full {
+                    state.last_full_sync = Some(start);
+                }
+                let m = &self.metrics;
+                m.sync_proxy_rules_latency.observe(elapsed);
+                if full { &m.sync_full_proxy_rules_latency } else { &m.sync_partial_proxy_rules_latency }.observe(elapsed);
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                m.sync_proxy_rules_last_timestamp.set(i64::try_from(now.as_secs()).unwrap_or(i64::MAX));
+                m.iptables_rules_total.with_label_values(&["nat"]).set(i64::try_from(r.nat_rules).unwrap_or(i64::MAX));
+                m.iptables_rules_total.with_label_values(&["filter"]).set(i64::try_from(r.filter_rules).unwrap_or(i64::MAX));
+            }
+            Err(_) => {
+                state.nat_chains = None;
+                if !full {
+                    self.metrics.iptables_partial_restore_failures_total.inc();
+                }
+            }
+        }
+        result
     }
 
-    /// Steps 2–4 for given maps (the benchmark and the tests feed these directly).
-    pub fn sync_maps(&self, services: &ServicePortMap, endpoints: &EndpointsMap, start: Instant) -> Result<SyncReport> {
-        let mut known = self.nat_chains.lock().expect("nat chains lock");
-        let existing = match known.take() {
+    /// Steps 3–5 for given maps; `changed`: None for a full sync.
+    fn sync_maps(
+        &self,
+        state: &mut SyncState,
+        services: &ServicePortMap,
+        endpoints: &EndpointsMap,
+        changed: Option<&ChangedServices>,
+        start: Instant,
+    ) -> Result<SyncReport> {
+        let existing = match state.nat_chains.take() {
             Some(c) => c,
             None => self.iptables.chains(Table::Nat)?.into_iter().collect(),
         };
-        // Step 2
-        let ruleset = rules::write_rules(&self.cfg, services, endpoints, &existing);
+        // Step 3
+        let ruleset = rules::write_rules(&self.cfg, services, endpoints, &existing, changed);
         let generate = start.elapsed();
-        // Step 3 (a failure leaves `known` None: the next sync reads the chains again)
+        // Step 4 (a failure leaves `nat_chains` None: the next sync reads the chains again)
         let applied = Instant::now();
         self.iptables.restore(&ruleset.text)?;
-        // Step 4
-        for j in &JUMP_CHAINS {
-            self.iptables.ensure_rule(j.table, j.from, &j.rule(), true)?;
+        // Step 5
+        if changed.is_none() {
+            for j in &JUMP_CHAINS {
+                self.iptables.ensure_rule(j.table, j.from, &j.rule(), true)?;
+            }
         }
-        *known = Some(ruleset.nat_chains);
+        state.nat_chains = Some(ruleset.nat_chains);
         Ok(SyncReport {
+            full: changed.is_none(),
+            nat_chains_written: ruleset.nat_chains_written,
+            restore_bytes: ruleset.text.len(),
             services: services.len(),
             endpoints: endpoints.values().map(Vec::len).sum(),
             nat_rules: ruleset.nat_rules,
@@ -166,10 +252,12 @@ impl Proxier {
 
 impl ServiceHandler for Proxier {
     fn on_service_update(&self, svc: Service) {
+        self.metrics.service_changes_total.inc();
         self.services.lock().expect("service tracker lock").update(svc);
         self.sync_runner.notify_one();
     }
     fn on_service_delete(&self, svc: &Service) {
+        self.metrics.service_changes_total.inc();
         self.services.lock().expect("service tracker lock").delete(svc);
         self.sync_runner.notify_one();
     }
@@ -182,10 +270,12 @@ impl ServiceHandler for Proxier {
 
 impl EndpointSliceHandler for Proxier {
     fn on_endpoint_slice_update(&self, slice: EndpointSlice) {
+        self.metrics.endpoint_changes_total.inc();
         self.endpoints.lock().expect("endpoints tracker lock").update(slice);
         self.sync_runner.notify_one();
     }
     fn on_endpoint_slice_delete(&self, slice: &EndpointSlice) {
+        self.metrics.endpoint_changes_total.inc();
         self.endpoints.lock().expect("endpoints tracker lock").delete(slice);
         self.sync_runner.notify_one();
     }

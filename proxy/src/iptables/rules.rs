@@ -20,6 +20,13 @@
 //! A port without usable endpoints gets a `REJECT` in the filter table instead (`KUBE-SERVICES`
 //! for its cluster IP, `KUBE-EXTERNAL-SERVICES` for its node port and external IPs): the client
 //! gets an ICMP port unreachable, which its TCP stack reports as "connection refused".
+//!
+//! **Partial syncs** (kube-proxy ≥ 1.27, `MinimizeIPTablesRestore`): given the Services that
+//! changed since the last successful sync, [`write_rules`] still writes every top-level chain
+//! (`KUBE-SERVICES`, `KUBE-NODEPORTS`, `KUBE-EXTERNAL-SERVICES`, `KUBE-FORWARD`, …) but leaves
+//! out the per-Service chains (`KUBE-SVC-`/`KUBE-SVL-`/`KUBE-EXT-`/`KUBE-SEP-`) of every other
+//! Service: with `--noflush`, a chain the input does not declare keeps its rules. Those chains
+//! still count as in use, so that only the chains of removed Services and endpoints are deleted.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -66,8 +73,11 @@ pub struct RulesConfig {
 #[derive(Debug)]
 pub struct Ruleset {
     pub text: String,
-    /// Every per-Service nat chain the text writes (the next sync's stale-chain check).
+    /// Every per-Service nat chain in use after the text is applied, written by it or (in a
+    /// partial sync) left in place (the next sync's stale-chain check).
     pub nat_chains: BTreeSet<String>,
+    /// How many per-Service nat chains the text declares and writes.
+    pub nat_chains_written: usize,
     /// Rules written, nat and filter (kube-proxy's `sync_proxy_rules_iptables_total`).
     pub nat_rules: usize,
     pub filter_rules: usize,
@@ -107,28 +117,72 @@ pub fn probability(n: usize) -> String {
     format!("{:.10}", 1.0 / n as f64)
 }
 
+/// The Services (namespace, name) whose ports or endpoints changed since the last successful
+/// sync (kube-proxy's `UpdatedServices`).
+pub type ChangedServices = BTreeSet<(String, String)>;
+
 #[derive(Default)]
 struct Buffers {
     filter_rules: Vec<String>,
+    /// Per-Service chains declared in the text.
     nat_chains: Vec<String>,
+    /// Every per-Service chain in use, written or skipped.
+    active_nat_chains: BTreeSet<String>,
     nat_rules: Vec<String>,
+    /// nat rules in use, written or skipped (the metric counts both, as kube-proxy's).
+    nat_rule_count: usize,
+    /// The Service being written is unchanged in a partial sync: its own chains are left out.
+    skip: bool,
 }
 
-/// Writes the whole ruleset. `existing_nat_chains` are the nat table's chains now (from
-/// iptables-save, or the previous sync): those of ours no longer used are deleted.
-pub fn write_rules(cfg: &RulesConfig, services: &ServicePortMap, endpoints: &EndpointsMap, existing_nat_chains: &BTreeSet<String>) -> Ruleset {
+impl Buffers {
+    /// A rule in a top-level chain: always written.
+    fn top(&mut self, rule: String) {
+        self.nat_rule_count += 1;
+        self.nat_rules.push(rule);
+    }
+    /// A per-Service chain: in use, declared unless skipped.
+    fn chain(&mut self, name: &str) {
+        self.active_nat_chains.insert(name.to_string());
+        if !self.skip {
+            self.nat_chains.push(name.to_string());
+        }
+    }
+    /// A rule in a per-Service chain: written unless skipped (and then not even formatted: a
+    /// partial sync of one Service among thousands would spend most of its time formatting).
+    fn rule(&mut self, rule: impl FnOnce() -> String) {
+        self.nat_rule_count += 1;
+        if !self.skip {
+            self.nat_rules.push(rule());
+        }
+    }
+}
+
+/// Writes the ruleset: all of it when `changed` is None (a full sync); otherwise (a partial
+/// sync) the top-level chains and only the chains of the Services in `changed`.
+/// `existing_nat_chains` are the nat table's chains now (from iptables-save, or the previous
+/// sync): those of ours no longer used are deleted.
+pub fn write_rules(
+    cfg: &RulesConfig,
+    services: &ServicePortMap,
+    endpoints: &EndpointsMap,
+    existing_nat_chains: &BTreeSet<String>,
+    changed: Option<&ChangedServices>,
+) -> Ruleset {
     let mut b = Buffers::default();
     let no_endpoints = Vec::new();
     for svc in services.values() {
         let eps = endpoints.get(&svc.name).unwrap_or(&no_endpoints);
+        b.skip = changed.is_some_and(|c| !c.contains(&(svc.name.namespace.clone(), svc.name.name.clone())));
         write_service(cfg, svc, eps, &mut b);
     }
+    b.skip = false;
     let comment = "\"kubernetes service nodeports; NOTE: this must be the last rule in this chain\"";
     for addr in &cfg.nodeport_addresses {
-        b.nat_rules.push(format!("-A {KUBE_SERVICES} -m comment --comment {comment} -d {addr}/32 -j {KUBE_NODEPORTS}"));
+        b.top(format!("-A {KUBE_SERVICES} -m comment --comment {comment} -d {addr}/32 -j {KUBE_NODEPORTS}"));
     }
 
-    let ours: BTreeSet<String> = b.nat_chains.iter().cloned().collect();
+    let ours = b.active_nat_chains;
     let stale: Vec<&String> = existing_nat_chains
         .iter()
         .filter(|c| PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p)) && !ours.contains(*c))
@@ -173,7 +227,13 @@ pub fn write_rules(cfg: &RulesConfig, services: &ServicePortMap, endpoints: &End
         let _ = writeln!(t, "-X {c}");
     }
     t.push_str("COMMIT\n");
-    Ruleset { text: t, nat_chains: ours, nat_rules: b.nat_rules.len() + masq.len(), filter_rules: b.filter_rules.len() + forward.len() }
+    Ruleset {
+        text: t,
+        nat_chains: ours,
+        nat_chains_written: b.nat_chains.len(),
+        nat_rules: b.nat_rule_count + masq.len(),
+        filter_rules: b.filter_rules.len() + forward.len(),
+    }
 }
 
 /// `-m tcp -p tcp -d 10.96.0.10/32 --dport 53`, as kube-proxy orders them.
@@ -212,7 +272,7 @@ fn write_service(cfg: &RulesConfig, svc: &ServicePortInfo, eps: &[Endpoint], b: 
             dest(svc, svc.cluster_ip, svc.port)
         ));
     } else {
-        b.nat_rules.push(format!(
+        b.top(format!(
             "-A {KUBE_SERVICES} -m comment --comment \"{name} cluster IP\" {} -j {internal_chain}",
             dest(svc, svc.cluster_ip, svc.port)
         ));
@@ -235,36 +295,36 @@ fn write_service(cfg: &RulesConfig, svc: &ServicePortInfo, eps: &[Endpoint], b: 
             }
         } else {
             for ip in &svc.external_ips {
-                b.nat_rules.push(format!(
+                b.top(format!(
                     "-A {KUBE_SERVICES} -m comment --comment \"{name} external IP\" {} -j {ext_chain}",
                     dest(svc, *ip, svc.port)
                 ));
             }
             if let Some(np) = svc.node_port {
-                b.nat_rules.push(format!("-A {KUBE_NODEPORTS} -m comment --comment \"{name}\" -m {proto} -p {proto} --dport {np} -j {ext_chain}"));
+                b.top(format!("-A {KUBE_NODEPORTS} -m comment --comment \"{name}\" -m {proto} -p {proto} --dport {np} -j {ext_chain}"));
             }
             // Step 3: the external chain.
-            b.nat_chains.push(ext_chain.clone());
+            b.chain(&ext_chain);
             if !svc.external_policy_local {
-                b.nat_rules.push(format!(
+                b.rule(|| format!(
                     "-A {ext_chain} -m comment --comment \"masquerade traffic for {name} external destinations\" -j {KUBE_MARK_MASQ}"
                 ));
-                b.nat_rules.push(format!("-A {ext_chain} -j {svc_chain}"));
+                b.rule(|| format!("-A {ext_chain} -j {svc_chain}"));
             } else {
                 if !cat.cluster.is_empty() {
                     if let Some(cidr) = cfg.cluster_cidr {
-                        b.nat_rules.push(format!(
+                        b.rule(|| format!(
                             "-A {ext_chain} -s {cidr} -m comment --comment \"pod traffic for {name} external destinations\" -j {svc_chain}"
                         ));
                     }
-                    b.nat_rules.push(format!(
+                    b.rule(|| format!(
                         "-A {ext_chain} -m comment --comment \"masquerade LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j {KUBE_MARK_MASQ}"
                     ));
-                    b.nat_rules.push(format!(
+                    b.rule(|| format!(
                         "-A {ext_chain} -m comment --comment \"route LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j {svc_chain}"
                     ));
                 }
-                b.nat_rules.push(format!("-A {ext_chain} -j {svl_chain}"));
+                b.rule(|| format!("-A {ext_chain} -j {svl_chain}"));
             }
         }
     }
@@ -272,29 +332,31 @@ fn write_service(cfg: &RulesConfig, svc: &ServicePortInfo, eps: &[Endpoint], b: 
     // Step 4: the cluster-wide chain.
     let svc_used = !cat.cluster.is_empty() && (!svc.internal_policy_local || (svc.externally_accessible() && !external_eps.is_empty()));
     if svc_used {
-        b.nat_chains.push(svc_chain.clone());
+        b.chain(&svc_chain);
         let d = dest(svc, svc.cluster_ip, svc.port);
         if cfg.masquerade_all || !cfg.bridge_netfilter {
-            b.nat_rules.push(format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} -j {KUBE_MARK_MASQ}"));
+            b.rule(|| format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} -j {KUBE_MARK_MASQ}"));
         } else if let Some(cidr) = cfg.cluster_cidr {
-            b.nat_rules.push(format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} ! -s {cidr} -j {KUBE_MARK_MASQ}"));
+            b.rule(|| format!("-A {svc_chain} -m comment --comment \"{name} cluster IP\" {d} ! -s {cidr} -j {KUBE_MARK_MASQ}"));
         }
         write_balancing(svc, &svc_chain, &cat.cluster, b);
     }
     // Step 4: the node-local chain.
     let svl_used = !cat.local.is_empty() && (svc.internal_policy_local || (svc.externally_accessible() && svc.external_policy_local));
     if svl_used {
-        b.nat_chains.push(svl_chain.clone());
+        b.chain(&svl_chain);
         write_balancing(svc, &svl_chain, &cat.local, b);
     }
 
     // Step 5: one chain per endpoint.
     for ep in &cat.all_reachable {
         let sep = endpoint_chain(&svc.name, ep);
-        b.nat_chains.push(sep.clone());
-        b.nat_rules.push(format!("-A {sep} -m comment --comment \"{name}\" -s {}/32 -j {KUBE_MARK_MASQ}", ep.ip));
-        let affinity = if svc.affinity_timeout.is_some() { format!(" -m recent --name {sep} --set") } else { String::new() };
-        b.nat_rules.push(format!("-A {sep} -m comment --comment \"{name}\"{affinity} -m {proto} -p {proto} -j DNAT --to-destination {ep}"));
+        b.chain(&sep);
+        b.rule(|| format!("-A {sep} -m comment --comment \"{name}\" -s {}/32 -j {KUBE_MARK_MASQ}", ep.ip));
+        b.rule(|| {
+            let affinity = if svc.affinity_timeout.is_some() { format!(" -m recent --name {sep} --set") } else { String::new() };
+            format!("-A {sep} -m comment --comment \"{name}\"{affinity} -m {proto} -p {proto} -j DNAT --to-destination {ep}")
+        });
     }
 }
 
@@ -303,22 +365,22 @@ fn write_balancing(svc: &ServicePortInfo, chain: &str, eps: &[&Endpoint], b: &mu
     let name = svc.name.to_string();
     if let Some(timeout) = svc.affinity_timeout {
         for ep in eps {
-            let sep = endpoint_chain(&svc.name, ep);
-            b.nat_rules.push(format!(
-                "-A {chain} -m comment --comment \"{name} -> {ep}\" -m recent --name {sep} --rcheck --seconds {timeout} --reap -j {sep}"
-            ));
+            b.rule(|| {
+                let sep = endpoint_chain(&svc.name, ep);
+                format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -m recent --name {sep} --rcheck --seconds {timeout} --reap -j {sep}")
+            });
         }
     }
     let n = eps.len();
     for (i, ep) in eps.iter().enumerate() {
-        let sep = endpoint_chain(&svc.name, ep);
+        // Named inside the closures: a skipped Service's rules cost no hashing either.
         if i < n - 1 {
-            b.nat_rules.push(format!(
-                "-A {chain} -m comment --comment \"{name} -> {ep}\" -m statistic --mode random --probability {} -j {sep}",
-                probability(n - i)
-            ));
+            b.rule(|| {
+                let sep = endpoint_chain(&svc.name, ep);
+                format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -m statistic --mode random --probability {} -j {sep}", probability(n - i))
+            });
         } else {
-            b.nat_rules.push(format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -j {sep}"));
+            b.rule(|| format!("-A {chain} -m comment --comment \"{name} -> {ep}\" -j {}", endpoint_chain(&svc.name, ep)));
         }
     }
 }
@@ -374,7 +436,7 @@ mod tests {
     /// lines that concern Services (not the fixed ones every ruleset has).
     fn render(cfg: &RulesConfig, items: Vec<(ServicePortInfo, Vec<Endpoint>)>) -> String {
         let (s, e) = maps(items);
-        let mut text = write_rules(cfg, &s, &e, &BTreeSet::new()).text;
+        let mut text = write_rules(cfg, &s, &e, &BTreeSet::new(), None).text;
         for svc in s.values() {
             let short = svc.name.name.to_uppercase();
             text = text.replace(&service_chain(&svc.name), &format!("KUBE-SVC-{short}"));
@@ -403,7 +465,7 @@ mod tests {
         assert_eq!(probability(2), "0.5000000000");
         assert_eq!(probability(3), "0.3333333333");
         let (s, e) = maps(vec![(svc("web", [10, 96, 0, 10]), vec![ep(1, false), ep(2, false), ep(3, false), ep(4, false)])]);
-        let text = write_rules(&cfg(), &s, &e, &BTreeSet::new()).text;
+        let text = write_rules(&cfg(), &s, &e, &BTreeSet::new(), None).text;
         let probs: Vec<&str> = text.lines().filter_map(|l| l.split("--probability ").nth(1)).map(|r| r.split(' ').next().unwrap()).collect();
         assert_eq!(probs, ["0.2500000000", "0.3333333333", "0.5000000000"]);
     }
@@ -468,11 +530,52 @@ mod tests {
     fn stale_chains_are_deleted() {
         let existing: BTreeSet<String> = ["KUBE-SVC-OLD", "KUBE-SEP-OLD", "KUBE-SERVICES", "CNI-HOSTPORT-DNAT", "DOCKER"].map(String::from).into();
         let (s, e) = maps(vec![(svc("web", [10, 96, 0, 10]), vec![ep(1, false)])]);
-        let r = write_rules(&cfg(), &s, &e, &existing);
+        let r = write_rules(&cfg(), &s, &e, &existing, None);
         let x: Vec<&str> = r.text.lines().filter(|l| l.starts_with("-X ")).collect();
         assert_eq!(x, ["-X KUBE-SEP-OLD", "-X KUBE-SVC-OLD"]);
         assert!(r.text.contains(":KUBE-SVC-OLD - [0:0]"), "flushed before deletion");
         assert!(r.nat_chains.contains(&service_chain(&name("web", "http"))));
+    }
+
+    /// A partial sync writes every top-level rule but only the changed Service's chains; the
+    /// chains it skips stay in use (not deleted), and the removed endpoint's chain goes.
+    #[test]
+    fn partial_sync_writes_only_the_changed_services_chains() {
+        let mut items = golden_services();
+        let (s0, e0) = maps(items.clone());
+        let full = write_rules(&cfg(), &s0, &e0, &BTreeSet::new(), None);
+        // web loses an endpoint.
+        items[0].1.pop();
+        let (s, e) = maps(items);
+        let changed: ChangedServices = [("default".to_string(), "web".to_string())].into();
+        let partial = write_rules(&cfg(), &s, &e, &full.nat_chains, Some(&changed));
+        let full_after = write_rules(&cfg(), &s, &e, &full.nat_chains, None);
+
+        let web = name("web", "http");
+        let gone = endpoint_chain(&web, &ep(2, false));
+        let declared: Vec<&str> = partial.text.lines().filter_map(|l| l.strip_prefix(':')).map(|l| l.split(' ').next().unwrap()).collect();
+        let per_service: Vec<&str> = declared.iter().copied().filter(|c| PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))).collect();
+        let mut want = vec![service_chain(&web), endpoint_chain(&web, &ep(1, true)), gone.clone()];
+        want.sort();
+        let mut got: Vec<String> = per_service.iter().map(|c| c.to_string()).collect();
+        got.sort();
+        assert_eq!(got, want, "only web's chains (and its removed endpoint's, to flush and delete)");
+        assert!(partial.text.contains(&format!("-X {gone}\n")), "{}", partial.text);
+        // Every rule of a top-level chain is there, exactly as in a full sync.
+        let top = |t: &str| -> Vec<String> {
+            t.lines().filter(|l| ["-A KUBE-SERVICES ", "-A KUBE-NODEPORTS ", "-A KUBE-EXTERNAL-SERVICES ", "-A KUBE-FORWARD "].iter().any(|p| l.starts_with(p))).map(String::from).collect()
+        };
+        assert_eq!(top(&partial.text), top(&full_after.text));
+        // Nothing of another Service's chains is written, yet they stay in use.
+        let np = service_chain(&name("np", "http"));
+        assert!(!partial.text.contains(&format!("-A {np} ")) && !partial.text.contains(&format!(":{np} ")));
+        assert_eq!(partial.nat_chains, full_after.nat_chains);
+        assert_eq!((partial.nat_rules, partial.filter_rules), (full_after.nat_rules, full_after.filter_rules));
+        assert!(partial.nat_chains_written < full_after.nat_chains_written);
+        // No change at all: only the top-level chains.
+        let none = write_rules(&cfg(), &s, &e, &full_after.nat_chains, Some(&ChangedServices::new()));
+        assert_eq!(none.nat_chains_written, 0);
+        assert!(!none.text.contains(":KUBE-SVC-") && !none.text.contains("-X "), "{}", none.text);
     }
 
     /// A serving, terminating endpoint is used when no endpoint is ready; a not-serving one never.

@@ -21,7 +21,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns walkthrough test-fresh-host
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns bench-proxy walkthrough test-fresh-host
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -43,6 +43,7 @@ help:
 	@echo "make bench-probes     node agent CPU and RSS with 100 pods, with and without exec liveness probes"
 	@echo "make bench-trace      what recording pod steps costs: pod startup and create throughput, recording on vs off"
 	@echo "make bench-dns        cluster DNS queries per second and p99 (dnsperf) against dnsmasq serving the same names"
+	@echo "make bench-proxy      proxy syncs at 1,000 Services x 10 endpoints (full, partial) and change → rule p50/p99, in a namespace of its own"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first), and each
@@ -141,6 +142,12 @@ bench-probes: deps images
 # in the same run (dns/bench/run.sh; loopback only).
 bench-dns: deps
 	CARGO_TARGET_DIR="$(TARGET_DIR)" dns/bench/run.sh
+
+# The proxy's rule syncs at 1,000 Services x 10 endpoints, in a network namespace the bench makes
+# and removes (root; the machine's own iptables are not touched).
+bench-proxy: deps
+	$(CARGO) build --release -p proxy --example proxy_bench
+	"$(TARGET_DIR)/release/examples/proxy_bench"
 
 # What recording pod steps for `kubelab trace` costs: pod startup and API server create
 # throughput with --record-pod-steps on and off, alternating rounds.

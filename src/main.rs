@@ -321,10 +321,10 @@ struct ProxyArgs {
     /// The least time between two syncs of the rules (changes in between wait and are folded).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     iptables_min_sync_period: Duration,
-    /// The most time between two syncs of the rules, changes or not.
+    /// The most time between two syncs of the rules, changes or not, and between two full syncs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     iptables_sync_period: Duration,
-    /// Where /healthz and /livez are served.
+    /// Where /healthz, /livez and /metrics are served.
     #[arg(long, default_value = proxy::DEFAULT_HEALTHZ_BIND_ADDRESS)]
     healthz_bind_address: std::net::SocketAddr,
     /// Remove every chain and rule the proxy made (the safety net included), then exit.

@@ -52,7 +52,7 @@ pub struct UpArgs {
     /// The cluster DNS's /health, /ready and /metrics port on 127.0.0.1.
     #[arg(long, default_value_t = 8181)]
     pub dns_health_port: u16,
-    /// The proxy's /healthz port on 127.0.0.1.
+    /// The proxy's /healthz, /livez and /metrics port on 127.0.0.1.
     #[arg(long, default_value_t = 10256)]
     pub proxy_healthz_port: u16,
     /// The node's name (default: the hostname).

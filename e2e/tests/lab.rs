@@ -376,6 +376,7 @@ async fn lab_end_to_end() {
         eprintln!("{}", service_diagnostics(&lab, survivor).await);
         panic!("the dead node's pod still behind the Service: {e:#}");
     }
+    let service_gap = killed.elapsed();
     lab.script_ok(&["start", &leader]).await.expect("lab start");
     wait_all_ready(&lab, survivor, READY_TIMEOUT).await.expect("all Ready after start");
     store_healthy(&lab, survivor, Duration::from_secs(90)).await.expect("store after restart");
@@ -432,6 +433,7 @@ async fn lab_end_to_end() {
     }
     println!("  `lab kill` of the store leader's node ({leader}) → a write succeeds via {survivor}: {}", secs(write_gap));
     println!("  `lab partition {cut}` → a write succeeds via node1: {}", secs(partition_gap));
+    println!("  `lab kill` of {leader} → twenty requests in a row to the Service miss its pod: {} (at most)", secs(service_gap));
     println!("  whole lab down → up (volumes kept) → Ready: {}", secs(restart));
     println!("  lab up again → the three pods Running again: {}", secs(rerun));
     lab.down();

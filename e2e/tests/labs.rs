@@ -578,7 +578,7 @@ async fn ex07_deployment_survives_a_node(lab: &Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// 08: one packet's path — the client's resolv.conf and `nslookup web` (the cluster DNS behind
+/// 08: one packet's path — the client's resolv.conf and `nslookup` of web's name (the cluster DNS behind
 /// 10.96.0.10), node1's KUBE-SERVICES → KUBE-SVC (probabilities) → KUBE-SEP (DNAT) chains for
 /// `default/web`, the host-gw route to a pod on another node, requests answered by all three
 /// pods; then the terminating endpoint: a pod with a preStop hook is deleted and, while the hook
@@ -600,12 +600,13 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     let resolv = lab.kubectl_ok("node1", &["exec", "client", "--", "cat", "/etc/resolv.conf"]).await?;
     eprintln!("[labs] 08: resolv.conf:\n{resolv}");
     ensure!(resolv.contains("nameserver 10.96.0.10"), "the client's nameserver is the kube-dns Service: {resolv}");
-    let looked = poll_until("nslookup web", SHOW_TIMEOUT, POLL, || async {
-        let out = lab.kubectl_ok("node1", &["exec", "client", "--", "nslookup", "web"]).await?;
+    // busybox's nslookup does not walk the search list: the whole name.
+    let looked = poll_until("nslookup web.default.svc.cluster.local", SHOW_TIMEOUT, POLL, || async {
+        let out = lab.kubectl_ok("node1", &["exec", "client", "--", "nslookup", "web.default.svc.cluster.local"]).await?;
         Ok(out.contains(&cluster_ip).then_some(out))
     })
     .await?;
-    eprintln!("[labs] 08: nslookup web:\n{looked}");
+    eprintln!("[labs] 08: nslookup web.default.svc.cluster.local:\n{looked}");
 
     // 2. The chains on node1.
     let services = lab.exec_ok("node1", &["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]).await?;

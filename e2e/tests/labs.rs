@@ -609,8 +609,11 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     eprintln!("[labs] 08: nslookup web.default.svc.cluster.local:\n{looked}");
 
     // 2. The chains on node1.
-    let services = lab.exec_ok("node1", &["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]).await?;
-    let line = services.lines().find(|l| l.contains("default/web cluster IP")).context("default/web in KUBE-SERVICES")?.to_string();
+    let line = poll_until("default/web in node1's KUBE-SERVICES", SHOW_TIMEOUT, POLL, || async {
+        let services = lab.exec_ok("node1", &["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]).await?;
+        Ok(services.lines().find(|l| l.contains("default/web cluster IP")).map(str::to_string))
+    })
+    .await?;
     eprintln!("[labs] 08: {line}");
     let svc_chain = line.rsplit(' ').next().unwrap_or_default().to_string();
     ensure!(svc_chain.starts_with("KUBE-SVC-"), "{line}");
@@ -622,7 +625,16 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     eprintln!("[labs] 08: {}:\n{sep}", seps[0]);
     ensure!(sep.contains("-j DNAT") && sep.contains(":8080"), "{sep}");
 
-    // 3. The route to a pod on node2.
+    // The rest of the Service range is refused on the node.
+    let net = lab.exec_ok("node1", &["iptables", "-S", "KUBELAB-SERVICE-RANGE"]).await?;
+    eprintln!("[labs] 08: {net}");
+    ensure!(net.contains("-d 10.96.0.0/12") && net.contains("-j REJECT"), "{net}");
+    let out = lab.kubectl("node1", &["exec", "client", "--", "wget", "-q", "-O", "-", "http://10.111.222.33/"], None).await?;
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("[labs] 08: an address no Service has: {err}");
+    ensure!(!out.status.success() && err.contains("Connection refused"), "refused: {err}");
+
+    // 3. The route to a pod on another node.
     let p = lab.get_json("node1", &["pods", "-l", "app=web"]).await?;
     let remote = p["items"].as_array().into_iter().flatten().find(|p| str_at(p, "/spec/nodeName") != "node1").context("a web pod off node1")?;
     let (ip, node) = (str_at(remote, "/status/podIP").to_string(), str_at(remote, "/spec/nodeName").to_string());
@@ -645,6 +657,8 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     let patch = r#"{"spec":{"template":{"spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"busybox","lifecycle":{"preStop":{"exec":{"command":["sleep","20"]}}}}]}}}}"#;
     lab.kubectl_ok("node1", &["patch", "deployment", "web", "--patch", patch]).await?;
     lab.kubectl_ok("node1", &["rollout", "status", "deployment/web", "--timeout=180s"]).await?;
+    // The old pods leave within their 30 s grace period (httpd, PID 1, ignores SIGTERM).
+    only_pods_left(lab, "app=web", 3).await?;
     let victim = lab.kubectl_ok("node1", &["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[0].metadata.name}"]).await?;
     let victim_ip = lab.kubectl_ok("node1", &["get", "pod", &victim, "-o", "jsonpath={.status.podIP}"]).await?;
     lab.kubectl_ok("node1", &["delete", "pod", &victim, "--wait=false"]).await?;
@@ -667,7 +681,17 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     lab.kubectl_ok("node1", &["delete", "service", "web"]).await?;
     lab.kubectl_ok("node1", &["delete", "deployment", "web"]).await?;
     lab.kubectl_ok("node1", &["delete", "pod", "client", "--grace-period=1"]).await?;
+    only_pods_left(lab, "app=web", 0).await?;
     Ok(())
+}
+
+/// Waits until exactly `n` pods match `selector` (terminating ones included).
+async fn only_pods_left(lab: &Lab, selector: &str, n: usize) -> anyhow::Result<()> {
+    poll_until(&format!("{n} pods with {selector}"), Duration::from_secs(90), POLL, || async {
+        let v = lab.get_json("node1", &["pods", "-l", selector]).await?;
+        Ok((v["items"].as_array().map_or(0, Vec::len) == n).then_some(()))
+    })
+    .await
 }
 
 async fn run<F: std::future::Future<Output = anyhow::Result<()>>>(name: &str, exercise: F) {

@@ -427,6 +427,10 @@ struct ApiserverArgs {
     /// --bind-address, unless it is 0.0.0.0 or loopback).
     #[arg(long)]
     advertise_address: Option<std::net::IpAddr>,
+    /// The port each node's proxy serves `/debug/trace/services/<uid>` on, at the node's
+    /// InternalIP (for `kubelab trace svc/<name>`): the proxies' --healthz-bind-address port.
+    #[arg(long, default_value_t = 10256)]
+    proxy_healthz_port: u16,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -645,6 +649,9 @@ fn subscriber(log_filter: tracing_subscriber::EnvFilter, record_pod_steps: bool,
 /// recorder and the exporter take spans); left at the subscriber's overall level (trace, since
 /// the step recorder takes every span), each of sled's trace records for every page it touches
 /// was turned into a tracing event and offered to every layer: 2 % of the store's CPU under load.
+/// The log filter without RUST_LOG.
+const DEFAULT_LOG_FILTER: &str = "info,hickory_server=warn";
+
 fn log_max_level(log_filter: &tracing_subscriber::EnvFilter) -> log::LevelFilter {
     use tracing::Level;
     let Some(hint) = log_filter.max_level_hint() else { return log::LevelFilter::Trace };
@@ -685,7 +692,9 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // Declared before everything it traces, so dropped after: the last spans go out at exit.
     let exporting = cli.command.otlp().map(|(endpoint, components)| otel::Exporting::start(endpoint, components)).transpose()?;
-    let log_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // hickory-server logs every DNS query it answers at info; CoreDNS logs queries only with its
+    // `log` plugin, so the cluster DNS's are left out unless RUST_LOG asks for them.
+    let log_filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     // Logs go to stderr as RUST_LOG says; pod steps go to the trace recorder whatever it says
     // (`kubelab trace`), and with --otlp-endpoint to OpenTelemetry: each layer carries its own filter.
     podtrace::set_enabled(cli.record_pod_steps);
@@ -727,6 +736,7 @@ fn main() -> anyhow::Result<()> {
                 service_cluster_ip_range: args.service_cluster_ip_range,
                 service_node_port_range: args.service_node_port_range,
                 advertise_address: args.advertise_address,
+                proxy_healthz_port: args.proxy_healthz_port,
                 ..Default::default()
             };
             // actix-web runs on its own system of single-threaded runtimes.

@@ -5,6 +5,11 @@
 //! created live. For a pod a controller made, it follows the controller ownerReferences up
 //! (Pod → ReplicaSet → Deployment) and shows each link: when it was made, by which client, and
 //! the owner's event saying why ([`owner_chain`]).
+//!
+//! `kubelab trace svc/<name>`: a Service's journey the same way, from
+//! `/debug/trace/namespaces/<ns>/services/<name>`: the writes of the Service and of its
+//! EndpointSlices (the EndpointSlice controller's), the watch events that carried them to each
+//! node's proxy, and each proxy's sync that wrote the Service's rules.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -22,9 +27,10 @@ use podtrace::render::{Hop, Timeline};
 
 #[derive(Args)]
 pub struct TraceArgs {
-    /// The pod: `pod/<name>`, `pods/<name>` or just `<name>`. Not needed with --follow.
+    /// The pod (`pod/<name>`, `pods/<name>` or just `<name>`) or the Service (`svc/<name>`,
+    /// `service/<name>`). Not needed with --follow.
     pub pod: Option<String>,
-    /// The pod's namespace.
+    /// The object's namespace.
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
     /// Print a mermaid sequenceDiagram (paste it into any Markdown viewer that renders mermaid).
@@ -36,7 +42,7 @@ pub struct TraceArgs {
     /// Wait for the next pod created in the namespace and print its steps as they happen.
     #[arg(long, conflicts_with_all = ["mermaid", "json"])]
     pub follow: bool,
-    /// Trace a pod that is gone by its UID (only the API server's own steps remain then).
+    /// Trace a pod or Service that is gone by its UID (only the API server's own steps remain then).
     #[arg(long)]
     pub uid: Option<String>,
     /// The kubeconfig to reach the API server ($KUBECONFIG, else ~/.kube/config).
@@ -54,10 +60,10 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     if args.follow {
         return follow(&kube, &args.namespace).await;
     }
-    let Some(pod) = &args.pod else { bail!("which pod? kubelab trace pod/<name> [-n namespace], or --follow") };
-    let name = pod_name(pod)?;
-    let mut timeline = fetch(&kube, &args.namespace, name, args.uid.as_deref()).await?;
-    if args.uid.is_none() {
+    let Some(target) = &args.pod else { bail!("which pod or Service? kubelab trace pod/<name> or svc/<name> [-n namespace], or --follow") };
+    let (resource, name) = target_of(target)?;
+    let mut timeline = fetch(&kube, &args.namespace, resource, name, args.uid.as_deref()).await?;
+    if args.uid.is_none() && resource == "pods" {
         match owner_chain(&kube, &args.namespace, name).await {
             Ok(chain) => timeline.owners = chain,
             Err(e) => timeline.warnings.push(format!("following the pod's owners: {e:#}")),
@@ -77,23 +83,29 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `pod/x`, `pods/x`, `po/x` or `x`; another resource is an error, not a silent guess.
-fn pod_name(arg: &str) -> anyhow::Result<&str> {
+/// The resource (`pods` or `services`) and name: `pod/x`, `pods/x`, `po/x` or `x`; `svc/x`,
+/// `service/x` or `services/x`. Another resource is an error, not a silent guess.
+fn target_of(arg: &str) -> anyhow::Result<(&'static str, &str)> {
     match arg.split_once('/') {
-        None => Ok(arg),
-        Some(("pod" | "pods" | "po", name)) if !name.is_empty() => Ok(name),
-        Some((kind, _)) => bail!("kubelab trace follows pods only, not {kind:?}: use pod/<name>"),
+        None if !arg.is_empty() => Ok(("pods", arg)),
+        Some(("pod" | "pods" | "po", name)) if !name.is_empty() => Ok(("pods", name)),
+        Some(("svc" | "service" | "services", name)) if !name.is_empty() => Ok(("services", name)),
+        Some((_, "")) | None => bail!("{arg:?} names no object: use pod/<name> or svc/<name>"),
+        Some((kind, _)) => bail!("kubelab trace follows pods and Services only, not {kind:?}: use pod/<name> or svc/<name>"),
     }
 }
 
-async fn fetch(kube: &kube::Client, namespace: &str, name: &str, uid: Option<&str>) -> anyhow::Result<Timeline> {
-    let mut path = format!("/debug/trace/namespaces/{namespace}/pods/{name}");
+async fn fetch(kube: &kube::Client, namespace: &str, resource: &str, name: &str, uid: Option<&str>) -> anyhow::Result<Timeline> {
+    let mut path = format!("/debug/trace/namespaces/{namespace}/{resource}/{name}");
     if let Some(uid) = uid {
         path.push_str(&format!("?uid={uid}"));
     }
     let req = http::Request::get(&path).body(Vec::new()).context("building the request")?;
     let text = kube.request_text(req).await.map_err(|e| match e {
-        kube::Error::Api(s) if s.code == 404 => anyhow::anyhow!("pod {namespace}/{name} not found (a deleted pod can be traced with --uid)"),
+        kube::Error::Api(s) if s.code == 404 => {
+            let what = if resource == "services" { "Service" } else { "pod" };
+            anyhow::anyhow!("{what} {namespace}/{name} not found (a deleted {what} can be traced with --uid)")
+        }
         e => anyhow::anyhow!("GET {path}: {e}"),
     })?;
     serde_json::from_str(&text).with_context(|| format!("the API server's answer to {path} is not a timeline"))
@@ -199,7 +211,7 @@ async fn follow(kube: &kube::Client, namespace: &str) -> anyhow::Result<()> {
     let mut quiet_since = tokio::time::Instant::now();
     println!("pod {namespace}/{name}");
     loop {
-        let t = fetch(kube, namespace, &name, None).await?;
+        let t = fetch(kube, namespace, "pods", &name, None).await?;
         origin = origin.or(t.origin);
         let mut new = false;
         for s in &t.steps {
@@ -287,11 +299,12 @@ mod tests {
     }
 
     #[test]
-    fn pod_arguments() {
-        assert_eq!(pod_name("pod/web").ok(), Some("web"));
-        assert_eq!(pod_name("pods/web").ok(), Some("web"));
-        assert_eq!(pod_name("web").ok(), Some("web"));
-        assert!(pod_name("deployment/web").is_err());
-        assert!(pod_name("pod/").is_err());
+    fn pod_and_service_arguments() {
+        for (arg, want) in [("pod/web", ("pods", "web")), ("pods/web", ("pods", "web")), ("web", ("pods", "web")), ("svc/web", ("services", "web")), ("service/web", ("services", "web"))] {
+            assert_eq!(target_of(arg).ok(), Some(want), "{arg}");
+        }
+        for arg in ["deployment/web", "pod/", "svc/", ""] {
+            assert!(target_of(arg).is_err(), "{arg}");
+        }
     }
 }

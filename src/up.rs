@@ -477,6 +477,7 @@ async fn start(
         etcd_servers: vec![format!("http://127.0.0.1:{}", args.store_port)],
         bind_address: "127.0.0.1".into(),
         port: args.port,
+        proxy_healthz_port: args.proxy_healthz_port,
         ..Default::default()
     };
     {

@@ -33,6 +33,9 @@ pub struct Options {
     /// this server. Unset: the bind address, unless that is unspecified or loopback (then the
     /// Service has no endpoint for this server: nothing in a pod could reach it there).
     pub advertise_address: Option<std::net::IpAddr>,
+    /// `--proxy-healthz-port` (kubelab's): where each node's proxy serves its steps for `kubelab
+    /// trace svc/<name>`, on the node's InternalIP (kube-proxy's health port, 10256, by default).
+    pub proxy_healthz_port: u16,
 }
 
 impl Default for Options {
@@ -51,6 +54,7 @@ impl Default for Options {
             service_cluster_ip_range: "10.96.0.0/12".into(),
             service_node_port_range: "30000-32767".into(),
             advertise_address: None,
+            proxy_healthz_port: 10256,
         }
     }
 }

@@ -33,7 +33,7 @@ use crate::registry::core::endpoints::strategy::EndpointsStrategy;
 use crate::registry::core::event::strategy::EventStrategy;
 use crate::registry::core::namespace::strategy::{NAMESPACES, NamespaceStrategy};
 use crate::registry::core::node::strategy::NodeStrategy;
-use crate::registry::core::pod;
+use crate::registry::core::{pod, service};
 use crate::registry::core::pod::strategy::PodStrategy;
 use crate::registry::core::secret::strategy::SecretStrategy;
 use crate::registry::core::service::alloc::Allocators;
@@ -195,6 +195,11 @@ async fn debug_trace(req: HttpRequest, path: web::Path<(String, String)>, api: w
     pod::trace::serve(&req, &api.registries, &api.http, &namespace, &name).await
 }
 
+async fn debug_trace_service(req: HttpRequest, path: web::Path<(String, String)>, api: web::Data<Api>) -> HttpResponse {
+    let (namespace, name) = path.into_inner();
+    service::trace::serve(&req, &api.registries, &api.http, api.options.proxy_healthz_port, &namespace, &name).await
+}
+
 async fn not_found() -> HttpResponse {
     status(Error::NoRoute)
 }
@@ -254,6 +259,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
             .route("/readyz", web::get().to(readyz))
             .route("/metrics", web::get().to(metrics_text))
             .route("/debug/trace/namespaces/{namespace}/pods/{name}", web::get().to(debug_trace))
+            .route("/debug/trace/namespaces/{namespace}/services/{name}", web::get().to(debug_trace_service))
             .route("/openapi/v2", web::get().to(crate::endpoints::openapi_v2::serve))
             .route("/openapi/v3", web::get().to(openapi_index))
             .route("/openapi/v3/{path:.*}", web::get().to(openapi_doc))

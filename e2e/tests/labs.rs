@@ -239,13 +239,8 @@ async fn ex01_schedule_a_pod(lab: &Lab) -> anyhow::Result<()> {
     ensure!(logs.contains("hello from hello"), "kubectl logs hello: {logs:?}");
 
     // kubelab trace: the API server's, the scheduler's and the node agent's steps in one table.
-    let bin = e2e::kubelab_bin()?;
     let trace = poll_until("kubelab trace pod/hello with the node agent's steps", SHOW_TIMEOUT, POLL, || async {
-        let mut cmd = std::process::Command::new(&bin);
-        cmd.args(["trace", "pod/hello", "--server", "http://127.0.0.1:6443"]).env_remove("KUBECONFIG").stdin(Stdio::null());
-        let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
-        ensure!(out.status.success(), "kubelab trace: {}", String::from_utf8_lossy(&out.stderr));
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let text = kubelab_trace(&["pod/hello"]).await?;
         Ok(text.contains("StartContainer").then_some(text))
     })
     .await?;
@@ -583,7 +578,8 @@ async fn ex07_deployment_survives_a_node(lab: &Lab) -> anyhow::Result<()> {
 /// `default/web`, the host-gw route to a pod on another node, requests answered by all three
 /// pods; then the terminating endpoint: a pod with a preStop hook is deleted and, while the hook
 /// runs, its slice entry is `ready=false serving=true terminating=true` and its KUBE-SEP chain is
-/// gone from node1's KUBE-SVC chain while requests keep succeeding.
+/// gone from node1's KUBE-SVC chain while requests keep succeeding; `kubelab trace svc/web`
+/// shows every node's proxy syncing it.
 async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     let web = "mkdir -p /www; hostname > /www/index.html; exec httpd -f -p 8080 -h /www";
     lab.kubectl_ok("node1", &["create", "deployment", "web", &format!("--image={BUSYBOX}"), "--replicas=3", "--", "sh", "-c", web]).await?;
@@ -678,11 +674,31 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     let answers = lab.kubectl_ok("node1", &["exec", "client", "--", "wget", "-q", "-O", "-", "http://web"]).await?;
     eprintln!("[labs] 08: a request while it terminates: {}", answers.trim());
     ensure!(answers.trim() != victim, "the terminating pod gets no new connection");
+
+    // 6. The trip, timed: every node's proxy synced the terminating endpoint.
+    let trace = poll_until("kubelab trace svc/web with each node's sync of the terminating endpoint", SHOW_TIMEOUT, POLL, || async {
+        let text = kubelab_trace(&["svc/web"]).await?;
+        let synced = |node: &str| text.lines().any(|l| l.contains(" proxy ") && l.contains(&format!(" {node} ")) && l.contains("1 terminating"));
+        Ok(["node1", "node2", "node3"].iter().all(|n| synced(n)).then_some(text))
+    })
+    .await?;
+    eprintln!("[labs] 08: kubelab trace svc/web:\n{trace}");
+    ensure!(trace.starts_with("service default/web (uid "), "{trace}");
+    ensure!(trace.contains("request") && trace.contains("verb=POST") && trace.contains("resource=services"), "kubectl's create of the Service:\n{trace}");
     lab.kubectl_ok("node1", &["delete", "service", "web"]).await?;
     lab.kubectl_ok("node1", &["delete", "deployment", "web"]).await?;
     lab.kubectl_ok("node1", &["delete", "pod", "client", "--grace-period=1"]).await?;
     only_pods_left(lab, "app=web", 0).await?;
     Ok(())
+}
+
+/// `kubelab trace <args>` against node1's API server, as a learner on the host runs it.
+async fn kubelab_trace(args: &[&str]) -> anyhow::Result<String> {
+    let mut cmd = std::process::Command::new(e2e::kubelab_bin()?);
+    cmd.arg("trace").args(args).args(["--server", "http://127.0.0.1:6443"]).env_remove("KUBECONFIG").stdin(Stdio::null());
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+    ensure!(out.status.success(), "kubelab trace {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Waits until exactly `n` pods match `selector` (terminating ones included).

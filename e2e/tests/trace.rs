@@ -173,5 +173,8 @@ async fn a_pods_journey_is_traced_through_every_component() {
     let out = Command::new(bin).args(["trace", "pod/nope", "--server", &api.url()]).output().expect("run kubelab trace");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pod default/nope not found"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(e2e::kubelab_bin().expect("kubelab binary")).args(["trace", "svc/nope", "--server", &api.url()]).output().expect("run kubelab trace");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Service default/nope not found"), "{}", String::from_utf8_lossy(&out.stderr));
     drop(agent);
 }

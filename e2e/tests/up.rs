@@ -215,20 +215,55 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     up.stop();
 }
 
+/// `kubelab trace <args>`'s output (the test fails if it does).
+fn kubelab_trace(up: &Up, args: &[&str]) -> String {
+    let mut cmd = Command::new(&up.bin);
+    cmd.arg("trace").args(args).env("KUBECONFIG", up.kubeconfig());
+    let (st, out, err) = run_to_completion(cmd, None, Duration::from_secs(30)).expect("run kubelab trace");
+    if !st.is_some_and(|s| s.success()) {
+        up.fail(&format!("kubelab trace {args:?} failed:\n{out}\n{err}"));
+    }
+    out
+}
+
+/// `kubelab trace svc/<name>` of a Service with `ready` endpoints: kubectl's create of it, the
+/// EndpointSlice controller's create of its slice, a watch event carrying it to the proxy, and
+/// the node's proxy syncing its rules, in that order.
+fn check_service_trace(up: &Up, name: &str, ready: usize) {
+    let table = kubelab_trace(up, &[&format!("svc/{name}")]);
+    assert!(table.starts_with(&format!("service default/{name} (uid ")), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&kubelab_trace(up, &[&format!("svc/{name}"), "--json"])).expect("--json is JSON");
+    assert_eq!(json["kind"], "service", "{json}");
+    let steps = json["steps"].as_array().cloned().unwrap_or_default();
+    let at = |what: &str, f: &dyn Fn(&serde_json::Value) -> bool| {
+        let start = steps.iter().find(|s| f(s)).and_then(|s| s["start"].as_str()).unwrap_or_else(|| panic!("no step {what} in the trace:\n{table}"));
+        chrono::DateTime::parse_from_rfc3339(start).expect("a step's start")
+    };
+    let field = |s: &serde_json::Value, k: &str| s["fields"][k].as_str().unwrap_or_default().to_string();
+    let created = at("kubectl creates the Service", &|s| s["name"] == "request" && field(s, "verb") == "POST" && field(s, "resource") == "services" && field(s, "caller").starts_with("kubectl"));
+    let sliced = at("the controller creates its slice", &|s| {
+        s["name"] == "request" && field(s, "verb") == "POST" && field(s, "resource") == "endpointslices" && field(s, "caller") == "kube-controller-manager"
+    });
+    at("a watch event to the proxy", &|s| s["name"] == "watch event sent" && field(s, "watcher") == "kube-proxy");
+    let endpoints = format!("{ready} ready, 0 terminating");
+    let synced = at("the proxy's sync with the endpoints", &|s| {
+        s["component"] == "proxy" && s["name"] == "sync" && s["node"].as_str().is_some_and(|n| !n.is_empty()) && s["error"].is_null() && field(s, "endpoints") == endpoints
+    });
+    assert!(created <= sliced && sliced <= synced, "created {created}, sliced {sliced}, synced {synced}:\n{table}");
+    let mermaid = kubelab_trace(up, &[&format!("svc/{name}"), "--mermaid"]);
+    let diagram = e2e::mermaid::parse(&mermaid).unwrap_or_else(|e| panic!("the diagram does not parse: {e}\n{mermaid}"));
+    assert!(diagram.unused_participants().is_empty(), "participants without a message: {:?}\n{mermaid}", diagram.unused_participants());
+    for arrow in ["U->>API: request POST services", "CM->>API: request POST endpointslices", "API->>P: watch event sent ADDED kube-proxy", "P->>P: sync"] {
+        assert!(mermaid.contains(arrow), "no {arrow:?} in\n{mermaid}");
+    }
+}
+
 /// `kubelab trace` of the pod just run: every hop in order, none with a negative duration, all
 /// within the time the test saw between submitting the pod and seeing it Running (the components
 /// and the test share the machine's clock), the hops that follow one another adding up to no more
 /// than that; its diagram parses and names every participant.
 fn check_trace(up: &Up, submitted: chrono::DateTime<chrono::Utc>, running: chrono::DateTime<chrono::Utc>) {
-    let trace = |args: &[&str]| {
-        let mut cmd = Command::new(&up.bin);
-        cmd.arg("trace").args(args).env("KUBECONFIG", up.kubeconfig());
-        let (st, out, err) = run_to_completion(cmd, None, Duration::from_secs(30)).expect("run kubelab trace");
-        if !st.is_some_and(|s| s.success()) {
-            up.fail(&format!("kubelab trace {args:?} failed:\n{out}\n{err}"));
-        }
-        out
-    };
+    let trace = |args: &[&str]| kubelab_trace(up, args);
     let json: serde_json::Value = serde_json::from_str(&trace(&["pod/hello", "--json"])).expect("--json is JSON");
     let steps: Vec<(String, chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> = json["steps"]
         .as_array()
@@ -441,6 +476,9 @@ fn up_serves_services_through_dns_and_the_proxy() {
         }
         assert!(seen.iter().all(|s| pods.contains(s)), "{name} answered by {seen:?}, the pods are {pods:?}");
     }
+
+    // Its journey, as `kubelab trace svc/` shows it.
+    check_service_trace(&up, "web-27", 2);
 
     // NodePort: the node's address (its bridge, here) and the allocated port.
     let np = up.kubectl_ok(&["get", "service", "web-np", "-o", "jsonpath={.spec.ports[0].nodePort}"]);

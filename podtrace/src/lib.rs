@@ -11,10 +11,15 @@
 //! a `pod_uid` field is a step of that pod, and a span opened inside it (a CRI call, for one)
 //! belongs to the same pod — so the code that does the work is not interleaved with bookkeeping.
 //! [`layer`] turns closed spans into [`Step`]s; [`Recorder::record`] takes steps that are not
-//! spans (a watch event sent, a revision applied).
+//! spans (a watch event sent, a revision applied, a proxy's sync).
 //!
-//! Public surface: [`layer`], [`recorder`] and [`Recorder`], [`Step`], [`set_enabled`] /
-//! [`enabled`], the span field names ([`KEY_FIELD`], [`ERROR_FIELD`], [`STEP_FIELD`]) and ring
+//! A Service is traced the same way, by its UID (`kubelab trace svc/<name>`): the API server's
+//! writes of it and of its EndpointSlices ([`trace_uid`] names the UID an object's steps go
+//! to), the watch events it sends about them, and each node's proxy sync that wrote the
+//! Service's rules. The ring and its sizes are shared: "pods" below means traced objects.
+//!
+//! Public surface: [`layer`], [`recorder`] and [`Recorder`], [`Step`], [`trace_uid`],
+//! [`set_enabled`] / [`enabled`], the span field names ([`KEY_FIELD`], [`ERROR_FIELD`], [`STEP_FIELD`]) and ring
 //! sizes, [`component_of`] and [`is_cri`]; [`render`] (the table, mermaid and JSON forms of
 //! `kubelab trace`) and [`otel`] (export to an OTLP endpoint and the trace-context annotation).
 
@@ -191,7 +196,26 @@ pub fn component_of(target: &str) -> &'static str {
         "apiserver" => "apiserver",
         "store" => "store",
         "controllers" => "controllers",
+        "proxy" => "proxy",
         _ => "other",
+    }
+}
+
+/// The UID under which an object's writes and watch events are recorded, if `kubelab trace`
+/// follows it: a Pod's and a Service's own; an EndpointSlice's is its Service's (the slice is a
+/// hop of the Service's journey, as the EndpointSlice controller's write of it). Objects as the
+/// API server stores and sends them (with their `kind`).
+pub fn trace_uid(obj: &serde_json::Value) -> Option<&str> {
+    match obj.get("kind").and_then(serde_json::Value::as_str)? {
+        "Pod" | "Service" => obj.pointer("/metadata/uid").and_then(serde_json::Value::as_str),
+        "EndpointSlice" => obj
+            .pointer("/metadata/ownerReferences")
+            .and_then(serde_json::Value::as_array)?
+            .iter()
+            .find(|r| r.get("kind").and_then(serde_json::Value::as_str) == Some("Service") && r.get("controller").and_then(serde_json::Value::as_bool) == Some(true))
+            .and_then(|r| r.get("uid"))
+            .and_then(serde_json::Value::as_str),
+        _ => None,
     }
 }
 
@@ -416,5 +440,16 @@ mod tests {
         assert_eq!(steps[HEAD_STEPS - 1].name, format!("s{}", HEAD_STEPS - 1));
         assert_eq!(steps[HEAD_STEPS].name, format!("s{}", HEAD_STEPS + 5));
         assert_eq!(steps[MAX_STEPS_PER_POD - 1].name, format!("s{}", MAX_STEPS_PER_POD + 4));
+    }
+
+    #[test]
+    fn pods_and_services_are_traced_by_their_uid_and_slices_by_their_services() {
+        let pod = serde_json::json!({"kind": "Pod", "metadata": {"uid": "p1"}});
+        let svc = serde_json::json!({"kind": "Service", "metadata": {"uid": "s1"}});
+        let owner = |kind: &str, controller: bool| serde_json::json!({"kind": kind, "name": "web", "uid": "s1", "controller": controller});
+        let slice = serde_json::json!({"kind": "EndpointSlice", "metadata": {"uid": "e1", "ownerReferences": [owner("Deployment", true), owner("Service", true)]}});
+        let mirror = serde_json::json!({"kind": "EndpointSlice", "metadata": {"uid": "e2", "ownerReferences": [owner("Service", false)]}});
+        let cm = serde_json::json!({"kind": "ConfigMap", "metadata": {"uid": "c1"}});
+        assert_eq!([&pod, &svc, &slice, &mirror, &cm].map(trace_uid), [Some("p1"), Some("s1"), Some("s1"), None, None]);
     }
 }

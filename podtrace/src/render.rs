@@ -10,10 +10,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::Step;
 
-/// A pod's merged timeline.
+/// A pod's (or a Service's) merged timeline.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Timeline {
+    /// `pod` or `service`.
+    #[serde(default = "pod_kind")]
+    pub kind: String,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -81,7 +84,13 @@ impl Timeline {
         steps.sort_by(|a, b| (a.start, &a.component, &a.name, a.end).cmp(&(b.start, &b.component, &b.name, b.end)));
         steps.dedup_by(|a, b| a.start == b.start && a.end == b.end && a.component == b.component && a.name == b.name);
         let origin = steps.first().map(|s| s.start);
-        Timeline { namespace: namespace.into(), name: name.into(), uid: uid.into(), origin, steps, warnings: Vec::new(), owners: Vec::new() }
+        Timeline { kind: pod_kind(), namespace: namespace.into(), name: name.into(), uid: uid.into(), origin, steps, warnings: Vec::new(), owners: Vec::new() }
+    }
+
+    /// The same timeline, of another kind of object (`service`).
+    pub fn of_kind(mut self, kind: &str) -> Timeline {
+        self.kind = kind.into();
+        self
     }
 
     fn offset_ms(&self, s: &Step) -> f64 {
@@ -118,7 +127,7 @@ impl Timeline {
             ]);
         }
         let widths: Vec<usize> = (0..5).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
-        let mut out = format!("pod {}/{} (uid {})\n", self.namespace, self.name, self.uid);
+        let mut out = format!("{} {}/{} (uid {})\n", self.kind, self.namespace, self.name, self.uid);
         if !self.owners.is_empty() {
             let chain: Vec<String> = self.owners.iter().map(Hop::object).collect();
             let _ = writeln!(out, "made by {}", chain.join(" → "));
@@ -139,7 +148,7 @@ impl Timeline {
             out.push('\n');
         }
         if self.steps.is_empty() {
-            out.push_str("no steps recorded (the components keep only recent pods)\n");
+            out.push_str("no steps recorded (the components keep only recent objects)\n");
         }
         for w in &self.warnings {
             out.push_str(&format!("warning: {w}\n"));
@@ -201,7 +210,11 @@ impl Timeline {
     }
 }
 
-const PARTICIPANTS: [(&str, &str); 8] = [
+fn pod_kind() -> String {
+    "pod".into()
+}
+
+const PARTICIPANTS: [(&str, &str); 9] = [
     ("U", "User"),
     ("CM", "Controller Manager"),
     ("API", "API Server"),
@@ -210,10 +223,11 @@ const PARTICIPANTS: [(&str, &str); 8] = [
     ("K", "kubelet (kubelab nodeagent)"),
     ("CR", "Container Runtime (containerd)"),
     ("CNI", "CNI"),
+    ("P", "kube-proxy (kubelab proxy)"),
 ];
 
 /// The fields worth showing on a diagram's arrow, in this order.
-const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "type", "watcher", "plugin", "node", "container", "revision", "pod_ip"];
+const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "type", "watcher", "plugin", "node", "container", "revision", "pod_ip", "sync", "endpoints"];
 
 /// A step's name with its telling fields: `request create pods`, `watch event sent ADDED kubelet`.
 fn summary(s: &Step) -> String {
@@ -223,6 +237,11 @@ fn summary(s: &Step) -> String {
             out.push(' ');
             out.push_str(v);
         }
+    }
+    // Every node runs a proxy: which one synced.
+    if let (true, Some(node)) = (s.component == "proxy", &s.node) {
+        out.push_str(" on ");
+        out.push_str(node);
     }
     out
 }
@@ -241,6 +260,7 @@ fn arrow(s: &Step) -> (&'static str, &'static str) {
         "nodeagent" if n.contains("status") || n.contains("mirror") => ("K", "API"),
         "nodeagent" => ("K", "K"),
         "cri" => ("K", "CR"),
+        "proxy" => ("P", "P"),
         _ => ("API", "API"),
     }
 }
@@ -253,6 +273,7 @@ fn participant(client: Option<&String>) -> &'static str {
         Some("kube-scheduler") => "S",
         Some("kubelet") => "K",
         Some("kube-controller-manager") => "CM",
+        Some("kube-proxy") => "P",
         _ => "U",
     }
 }
@@ -364,5 +385,24 @@ mod tests {
         for (s, want) in cases {
             assert_eq!(arrow(&s), want, "{:?}", s.fields);
         }
+    }
+
+    #[test]
+    fn a_services_timeline_draws_the_controller_and_each_nodes_proxy() {
+        let steps = vec![
+            step("apiserver", "request", 0, 10).with_field("verb", "create").with_field("resource", "services").with_field("caller", "kubectl"),
+            step("apiserver", "request", 30, 5).with_field("verb", "create").with_field("resource", "endpointslices").with_field("caller", "kube-controller-manager"),
+            step("apiserver", "watch event sent", 36, 0).with_field("type", "ADDED").with_field("watcher", "kube-proxy"),
+            Step { node: Some("node2".into()), ..step("proxy", "sync", 1040, 80).with_field("sync", "partial") },
+        ];
+        let t = Timeline::new("default", "web", "uid-s", steps).of_kind("service");
+        assert!(t.table().starts_with("service default/web (uid uid-s)\n"), "{}", t.table());
+        let m = t.mermaid();
+        assert!(m.contains("participant CM as Controller Manager") && m.contains("participant P as kube-proxy (kubelab proxy)"), "{m}");
+        assert!(m.contains("CM->>API: request create endpointslices 5.0 ms (+30 ms)"), "{m}");
+        assert!(m.contains("API->>P: watch event sent ADDED kube-proxy"), "{m}");
+        assert!(m.contains("P->>P: sync partial on node2 80.0 ms (+1040 ms)"), "{m}");
+        let back: Timeline = serde_json::from_str(&t.json()).expect("json");
+        assert_eq!(back.kind, "service");
     }
 }

@@ -7,7 +7,8 @@
 //! answer is kube-proxy's JSON: `{"lastUpdated": "...", "currentTime": "..."}`, 200 or 503.
 //!
 //! The same listener serves `/metrics` ([`crate::metrics`]; kube-proxy has a second listener,
-//! `--metrics-bind-address`, 127.0.0.1:10249, for it).
+//! `--metrics-bind-address`, 127.0.0.1:10249, for it) and kubelab's
+//! `/debug/trace/services/<uid>`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -54,7 +55,9 @@ pub async fn serve(addr: SocketAddr, health: Arc<ProxierHealth>, metrics: promet
     serve_on(listener, health, metrics).await
 }
 
-/// `/healthz`, `/livez` and `/metrics` (the registry in Prometheus' text format).
+/// `/healthz`, `/livez`, `/metrics` (the registry in Prometheus' text format) and kubelab's
+/// `/debug/trace/services/<uid>` (this proxy's syncs of a Service, which the API server gathers
+/// for `kubelab trace svc/<name>`).
 pub async fn serve_on(listener: tokio::net::TcpListener, health: Arc<ProxierHealth>, metrics: prometheus::Registry) -> Result<()> {
     let addr = listener.local_addr().map_err(|e| Error::Listen(SocketAddr::from(([0, 0, 0, 0], 0)), e))?;
     let answer = move || {
@@ -65,7 +68,15 @@ pub async fn serve_on(listener: tokio::net::TcpListener, health: Arc<ProxierHeal
         let text = prometheus::TextEncoder::new().encode_to_string(&metrics.gather()).unwrap_or_default();
         async move { ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], text) }
     };
-    let app = Router::new().route("/healthz", get(answer.clone())).route("/livez", get(answer)).route("/metrics", get(render));
+    let trace = |axum::extract::Path(uid): axum::extract::Path<String>| async move {
+        let steps = serde_json::to_string(&podtrace::recorder().steps(&uid, &["proxy"])).unwrap_or_else(|_| "[]".into());
+        ([(header::CONTENT_TYPE, "application/json")], steps)
+    };
+    let app = Router::new()
+        .route("/healthz", get(answer.clone()))
+        .route("/livez", get(answer))
+        .route("/metrics", get(render))
+        .route("/debug/trace/services/{uid}", get(trace));
     axum::serve(listener, app).await.map_err(|e| Error::Listen(addr, e))
 }
 
@@ -116,5 +127,9 @@ mod tests {
             assert!(out.starts_with("HTTP/1.1 200"), "{path}: {out}");
             assert!(out.contains("\"currentTime\""), "{path}: {out}");
         }
+        podtrace::recorder().record("svc-uid-h", podtrace::Step::now("proxy", "sync"));
+        podtrace::recorder().record("svc-uid-h", podtrace::Step::now("apiserver", "request"));
+        let out = get("/debug/trace/services/svc-uid-h").await;
+        assert!(out.starts_with("HTTP/1.1 200") && out.contains("\"name\":\"sync\"") && !out.contains("request"), "{out}");
     }
 }

@@ -24,7 +24,8 @@
 //!    chains ensured (full syncs).
 //! 5. **Report** ([`healthcheck`], [`metrics`]): `/healthz` and `/livez` answer 200 while the
 //!    last successful sync is recent; `/metrics`, on the same listener, has kube-proxy's sync
-//!    metrics (`kubeproxy_sync_proxy_rules_*`).
+//!    metrics (`kubeproxy_sync_proxy_rules_*`); `/debug/trace/services/<uid>` has each sync
+//!    that wrote a Service's rules, as a step of that Service (`kubelab trace svc/<name>`).
 //!
 //! Besides kube-proxy's rules, two things kubelab needs:
 //! - **The service-range safety net** ([`iptables::safety_net`]): with

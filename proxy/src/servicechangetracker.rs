@@ -65,6 +65,11 @@ impl ServiceChangeTracker {
         self.services = fresh;
     }
 
+    /// A Service's UID, while it exists.
+    pub fn uid(&self, key: &(String, String)) -> Option<String> {
+        self.services.get(key)?.metadata.uid.clone()
+    }
+
     /// The Services that changed since the last call (the proxier's pending changes).
     pub fn take_changed(&mut self) -> BTreeSet<(String, String)> {
         std::mem::take(&mut self.changed)

@@ -238,11 +238,10 @@ impl Storage {
 
     async fn write(&self, txn: Txn, key: &str, value: Option<&Value>) -> Result<WriteOutcome> {
         let span = tracing::debug_span!(target: "apiserver::storage", "store write", key, revision = tracing::field::Empty, pod_uid = tracing::field::Empty);
-        // A pod's writes are steps of that pod (`kubelab trace`).
-        if key.contains("/pods/")
-            && let Some(uid) = value.and_then(|v| v.pointer("/metadata/uid")).and_then(Value::as_str)
-        {
-            span.record("pod_uid", uid);
+        // A traced object's writes are steps of it (`kubelab trace`): a pod's, a Service's and
+        // its EndpointSlices'.
+        if let Some(uid) = value.and_then(podtrace::trace_uid) {
+            span.record(podtrace::KEY_FIELD, uid);
         }
         let resp = self.kv().txn(txn).instrument(span.clone()).await?;
         let rev = resp.header().map_or(0, |h| h.revision());

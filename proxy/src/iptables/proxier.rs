@@ -16,6 +16,11 @@
 //!
 //! A failed sync forgets which chains exist (the next one reads them again with iptables-save)
 //! and makes the next sync full; the caller retries it after the minimum sync period.
+//!
+//! kubelab's addition: each sync, done or failed, is a step of every Service it was for (the
+//! changed ones), recorded under the Service's UID for `kubelab trace svc/<name>`
+//! ([`Proxier::record_steps`]; kube-proxy reports the same hop only as its
+//! `network_programming_duration_seconds` histogram).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -173,6 +178,7 @@ impl Proxier {
     /// One sync (blocking: it runs iptables), partial when it can be.
     pub fn sync_proxy_rules(&self) -> Result<SyncReport> {
         let start = Instant::now();
+        let started_at = chrono::Utc::now();
         // The state lock first: a snapshot taken while another sync runs waits for it.
         let mut state = self.state.lock().expect("sync state lock");
         // Step 1
@@ -186,6 +192,7 @@ impl Proxier {
         state.need_full_sync = true;
         let result = self.sync_maps(&mut state, &services, &endpoints, (!full).then_some(&changed), start);
         let elapsed = start.elapsed().as_secs_f64();
+        self.record_steps(&changed, &endpoints, full, started_at, &result);
         match &result {
             Ok(r) => {
                 state.need_full_sync = false;
@@ -208,6 +215,35 @@ impl Proxier {
             }
         }
         result
+    }
+
+    /// The sync as a step of each changed Service that still exists (a deleted one has no UID
+    /// left here): full or partial, its endpoints as this node's rules use them, its failure.
+    fn record_steps(&self, changed: &ChangedServices, endpoints: &EndpointsMap, full: bool, started_at: chrono::DateTime<chrono::Utc>, result: &Result<SyncReport>) {
+        if !podtrace::enabled() || changed.is_empty() {
+            return;
+        }
+        let end = chrono::Utc::now();
+        let uids: Vec<((String, String), String)> = {
+            let s = self.services.lock().expect("service tracker lock");
+            changed.iter().filter_map(|k| Some((k.clone(), s.uid(k)?))).collect()
+        };
+        for ((namespace, name), uid) in uids {
+            // Per port the endpoints differ only in their port numbers: the busiest port counts.
+            let ports = endpoints.iter().filter(|(p, _)| p.namespace == namespace && p.name == name);
+            let (ready, terminating) = ports
+                .map(|(_, eps)| (eps.iter().filter(|e| e.ready).count(), eps.iter().filter(|e| e.terminating).count()))
+                .max()
+                .unwrap_or_default();
+            let mut step = podtrace::Step { end, ..podtrace::Step::instant("proxy", "sync", started_at) }
+                .with_field("sync", if full { "full" } else { "partial" })
+                .with_field("endpoints", format!("{ready} ready, {terminating} terminating"));
+            match result {
+                Ok(r) => step = step.with_field("restore_bytes", r.restore_bytes),
+                Err(e) => step.error = Some(e.to_string()),
+            }
+            podtrace::recorder().record(&uid, step);
+        }
     }
 
     /// Steps 3–5 for given maps; `changed`: None for a full sync.

@@ -46,7 +46,7 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
     })?;
     // Step 2: with --otlp-endpoint, a pod carries this request's trace context to the scheduler
     // and the node agent (podtrace::otel); without, it is left as it came.
-    if reg.strategy.traced() {
+    if obj.get("kind").and_then(Value::as_str) == Some("Pod") {
         podtrace::otel::annotate(&mut obj);
     }
     // Step 3: managed fields.
@@ -54,9 +54,7 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
     // Steps 4 and 5.
     let created = create_object(api, reg, t.namespace.as_deref(), obj, opts.is_dry_run()).await?;
     // Step 6: the request names the object it created, so a tracing UI finds the create by it.
-    if reg.strategy.traced()
-        && let Some(uid) = created.pointer("/metadata/uid").and_then(Value::as_str)
-    {
+    if let Some(uid) = podtrace::trace_uid(&created) {
         tracing::Span::current().record(podtrace::KEY_FIELD, uid);
     }
     if !opts.is_dry_run() {

@@ -157,10 +157,11 @@ fn next_bookmark_time(now: tokio::time::Instant, deadline: Option<tokio::time::I
     (at > now).then_some(at)
 }
 
-/// A watch event of a traced object (a pod) handed to a watcher's stream is a step of that
-/// object: the hop from the API server to the scheduler or the node agent.
+/// A watch event of a traced object handed to a watcher's stream is a step of that object: the
+/// hop from the API server to the scheduler or the node agent (a pod), or to each node's proxy
+/// (a Service, its EndpointSlices).
 fn record_sent(e: &WatchEvent, kind: EventType, watcher: &str) {
-    let Some(uid) = e.object.pointer("/metadata/uid").and_then(Value::as_str) else { return };
+    let Some(uid) = podtrace::trace_uid(&e.object) else { return };
     let step = podtrace::Step::instant("apiserver", "watch event sent", chrono::Utc::now())
         .with_field("type", kind.as_str())
         .with_field("watcher", watcher)

@@ -183,9 +183,9 @@ pub trait Strategy: Send + Sync + 'static {
         Box::pin(async {})
     }
 
-    /// Whether `kubelab trace` follows this resource's objects (pods): a create carries its trace
-    /// context into the object and names the object's UID in the request's span, and every watch
-    /// event sent is a step of the object (podtrace).
+    /// Whether `kubelab trace` follows this resource's objects (pods, Services, EndpointSlices):
+    /// every watch event sent is then a step of the object (of its Service, for a slice:
+    /// `podtrace::trace_uid`). Requests and store writes are steps whatever this says.
     fn traced(&self) -> bool {
         false
     }

@@ -10,6 +10,12 @@ use crate::registry::generic::rest::Registries;
 
 /// The node agent's address: the node's InternalIP (else its first address) and its daemon port.
 pub fn node_agent_url(node: &Value) -> Option<String> {
+    let port = node.pointer("/status/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64).unwrap_or(10250);
+    Some(format!("http://{}:{port}", node_host(node)?))
+}
+
+/// The node's InternalIP (else its first address) as a URL's host: bracketed if IPv6.
+pub fn node_host(node: &Value) -> Option<String> {
     let addrs = node.pointer("/status/addresses").and_then(Value::as_array)?;
     let ip = addrs
         .iter()
@@ -17,9 +23,7 @@ pub fn node_agent_url(node: &Value) -> Option<String> {
         .or_else(|| addrs.first())
         .and_then(|a| a.get("address"))
         .and_then(Value::as_str)?;
-    let port = node.pointer("/status/daemonEndpoints/kubeletEndpoint/Port").and_then(Value::as_i64).unwrap_or(10250);
-    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
-    Some(format!("http://{host}:{port}"))
+    Some(if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() })
 }
 
 /// `host:port` of the agent on node `node_name`, for a connection of our own (exec, attach,

@@ -35,8 +35,18 @@ pub const OWN_COMPONENTS: &[&str] = &["apiserver", "store"];
 /// `GET /debug/trace/namespaces/<namespace>/pods/<name>`: what the API server, the store members,
 /// the scheduler and the node agent recorded of the pod.
 pub async fn serve(req: &HttpRequest, registries: &Registries, http: &reqwest::Client, namespace: &str, name: &str) -> HttpResponse {
-    let uid = web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string()).ok().and_then(|q| q.get("uid").cloned());
-    match gather(registries, http, namespace, name, uid).await {
+    let uid = uid_param(req);
+    respond(gather(registries, http, namespace, name, uid).await)
+}
+
+/// The `?uid=` of a trace request: a deleted object is traced by it.
+pub(crate) fn uid_param(req: &HttpRequest) -> Option<String> {
+    web::Query::<std::collections::HashMap<String, String>>::from_query(req.query_string()).ok().and_then(|q| q.get("uid").cloned())
+}
+
+/// A timeline as JSON, or the error as a Status.
+pub(crate) fn respond(t: Result<Timeline>) -> HttpResponse {
+    match t {
         Ok(t) => HttpResponse::Ok().content_type("application/json").body(t.json()),
         Err(e) => HttpResponse::build(actix_web::http::StatusCode::from_u16(e.code()).unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR))
             .content_type("application/json")
@@ -65,7 +75,7 @@ async fn gather(registries: &Registries, http: &reqwest::Client, namespace: &str
     warnings.extend(store_warnings);
     if let Some(pod) = &pod {
         if let Some(ep) = pod.pointer("/metadata/annotations").and_then(|a| a.get(SCHEDULER_ENDPOINT_ANNOTATION)).and_then(Value::as_str) {
-            match fetch(http, ep, &uid).await {
+            match fetch(http, ep, &format!("pods/{uid}")).await {
                 Ok(s) => steps.extend(s),
                 Err(e) => warnings.push(format!("scheduler at {ep}: {e}")),
             }
@@ -91,7 +101,7 @@ async fn gather(registries: &Registries, http: &reqwest::Client, namespace: &str
                 }
             };
             if let Some(base) = base {
-                match fetch(http, &base, &agent_uid).await {
+                match fetch(http, &base, &format!("pods/{agent_uid}")).await {
                     Ok(s) => steps.extend(s.into_iter().map(|s| Step { node: Some(node_name.to_string()), ..s })),
                     Err(e) => warnings.push(format!("node agent of {node_name} at {base}: {e}")),
                 }
@@ -103,8 +113,9 @@ async fn gather(registries: &Registries, http: &reqwest::Client, namespace: &str
     Ok(t)
 }
 
-async fn fetch(http: &reqwest::Client, base: &str, uid: &str) -> std::result::Result<Vec<Step>, String> {
-    let url = format!("{}/debug/trace/pods/{uid}", base.trim_end_matches('/'));
+/// A component's steps at `<base>/debug/trace/<what>` (`pods/<uid>`, `services/<uid>`).
+pub(crate) async fn fetch(http: &reqwest::Client, base: &str, what: &str) -> std::result::Result<Vec<Step>, String> {
+    let url = format!("{}/debug/trace/{what}", base.trim_end_matches('/'));
     let resp = http.get(&url).send().await.map_err(|e| format!("not answering: {e}"))?;
     if !resp.status().is_success() {
         return Err(format!("{} from {url}", resp.status()));
@@ -118,7 +129,7 @@ const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 /// What each store member did for the revisions of the pod's store writes (the `store write`
 /// steps carry the key and the revision the write got). Members that do not have the debug
 /// service (a real etcd) are skipped silently; members that do not answer are warned about.
-async fn store_steps(endpoints: &[String], steps: &[Step]) -> (Vec<Step>, Vec<String>) {
+pub(crate) async fn store_steps(endpoints: &[String], steps: &[Step]) -> (Vec<Step>, Vec<String>) {
     let writes: Vec<(i64, &str)> = steps
         .iter()
         .filter(|s| s.component == "apiserver" && s.name == "store write" && s.error.is_none())

@@ -47,6 +47,11 @@ impl Strategy for ServiceStrategy {
         &SERVICES
     }
 
+    /// Services are what `kubelab trace svc/<name>` follows.
+    fn traced(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, obj: &mut Object) {
         if let Some(svc) = obj.typed_mut::<Service>() {
             api::core::v1::defaults::set_defaults_service(svc);

@@ -44,6 +44,11 @@ impl Strategy for EndpointSliceStrategy {
         &ENDPOINTSLICES
     }
 
+    /// A slice's watch events are steps of its Service (`kubelab trace svc/<name>`).
+    fn traced(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, obj: &mut Object) {
         set_defaults(obj.json_mut());
     }

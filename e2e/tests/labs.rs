@@ -657,6 +657,7 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     only_pods_left(lab, "app=web", 3).await?;
     let victim = lab.kubectl_ok("node1", &["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[0].metadata.name}"]).await?;
     let victim_ip = lab.kubectl_ok("node1", &["get", "pod", &victim, "-o", "jsonpath={.status.podIP}"]).await?;
+    let deleted_at = chrono::Utc::now();
     lab.kubectl_ok("node1", &["delete", "pod", &victim, "--wait=false"]).await?;
     let conds = "jsonpath={range .items[*].endpoints[*]}{.addresses[0]} ready={.conditions.ready} serving={.conditions.serving} terminating={.conditions.terminating}{\"\\n\"}{end}";
     let during = poll_until("the deleted pod terminating in the slice", Duration::from_secs(15), POLL, || async {
@@ -675,14 +676,23 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     eprintln!("[labs] 08: a request while it terminates: {}", answers.trim());
     ensure!(answers.trim() != victim, "the terminating pod gets no new connection");
 
-    // 6. The trip, timed: every node's proxy synced the terminating endpoint.
-    let trace = poll_until("kubelab trace svc/web with each node's sync of the terminating endpoint", SHOW_TIMEOUT, POLL, || async {
-        let text = kubelab_trace(&["svc/web"]).await?;
-        let synced = |node: &str| text.lines().any(|l| l.contains(" proxy ") && l.contains(&format!(" {node} ")) && l.contains("1 terminating"));
-        Ok(["node1", "node2", "node3"].iter().all(|n| synced(n)).then_some(text))
+    // 6. The trip, timed: after the delete, every node's proxy synced a terminating endpoint
+    // (the victim's: it stays terminating for its 20 s hook).
+    poll_until("kubelab trace svc/web with each node's sync of the terminating endpoint", SHOW_TIMEOUT, POLL, || async {
+        let json: Value = serde_json::from_str(&kubelab_trace(&["svc/web", "--json"]).await?)?;
+        let steps = json["steps"].as_array().cloned().unwrap_or_default();
+        let synced = |node: &str| {
+            steps.iter().any(|s| {
+                let after = s["start"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()).is_some_and(|t| t.to_utc() >= deleted_at);
+                let terminating = s["fields"]["endpoints"].as_str().and_then(|e| e.split(", ").nth(1)?.strip_suffix(" terminating")?.parse::<u32>().ok());
+                s["component"] == "proxy" && s["node"] == node && after && terminating.is_some_and(|n| n >= 1)
+            })
+        };
+        Ok(["node1", "node2", "node3"].iter().all(|n| synced(n)).then_some(()))
     })
     .await?;
-    eprintln!("[labs] 08: kubelab trace svc/web:\n{trace}");
+    let trace = kubelab_trace(&["svc/web"]).await?;
+    eprintln!("[labs] 08: kubelab trace svc/web (the victim deleted at {deleted_at}):\n{trace}");
     ensure!(trace.starts_with("service default/web (uid "), "{trace}");
     ensure!(trace.contains("request") && trace.contains("verb=POST") && trace.contains("resource=services"), "kubectl's create of the Service:\n{trace}");
     lab.kubectl_ok("node1", &["delete", "service", "web"]).await?;

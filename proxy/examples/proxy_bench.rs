@@ -129,7 +129,7 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..RUNS {
         let start = Instant::now();
         let (s, e) = proxier.snapshot();
-        let r = write_rules(&cfg, &s, &e, &Default::default(), None);
+        let r = write_rules(&cfg, &s, &e, &Default::default(), None, None);
         gen_times.push(start.elapsed());
         size = (r.nat_rules, r.filter_rules, r.text.len());
     }

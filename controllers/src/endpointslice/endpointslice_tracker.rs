@@ -9,11 +9,17 @@
 //!
 //! Kubernetes compares `metadata.generation`; kubelab's API server bumps it on `spec` changes
 //! only (a slice has none), so the tracker remembers the resourceVersion each write returned,
-//! which the watch shows again in order. An expectation older than [`EXPECTATION_TIMEOUT`] is
-//! dropped, so an event lost for good (a watch relisted past it) cannot stall a Service.
+//! which the watch shows again in order. Like generations, kubelab's resourceVersions are
+//! numbers that only grow (store revisions), and they are compared as such: a slice newer than
+//! the write is past it, not stale — the watch may show the write before the write's reply
+//! has been recorded here, and only a later change then shows the slice again. (A version that
+//! is not a number is compared for equality only.) An expectation older than
+//! [`EXPECTATION_TIMEOUT`] is dropped, so an event lost for good (a watch relisted past it)
+//! cannot stall a Service.
 //!
 //! A std `Mutex`: held for a few map operations, never across an `.await`.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -64,11 +70,14 @@ impl EndpointSliceTracker {
         let mut all = self.lock();
         let Some(slices) = all.get_mut(service) else { return true };
         let Some((expected, _)) = slices.get(uid) else { return true };
+        let seen = slice.metadata.resource_version.as_deref().unwrap_or_default();
         let ours = match expected {
             Expected::Deleted => deleted,
-            Expected::Version(rv) => !deleted && slice.metadata.resource_version.as_deref() == Some(rv.as_str()),
+            Expected::Version(rv) => !deleted && seen == rv,
         };
-        if ours || deleted {
+        // A later version than the write means the watch is past it (its own event came first).
+        let past = matches!(expected, Expected::Version(rv) if compare(seen, rv) == Some(Ordering::Greater));
+        if ours || deleted || past {
             slices.remove(uid);
         }
         if slices.is_empty() {
@@ -88,7 +97,13 @@ impl EndpointSliceTracker {
             match (want, cached) {
                 (Expected::Deleted, cached) => cached.is_some(),
                 (Expected::Version(_), None) => true,
-                (Expected::Version(rv), Some(s)) => s.metadata.resource_version.as_deref() != Some(rv.as_str()),
+                (Expected::Version(rv), Some(s)) => {
+                    let cached = s.metadata.resource_version.as_deref().unwrap_or_default();
+                    match compare(cached, rv) {
+                        Some(order) => order == Ordering::Less,
+                        None => cached != rv,
+                    }
+                }
             }
         })
     }
@@ -97,6 +112,11 @@ impl EndpointSliceTracker {
     pub fn delete_service(&self, service: &str) {
         self.lock().remove(service);
     }
+}
+
+/// Two resourceVersions' order, when both are numbers (kubelab's store revisions).
+fn compare(a: &str, b: &str) -> Option<Ordering> {
+    Some(a.parse::<u64>().ok()?.cmp(&b.parse::<u64>().ok()?))
 }
 
 #[cfg(test)]
@@ -123,6 +143,23 @@ mod tests {
         assert!(!t.stale("default/web", &[]));
         // Somebody else's change does.
         assert!(t.observe("default/web", &slice("a", "9"), false));
+    }
+
+    /// The watch shows the controller's write before the write's reply is recorded: when
+    /// somebody else then changes the slice, that change is neither stale nor ignored.
+    #[test]
+    fn a_write_seen_before_it_was_recorded_does_not_stall_the_service() {
+        let t = EndpointSliceTracker::default();
+        assert!(t.observe("default/web", &slice("a", "5"), false), "unknown: a sync, harmless");
+        t.update("default/web", &slice("a", "5"));
+        // Emptied by hand: a newer version. The cache holding it is not stale.
+        assert!(!t.stale("default/web", &[slice("a", "8")]));
+        assert!(t.observe("default/web", &slice("a", "8"), false), "somebody else's change is synced");
+        assert!(!t.stale("default/web", &[slice("a", "8")]));
+        // Versions that are not numbers are compared for equality only.
+        t.update("default/db", &slice("b", "x1"));
+        assert!(t.stale("default/db", &[slice("b", "x0")]));
+        assert!(!t.stale("default/db", &[slice("b", "x1")]));
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! 2. decides full or partial: full the first time, once every `--iptables-sync-period`, and
 //!    after any failure; partial otherwise (kube-proxy's `MinimizeIPTablesRestore`);
 //! 3. writes the ruleset ([`rules::write_rules`]): a full sync every chain, a partial one the
-//!    top-level chains and the changed Services' own; either deletes the per-Service chains
-//!    no Service uses any more;
+//!    changed Services' own and the top-level chains whose rules changed since the last
+//!    successful sync; either deletes the per-Service chains no Service uses any more;
 //! 4. applies it with one `iptables-restore --noflush` (atomic per table: a packet sees the old
 //!    rules or the new, never half);
 //! 5. in a full sync, makes sure the built-in chains jump to ours ([`JUMP_CHAINS`], checked and
@@ -33,7 +33,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use crate::config::{EndpointSliceHandler, ServiceHandler};
 use crate::endpointschangetracker::{EndpointsChangeTracker, EndpointsMap};
 use crate::error::Result;
-use crate::iptables::rules::{self, ChangedServices, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig};
+use crate::iptables::rules::{self, ChangedServices, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig, TopChains};
 use crate::metrics::Metrics;
 use crate::servicechangetracker::{ServiceChangeTracker, ServicePortMap};
 use crate::util::iptables::{Iptables, Table};
@@ -94,6 +94,8 @@ pub struct SyncReport {
 struct SyncState {
     /// The per-Service nat chains the last sync left; None: read them from iptables-save.
     nat_chains: Option<BTreeSet<String>>,
+    /// The top-level chains' rules as the last successful sync left them; None: write them all.
+    top_chains: Option<TopChains>,
     /// The next sync must be full (the first one, and after a failure: kube-proxy's `needFullSync`).
     need_full_sync: bool,
     last_full_sync: Option<Instant>,
@@ -129,7 +131,7 @@ impl Proxier {
             endpoints: Mutex::default(),
             services_synced: AtomicBool::new(false),
             endpoints_synced: AtomicBool::new(false),
-            state: Mutex::new(SyncState { nat_chains: None, need_full_sync: true, last_full_sync: None }),
+            state: Mutex::new(SyncState { nat_chains: None, top_chains: None, need_full_sync: true, last_full_sync: None }),
             full_sync_period: crate::DEFAULT_SYNC_PERIOD,
             metrics: Metrics::new(),
             sync_runner: tokio::sync::Notify::new(),
@@ -209,6 +211,7 @@ impl Proxier {
             }
             Err(_) => {
                 state.nat_chains = None;
+                state.top_chains = None;
                 if !full {
                     self.metrics.iptables_partial_restore_failures_total.inc();
                 }
@@ -259,8 +262,9 @@ impl Proxier {
             Some(c) => c,
             None => self.iptables.chains(Table::Nat)?.into_iter().collect(),
         };
-        // Step 3
-        let ruleset = rules::write_rules(&self.cfg, services, endpoints, &existing, changed);
+        // Step 3 (a failure leaves `top_chains` None: the next sync writes them all)
+        let written_top = state.top_chains.take();
+        let ruleset = rules::write_rules(&self.cfg, services, endpoints, &existing, changed, written_top.as_ref());
         let generate = start.elapsed();
         // Step 4 (a failure leaves `nat_chains` None: the next sync reads the chains again)
         let applied = Instant::now();
@@ -272,6 +276,7 @@ impl Proxier {
             }
         }
         state.nat_chains = Some(ruleset.nat_chains);
+        state.top_chains = Some(ruleset.top_chains);
         Ok(SyncReport {
             full: changed.is_none(),
             nat_chains_written: ruleset.nat_chains_written,

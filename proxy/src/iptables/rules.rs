@@ -28,7 +28,7 @@
 //! Service: with `--noflush`, a chain the input does not declare keeps its rules. Those chains
 //! still count as in use, so that only the chains of removed Services and endpoints are deleted.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
@@ -81,7 +81,14 @@ pub struct Ruleset {
     /// Rules written, nat and filter (kube-proxy's `sync_proxy_rules_iptables_total`).
     pub nat_rules: usize,
     pub filter_rules: usize,
+    /// Every top-level chain's rules as the tables hold them once the text is applied (the
+    /// next partial sync leaves out those that stay the same).
+    pub top_chains: TopChains,
 }
+
+/// The rules of each top-level chain (`KUBE-SERVICES`, `KUBE-NODEPORTS`, …), by table and chain
+/// (`nat KUBE-SERVICES`), one rule per line.
+pub type TopChains = BTreeMap<String, String>;
 
 /// kube-proxy's `portProtoHash`: 16 base32 characters of a hash of the port's name and protocol.
 /// kube-proxy uses SHA-256; kubelab a 128-bit FNV-1a (no cryptography is needed, only names that
@@ -128,7 +135,10 @@ struct Buffers {
     nat_chains: Vec<String>,
     /// Every per-Service chain in use, written or skipped.
     active_nat_chains: BTreeSet<String>,
+    /// Rules of per-Service nat chains.
     nat_rules: Vec<String>,
+    /// Rules of the top-level nat chains (`KUBE-SERVICES`, `KUBE-NODEPORTS`).
+    top_nat_rules: Vec<String>,
     /// nat rules in use, written or skipped (the metric counts both, as kube-proxy's).
     nat_rule_count: usize,
     /// The Service being written is unchanged in a partial sync: its own chains are left out.
@@ -136,10 +146,10 @@ struct Buffers {
 }
 
 impl Buffers {
-    /// A rule in a top-level chain: always written.
+    /// A rule in a top-level chain: written whenever its chain is (see [`write_rules`]).
     fn top(&mut self, rule: String) {
         self.nat_rule_count += 1;
-        self.nat_rules.push(rule);
+        self.top_nat_rules.push(rule);
     }
     /// A per-Service chain: in use, declared unless skipped.
     fn chain(&mut self, name: &str) {
@@ -159,7 +169,10 @@ impl Buffers {
 }
 
 /// Writes the ruleset: all of it when `changed` is None (a full sync); otherwise (a partial
-/// sync) the top-level chains and only the chains of the Services in `changed`.
+/// sync) only the chains of the Services in `changed` and the top-level chains — except, when
+/// `written_top` says how the last successful sync left them, those whose rules stay the same
+/// (kubelab's addition to kube-proxy's partial sync, which rewrites `KUBE-SERVICES` and
+/// `KUBE-NODEPORTS` every time: with a thousand Services most of a one-endpoint sync's time).
 /// `existing_nat_chains` are the nat table's chains now (from iptables-save, or the previous
 /// sync): those of ours no longer used are deleted.
 pub fn write_rules(
@@ -168,6 +181,7 @@ pub fn write_rules(
     endpoints: &EndpointsMap,
     existing_nat_chains: &BTreeSet<String>,
     changed: Option<&ChangedServices>,
+    written_top: Option<&TopChains>,
 ) -> Ruleset {
     let mut b = Buffers::default();
     let no_endpoints = Vec::new();
@@ -188,30 +202,11 @@ pub fn write_rules(
         .filter(|c| PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p)) && !ours.contains(*c))
         .collect();
 
-    let mut t = String::with_capacity(256 * (b.nat_rules.len() + b.filter_rules.len() + 16));
-    // filter
-    t.push_str("*filter\n");
-    for c in [KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD] {
-        let _ = writeln!(t, ":{c} - [0:0]");
-    }
     let forward = [
         format!("-A {KUBE_FORWARD} -m conntrack --ctstate INVALID -j DROP"),
         format!("-A {KUBE_FORWARD} -m comment --comment \"kubernetes forwarding rules\" -m mark --mark {MASQ_MARK}/{MASQ_MARK} -j ACCEPT"),
         format!("-A {KUBE_FORWARD} -m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"),
     ];
-    for r in b.filter_rules.iter().chain(forward.iter()) {
-        t.push_str(r);
-        t.push('\n');
-    }
-    t.push_str("COMMIT\n");
-    // nat
-    t.push_str("*nat\n");
-    for c in [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ] {
-        let _ = writeln!(t, ":{c} - [0:0]");
-    }
-    for c in b.nat_chains.iter().chain(stale.iter().copied()) {
-        let _ = writeln!(t, ":{c} - [0:0]");
-    }
     let masq = [
         format!("-A {KUBE_POSTROUTING} -m mark ! --mark {MASQ_MARK}/{MASQ_MARK} -j RETURN"),
         // Cleared, so that a packet that goes through netfilter again is not masqueraded twice.
@@ -219,7 +214,49 @@ pub fn write_rules(
         format!("-A {KUBE_POSTROUTING} -m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully"),
         format!("-A {KUBE_MARK_MASQ} -j MARK --or-mark {MASQ_MARK}"),
     ];
-    for r in masq.iter().chain(b.nat_rules.iter()) {
+    const FILTER_TOP: [&str; 3] = [KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD];
+    const NAT_TOP: [&str; 4] = [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ];
+    let mut top_chains = TopChains::new();
+    top_chains_of("filter", &FILTER_TOP, b.filter_rules.iter().chain(forward.iter()), &mut top_chains);
+    top_chains_of("nat", &NAT_TOP, masq.iter().chain(b.top_nat_rules.iter()), &mut top_chains);
+    // In a partial sync, a top-level chain the tables already hold as it is now is left out.
+    let to_write = |table: &'static str, chains: &[&'static str]| -> Vec<(&'static str, &'static str, &String)> {
+        chains
+            .iter()
+            .filter_map(|c| {
+                let key = format!("{table} {c}");
+                let rules = top_chains.get(&key)?;
+                let kept = changed.is_some() && written_top.and_then(|w| w.get(&key)) == Some(rules);
+                (!kept).then_some((table, *c, rules))
+            })
+            .collect()
+    };
+    let write: Vec<(&str, &str, &String)> = to_write("filter", &FILTER_TOP).into_iter().chain(to_write("nat", &NAT_TOP)).collect();
+
+    let mut t = String::with_capacity(256 * (b.nat_rules.len() + b.top_nat_rules.len() + b.filter_rules.len() + 16));
+    // filter: only the top-level chains (left out entirely when none changed)
+    if write.iter().any(|(table, _, _)| *table == "filter") {
+        t.push_str("*filter\n");
+        for (_, chain, _) in write.iter().filter(|(table, _, _)| *table == "filter") {
+            let _ = writeln!(t, ":{chain} - [0:0]");
+        }
+        for (_, _, rules) in write.iter().filter(|(table, _, _)| *table == "filter") {
+            t.push_str(rules);
+        }
+        t.push_str("COMMIT\n");
+    }
+    // nat
+    t.push_str("*nat\n");
+    for (_, chain, _) in write.iter().filter(|(table, _, _)| *table == "nat") {
+        let _ = writeln!(t, ":{chain} - [0:0]");
+    }
+    for c in b.nat_chains.iter().chain(stale.iter().copied()) {
+        let _ = writeln!(t, ":{c} - [0:0]");
+    }
+    for (_, _, rules) in write.iter().filter(|(table, _, _)| *table == "nat") {
+        t.push_str(rules);
+    }
+    for r in &b.nat_rules {
         t.push_str(r);
         t.push('\n');
     }
@@ -233,6 +270,23 @@ pub fn write_rules(
         nat_chains_written: b.nat_chains.len(),
         nat_rules: b.nat_rule_count + masq.len(),
         filter_rules: b.filter_rules.len() + forward.len(),
+        top_chains,
+    }
+}
+
+/// Each of `chains`' rules (`-A <chain> …`, in order), one per line, into `out` under
+/// `<table> <chain>`; every chain gets an entry, an empty one too.
+fn top_chains_of<'a>(table: &str, chains: &[&str], rules: impl Iterator<Item = &'a String>, out: &mut TopChains) {
+    let mut texts = vec![String::new(); chains.len()];
+    for r in rules {
+        let chain = r.strip_prefix("-A ").and_then(|r| r.split(' ').next()).unwrap_or_default();
+        if let Some(i) = chains.iter().position(|c| *c == chain) {
+            texts[i].push_str(r);
+            texts[i].push('\n');
+        }
+    }
+    for (c, text) in chains.iter().zip(texts) {
+        out.insert(format!("{table} {c}"), text);
     }
 }
 
@@ -436,7 +490,7 @@ mod tests {
     /// lines that concern Services (not the fixed ones every ruleset has).
     fn render(cfg: &RulesConfig, items: Vec<(ServicePortInfo, Vec<Endpoint>)>) -> String {
         let (s, e) = maps(items);
-        let mut text = write_rules(cfg, &s, &e, &BTreeSet::new(), None).text;
+        let mut text = write_rules(cfg, &s, &e, &BTreeSet::new(), None, None).text;
         for svc in s.values() {
             let short = svc.name.name.to_uppercase();
             text = text.replace(&service_chain(&svc.name), &format!("KUBE-SVC-{short}"));
@@ -465,7 +519,7 @@ mod tests {
         assert_eq!(probability(2), "0.5000000000");
         assert_eq!(probability(3), "0.3333333333");
         let (s, e) = maps(vec![(svc("web", [10, 96, 0, 10]), vec![ep(1, false), ep(2, false), ep(3, false), ep(4, false)])]);
-        let text = write_rules(&cfg(), &s, &e, &BTreeSet::new(), None).text;
+        let text = write_rules(&cfg(), &s, &e, &BTreeSet::new(), None, None).text;
         let probs: Vec<&str> = text.lines().filter_map(|l| l.split("--probability ").nth(1)).map(|r| r.split(' ').next().unwrap()).collect();
         assert_eq!(probs, ["0.2500000000", "0.3333333333", "0.5000000000"]);
     }
@@ -530,26 +584,27 @@ mod tests {
     fn stale_chains_are_deleted() {
         let existing: BTreeSet<String> = ["KUBE-SVC-OLD", "KUBE-SEP-OLD", "KUBE-SERVICES", "CNI-HOSTPORT-DNAT", "DOCKER"].map(String::from).into();
         let (s, e) = maps(vec![(svc("web", [10, 96, 0, 10]), vec![ep(1, false)])]);
-        let r = write_rules(&cfg(), &s, &e, &existing, None);
+        let r = write_rules(&cfg(), &s, &e, &existing, None, None);
         let x: Vec<&str> = r.text.lines().filter(|l| l.starts_with("-X ")).collect();
         assert_eq!(x, ["-X KUBE-SEP-OLD", "-X KUBE-SVC-OLD"]);
         assert!(r.text.contains(":KUBE-SVC-OLD - [0:0]"), "flushed before deletion");
         assert!(r.nat_chains.contains(&service_chain(&name("web", "http"))));
     }
 
-    /// A partial sync writes every top-level rule but only the changed Service's chains; the
-    /// chains it skips stay in use (not deleted), and the removed endpoint's chain goes.
+    /// A partial sync (not told how the last one left the top-level chains) writes every
+    /// top-level rule but only the changed Service's chains; the chains it skips stay in use
+    /// (not deleted), and the removed endpoint's chain goes.
     #[test]
     fn partial_sync_writes_only_the_changed_services_chains() {
         let mut items = golden_services();
         let (s0, e0) = maps(items.clone());
-        let full = write_rules(&cfg(), &s0, &e0, &BTreeSet::new(), None);
+        let full = write_rules(&cfg(), &s0, &e0, &BTreeSet::new(), None, None);
         // web loses an endpoint.
         items[0].1.pop();
         let (s, e) = maps(items);
         let changed: ChangedServices = [("default".to_string(), "web".to_string())].into();
-        let partial = write_rules(&cfg(), &s, &e, &full.nat_chains, Some(&changed));
-        let full_after = write_rules(&cfg(), &s, &e, &full.nat_chains, None);
+        let partial = write_rules(&cfg(), &s, &e, &full.nat_chains, Some(&changed), None);
+        let full_after = write_rules(&cfg(), &s, &e, &full.nat_chains, None, None);
 
         let web = name("web", "http");
         let gone = endpoint_chain(&web, &ep(2, false));
@@ -573,9 +628,43 @@ mod tests {
         assert_eq!((partial.nat_rules, partial.filter_rules), (full_after.nat_rules, full_after.filter_rules));
         assert!(partial.nat_chains_written < full_after.nat_chains_written);
         // No change at all: only the top-level chains.
-        let none = write_rules(&cfg(), &s, &e, &full_after.nat_chains, Some(&ChangedServices::new()));
+        let none = write_rules(&cfg(), &s, &e, &full_after.nat_chains, Some(&ChangedServices::new()), None);
         assert_eq!(none.nat_chains_written, 0);
         assert!(!none.text.contains(":KUBE-SVC-") && !none.text.contains("-X "), "{}", none.text);
+    }
+
+    /// Given how the last sync left the top-level chains, a partial sync leaves out those whose
+    /// rules stay the same and writes those that change; a full sync writes them all anyway.
+    #[test]
+    fn partial_sync_leaves_out_unchanged_top_level_chains() {
+        let mut items = golden_services();
+        let (s0, e0) = maps(items.clone());
+        let full = write_rules(&cfg(), &s0, &e0, &BTreeSet::new(), None, None);
+        let declared = |t: &str| -> Vec<String> { t.lines().filter_map(|l| l.strip_prefix(':')).map(|l| l.split(' ').next().unwrap().to_string()).collect() };
+        let web = ("default".to_string(), "web".to_string());
+        // web loses one of its two endpoints: its chains change, no top-level chain does.
+        items[0].1.pop();
+        let (s1, e1) = maps(items.clone());
+        let partial = write_rules(&cfg(), &s1, &e1, &full.nat_chains, Some(&[web.clone()].into()), Some(&full.top_chains));
+        assert!(!partial.text.contains("*filter"), "no filter chain changed:\n{}", partial.text);
+        assert!(!declared(&partial.text).iter().any(|c| c.starts_with("KUBE-") && !PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))), "{}", partial.text);
+        assert!(!partial.text.contains("-A KUBE-SERVICES ") && !partial.text.contains("-A KUBE-NODEPORTS "), "{}", partial.text);
+        assert!(partial.text.contains(&format!(":{} - [0:0]", service_chain(&name("web", "http")))), "{}", partial.text);
+        assert_eq!(partial.top_chains, full.top_chains);
+        // web loses its last endpoint: its cluster IP moves from nat KUBE-SERVICES to a REJECT
+        // in filter KUBE-SERVICES; both are written whole, the chains that stay are not.
+        items[0].1.clear();
+        let (s2, e2) = maps(items);
+        let emptied = write_rules(&cfg(), &s2, &e2, &partial.nat_chains, Some(&[web].into()), Some(&partial.top_chains));
+        let mut got = declared(&emptied.text).into_iter().filter(|c| !PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))).collect::<Vec<_>>();
+        got.sort();
+        assert_eq!(got, ["KUBE-SERVICES", "KUBE-SERVICES"], "{}", emptied.text);
+        assert!(emptied.text.contains("has no endpoints\" ") && emptied.text.contains("-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports"), "{}", emptied.text);
+        let full_after = write_rules(&cfg(), &s2, &e2, &partial.nat_chains, None, Some(&partial.top_chains));
+        assert_eq!(emptied.top_chains, full_after.top_chains);
+        for chain in [KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ] {
+            assert!(full_after.text.contains(&format!(":{chain} - [0:0]")), "a full sync writes {chain}");
+        }
     }
 
     /// A serving, terminating endpoint is used when no endpoint is ready; a not-serving one never.

@@ -23,6 +23,8 @@ pub const DEFAULT_KUBECTL_MINOR: u32 = 32;
 /// Where `make test` puts every kubectl (scripts/fetch-kubectl.sh), unless `$KUBELAB_KUBECTL_DIR`.
 pub const KUBECTL_DIR: &str = "/var/cache/kubelab/kubectl";
 /// The Google Cloud SDK's pinned kubectls, used when the directory above lacks one.
+/// How often [`ApiCluster::wait_for`] and [`ApiCluster::hold_for`] look.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
 const SDK_KUBECTL_DIR: &str = "/usr/lib/google-cloud-sdk/bin";
 /// Hard limit for one kubectl run (kubectl's own `--request-timeout` is shorter).
 pub const KUBECTL_DEADLINE: Duration = Duration::from_secs(60);
@@ -458,6 +460,34 @@ impl ApiCluster {
     /// Panics with `msg` and the tails of the API server's (and controller manager's) logs.
     pub fn fail(&self, msg: &str) -> ! {
         panic!("{msg}\n{}", self.log_tails(60))
+    }
+
+    /// [`crate::poll_until`] `check` every 200 ms (`Err` carries what was seen instead); on
+    /// timeout the test fails with `what`, the last thing seen and the processes' logs.
+    pub async fn wait_for<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, String>>,
+    {
+        let polled = crate::poll_until(what, timeout, CHECK_EVERY, || {
+            let attempt = check();
+            async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
+        });
+        polled.await.unwrap_or_else(|e| self.fail(&format!("{e:#}")))
+    }
+
+    /// [`crate::hold_for`] `check` every 200 ms over `period`; the test fails at the first check
+    /// that does not hold.
+    pub async fn hold_for<F, Fut>(&self, what: &str, period: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let held = crate::hold_for(what, period, CHECK_EVERY, || {
+            let attempt = check();
+            async move { attempt.await.map_err(anyhow::Error::msg) }
+        });
+        held.await.unwrap_or_else(|e| self.fail(&format!("{e:#}")))
     }
 
     /// Whether the API server process is still running.

@@ -26,7 +26,6 @@
 //! - leader election: of two `--leader-elect` controller managers exactly one leads; when it is
 //!   stopped it releases the Lease and the other takes over well before the lease would expire.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use e2e::apiserver::{ApiCluster, ApiOptions};
@@ -97,35 +96,6 @@ fn pod_ready(pod: &Pod) -> Option<(String, Option<String>)> {
     Some((c.status.clone(), c.reason.clone()))
 }
 
-/// How often the waits and holds below look.
-const POLL: Duration = Duration::from_millis(200);
-
-/// [`e2e::poll_until`] `check` (`Err` carries what was seen instead); on timeout the test fails
-/// with `what`, the last thing seen and the processes' logs.
-async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let polled = e2e::poll_until(what, timeout, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
-    });
-    polled.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
-
-/// [`e2e::hold_for`] `check` over `period`; the test fails at the first check that does not hold.
-async fn hold_for<F, Fut>(c: &ApiCluster, what: &str, period: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let held = e2e::hold_for(what, period, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map_err(anyhow::Error::msg) }
-    });
-    held.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
@@ -183,7 +153,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     // Only the Lease keeps the node alive: its status heartbeat never moves, yet for well over a
     // grace period nothing happens to it. The period is what is tested (held, checked all along).
     let renewer = start_renewing(leases.clone(), "n1");
-    hold_for(&c, "node n1 Ready and untainted while its Lease is renewed", GRACE * 2 + Duration::from_secs(1), || async {
+    c.hold_for("node n1 Ready and untainted while its Lease is renewed", GRACE * 2 + Duration::from_secs(1), || async {
         let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
         if ready_of(&n).map(|r| r.0).as_deref() != Some("True") {
             return Err(format!("a node renewing its lease stays Ready: {n:?}"));
@@ -198,7 +168,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     // The "kubelet" stops: the node is marked within the grace period, not before.
     renewer.abort();
     let stopped = Instant::now();
-    let n = wait_for(&c, "node n1 Ready=Unknown and tainted unreachable", MARK_TIMEOUT, || async {
+    let n = c.wait_for("node n1 Ready=Unknown and tainted unreachable", MARK_TIMEOUT, || async {
         let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
         let unreachable = ["node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"];
         if ready_of(&n).map(|r| r.0).as_deref() == Some("Unknown") && taints_of(&n) == unreachable {
@@ -217,7 +187,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     }
     let noexec = n.spec.as_ref().and_then(|s| s.taints.as_ref()).and_then(|t| t.iter().find(|t| t.effect == "NoExecute").cloned());
     assert!(noexec.and_then(|t| t.time_added).is_some(), "the NoExecute taint carries timeAdded: {:?}", n.spec);
-    wait_for(&c, "pod web Ready=False", MARK_TIMEOUT, || async {
+    c.wait_for("pod web Ready=False", MARK_TIMEOUT, || async {
         let p = pods.get("web").await.map_err(|e| e.to_string())?;
         match pod_ready(&p) {
             Some((s, r)) if s == "False" && r.as_deref() == Some("NodeNotReady") => Ok(()),
@@ -226,7 +196,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     })
     .await;
     let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    wait_for(&c, "a NodeNotReady event on node n1 and pod web", MARK_TIMEOUT, || async {
+    c.wait_for("a NodeNotReady event on node n1 and pod web", MARK_TIMEOUT, || async {
         let ev = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
         let on = |kind: &str, name: &str| {
             ev.iter().any(|e| {
@@ -243,7 +213,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     // leaves the conditions to the kubelet.
     let renewer = start_renewing(leases.clone(), "n1");
     post_node_status(&nodes, "n1", "True").await;
-    wait_for(&c, "node n1 untainted after it returned", MARK_TIMEOUT, || async {
+    c.wait_for("node n1 untainted after it returned", MARK_TIMEOUT, || async {
         let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
         if taints_of(&n).is_empty() { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
     })
@@ -253,7 +223,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
 
     // The kubelet itself says Ready=False (still renewing): not-ready taints, taken away with True.
     post_node_status(&nodes, "n1", "False").await;
-    wait_for(&c, "node n1 tainted not-ready", MARK_TIMEOUT, || async {
+    c.wait_for("node n1 tainted not-ready", MARK_TIMEOUT, || async {
         let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
         let want = ["node.kubernetes.io/not-ready:NoExecute", "node.kubernetes.io/not-ready:NoSchedule"];
         if taints_of(&n) == want { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
@@ -262,7 +232,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     let n = nodes.get("n1").await.expect("get node");
     assert_eq!(ready_of(&n), Some(("False".into(), Some("Test".into()))), "the kubelet's own Ready=False is not overwritten");
     post_node_status(&nodes, "n1", "True").await;
-    wait_for(&c, "node n1 untainted after Ready=True", MARK_TIMEOUT, || async {
+    c.wait_for("node n1 untainted after Ready=True", MARK_TIMEOUT, || async {
         let n = nodes.get("n1").await.map_err(|e| e.to_string())?;
         if taints_of(&n).is_empty() { Ok(()) } else { Err(format!("taints {:?}", taints_of(&n))) }
     })
@@ -273,7 +243,7 @@ async fn node_lifecycle_marks_a_silent_node_and_clears_it_when_it_returns() {
     // only (a NoExecute taint put on the first one to be noticed is taken away again).
     renewer.abort();
     n2_renewer.abort();
-    wait_for(&c, "nodes n1 and n2 Unknown, tainted NoSchedule only", MARK_TIMEOUT * 2, || async {
+    c.wait_for("nodes n1 and n2 Unknown, tainted NoSchedule only", MARK_TIMEOUT * 2, || async {
         let mut seen = Vec::new();
         for name in ["n1", "n2"] {
             let n = nodes.get(name).await.map_err(|e| e.to_string())?;
@@ -346,7 +316,7 @@ async fn taint_eviction_deletes_pods_whose_tolerance_ran_out() {
     // The taint, as a user puts it on.
     c.kubectl_ok(&["taint", "nodes", "n1", "dedicated=db:NoExecute"]);
     let tainted = Instant::now();
-    let p = wait_for(&c, "pod intolerant evicted at once", Duration::from_secs(10), || async {
+    let p = c.wait_for("pod intolerant evicted at once", Duration::from_secs(10), || async {
         let p = pods.get("intolerant").await.map_err(|e| e.to_string())?;
         if being_deleted(&p) { Ok(p) } else { Err(format!("not being deleted: {:?}", p.status)) }
     })
@@ -355,12 +325,12 @@ async fn taint_eviction_deletes_pods_whose_tolerance_ran_out() {
 
     // The 3 s one: still there 2 s after the taint (checked all along), gone soon after 3 s.
     let brief_pending = Duration::from_secs(2).saturating_sub(tainted.elapsed());
-    hold_for(&c, "pod brief kept while it tolerates the taint", brief_pending, || async {
+    c.hold_for("pod brief kept while it tolerates the taint", brief_pending, || async {
         let p = pods.get("brief").await.map_err(|e| e.to_string())?;
         if being_deleted(&p) { Err(format!("evicted after {:?}, within its 3 s", tainted.elapsed())) } else { Ok(()) }
     })
     .await;
-    wait_for(&c, "pod brief evicted once its 3 s ran out", Duration::from_secs(15), || async {
+    c.wait_for("pod brief evicted once its 3 s ran out", Duration::from_secs(15), || async {
         let p = pods.get("brief").await.map_err(|e| e.to_string())?;
         if being_deleted(&p) { Ok(()) } else { Err("not yet".to_string()) }
     })
@@ -369,7 +339,7 @@ async fn taint_eviction_deletes_pods_whose_tolerance_ran_out() {
     // Taking the taint away cancels the 8 s one's pending eviction, for good.
     c.kubectl_ok(&["taint", "nodes", "n1", "dedicated=db:NoExecute-"]);
     assert!(tainted.elapsed() < Duration::from_secs(7), "the taint went only {:?} after it came: the test cannot tell a cancel", tainted.elapsed());
-    hold_for(&c, "pods cancelled and forever kept", Duration::from_secs(10), || async {
+    c.hold_for("pods cancelled and forever kept", Duration::from_secs(10), || async {
         for name in ["cancelled", "forever"] {
             let p = pods.get(name).await.map_err(|e| e.to_string())?;
             if being_deleted(&p) {
@@ -416,14 +386,14 @@ async fn controller_manager_leader_election_one_leads_and_hands_over_on_shutdown
     let mut cms = [start_controller_manager(&c, "cm-a"), start_controller_manager(&c, "cm-b")];
     let names = ["cm-a", "cm-b"];
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
-    let holder = wait_for(&c, "a holder of kube-system/kube-controller-manager", Duration::from_secs(20), || async {
+    let holder = c.wait_for("a holder of kube-system/kube-controller-manager", Duration::from_secs(20), || async {
         let l = leases.get("kube-controller-manager").await.map_err(|e| e.to_string())?;
         l.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty()).ok_or_else(|| "no holder".to_string())
     })
     .await;
     eprintln!("[e2e] lease holder: {holder}");
     let leading = || (0..2).filter(|&i| log_of(&c, names[i]).contains("starting controllers")).collect::<Vec<usize>>();
-    wait_for(&c, "the lease holder starting its controllers", Duration::from_secs(10), || {
+    c.wait_for("the lease holder starting its controllers", Duration::from_secs(10), || {
         let l = leading();
         async move { if l.is_empty() { Err("neither log says so yet".to_string()) } else { Ok(()) } }
     })
@@ -432,7 +402,7 @@ async fn controller_manager_leader_election_one_leads_and_hands_over_on_shutdown
     // them, exactly one runs its controllers, neither exits and the holder stays. The period is
     // what is tested (held, checked all along).
     let (leases, holder) = (&leases, &holder);
-    hold_for(&c, "one leader while both run", Duration::from_secs(5), || {
+    c.hold_for("one leader while both run", Duration::from_secs(5), || {
         // In the closure, not the future: `exited` needs the processes mutably, once per check.
         let exited: Vec<String> = (0..2).filter_map(|i| cms[i].exited().map(|st| format!("{} exited ({st}):\n{}", names[i], log_of(&c, names[i])))).collect();
         let one_leads = match leading().len() {
@@ -460,14 +430,14 @@ async fn controller_manager_leader_election_one_leads_and_hands_over_on_shutdown
     let stopped = Instant::now();
     cms[leader].terminate();
     assert!(log_of(&c, names[leader]).contains("released the lease"), "the leader released the lease:\n{}", log_of(&c, names[leader]));
-    let new_holder = wait_for(&c, "the standby holding the lease", Duration::from_secs(10), || async {
+    let new_holder = c.wait_for("the standby holding the lease", Duration::from_secs(10), || async {
         let l = leases.get("kube-controller-manager").await.map_err(|e| e.to_string())?;
         l.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty() && h != holder).ok_or_else(|| "not yet".to_string())
     })
     .await;
     eprintln!("[e2e] new holder after {:?}: {new_holder}", stopped.elapsed());
     assert!(stopped.elapsed() < Duration::from_secs(10), "took over in {:?}", stopped.elapsed());
-    wait_for(&c, "the standby starting its controllers", Duration::from_secs(10), || async {
+    c.wait_for("the standby starting its controllers", Duration::from_secs(10), || async {
         if log_of(&c, names[standby]).contains("starting controllers") { Ok(()) } else { Err("not yet".to_string()) }
     })
     .await;
@@ -500,7 +470,7 @@ fn budget_status(pdb: &PodDisruptionBudget) -> (i32, i32, i32, i32) {
 
 /// Waits for the budget's (expected, healthy, desired, allowed) with its generation observed.
 async fn wait_budget(c: &ApiCluster, pdbs: &Api<PodDisruptionBudget>, want: (i32, i32, i32, i32)) -> PodDisruptionBudget {
-    wait_for(c, &format!("budget (expected, healthy, desired, allowed) = {want:?}"), Duration::from_secs(20), || async {
+    c.wait_for(&format!("budget (expected, healthy, desired, allowed) = {want:?}"), Duration::from_secs(20), || async {
         let pdb = pdbs.get("web").await.map_err(|e| e.to_string())?;
         let observed = pdb.status.as_ref().and_then(|s| s.observed_generation) == pdb.metadata.generation;
         let got = budget_status(&pdb);
@@ -645,7 +615,7 @@ async fn replica_set_keeps_its_replicas() {
             }
         }
     };
-    let first = wait_for(&c, "three pods", Duration::from_secs(20), count(3)).await;
+    let first = c.wait_for("three pods", Duration::from_secs(20), count(3)).await;
     for p in &first {
         let name = p.metadata.name.clone().unwrap_or_default();
         assert!(name.starts_with("web-") && name.len() == "web-".len() + 5, "generated name: {name}");
@@ -664,11 +634,11 @@ async fn replica_set_keeps_its_replicas() {
             }
         }
     };
-    wait_for(&c, "status 3/0/0", Duration::from_secs(20), status_is((3, 0, 0))).await;
+    c.wait_for("status 3/0/0", Duration::from_secs(20), status_is((3, 0, 0))).await;
     for p in &first[..2] {
         mark_ready(&pods, p.metadata.name.as_deref().unwrap_or_default()).await;
     }
-    wait_for(&c, "status 3/2/2", Duration::from_secs(20), status_is((3, 2, 2))).await;
+    c.wait_for("status 3/2/2", Duration::from_secs(20), status_is((3, 2, 2))).await;
     let (ok, table) = kubectl_of(&c, 33, &["get", "rs", "web"]);
     assert!(ok && table.lines().nth(1).is_some_and(|l| l.split_whitespace().collect::<Vec<_>>()[1..4] == ["3", "3", "2"]), "DESIRED CURRENT READY:\n{table}");
 
@@ -676,7 +646,7 @@ async fn replica_set_keeps_its_replicas() {
     let gone = first[2].metadata.name.clone().expect("name");
     let (ok, out) = kubectl_of(&c, 33, &["delete", "pod", &gone]);
     assert!(ok, "{out}");
-    let again = wait_for(&c, "a replacement", Duration::from_secs(20), || async {
+    let again = c.wait_for("a replacement", Duration::from_secs(20), || async {
         let owned = owned_pods(&pods, &uid).await;
         if owned.len() == 3 && !names(&owned).contains(&gone) { Ok(owned) } else { Err(format!("{:?}", names(&owned))) }
     })
@@ -686,7 +656,7 @@ async fn replica_set_keeps_its_replicas() {
     // Scaling down to 1 deletes the unready pod first, then the most recently ready.
     let (ok, out) = kubectl_of(&c, 27, &["scale", "rs", "web", "--replicas=1"]);
     assert!(ok, "{out}");
-    let left = wait_for(&c, "one pod", Duration::from_secs(20), count(1)).await;
+    let left = c.wait_for("one pod", Duration::from_secs(20), count(1)).await;
     assert!(is_ready(&left[0]), "the pod kept is a Ready one");
     assert!(!names(&left).contains(&replacement));
     let survivor = left[0].metadata.name.clone().expect("name");
@@ -694,7 +664,7 @@ async fn replica_set_keeps_its_replicas() {
     // A matching orphan is adopted; one too many, and not ready, it is the one deleted.
     let orphan: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan", "labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}})).expect("pod");
     pods.create(&PostParams::default(), &orphan).await.expect("create orphan");
-    wait_for(&c, "the orphan adopted and deleted", Duration::from_secs(20), || async {
+    c.wait_for("the orphan adopted and deleted", Duration::from_secs(20), || async {
         match pods.get_opt("orphan").await.map_err(|e| e.to_string())? {
             None => Ok(()),
             Some(p) => Err(format!("still there, owners {:?}", p.metadata.owner_references)),
@@ -706,7 +676,7 @@ async fn replica_set_keeps_its_replicas() {
     // A pod relabelled out of the selector is released, and replaced.
     let (ok, out) = kubectl_of(&c, 33, &["label", "pod", &survivor, "app=other", "--overwrite"]);
     assert!(ok, "{out}");
-    let newest = wait_for(&c, "the survivor released and replaced", Duration::from_secs(20), || async {
+    let newest = c.wait_for("the survivor released and replaced", Duration::from_secs(20), || async {
         let p = pods.get(&survivor).await.map_err(|e| e.to_string())?;
         let owned = owned_pods(&pods, &uid).await;
         if p.metadata.owner_references.as_ref().is_none_or(|r| r.is_empty()) && owned.len() == 1 && !names(&owned).contains(&survivor) {
@@ -721,9 +691,9 @@ async fn replica_set_keeps_its_replicas() {
     let (ok, out) = kubectl_of(&c, 27, &["patch", "rs", "web", "--type=merge", "-p", r#"{"spec":{"minReadySeconds":3}}"#]);
     assert!(ok, "{out}");
     mark_ready(&pods, &newest).await;
-    wait_for(&c, "ready, not yet available", Duration::from_secs(10), status_is((1, 1, 0))).await;
+    c.wait_for("ready, not yet available", Duration::from_secs(10), status_is((1, 1, 0))).await;
     let ready_at = Instant::now();
-    wait_for(&c, "available after minReadySeconds", Duration::from_secs(20), status_is((1, 1, 1))).await;
+    c.wait_for("available after minReadySeconds", Duration::from_secs(20), status_is((1, 1, 1))).await;
     assert!(ready_at.elapsed() >= Duration::from_secs(1), "available only after minReadySeconds ({:?})", ready_at.elapsed());
 
     let (ok, described) = kubectl_of(&c, 33, &["describe", "rs", "web"]);
@@ -823,7 +793,7 @@ async fn deployments_roll_out_with_kubectl() {
     // Paused: a new template makes no ReplicaSet until resumed.
     ok(27, &["rollout", "pause", "deployment/web"]);
     ok(27, &["set", "image", "deployment/web", "busybox=busybox:1.37"]);
-    hold_for(&c, "no rollout while paused", Duration::from_secs(2), || async {
+    c.hold_for("no rollout while paused", Duration::from_secs(2), || async {
         let n = replica_sets_of(&sets, "web").await.len();
         if n == 3 { Ok(()) } else { Err(format!("{n} replica sets")) }
     })
@@ -902,7 +872,7 @@ async fn garbage_collector_follows_owner_references() {
     ok(27, &["create", "deployment", "web", "--image=busybox", "--replicas=2"]);
     ok(27, &["rollout", "status", "deployment/web", "--timeout=60s"]);
     ok(27, &["delete", "deployment", "web"]);
-    wait_for(&c, "web's ReplicaSet and pods collected", Duration::from_secs(30), || async {
+    c.wait_for("web's ReplicaSet and pods collected", Duration::from_secs(30), || async {
         let (rs, p) = (replica_sets_of(&sets, "web").await.len(), count_pods("web").await);
         if rs == 0 && p == 0 { Ok(()) } else { Err(format!("{rs} replica sets, {p} pods")) }
     })
@@ -913,14 +883,14 @@ async fn garbage_collector_follows_owner_references() {
     ok(33, &["rollout", "status", "deployment/keep", "--timeout=60s"]);
     let rs_name = replica_sets_of(&sets, "keep").await[0].0.clone();
     ok(33, &["delete", "deployment", "keep", "--cascade=orphan"]);
-    let rs = wait_for(&c, "keep's ReplicaSet orphaned", Duration::from_secs(30), || async {
+    let rs = c.wait_for("keep's ReplicaSet orphaned", Duration::from_secs(30), || async {
         let rs = sets.get(&rs_name).await.map_err(|e| e.to_string())?;
         let gone = Api::<Deployment>::namespaced(client.clone(), "default").get_opt("keep").await.map_err(|e| e.to_string())?.is_none();
         if gone && rs.metadata.owner_references.as_ref().is_none_or(|r| r.is_empty()) { Ok(rs) } else { Err(format!("deployment gone: {gone}, owners {:?}", rs.metadata.owner_references)) }
     })
     .await;
     assert_eq!(rs.spec.replicas, Some(2));
-    hold_for(&c, "keep's pods stay", Duration::from_secs(2), || async { if count_pods("keep").await == 2 { Ok(()) } else { Err("pods went".into()) } }).await;
+    c.hold_for("keep's pods stay", Duration::from_secs(2), || async { if count_pods("keep").await == 2 { Ok(()) } else { Err("pods went".into()) } }).await;
 
     // Foreground: the owner waits (finalizer foregroundDeletion) for its blocking dependent,
     // which a finalizer of its own holds; released, both go.
@@ -928,19 +898,19 @@ async fn garbage_collector_follows_owner_references() {
     let owner_uid = owner.metadata.uid.clone().expect("uid");
     cms.create(&PostParams::default(), &config_map("dep", Some(("owner", &owner_uid, true)), Some("kubelab.test/hold"))).await.expect("dep");
     ok(27, &["delete", "configmap", "owner", "--cascade=foreground", "--wait=false"]);
-    wait_for(&c, "the owner waiting for its dependent", Duration::from_secs(30), || async {
+    c.wait_for("the owner waiting for its dependent", Duration::from_secs(30), || async {
         let o = cms.get("owner").await.map_err(|e| e.to_string())?;
         let d = cms.get("dep").await.map_err(|e| e.to_string())?;
         let waiting = o.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == "foregroundDeletion")) && o.metadata.deletion_timestamp.is_some();
         if waiting && d.metadata.deletion_timestamp.is_some() { Ok(()) } else { Err(format!("owner {:?} dep deleting {}", o.metadata.finalizers, d.metadata.deletion_timestamp.is_some())) }
     })
     .await;
-    hold_for(&c, "the owner held while its dependent is", Duration::from_secs(2), || async {
+    c.hold_for("the owner held while its dependent is", Duration::from_secs(2), || async {
         if cms.get_opt("owner").await.map_err(|e| e.to_string())?.is_some() { Ok(()) } else { Err("the owner went first".into()) }
     })
     .await;
     cms.patch("dep", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await.expect("release dep");
-    wait_for(&c, "owner and dependent gone", Duration::from_secs(30), || async {
+    c.wait_for("owner and dependent gone", Duration::from_secs(30), || async {
         let (o, d) = (cms.get_opt("owner").await.map_err(|e| e.to_string())?, cms.get_opt("dep").await.map_err(|e| e.to_string())?);
         if o.is_none() && d.is_none() { Ok(()) } else { Err(format!("owner there: {}, dep there: {}", o.is_some(), d.is_some())) }
     })
@@ -951,7 +921,7 @@ async fn garbage_collector_follows_owner_references() {
     cms.create(&PostParams::default(), &config_map("ghost-dep", Some(("ghost", "00000000-0000-0000-0000-000000000001", false)), None)).await.expect("ghost-dep");
     cms.create(&PostParams::default(), &config_map("wrong-uid-dep", Some(("real", "00000000-0000-0000-0000-000000000002", false)), None)).await.expect("wrong-uid-dep");
     cms.create(&PostParams::default(), &config_map("real-dep", Some(("real", real.metadata.uid.as_deref().unwrap_or_default(), false)), None)).await.expect("real-dep");
-    wait_for(&c, "dangling dependents collected", Duration::from_secs(30), || async {
+    c.wait_for("dangling dependents collected", Duration::from_secs(30), || async {
         let names: Vec<String> = cms.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items.into_iter().filter_map(|c| c.metadata.name).collect();
         if !names.iter().any(|n| n == "ghost-dep" || n == "wrong-uid-dep") && names.iter().any(|n| n == "real-dep") { Ok(()) } else { Err(format!("{names:?}")) }
     })
@@ -965,7 +935,7 @@ async fn garbage_collector_follows_owner_references() {
         "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "gone", "uid": node.metadata.uid}]}, "spec": {"holderIdentity": "gone"}})).expect("lease");
     leases.create(&PostParams::default(), &lease).await.expect("lease");
     ok(33, &["delete", "node", "gone"]);
-    wait_for(&c, "the node's lease collected", Duration::from_secs(30), || async {
+    c.wait_for("the node's lease collected", Duration::from_secs(30), || async {
         if leases.get_opt("gone").await.map_err(|e| e.to_string())?.is_none() { Ok(()) } else { Err("still there".into()) }
     })
     .await;
@@ -979,7 +949,7 @@ async fn garbage_collector_follows_owner_references() {
     assert!(warning.contains("child pods are preserved by default when jobs are deleted"), "warning: {warning:?}");
     let body: Value = resp.json().await.expect("json");
     assert_eq!(body["metadata"]["finalizers"], json!(["orphan"]), "{body}");
-    wait_for(&c, "the job orphaned and gone", Duration::from_secs(30), || async {
+    c.wait_for("the job orphaned and gone", Duration::from_secs(30), || async {
         let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client.clone(), "default");
         if jobs.get_opt("once").await.map_err(|e| e.to_string())?.is_none() { Ok(()) } else { Err("still there".into()) }
     })

@@ -17,7 +17,6 @@
 //!   (`JobAlreadyActive`), the Replace one deletes its running Job and starts a new one, the
 //!   suspended x starts none, the unknown zone still none.
 
-use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
@@ -30,24 +29,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const ANNOTATION: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
-/// How often the waits and holds below look.
-const POLL: Duration = Duration::from_millis(250);
 /// How long after a minute boundary its Jobs may take on a loaded machine.
 const FIRE_SLACK: Duration = Duration::from_secs(15);
-
-/// [`e2e::poll_until`] `check` (`Err` carries what was seen instead); on timeout the test fails
-/// with `what`, the last thing seen and the processes' logs.
-async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let polled = e2e::poll_until(what, timeout, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
-    });
-    polled.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
 
 /// kubectl 1.`minor` (not the cluster's pinned one) with a fresh HOME: (success, stdout + stderr).
 fn kubectl_of(c: &ApiCluster, minor: u32, args: &[&str]) -> (bool, String) {
@@ -125,7 +108,7 @@ async fn events_of(events: &Api<Event>, cj: &str) -> Result<Vec<(String, String)
 }
 
 async fn wait_event(c: &ApiCluster, events: &Api<Event>, cj: &str, reason: &str, message: &str, timeout: Duration) {
-    wait_for(c, &format!("event {reason} {message:?} on cronjob {cj}"), timeout, || async {
+    c.wait_for(&format!("event {reason} {message:?} on cronjob {cj}"), timeout, || async {
         let seen = events_of(events, cj).await?;
         if seen.iter().any(|(r, m)| r == reason && m.starts_with(message)) { Ok(()) } else { Err(format!("{seen:?}")) }
     })
@@ -229,14 +212,14 @@ async fn cron_jobs_create_jobs_on_schedule() {
             newest_success = done.status.and_then(|s| s.completion_time).map(|t| t.0);
         }
     }
-    wait_for(&c, "history limited to 2 complete and 1 failed Jobs", Duration::from_secs(20), || async {
+    c.wait_for("history limited to 2 complete and 1 failed Jobs", Duration::from_secs(20), || async {
         let names = jobs_of(&jobs, "history").await?;
         if names == ["h-2", "h-3", "h-5"] { Ok(()) } else { Err(format!("{names:?}")) }
     })
     .await;
     wait_event(&c, &events, "history", "SuccessfulDelete", "Deleted job h-1", Duration::from_secs(10)).await;
     wait_event(&c, &events, "history", "SuccessfulDelete", "Deleted job h-4", Duration::from_secs(10)).await;
-    wait_for(&c, "history's lastSuccessfulTime", Duration::from_secs(10), || async {
+    c.wait_for("history's lastSuccessfulTime", Duration::from_secs(10), || async {
         let got = status_of(&cron_jobs.get("history").await.map_err(|e| e.to_string())?).2;
         if got.is_some() && got == newest_success { Ok(()) } else { Err(format!("{got:?}, want {newest_success:?}")) }
     })
@@ -249,7 +232,7 @@ async fn cron_jobs_create_jobs_on_schedule() {
     let name = |cj: &str, m: i64| format!("{cj}-{m}");
     for cj in ["x", "forbid", "replace"] {
         let want = name(cj, m1);
-        wait_for(&c, &format!("{want} created"), until_fired(m1), || async {
+        c.wait_for(&format!("{want} created"), until_fired(m1), || async {
             let names = jobs_of(&jobs, cj).await?;
             if names.contains(&want) { Ok(()) } else { Err(format!("{names:?}")) }
         })
@@ -271,7 +254,7 @@ async fn cron_jobs_create_jobs_on_schedule() {
     assert_eq!(r1.metadata.labels.clone().unwrap_or_default().get("cron").map(String::as_str), Some("replace"));
     for cj in ["x", "forbid", "replace"] {
         let want = name(cj, m1);
-        wait_for(&c, &format!("{cj}'s status naming {want}"), Duration::from_secs(10), || async {
+        c.wait_for(&format!("{cj}'s status naming {want}"), Duration::from_secs(10), || async {
             let got = status_of(&cron_jobs.get(cj).await.map_err(|e| e.to_string())?);
             if got.0 == [want.clone()] && got.1 == Some(at) { Ok(()) } else { Err(format!("{got:?}")) }
         })
@@ -285,7 +268,7 @@ async fn cron_jobs_create_jobs_on_schedule() {
     let x1_done = finish_job(&jobs, &name("x", m1), at, true).await;
     let x1_completion = x1_done.status.and_then(|s| s.completion_time).map(|t| t.0);
     wait_event(&c, &events, "x", "SawCompletedJob", &format!("Saw completed job: {}, condition: Complete", name("x", m1)), Duration::from_secs(10)).await;
-    wait_for(&c, "x's completed Job out of active, lastSuccessfulTime set", Duration::from_secs(10), || async {
+    c.wait_for("x's completed Job out of active, lastSuccessfulTime set", Duration::from_secs(10), || async {
         let got = status_of(&cron_jobs.get("x").await.map_err(|e| e.to_string())?);
         if got.0.is_empty() && got.2 == x1_completion { Ok(()) } else { Err(format!("{got:?}")) }
     })
@@ -294,13 +277,13 @@ async fn cron_jobs_create_jobs_on_schedule() {
 
     // The second minute boundary.
     let (r1_name, r2_name) = (name("replace", m1), name("replace", m2));
-    wait_for(&c, "replace's Job replaced", until_fired(m2), || async {
+    c.wait_for("replace's Job replaced", until_fired(m2), || async {
         let names = jobs_of(&jobs, "replace").await?;
         if names == [r2_name.clone()] { Ok(()) } else { Err(format!("{names:?}")) }
     })
     .await;
     wait_event(&c, &events, "replace", "SuccessfulDelete", &format!("Deleted job {r1_name}"), Duration::from_secs(10)).await;
-    wait_for(&c, "replace's status naming only the new Job", Duration::from_secs(10), || async {
+    c.wait_for("replace's status naming only the new Job", Duration::from_secs(10), || async {
         let got = status_of(&cron_jobs.get("replace").await.map_err(|e| e.to_string())?);
         if got.0 == [r2_name.clone()] && got.1 == Some(minute_start(m2)) { Ok(()) } else { Err(format!("{got:?}")) }
     })

@@ -15,7 +15,6 @@
 //!   replaced.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -29,26 +28,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-/// How often the waits below look.
-const POLL: Duration = Duration::from_millis(200);
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn now() -> String {
     Timestamp::now().to_string()
-}
-
-/// [`e2e::poll_until`] `check` (`Err` carries what was seen instead); on timeout the test fails
-/// with `what`, the last thing seen and the processes' logs.
-async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let polled = e2e::poll_until(what, timeout, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
-    });
-    polled.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
 }
 
 /// kubectl 1.`minor` with a fresh HOME: (success, stdout + stderr).
@@ -162,7 +145,7 @@ async fn pods_by_node(pods: &Api<Pod>, ds_uid: &str) -> BTreeMap<String, Vec<(St
 /// Waits until every node of `want` holds exactly one Ready pod with `image`, and no other node
 /// holds any.
 async fn wait_pods_on(c: &ApiCluster, pods: &Api<Pod>, ds_uid: &str, want: &[&str], image: &str) -> BTreeMap<String, Vec<(String, String, bool)>> {
-    wait_for(c, &format!("one Ready {image} pod on each of {want:?}"), TIMEOUT, || async {
+    c.wait_for(&format!("one Ready {image} pod on each of {want:?}"), TIMEOUT, || async {
         let by_node = pods_by_node(pods, ds_uid).await;
         let nodes: Vec<&str> = by_node.keys().map(String::as_str).collect();
         let ok = nodes == want && by_node.values().all(|v| v.len() == 1 && v[0].1 == image && v[0].2);
@@ -231,7 +214,7 @@ async fn daemon_sets_run_one_pod_per_node_and_roll_node_by_node() {
         let s = ds.status.clone().unwrap_or_default();
         (s.desired_number_scheduled, s.current_number_scheduled, s.number_ready, s.updated_number_scheduled.unwrap_or(0), s.number_available.unwrap_or(0), s.number_misscheduled)
     };
-    wait_for(&c, "the status: 1 desired, current, ready, updated, available", TIMEOUT, || async {
+    c.wait_for("the status: 1 desired, current, ready, updated, available", TIMEOUT, || async {
         let ds = sets.get("agent").await.map_err(|e| e.to_string())?;
         if status(&ds) == (1, 1, 1, 1, 1, 0) { Ok(()) } else { Err(format!("{:?}", status(&ds))) }
     })
@@ -301,7 +284,7 @@ async fn daemon_sets_run_one_pod_per_node_and_roll_node_by_node() {
     pods.patch_status(&failed, &PatchParams::default(), &Patch::Strategic(&status)).await.expect("post the failed status");
     let again = wait_pods_on(&c, &pods, &uid, &["n1", "n4"], "busybox").await;
     assert_ne!(again["n1"][0].0, failed);
-    wait_for(&c, "a FailedDaemonPod event", TIMEOUT, || async {
+    c.wait_for("a FailedDaemonPod event", TIMEOUT, || async {
         let events = Api::<Event>::namespaced(client.clone(), "default").list(&ListParams::default().fields("involvedObject.name=agent")).await.map_err(|e| e.to_string())?.items;
         let found = events.iter().find(|e| e.reason.as_deref() == Some("FailedDaemonPod"));
         match found {

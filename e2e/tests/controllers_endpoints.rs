@@ -16,7 +16,6 @@
 //!   user wrote for the former stay as written.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 
 use e2e::apiserver::{ApiCluster, ApiOptions};
@@ -27,37 +26,8 @@ use serde_json::{Value, json};
 
 /// How long a controller may take to act on what the test did, on a loaded machine.
 const ACT: Duration = Duration::from_secs(20);
-/// How often the waits look.
-const POLL: Duration = Duration::from_millis(200);
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
 const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
-
-/// [`e2e::poll_until`] `check` (`Err` carries what was seen instead); on timeout the test fails
-/// with `what`, the last thing seen and the processes' logs.
-async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let polled = e2e::poll_until(what, timeout, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
-    });
-    polled.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
-
-/// [`e2e::hold_for`] `check` over `period`; the test fails at the first check that does not hold.
-async fn hold_for<F, Fut>(c: &ApiCluster, what: &str, period: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let held = e2e::hold_for(what, period, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map_err(anyhow::Error::msg) }
-    });
-    held.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
 
 /// Creates a pod bound to `n1` labelled `app=<app>`, its container port `http` numbered `port`,
 /// then posts it Running with `ip`, Ready or not.
@@ -135,7 +105,7 @@ fn strings(v: &[&str]) -> Vec<String> {
 /// Waits until the Service's slices list exactly `want` (see [`endpoint_line`]); the slices.
 async fn wait_endpoints(c: &ApiCluster, slices: &Api<EndpointSlice>, svc: &str, want: &[&str]) -> Vec<EndpointSlice> {
     let want = strings(want);
-    wait_for(c, &format!("{svc}'s slices list {want:?}"), ACT, || async {
+    c.wait_for(&format!("{svc}'s slices list {want:?}"), ACT, || async {
         let got = slices_of(slices, svc).await?;
         if endpoint_lines(&got) == want { Ok(got) } else { Err(format!("{:?}", endpoint_lines(&got))) }
     })
@@ -145,7 +115,7 @@ async fn wait_endpoints(c: &ApiCluster, slices: &Api<EndpointSlice>, svc: &str, 
 /// Waits until the Endpoints `svc` holds (ready, not ready, ports).
 async fn wait_endpoints_object(c: &ApiCluster, endpoints: &Api<Endpoints>, svc: &str, ready: &[&str], not_ready: &[&str], ports: &[i32]) -> Endpoints {
     let want = (strings(ready), strings(not_ready), ports.to_vec());
-    wait_for(c, &format!("Endpoints {svc} = {want:?}"), ACT, || async {
+    c.wait_for(&format!("Endpoints {svc} = {want:?}"), ACT, || async {
         let ep = endpoints.get_opt(svc).await.map_err(|e| e.to_string())?.ok_or("no Endpoints yet")?;
         let got = endpoints_summary(&ep);
         if got == want { Ok(ep) } else { Err(format!("{got:?}")) }
@@ -252,7 +222,7 @@ async fn services_get_endpointslices_and_endpoints_that_follow_their_pods() {
 
     // The Service deleted: its Endpoints go, and its slices with it (the garbage collector).
     services.delete("web", &DeleteParams::default()).await.expect("delete service");
-    wait_for(&c, "web's Endpoints and slices gone", ACT, || async {
+    c.wait_for("web's Endpoints and slices gone", ACT, || async {
         let ep = endpoints.get_opt("web").await.map_err(|e| e.to_string())?;
         let left = slices_of(&slices, "web").await?;
         if ep.is_none() && left.is_empty() { Ok(()) } else { Err(format!("endpoints {}, {} slices", ep.is_some(), left.len())) }
@@ -274,14 +244,14 @@ async fn slices_split_at_100_and_services_the_controllers_do_not_manage_are_left
     for i in 0..105 {
         make_pod(&pods, &format!("big-{i}"), "big", &format!("10.2.{}.{}", i / 100, i % 100 + 1), 8080, true, json!({})).await;
     }
-    wait_for(&c, "two slices of 100 and 5", ACT, || async {
+    c.wait_for("two slices of 100 and 5", ACT, || async {
         let got = slices_of(&slices, "big").await?;
         let mut sizes: Vec<usize> = got.iter().map(|s| s.endpoints.as_ref().map_or(0, Vec::len)).collect();
         sizes.sort();
         if sizes == [5, 100] { Ok(()) } else { Err(format!("{sizes:?}")) }
     })
     .await;
-    wait_for(&c, "105 ready addresses", ACT, || async {
+    c.wait_for("105 ready addresses", ACT, || async {
         let ep = endpoints.get_opt("big").await.map_err(|e| e.to_string())?.ok_or("no Endpoints yet")?;
         let n = endpoints_summary(&ep).0.len();
         if n == 105 { Ok(()) } else { Err(format!("{n}")) }
@@ -290,13 +260,13 @@ async fn slices_split_at_100_and_services_the_controllers_do_not_manage_are_left
 
     // No pods: one empty slice, and Endpoints without subsets.
     services.create(&PostParams::default(), &service("empty", Some("nothing"), json!(8080), json!({}))).await.expect("create service");
-    let placeholder = wait_for(&c, "one empty slice", ACT, || async {
+    let placeholder = c.wait_for("one empty slice", ACT, || async {
         let got = slices_of(&slices, "empty").await?;
         if got.len() == 1 && got[0].endpoints.as_ref().is_none_or(Vec::is_empty) { Ok(got) } else { Err(format!("{} slices: {:?}", got.len(), endpoint_lines(&got))) }
     })
     .await;
     wait_endpoints_object(&c, &endpoints, "empty", &[], &[], &[]).await;
-    hold_for(&c, "the placeholder stays as it is", Duration::from_secs(2), || async {
+    c.hold_for("the placeholder stays as it is", Duration::from_secs(2), || async {
         let got = slices_of(&slices, "empty").await?;
         if got.len() == 1 && got[0].metadata.resource_version == placeholder[0].metadata.resource_version { Ok(()) } else { Err(format!("{got:?}")) }
     })
@@ -322,7 +292,7 @@ async fn slices_split_at_100_and_services_the_controllers_do_not_manage_are_left
     let mut ext = service("ext", Some("manual"), json!(8080), json!({"type": "ExternalName", "externalName": "db.example.test"}));
     ext.spec.as_mut().expect("spec").ports = None;
     services.create(&PostParams::default(), &ext).await.expect("create ExternalName service");
-    hold_for(&c, "unmanaged Services' endpoints as their users left them", Duration::from_secs(3), || async {
+    c.hold_for("unmanaged Services' endpoints as their users left them", Duration::from_secs(3), || async {
         let manual = slices_of(&slices, "manual").await?;
         let ep = endpoints.get_opt("manual").await.map_err(|e| e.to_string())?.ok_or("the user's Endpoints went")?;
         let ext_slices = slices_of(&slices, "ext").await?;

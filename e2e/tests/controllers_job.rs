@@ -18,7 +18,6 @@
 //! - TTL after finished: a finished Job with `ttlSecondsAfterFinished: 2` is deleted, with its
 //!   pods, a couple of seconds after it finished.
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use e2e::apiserver::{ApiCluster, ApiOptions};
@@ -32,22 +31,6 @@ const FINALIZER: &str = "batch.kubernetes.io/job-tracking";
 const INDEX: &str = "batch.kubernetes.io/job-completion-index";
 /// How long a controller may take to act on what the test did, on a loaded machine.
 const ACT: Duration = Duration::from_secs(20);
-/// How often the waits look.
-const POLL: Duration = Duration::from_millis(200);
-
-/// [`e2e::poll_until`] `check` (`Err` carries what was seen instead); on timeout the test fails
-/// with `what`, the last thing seen and the processes' logs.
-async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let polled = e2e::poll_until(what, timeout, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
-    });
-    polled.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
 
 /// kubectl 1.`minor` with a fresh HOME: (success, stdout + stderr).
 fn kubectl_of(c: &ApiCluster, minor: u32, args: &[&str]) -> (bool, String) {
@@ -123,7 +106,7 @@ fn active(pods: &[Pod]) -> Vec<Pod> {
 
 /// Waits for exactly `n` active pods of the Job.
 async fn wait_active(c: &ApiCluster, pods: &Api<Pod>, uid: &str, n: usize) -> Vec<Pod> {
-    wait_for(c, &format!("{n} active pods"), ACT, || async {
+    c.wait_for(&format!("{n} active pods"), ACT, || async {
         let all = pods_of(pods, uid).await;
         let a = active(&all);
         if a.len() == n { Ok(a) } else { Err(format!("{:?}", all.iter().map(|p| (name(p), phase(p), p.metadata.deletion_timestamp.is_some())).collect::<Vec<_>>())) }
@@ -156,7 +139,7 @@ fn summary(job: &Job) -> ((i32, i32, i32), Vec<String>) {
 
 /// Waits until the Job has condition `type_` True; the Job then.
 async fn wait_condition(c: &ApiCluster, jobs: &Api<Job>, job: &str, type_: &str, timeout: Duration) -> Job {
-    wait_for(c, &format!("{job} {type_}"), timeout, || async {
+    c.wait_for(&format!("{job} {type_}"), timeout, || async {
         let j = jobs.get(job).await.map_err(|e| e.to_string())?;
         let has = j.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"));
         if has { Ok(j) } else { Err(format!("{:?}", summary(&j))) }
@@ -185,7 +168,7 @@ async fn jobs_run_their_pods_to_completion() {
     let owner = &first.metadata.owner_references.as_ref().expect("owner")[0];
     assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller, owner.block_owner_deletion), ("Job", "hello", Some(true), Some(true)));
     set_phase(&pods, &pod_name, "Running").await;
-    wait_for(&c, "hello running, ready, with the finalizer", ACT, || async {
+    c.wait_for("hello running, ready, with the finalizer", ACT, || async {
         let j = jobs.get("hello").await.map_err(|e| e.to_string())?;
         let p = pods.get(&pod_name).await.map_err(|e| e.to_string())?;
         let s = j.status.clone().unwrap_or_default();
@@ -208,7 +191,7 @@ async fn jobs_run_their_pods_to_completion() {
     assert!(two.iter().all(has_finalizer), "every pod starts with the finalizer");
     set_phase(&pods, &name(&two[0]), "Running").await;
     set_phase(&pods, &name(&two[0]), "Succeeded").await;
-    let next = wait_for(&c, "one counted, a third pod", ACT, || async {
+    let next = c.wait_for("one counted, a third pod", ACT, || async {
         let j = jobs.get("work").await.map_err(|e| e.to_string())?;
         let all = pods_of(&pods, &work).await;
         let a = active(&all);
@@ -248,7 +231,7 @@ async fn jobs_run_their_pods_to_completion() {
     assert_eq!(by_index.iter().map(|(ix, _)| ix.as_str()).collect::<Vec<_>>(), ["0", "1", "2"]);
     set_phase(&pods, &by_index[0].1, "Succeeded").await;
     set_phase(&pods, &by_index[1].1, "Succeeded").await;
-    wait_for(&c, "completedIndexes 0,1", ACT, || async {
+    c.wait_for("completedIndexes 0,1", ACT, || async {
         let j = jobs.get("idx").await.map_err(|e| e.to_string())?;
         let s = j.status.clone().unwrap_or_default();
         if s.completed_indexes.as_deref() == Some("0,1") && s.succeeded == Some(2) { Ok(()) } else { Err(format!("{:?} {:?}", s.completed_indexes, s.succeeded)) }
@@ -277,7 +260,7 @@ async fn jobs_fail_past_their_backoff_limit_or_deadline() {
     let gone = apply(&c, 27, &jobs, "gone", &job_yaml("gone", "  backoffLimit: 0\n")).await;
     set_phase(&pods, &name(&first), "Failed").await;
     let failed_at = Instant::now();
-    wait_for(&c, "the failure counted", ACT, || async {
+    c.wait_for("the failure counted", ACT, || async {
         let j = jobs.get("flaky").await.map_err(|e| e.to_string())?;
         if summary(&j).0 == (0, 0, 1) { Ok(()) } else { Err(format!("{:?}", summary(&j))) }
     })
@@ -292,7 +275,7 @@ async fn jobs_fail_past_their_backoff_limit_or_deadline() {
     let (counts, conds) = summary(&j);
     assert_eq!(counts, (0, 0, 2), "{conds:?}");
     assert_eq!(conds, ["FailureTarget=True/DeadlineExceeded", "Failed=True/DeadlineExceeded"]);
-    wait_for(&c, "the slow pods gone", ACT, || async {
+    c.wait_for("the slow pods gone", ACT, || async {
         let left = pods_of(&pods, &slow).await;
         if left.is_empty() { Ok(()) } else { Err(format!("{:?}", left.iter().map(name).collect::<Vec<_>>())) }
     })
@@ -303,7 +286,7 @@ async fn jobs_fail_past_their_backoff_limit_or_deadline() {
     kubectl_ok(&c, 33, &["delete", "pod", &name(&doomed), "--wait=false"]);
     let j = wait_condition(&c, &jobs, "gone", "Failed", ACT).await;
     assert_eq!(summary(&j), ((0, 0, 1), vec!["FailureTarget=True/BackoffLimitExceeded".to_string(), "Failed=True/BackoffLimitExceeded".to_string()]));
-    wait_for(&c, "the deleted pod gone", ACT, || async {
+    c.wait_for("the deleted pod gone", ACT, || async {
         match pods.get_opt(&name(&doomed)).await.map_err(|e| e.to_string())? {
             None => Ok(()),
             Some(p) => Err(format!("still there, finalizers {:?}", p.metadata.finalizers)),
@@ -347,7 +330,7 @@ async fn jobs_suspend_resume_and_expire_after_their_ttl() {
     set_phase(&pods, &name(&p), "Succeeded").await;
     wait_condition(&c, &jobs, "short", "Complete", ACT).await;
     let finished = Instant::now();
-    wait_for(&c, "the short Job and its pod deleted", ACT, || async {
+    c.wait_for("the short Job and its pod deleted", ACT, || async {
         let j = jobs.get_opt("short").await.map_err(|e| e.to_string())?;
         let left = pods_of(&pods, &short).await;
         if j.is_none() && left.is_empty() { Ok(()) } else { Err(format!("job {:?}, pods {:?}", j.map(|j| summary(&j)), left.iter().map(name).collect::<Vec<_>>())) }
@@ -363,7 +346,7 @@ async fn jobs_suspend_resume_and_expire_after_their_ttl() {
     kubectl_ok(&c, 27, &["patch", "job", "paused", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#]);
     let j = wait_condition(&c, &jobs, "paused", "Suspended", ACT).await;
     assert_eq!(summary(&j).1, ["Suspended=True/JobSuspended"]);
-    wait_for(&c, "the suspended Job's pods gone", ACT, || async {
+    c.wait_for("the suspended Job's pods gone", ACT, || async {
         let left = pods_of(&pods, &paused).await;
         let j = jobs.get("paused").await.map_err(|e| e.to_string())?;
         if left.is_empty() && summary(&j).0 == (0, 0, 0) { Ok(()) } else { Err(format!("{:?} {:?}", summary(&j), left.iter().map(name).collect::<Vec<_>>())) }
@@ -374,7 +357,7 @@ async fn jobs_suspend_resume_and_expire_after_their_ttl() {
     kubectl_ok(&c, 33, &["patch", "job", "paused", "--type=merge", "-p", r#"{"spec":{"suspend":false}}"#]);
     let after = wait_active(&c, &pods, &paused, 2).await;
     assert!(after.iter().all(|p| !before.iter().any(|b| name(b) == name(p))), "new pods");
-    let j = wait_for(&c, "resumed", ACT, || async {
+    let j = c.wait_for("resumed", ACT, || async {
         let j = jobs.get("paused").await.map_err(|e| e.to_string())?;
         if summary(&j).1 == ["Suspended=False/JobResumed"] { Ok(j) } else { Err(format!("{:?}", summary(&j))) }
     })
@@ -386,7 +369,7 @@ async fn jobs_suspend_resume_and_expire_after_their_ttl() {
     let p = wait_active(&c, &pods, &left, 1).await.remove(0);
     assert!(has_finalizer(&p));
     kubectl_ok(&c, 33, &["delete", "job", "left", "--cascade=orphan"]);
-    wait_for(&c, "the orphaned pod released", ACT, || async {
+    c.wait_for("the orphaned pod released", ACT, || async {
         let p = pods.get(&name(&p)).await.map_err(|e| e.to_string())?;
         if p.metadata.owner_references.as_ref().is_none_or(Vec::is_empty) && !has_finalizer(&p) { Ok(()) } else { Err(format!("owners {:?}, finalizers {:?}", p.metadata.owner_references, p.metadata.finalizers)) }
     })

@@ -13,7 +13,6 @@
 //!   ControllerRevision re-numbered.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -31,36 +30,7 @@ fn now() -> String {
     Timestamp::now().to_string()
 }
 
-/// How often the waits and holds below look.
-const POLL: Duration = Duration::from_millis(200);
 const WAIT: Duration = Duration::from_secs(30);
-
-/// [`e2e::poll_until`] `check` (`Err` carries what was seen instead); on timeout the test fails
-/// with `what`, the last thing seen and the processes' logs.
-async fn wait_for<T, F, Fut>(c: &ApiCluster, what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let polled = e2e::poll_until(what, timeout, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map(Some).map_err(anyhow::Error::msg) }
-    });
-    polled.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
-
-/// [`e2e::hold_for`] `check` over `period`; the test fails at the first check that does not hold.
-async fn hold_for<F, Fut>(c: &ApiCluster, what: &str, period: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let held = e2e::hold_for(what, period, POLL, || {
-        let attempt = check();
-        async move { attempt.await.map_err(anyhow::Error::msg) }
-    });
-    held.await.unwrap_or_else(|e| c.fail(&format!("{e:#}")))
-}
 
 /// kubectl 1.`minor` with a fresh HOME: (success, stdout + stderr).
 fn kubectl_of(c: &ApiCluster, minor: u32, args: &[&str]) -> (bool, String) {
@@ -208,7 +178,7 @@ async fn stateful_sets_create_and_delete_pods_in_order() {
     let set_uid = set.metadata.uid.clone().expect("uid");
 
     // web-0 alone, with its identity; no web-1 while web-0 is not Ready.
-    let first = wait_for(&c, "web-0", WAIT, || async {
+    let first = c.wait_for("web-0", WAIT, || async {
         let v = pods_of(&pods, "web").await;
         if names(&v) == ["web-0"] { Ok(v["web-0"].clone()) } else { Err(format!("{:?}", names(&v))) }
     })
@@ -220,21 +190,21 @@ async fn stateful_sets_create_and_delete_pods_in_order() {
     assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller, owner.block_owner_deletion), ("StatefulSet", set_uid.as_str(), Some(true), Some(true)));
     let revision = label(&first, "controller-revision-hash").to_string();
     assert!(revision.starts_with("web-"), "revision label {revision:?}");
-    hold_for(&c, "no web-1 while web-0 is not Ready", Duration::from_secs(2), || async {
+    c.hold_for("no web-1 while web-0 is not Ready", Duration::from_secs(2), || async {
         let v = pods_of(&pods, "web").await;
         if names(&v) == ["web-0"] { Ok(()) } else { Err(format!("{:?}", names(&v))) }
     })
     .await;
     for (ready, next) in [("web-0", "web-1"), ("web-1", "web-2")] {
         mark_ready(&pods, ready).await;
-        let seen = wait_for(&c, next, WAIT, || async {
+        let seen = c.wait_for(next, WAIT, || async {
             let v = pods_of(&pods, "web").await;
             if v.contains_key(next) { Ok(v) } else { Err(format!("{:?}", names(&v))) }
         })
         .await;
         assert!(!is_ready(&seen[next]), "{next} is new");
         if next == "web-1" {
-            hold_for(&c, "no web-2 while web-1 is not Ready", Duration::from_secs(1), || async {
+            c.hold_for("no web-2 while web-1 is not Ready", Duration::from_secs(1), || async {
                 let v = pods_of(&pods, "web").await;
                 if v.contains_key("web-2") { Err(format!("{:?}", names(&v))) } else { Ok(()) }
             })
@@ -242,7 +212,7 @@ async fn stateful_sets_create_and_delete_pods_in_order() {
         }
     }
     mark_ready(&pods, "web-2").await;
-    wait_for(&c, "status 3 ready, current and updated", WAIT, || async {
+    c.wait_for("status 3 ready, current and updated", WAIT, || async {
         let (s, st) = status_of(&sets, "web").await?;
         let want = json!({"replicas": 3, "readyReplicas": 3, "availableReplicas": 3, "currentReplicas": 3, "updatedReplicas": 3, "currentRevision": revision, "updateRevision": revision, "collisionCount": 0, "observedGeneration": s.metadata.generation});
         if st == want { Ok(()) } else { Err(format!("{st}")) }
@@ -256,23 +226,23 @@ async fn stateful_sets_create_and_delete_pods_in_order() {
     // Scale down: web-2 goes first, and web-1 only once web-2 is gone.
     kubelet.finish_deletes.store(false, Ordering::SeqCst);
     ok(&c, 27, &["scale", "sts", "web", "--replicas=1"]);
-    wait_for(&c, "web-2 terminating", WAIT, || async {
+    c.wait_for("web-2 terminating", WAIT, || async {
         let v = pods_of(&pods, "web").await;
         if v.get("web-2").is_some_and(|p| p.metadata.deletion_timestamp.is_some()) { Ok(()) } else { Err(format!("{:?}", names(&v))) }
     })
     .await;
-    hold_for(&c, "web-1 kept while web-2 terminates", Duration::from_secs(2), || async {
+    c.hold_for("web-1 kept while web-2 terminates", Duration::from_secs(2), || async {
         let v = pods_of(&pods, "web").await;
         if v.get("web-1").is_some_and(|p| p.metadata.deletion_timestamp.is_none()) { Ok(()) } else { Err(format!("web-1: {:?}", v.get("web-1").map(|p| &p.metadata.deletion_timestamp))) }
     })
     .await;
     kubelet.finish_deletes.store(true, Ordering::SeqCst);
-    wait_for(&c, "only web-0 left", WAIT, || async {
+    c.wait_for("only web-0 left", WAIT, || async {
         let v = pods_of(&pods, "web").await;
         if names(&v) == ["web-0"] { Ok(()) } else { Err(format!("{:?}", names(&v))) }
     })
     .await;
-    wait_for(&c, "status 1 replica", WAIT, || async {
+    c.wait_for("status 1 replica", WAIT, || async {
         let (_, st) = status_of(&sets, "web").await?;
         if st["replicas"] == json!(1) && st["readyReplicas"] == json!(1) { Ok(()) } else { Err(format!("{st}")) }
     })
@@ -281,7 +251,7 @@ async fn stateful_sets_create_and_delete_pods_in_order() {
     // A deleted pod comes back under its name (a new pod: another uid).
     let old_uid = pods.get("web-0").await.expect("web-0").metadata.uid;
     ok(&c, 33, &["delete", "pod", "web-0"]);
-    let back = wait_for(&c, "web-0 back", WAIT, || async {
+    let back = c.wait_for("web-0 back", WAIT, || async {
         match pods.get_opt("web-0").await.map_err(|e| e.to_string())? {
             Some(p) if p.metadata.uid != old_uid && p.metadata.deletion_timestamp.is_none() => Ok(p),
             other => Err(format!("{:?}", other.map(|p| p.metadata.uid))),
@@ -298,7 +268,7 @@ async fn stateful_sets_create_and_delete_pods_in_order() {
     // Parallel: all three at once, none of them Ready.
     let file = c.write_file("par.yaml", &set_yaml("par", 3, "  podManagementPolicy: Parallel\n"));
     ok(&c, 33, &["apply", "-f", &file.display().to_string()]);
-    let all = wait_for(&c, "par-0, par-1 and par-2", WAIT, || async {
+    let all = c.wait_for("par-0, par-1 and par-2", WAIT, || async {
         let v = pods_of(&pods, "par").await;
         if names(&v) == ["par-0", "par-1", "par-2"] { Ok(v) } else { Err(format!("{:?}", names(&v))) }
     })
@@ -306,7 +276,7 @@ async fn stateful_sets_create_and_delete_pods_in_order() {
     assert!(all.values().all(|p| !is_ready(p)), "created before any was Ready");
     // …and scaled down at once.
     ok(&c, 33, &["scale", "sts", "par", "--replicas=0"]);
-    wait_for(&c, "no par pods", WAIT, || async {
+    c.wait_for("no par pods", WAIT, || async {
         let v = pods_of(&pods, "par").await;
         if v.is_empty() { Ok(()) } else { Err(format!("{:?}", names(&v))) }
     })
@@ -359,7 +329,7 @@ async fn stateful_sets_roll_out_with_kubectl() {
     let images: Vec<String> = v.values().map(image_of).collect();
     assert_eq!(images, ["busybox", "busybox", "busybox:1.36"]);
     assert_eq!(v.values().map(|p| label(p, "controller-revision-hash")).collect::<Vec<_>>(), [first[0].1.as_str(), first[0].1.as_str(), two[1].1.as_str()]);
-    hold_for(&c, "web-0 and web-1 stay at the old revision", Duration::from_secs(2), || async {
+    c.hold_for("web-0 and web-1 stay at the old revision", Duration::from_secs(2), || async {
         let v = pods_of(&pods, "web").await;
         let images: Vec<String> = v.values().map(image_of).collect();
         if images == ["busybox", "busybox", "busybox:1.36"] { Ok(()) } else { Err(format!("{images:?}")) }
@@ -389,7 +359,7 @@ async fn stateful_sets_roll_out_with_kubectl() {
     watcher.abort();
     let at = updated_at.lock().expect("lock").clone();
     assert!(at["web-2"] <= at["web-1"] && at["web-1"] < at["web-0"], "from the top down: {at:?}");
-    wait_for(&c, "the update revision current", WAIT, || async {
+    c.wait_for("the update revision current", WAIT, || async {
         let (_, st) = status_of(&sets, "web").await?;
         if st["currentRevision"] == json!(two[1].1) && st["currentReplicas"] == json!(3) { Ok(()) } else { Err(format!("{st}")) }
     })
@@ -412,7 +382,7 @@ async fn stateful_sets_roll_out_with_kubectl() {
     assert_eq!(numbers, ["2", "3"], "{history}");
     let detail = ok(&c, 27, &["rollout", "history", "sts/web", "--revision=2"]);
     assert!(detail.contains("busybox:1.36"), "{detail}");
-    wait_for(&c, "status back at the first revision", WAIT, || async {
+    c.wait_for("status back at the first revision", WAIT, || async {
         let (_, st) = status_of(&sets, "web").await?;
         if st["currentRevision"] == json!(first[0].1) && st["updateRevision"] == json!(first[0].1) && st["updatedReplicas"] == json!(3) { Ok(()) } else { Err(format!("{st}")) }
     })

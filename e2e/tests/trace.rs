@@ -5,7 +5,8 @@
 //! steps and the CRI calls under them); `--mermaid` and `--json` render it; a pod whose image
 //! cannot be pulled shows its failing step; a static pod is traced through its mirror pod; a pod
 //! of a Deployment is traced back to it (Deployment → ReplicaSet → Pod, each link with the client
-//! that made it and the controller's event saying why).
+//! that made it and the controller's event saying why); a missing pod or Service is reported, and a
+//! deleted Service is traced by its UID.
 
 use std::process::Command;
 use std::time::Duration;
@@ -176,5 +177,12 @@ async fn a_pods_journey_is_traced_through_every_component() {
     let out = Command::new(e2e::kubelab_bin().expect("kubelab binary")).args(["trace", "svc/nope", "--server", &api.url()]).output().expect("run kubelab trace");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Service default/nope not found"), "{}", String::from_utf8_lossy(&out.stderr));
+    // A Service that is gone is traced by its UID: the API server's record of its create.
+    api.kubectl_ok(&["create", "service", "clusterip", "gone", "--tcp=80:8080"]);
+    let uid = api.kubectl_ok(&["get", "service", "gone", "-o", "jsonpath={.metadata.uid}"]);
+    api.kubectl_ok(&["delete", "service", "gone"]);
+    let table = trace(&api, &["svc/gone", "--uid", uid.trim()]);
+    assert!(table.starts_with(&format!("service default/gone (uid {})", uid.trim())), "{table}");
+    assert!(table.lines().any(|l| l.contains("request") && l.contains("resource=services") && l.contains("verb=POST")), "the create:\n{table}");
     drop(agent);
 }

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::strategy::PODS;
 use crate::registry::generic::rest::Registries;
+use crate::registry::generic::strategy::ResourceInfo;
 use crate::error::{Error, Result};
 use crate::registry::core::node::kubelet_client::node_agent_url;
 use crate::registry::core::node::strategy::NODES;
@@ -37,6 +38,19 @@ pub const OWN_COMPONENTS: &[&str] = &["apiserver", "store"];
 pub async fn serve(req: &HttpRequest, registries: &Registries, http: &reqwest::Client, namespace: &str, name: &str) -> HttpResponse {
     let uid = uid_param(req);
     respond(gather(registries, http, namespace, name, uid).await)
+}
+
+/// The traced object and its UID; an object that is gone, by the `?uid=` given (None then),
+/// else 404.
+pub(crate) async fn traced_object(registries: &Registries, info: &ResourceInfo, namespace: &str, name: &str, uid: Option<String>) -> Result<(Option<Value>, String)> {
+    match (registries.of(info).get(Some(namespace), name).await, uid) {
+        (Ok(o), _) => {
+            let uid = o.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+            Ok((Some(o), uid))
+        }
+        (Err(Error::NotFound { .. }), Some(uid)) => Ok((None, uid)),
+        (Err(e), _) => Err(e),
+    }
 }
 
 /// The `?uid=` of a trace request: a deleted object is traced by it.
@@ -58,16 +72,7 @@ async fn gather(registries: &Registries, http: &reqwest::Client, namespace: &str
     let pods = registries.of(&PODS);
     // A pod that is gone can still be traced by its UID: only this process's steps remain
     // reachable then (its node and scheduler are no longer known).
-    let pod = match pods.get(Some(namespace), name).await {
-        Ok(p) => Some(p),
-        Err(Error::NotFound { .. }) if uid.is_some() => None,
-        Err(e) => return Err(e),
-    };
-    let uid = match (&pod, uid) {
-        (Some(p), _) => p.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string(),
-        (None, Some(u)) => u,
-        (None, None) => unreachable!("a missing pod without a uid returned above"),
-    };
+    let (pod, uid) = traced_object(registries, &PODS, namespace, name, uid).await?;
     let mut steps = podtrace::recorder().steps(&uid, OWN_COMPONENTS);
     let mut warnings = Vec::new();
     let (store, store_warnings) = store_steps(pods.storage.endpoints(), &steps).await;

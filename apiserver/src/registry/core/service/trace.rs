@@ -16,10 +16,10 @@ use podtrace::render::Timeline;
 use serde_json::Value;
 
 use super::strategy::SERVICES;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::registry::core::node::kubelet_client::node_host;
 use crate::registry::core::node::strategy::NODES;
-use crate::registry::core::pod::trace::{OWN_COMPONENTS, fetch, respond, store_steps, uid_param};
+use crate::registry::core::pod::trace::{OWN_COMPONENTS, fetch, respond, store_steps, traced_object, uid_param};
 use crate::registry::generic::rest::Registries;
 use crate::registry::generic::options::ListOptions;
 
@@ -34,17 +34,9 @@ pub async fn serve(req: &HttpRequest, registries: &Registries, http: &reqwest::C
 }
 
 async fn gather(registries: &Registries, http: &reqwest::Client, proxy_port: u16, namespace: &str, name: &str, uid: Option<String>) -> Result<Timeline> {
-    // Step 1: the Service (a deleted one only by its UID: then only the API server's steps).
-    let svc = match registries.of(&SERVICES).get(Some(namespace), name).await {
-        Ok(s) => Some(s),
-        Err(Error::NotFound { .. }) if uid.is_some() => None,
-        Err(e) => return Err(e),
-    };
-    let uid = match (&svc, uid) {
-        (Some(s), _) => s.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_string(),
-        (None, Some(u)) => u,
-        (None, None) => unreachable!("a missing Service without a uid returned above"),
-    };
+    // Step 1: the Service's UID (a deleted one's from `?uid=`: the proxies still answer for its
+    // syncs while they remember them).
+    let (_, uid) = traced_object(registries, &SERVICES, namespace, name, uid).await?;
     // Step 2: this API server's steps and the store members'.
     let mut steps = podtrace::recorder().steps(&uid, OWN_COMPONENTS);
     let nodes = registries.of(&NODES);

@@ -1,7 +1,8 @@
 //! Mirrors CoreDNS's core/dnsserver (ServeDNS) with the default Corefile's plugin chain:
 //! `kubernetes cluster.local in-addr.arpa ip6.arpa { pods insecure; fallthrough in-addr.arpa
-//! ip6.arpa }` then `forward . /etc/resolv.conf`. hickory-server reads the sockets and calls
-//! [`Handler::handle_request`] once per message.
+//! ip6.arpa }` then `forward . /etc/resolv.conf`. hickory-server reads TCP and calls [`Handler::handle_request`]
+//! once per message; kubelab's UDP reader ([`crate::udp`]) calls its two halves, [`Handler::step`]
+//! (no I/O) and [`Handler::respond`], itself.
 //!
 //! 1. A name in the cluster domain is answered from the index ([`crate::kubernetes`]),
 //!    authoritatively, whatever the answer (NXDOMAIN included: it never leaves the cluster).
@@ -23,7 +24,9 @@ use crate::index::SharedIndex;
 use crate::kubernetes::{Answer, Zone};
 use crate::metrics::Metrics;
 
-/// The plugin chain: the kubernetes plugin, then forward.
+/// The plugin chain: the kubernetes plugin, then forward. Cheap to clone (the index and the
+/// metrics are shared), so each socket's reader holds its own.
+#[derive(Clone)]
 pub struct Handler {
     pub zone: Zone,
     pub index: SharedIndex,
@@ -31,38 +34,57 @@ pub struct Handler {
     pub metrics: Arc<Metrics>,
 }
 
+/// What steps 1 and 2 make of a request, before any I/O.
+pub enum Step {
+    /// The kubernetes plugin's answer (or the server's error for a message that is no query).
+    Answered(Answer),
+    /// Not ours: step 3 asks the upstream resolvers.
+    Forward,
+}
+
 #[async_trait::async_trait]
 impl RequestHandler for Handler {
-    async fn handle_request<R: ResponseHandler, T: Time>(&self, request: &Request, mut response_handle: R) -> ResponseInfo {
+    async fn handle_request<R: ResponseHandler, T: Time>(&self, request: &Request, response_handle: R) -> ResponseInfo {
         let start = Instant::now();
+        let step = self.step(request);
+        self.respond(request, step, start, response_handle).await
+    }
+}
+
+impl Handler {
+    /// Steps 1 and 2: the kubernetes plugin's answer, under a read lock held only while it copies
+    /// out; `Forward` for a name it does not serve. No I/O: the UDP reader ([`crate::udp`])
+    /// answers in line when this answers, and only a forward waits on anything.
+    pub fn step(&self, request: &Request) -> Step {
+        let query = match request.request_info() {
+            Ok(info) if request.metadata.message_type == MessageType::Query && request.metadata.op_code == OpCode::Query => info.query.original(),
+            Ok(_) => return Step::Answered(Answer { rcode: ResponseCode::NotImp, ..Default::default() }),
+            Err(_) => return Step::Answered(Answer { rcode: ResponseCode::FormErr, ..Default::default() }),
+        };
+        let qname: &Name = query.name();
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        if self.zone.contains(qname) {
+            Step::Answered(self.zone.lookup(&index, qname, query.query_type()))
+        } else {
+            self.zone.reverse(&index, qname, query.query_type()).map_or(Step::Forward, Step::Answered)
+        }
+    }
+
+    /// Sends what `step` decided (step 3, the forward, first when it is one) and counts it.
+    pub async fn respond<R: ResponseHandler>(&self, request: &Request, step: Step, start: Instant, mut response_handle: R) -> ResponseInfo {
         let proto = if request.protocol() == Protocol::Tcp { "tcp" } else { "udp" };
         let edns = request.edns.as_ref().map(|req| {
             let mut e = Edns::new();
             e.set_max_payload(req.max_payload().max(512));
             e
         });
-        let query = match request.request_info() {
-            Ok(info) if request.metadata.message_type == MessageType::Query && request.metadata.op_code == OpCode::Query => {
-                info.query.original().clone()
+        let qtype = request.queries.queries().first().map(|q| q.query_type());
+        let qtype_label = qtype.map_or("other", type_label);
+        let (plugin, sent) = match step {
+            Step::Answered(a) if matches!(a.rcode, ResponseCode::NotImp | ResponseCode::FormErr) => {
+                return self.error(request, edns.as_ref(), a.rcode, proto, "other", start, response_handle).await;
             }
-            Ok(_) => return self.error(request, edns.as_ref(), ResponseCode::NotImp, proto, "other", start, response_handle).await,
-            Err(_) => return self.error(request, edns.as_ref(), ResponseCode::FormErr, proto, "other", start, response_handle).await,
-        };
-        let qname: &Name = query.name();
-        let qtype = query.query_type();
-        let qtype_label = type_label(qtype);
-
-        // Steps 1 and 2: the kubernetes plugin, under a read lock held only while it copies out.
-        let answer: Option<Answer> = {
-            let index = self.index.read().unwrap_or_else(|e| e.into_inner());
-            if self.zone.contains(qname) {
-                Some(self.zone.lookup(&index, qname, qtype))
-            } else {
-                self.zone.reverse(&index, qname, qtype)
-            }
-        };
-        let (plugin, sent) = match answer {
-            Some(a) => {
+            Step::Answered(a) => {
                 let mut meta = Metadata::response_from_request(&request.metadata);
                 meta.authoritative = true;
                 meta.recursion_available = true;
@@ -77,7 +99,7 @@ impl RequestHandler for Handler {
                 ("kubernetes", response_handle.send_response(response).await)
             }
             // Step 3: forward.
-            None => match self.forwarder.forward(request.as_slice(), proto == "tcp").await {
+            Step::Forward => match self.forwarder.forward(request.as_slice(), proto == "tcp").await {
                 Ok(m) => {
                     let mut meta = m.metadata;
                     meta.id = request.metadata.id;
@@ -91,16 +113,15 @@ impl RequestHandler for Handler {
                     ("forward", response_handle.send_response(response).await)
                 }
                 Err(e) => {
-                    tracing::warn!(target: "dns::forward", name = %qname, qtype = %qtype, error = %e, "SERVFAIL");
+                    let name = request.queries.queries().first().map(|q| q.name().to_string()).unwrap_or_default();
+                    tracing::warn!(target: "dns::forward", %name, qtype = qtype_label, error = %e, "SERVFAIL");
                     return self.error(request, edns.as_ref(), ResponseCode::ServFail, proto, qtype_label, start, response_handle).await;
                 }
             },
         };
         self.observe(proto, qtype_label, start, plugin, sent, request)
     }
-}
 
-impl Handler {
     #[allow(clippy::too_many_arguments)]
     async fn error<R: ResponseHandler>(
         &self,

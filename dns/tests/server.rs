@@ -110,6 +110,15 @@ fn index() -> SharedIndex {
         ],
         ports: vec![port("pg", 5432)],
     });
+    // 60 endpoints: more A records than fit in 512 bytes.
+    i.upsert_service(Service { headless: true, ports: vec![port("http", 80)], ..svc("many") });
+    i.upsert_slice(EndpointSlice {
+        namespace: "default".into(),
+        name: "many-abc".into(),
+        service: "many".into(),
+        addresses: (1..=60).map(|n| EndpointAddress { ip: Ipv4Addr::new(10, 244, 1, n).into(), hostname: None }).collect(),
+        ports: vec![port("http", 80)],
+    });
     std::sync::Arc::new(std::sync::RwLock::new(i))
 }
 
@@ -224,5 +233,63 @@ async fn an_upstream_that_does_not_answer_is_servfail() {
         assert_eq!(ask(&mut c, UPSTREAM_NAME, RecordType::A).await.0, ResponseCode::ServFail);
         assert_eq!(ask(&mut c, "web.default.svc.cluster.local.", RecordType::A).await.0, OK, "the cluster's names still answer");
     }
+    server.stop().await;
+}
+
+/// A query message for `name` A, with `id`, as bytes (no EDNS: a 512-byte UDP client).
+fn query_bytes(id: u16, name: &str) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = id;
+    m.metadata.recursion_desired = true;
+    m.add_query(hickory_proto::op::Query::query(Name::from_str(name).expect("name"), RecordType::A));
+    m.to_vec().expect("encode")
+}
+
+/// Sends `bytes` over UDP and returns the reply, or None if none came within 300 ms.
+async fn udp_exchange(socket: &tokio::net::UdpSocket, server: SocketAddr, bytes: &[u8]) -> Option<Message> {
+    socket.send_to(bytes, server).await.expect("send");
+    let mut buf = vec![0u8; 65535];
+    let (len, _) = tokio::time::timeout(Duration::from_millis(300), socket.recv_from(&mut buf)).await.ok()?.expect("recv");
+    Some(Message::from_vec(&buf[..len]).expect("a DNS message"))
+}
+
+#[tokio::test]
+async fn udp_truncates_to_the_clients_buffer_refuses_malformed_messages_and_ignores_responses() {
+    let server = start(vec![]).await;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+    let name = "many.default.svc.cluster.local.";
+
+    // 60 A records do not fit in 512 bytes: TC set, and what is sent fits; TCP gets them all.
+    let reply = udp_exchange(&socket, server.dns, &query_bytes(7, name)).await.expect("a reply");
+    assert_eq!(reply.metadata.id, 7);
+    assert!(reply.metadata.truncation, "TC set: {reply:?}");
+    assert!(reply.to_vec().unwrap().len() <= 512);
+    assert!(reply.answers.len() < 60);
+    let mut tcp = tcp_client(server.dns).await;
+    assert_eq!(ask(&mut tcp, name, RecordType::A).await.1.len(), 60);
+    // With EDNS and a 4,096-byte buffer, all of them over UDP.
+    let mut big = Message::from_vec(&query_bytes(8, name)).unwrap();
+    let mut edns = hickory_proto::op::Edns::new();
+    edns.set_max_payload(4096);
+    big.set_edns(edns);
+    let reply = udp_exchange(&socket, server.dns, &big.to_vec().unwrap()).await.expect("a reply");
+    assert!(!reply.metadata.truncation);
+    assert_eq!(reply.answers.len(), 60);
+
+    // A header that promises a question the message does not hold: FORMERR, with its ID.
+    let mut cut = query_bytes(9, name);
+    cut.truncate(20);
+    let reply = udp_exchange(&socket, server.dns, &cut).await.expect("a reply");
+    assert_eq!((reply.metadata.id, reply.metadata.response_code), (9, ResponseCode::FormErr));
+    // Fewer bytes than a header: no DNS message, no reply.
+    assert!(udp_exchange(&socket, server.dns, &[0, 1, 2]).await.is_none());
+
+    // A response sent to the server is not answered (nothing to bounce off it)…
+    let mut response = Message::from_vec(&query_bytes(10, name)).unwrap();
+    response.metadata.message_type = MessageType::Response;
+    assert!(udp_exchange(&socket, server.dns, &response.to_vec().unwrap()).await.is_none());
+    // …and the socket still serves.
+    let reply = udp_exchange(&socket, server.dns, &query_bytes(11, "web.default.svc.cluster.local.")).await.expect("a reply");
+    assert_eq!((reply.metadata.id, reply.answers.len()), (11, 1));
     server.stop().await;
 }

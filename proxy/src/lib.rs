@@ -14,9 +14,9 @@
 //!    `--iptables-sync-period` (30 s; whatever removed a rule meanwhile is put right).
 //! 3. **Write** ([`iptables::rules`]): the ruleset as iptables-restore text, from a pure
 //!    function — all of it in a full sync (the first, one every `--iptables-sync-period`, and
-//!    the one after a failure), only the changed Services' own chains and the top-level chains
-//!    whose rules changed in a partial sync (kube-proxy's `MinimizeIPTablesRestore`, which
-//!    rewrites every top-level chain): `KUBE-SERVICES` → `KUBE-SVC-`/`KUBE-SVL-`/`KUBE-EXT-` → `KUBE-SEP-` (DNAT), the
+//!    the one after a failure), in a partial sync only the chains whose rules differ from what
+//!    the last successful sync left in them (kube-proxy's `MinimizeIPTablesRestore` rewrites
+//!    every top-level chain and all the changed Services' own): `KUBE-SERVICES` → `KUBE-SVC-`/`KUBE-SVL-`/`KUBE-EXT-` → `KUBE-SEP-` (DNAT), the
 //!    endpoint picked by `statistic` probabilities or a `recent` match (ClientIP affinity),
 //!    `KUBE-MARK-MASQ`/`KUBE-POSTROUTING` for masquerading, `REJECT` for ports without endpoints
 //!    ([`topology`] decides which endpoints each traffic policy uses).
@@ -46,11 +46,13 @@
 //!   nf_tables backend, as on Debian; the rules are the same).
 //! - IPv4 only: IPv6 cluster IPs and IPv6 EndpointSlices are ignored.
 //! - Stale conntrack entries (UDP) are not cleared.
-//! - A partial sync still rebuilds the Service and endpoint maps from the watched objects and
-//!   names every endpoint's chain (kube-proxy keeps both). It leaves out the top-level chains
-//!   that did not change, which kube-proxy rewrites every time. With the iptables-nft backend,
-//!   at 1,000 Services × 10 endpoints, a one-endpoint partial sync takes 55–70 ms and a full
-//!   sync 4.7–5.6 s (see docs/architecture/proxy.md).
+//! - A partial sync still rebuilds the Service and endpoint maps from the watched objects
+//!   (kube-proxy keeps them); an unchanged Service's rules it takes from the last sync's. It
+//!   leaves out every chain whose rules did not change, where kube-proxy rewrites the
+//!   top-level chains and all of a changed Service's chains. With the iptables-nft backend,
+//!   at 1,000 Services × 10 endpoints, a one-endpoint partial sync takes 52–64 ms (40 ms or
+//!   more of it the kernel committing the nat table) and a full sync 5.7–7.0 s (see
+//!   BENCHMARKS.md).
 //! - Metrics are served on the health listener (kube-proxy: a second one, 127.0.0.1:10249), and
 //!   only the sync metrics listed in [`metrics`].
 //! - Chain names hash with FNV-1a, not SHA-256: same shape (`KUBE-SVC-` + 16 base32

@@ -6,16 +6,18 @@
 //!    Services that changed since the last successful sync;
 //! 2. decides full or partial: full the first time, once every `--iptables-sync-period`, and
 //!    after any failure; partial otherwise (kube-proxy's `MinimizeIPTablesRestore`);
-//! 3. writes the ruleset ([`rules::write_rules`]): a full sync every chain, a partial one the
-//!    changed Services' own and the top-level chains whose rules changed since the last
-//!    successful sync; either deletes the per-Service chains no Service uses any more;
+//! 3. writes the ruleset ([`rules::write_rules`]): a full sync every chain, a partial one only
+//!    the chains (top-level, or a changed Service's own) whose rules differ from what the last
+//!    successful sync left in them; either deletes the per-Service chains no Service uses any
+//!    more;
 //! 4. applies it with one `iptables-restore --noflush` (atomic per table: a packet sees the old
 //!    rules or the new, never half);
 //! 5. in a full sync, makes sure the built-in chains jump to ours ([`JUMP_CHAINS`], checked and
 //!    prepended; as kube-proxy, a partial sync skips this: each check is a process of its own).
 //!
-//! A failed sync forgets which chains exist (the next one reads them again with iptables-save)
-//! and makes the next sync full; the caller retries it after the minimum sync period.
+//! A failed sync forgets what the chains hold (the next one reads their names again with
+//! iptables-save) and makes the next sync full; the caller retries it after the minimum sync
+//! period.
 //!
 //! kubelab's addition: each sync, done or failed, is a step of every Service it was for (the
 //! changed ones), recorded under the Service's UID for `kubelab trace svc/<name>`
@@ -33,7 +35,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use crate::config::{EndpointSliceHandler, ServiceHandler};
 use crate::endpointschangetracker::{EndpointsChangeTracker, EndpointsMap};
 use crate::error::Result;
-use crate::iptables::rules::{self, ChangedServices, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig, TopChains};
+use crate::iptables::rules::{self, ChangedServices, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig, SyncedRules};
 use crate::metrics::Metrics;
 use crate::servicechangetracker::{ServiceChangeTracker, ServicePortMap};
 use crate::util::iptables::{Iptables, Table};
@@ -74,7 +76,7 @@ pub const JUMP_CHAINS: [JumpChain; 8] = [
 /// What one sync did, for the log and the benchmark.
 #[derive(Debug, Clone)]
 pub struct SyncReport {
-    /// Full (every chain written) or partial (the changed Services' chains only).
+    /// Full (every chain written) or partial (only the chains whose rules changed).
     pub full: bool,
     /// Per-Service nat chains the restore wrote.
     pub nat_chains_written: usize,
@@ -92,10 +94,10 @@ pub struct SyncReport {
 
 /// What a sync carries over to the next; only a sync uses it, and syncs are serial.
 struct SyncState {
-    /// The per-Service nat chains the last sync left; None: read them from iptables-save.
-    nat_chains: Option<BTreeSet<String>>,
-    /// The top-level chains' rules as the last successful sync left them; None: write them all.
-    top_chains: Option<TopChains>,
+    /// Every chain's rules as the last successful sync left them (kubelab's addition: kube-proxy's
+    /// partial sync knows only which Services changed); None after a failure and at start: the
+    /// next sync is full and reads the nat table's chains with iptables-save.
+    last: Option<SyncedRules>,
     /// The next sync must be full (the first one, and after a failure: kube-proxy's `needFullSync`).
     need_full_sync: bool,
     last_full_sync: Option<Instant>,
@@ -131,7 +133,7 @@ impl Proxier {
             endpoints: Mutex::default(),
             services_synced: AtomicBool::new(false),
             endpoints_synced: AtomicBool::new(false),
-            state: Mutex::new(SyncState { nat_chains: None, top_chains: None, need_full_sync: true, last_full_sync: None }),
+            state: Mutex::new(SyncState { last: None, need_full_sync: true, last_full_sync: None }),
             full_sync_period: crate::DEFAULT_SYNC_PERIOD,
             metrics: Metrics::new(),
             sync_runner: tokio::sync::Notify::new(),
@@ -187,7 +189,7 @@ impl Proxier {
         let (services, endpoints, changed) = self.take_snapshot();
         // Step 2
         let full = state.need_full_sync
-            || state.nat_chains.is_none()
+            || state.last.is_none()
             || state.last_full_sync.is_none_or(|t| t.elapsed() >= self.full_sync_period);
         // Until this sync succeeds, the next one must be full (the changes taken above are
         // not written anywhere else).
@@ -210,8 +212,7 @@ impl Proxier {
                 m.iptables_rules_total.with_label_values(&["filter"]).set(i64::try_from(r.filter_rules).unwrap_or(i64::MAX));
             }
             Err(_) => {
-                state.nat_chains = None;
-                state.top_chains = None;
+                state.last = None;
                 if !full {
                     self.metrics.iptables_partial_restore_failures_total.inc();
                 }
@@ -258,15 +259,15 @@ impl Proxier {
         changed: Option<&ChangedServices>,
         start: Instant,
     ) -> Result<SyncReport> {
-        let existing = match state.nat_chains.take() {
-            Some(c) => c,
+        // Step 3 (a failure leaves `last` None: the next sync is full and reads the chains again)
+        let last = state.last.take();
+        let existing: BTreeSet<String> = match last {
+            Some(_) => BTreeSet::new(),
             None => self.iptables.chains(Table::Nat)?.into_iter().collect(),
         };
-        // Step 3 (a failure leaves `top_chains` None: the next sync writes them all)
-        let written_top = state.top_chains.take();
-        let ruleset = rules::write_rules(&self.cfg, services, endpoints, &existing, changed, written_top.as_ref());
+        let ruleset = rules::write_rules(&self.cfg, services, endpoints, &existing, changed, last);
         let generate = start.elapsed();
-        // Step 4 (a failure leaves `nat_chains` None: the next sync reads the chains again)
+        // Step 4
         let applied = Instant::now();
         self.iptables.restore(&ruleset.text)?;
         // Step 5
@@ -275,8 +276,7 @@ impl Proxier {
                 self.iptables.ensure_rule(j.table, j.from, &j.rule(), true)?;
             }
         }
-        state.nat_chains = Some(ruleset.nat_chains);
-        state.top_chains = Some(ruleset.top_chains);
+        state.last = Some(ruleset.synced);
         Ok(SyncReport {
             full: changed.is_none(),
             nat_chains_written: ruleset.nat_chains_written,
@@ -324,5 +324,99 @@ impl EndpointSliceHandler for Proxier {
         self.endpoints.lock().expect("endpoints tracker lock").replace_all(all);
         self.endpoints_synced.store(true, Ordering::Release);
         self.sync_runner.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+
+    use super::*;
+
+    fn service() -> Service {
+        let mut s = Service::default();
+        s.metadata.namespace = Some("default".into());
+        s.metadata.name = Some("web".into());
+        s.spec = Some(ServiceSpec {
+            cluster_ip: Some("10.96.0.10".into()),
+            ports: Some(vec![ServicePort { name: Some("http".into()), port: 80, ..Default::default() }]),
+            ..Default::default()
+        });
+        s
+    }
+
+    fn slice(ips: &[&str]) -> EndpointSlice {
+        let mut s = EndpointSlice::default();
+        s.metadata.namespace = Some("default".into());
+        s.metadata.name = Some("web-x1".into());
+        s.metadata.labels = Some([("kubernetes.io/service-name".to_string(), "web".to_string())].into());
+        s.address_type = "IPv4".into();
+        s.ports = Some(vec![EndpointPort { name: Some("http".into()), port: Some(8080), protocol: Some("TCP".into()), ..Default::default() }]);
+        s.endpoints = Some(
+            ips.iter()
+                .map(|ip| Endpoint {
+                    addresses: vec![ip.to_string()],
+                    conditions: Some(EndpointConditions { ready: Some(true), ..Default::default() }),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        s
+    }
+
+    /// The chains a restore text declares.
+    fn declared(text: &str) -> Vec<String> {
+        text.lines().filter_map(|l| l.strip_prefix(':')).map(|l| l.split(' ').next().unwrap_or_default().to_string()).collect()
+    }
+
+    /// With a fake iptables that keeps the last input of each command (and fails while a
+    /// `fail` file exists): a partial sync declares only the chains that change; a failed one
+    /// makes the next sync full, which declares every chain again.
+    #[test]
+    fn a_failed_sync_makes_the_next_one_write_everything() {
+        let dir = std::env::temp_dir().join(format!("kubelab-proxier-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let d = dir.display();
+        let p = Proxier::new(RulesConfig::default(), Iptables::fake(&format!("cat > '{d}'/\"$0\"; test ! -e '{d}/fail'")), "node1".into());
+        let restored = || std::fs::read_to_string(dir.join("iptables-restore")).expect("a restore ran");
+        p.on_services_listed(vec![service()]);
+        p.on_endpoint_slices_listed(vec![slice(&["10.244.1.2", "10.244.1.3"])]);
+        let first = p.sync_proxy_rules().expect("first sync");
+        assert!(first.full);
+        let all = declared(&restored());
+        assert_eq!(all.iter().filter(|c| c.starts_with("KUBE-SEP-")).count(), 2, "{all:?}");
+
+        // One endpoint out, one in: KUBE-SVC- and the new KUBE-SEP- written, the old one
+        // flushed and deleted, the one that stays and the top-level chains left out.
+        p.on_endpoint_slice_update(slice(&["10.244.1.2", "10.244.1.4"]));
+        let partial = p.sync_proxy_rules().expect("partial sync");
+        assert!(!partial.full);
+        assert_eq!(partial.nat_chains_written, 2);
+        let text = restored();
+        assert_eq!(declared(&text).len(), 3, "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("-X ")).count(), 1, "{text}");
+
+        // A failed partial sync; the next one (the failure gone) is full and declares every chain.
+        std::fs::write(dir.join("fail"), "").expect("fail file");
+        p.on_endpoint_slice_update(slice(&["10.244.1.2", "10.244.1.5"]));
+        assert!(p.sync_proxy_rules().is_err());
+        assert_eq!(p.metrics.iptables_partial_restore_failures_total.get(), 1);
+        std::fs::remove_file(dir.join("fail")).expect("fail file");
+        let after = p.sync_proxy_rules().expect("after the failure");
+        assert!(after.full, "a failed sync makes the next one full");
+        let text = restored();
+        let mut got = declared(&text);
+        got.sort();
+        let mut want = all.clone();
+        want.retain(|c| !c.starts_with("KUBE-SEP-"));
+        want.sort();
+        assert_eq!(got.iter().filter(|c| !c.starts_with("KUBE-SEP-")).cloned().collect::<Vec<_>>(), want, "{text}");
+        assert_eq!(got.iter().filter(|c| c.starts_with("KUBE-SEP-")).count(), 2, "both endpoints' chains: {text}");
+        // Then partial again, with nothing changed: nothing declared.
+        let quiet = p.sync_proxy_rules().expect("sync");
+        assert!(!quiet.full);
+        assert_eq!(restored(), "*nat\nCOMMIT\n");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -42,6 +42,13 @@ impl Iptables {
         Iptables { prefix: vec!["ip".into(), "netns".into(), "exec".into(), name.into()] }
     }
 
+    /// A fake for unit tests: each command runs as `sh -c <script> <program> <args…>` (the
+    /// script sees the program as `$0`, the rules as its stdin), never the real iptables.
+    #[cfg(test)]
+    pub(crate) fn fake(script: &str) -> Iptables {
+        Iptables { prefix: vec!["sh".into(), "-c".into(), script.into()] }
+    }
+
     fn command(&self, program: &str) -> Command {
         match self.prefix.split_first() {
             Some((first, rest)) => {

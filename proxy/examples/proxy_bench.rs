@@ -31,7 +31,7 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort
 use proxy::config::{EndpointSliceHandler as _, ServiceHandler as _};
 use proxy::iptables::proxier::Proxier;
 use proxy::iptables::rules::{RulesConfig, write_rules};
-use proxy::util::async_runner::bounded_frequency_loop;
+use proxy::util::async_runner::{BURST_SYNCS, bounded_frequency_loop};
 use proxy::util::iptables::Iptables;
 use proxy::{DEFAULT_MIN_SYNC_PERIOD, DEFAULT_SYNC_PERIOD, Ipv4Cidr};
 
@@ -228,7 +228,7 @@ async fn latency_run(proxier: Arc<Proxier>) -> anyhow::Result<(Vec<Duration>, (u
             }
         })
     };
-    let sync_loop = bounded_frequency_loop(&proxier.sync_runner, DEFAULT_MIN_SYNC_PERIOD, DEFAULT_SYNC_PERIOD, || {
+    let sync_loop = bounded_frequency_loop(&proxier.sync_runner, DEFAULT_MIN_SYNC_PERIOD, DEFAULT_SYNC_PERIOD, BURST_SYNCS, || {
         let (proxier, fed_at, fed, latencies, syncs, failed) =
             (proxier.clone(), fed_at.clone(), fed.clone(), latencies.clone(), syncs.clone(), failed.clone());
         async move {

@@ -9,8 +9,9 @@
 //!    watched, relisted when a watch expires. Each change goes to the trackers
 //!    ([`servicechangetracker`], [`endpointschangetracker`]), which turn objects into
 //!    [`serviceport::ServicePortInfo`]s and [`endpoint::Endpoint`]s, and pokes the sync runner.
-//! 2. **Debounce** ([`util::async_runner`]): a sync at most every `--iptables-min-sync-period`
-//!    (1 s; the changes of a rollout fold into one sync) and at least every
+//! 2. **Debounce** ([`util::async_runner`]): on average a sync at most every
+//!    `--iptables-min-sync-period` (1 s; the changes of a rollout fold into one sync), two in a
+//!    row after a quiet spell (kube-proxy's burst of 2), and at least every
 //!    `--iptables-sync-period` (30 s; whatever removed a rule meanwhile is put right).
 //! 3. **Write** ([`iptables::rules`]): the ruleset as iptables-restore text, from a pure
 //!    function — all of it in a full sync (the first, one every `--iptables-sync-period`, and

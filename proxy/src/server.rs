@@ -20,7 +20,7 @@ use crate::iptables::proxier::Proxier;
 use crate::iptables::rules::RulesConfig;
 use crate::iptables::safety_net;
 use crate::sysctl;
-use crate::util::async_runner::bounded_frequency_loop;
+use crate::util::async_runner::{BURST_SYNCS, bounded_frequency_loop};
 use crate::util::iptables::Iptables;
 use crate::util::nodeport_addresses;
 use crate::Options;
@@ -73,7 +73,7 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
     tasks.spawn(config::watch_services(client.clone(), proxier.clone()));
     tasks.spawn(config::watch_endpoint_slices(client, proxier.clone()));
     let (min, max) = (opts.min_sync_period, opts.sync_period);
-    let syncing = bounded_frequency_loop(&proxier.sync_runner, min, max, || {
+    let syncing = bounded_frequency_loop(&proxier.sync_runner, min, max, BURST_SYNCS, || {
         let (proxier, health) = (proxier.clone(), health.clone());
         async move {
             if !proxier.is_initialized() {

@@ -6,13 +6,15 @@
 # Needs dnsperf and dnsmasq (Debian: dnsperf, dnsmasq-base). Loopback only; every process it
 # starts is stopped by its PID on exit.
 #
-#   dns/bench/run.sh            # 1,000 names, 4 clients, 15 s per throughput run
-#   SERVICES=5000 DURATION=30 dns/bench/run.sh
+#   dns/bench/run.sh            # 1,000 names, 4 clients, 5 rounds of 6 s, 15 s latency runs
+#   SERVICES=5000 ROUNDS=9 DURATION=30 dns/bench/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 SERVICES=${SERVICES:-1000}
 DURATION=${DURATION:-15}
+ROUNDS=${ROUNDS:-5}
+ROUND_SECONDS=${ROUND_SECONDS:-6}
 CLIENTS=${CLIENTS:-4}
 OUTSTANDING=${OUTSTANDING:-100}
 PORT_KUBELAB=${PORT_KUBELAB:-15354}
@@ -56,20 +58,44 @@ for port in "$PORT_KUBELAB" "$PORT_DNSMASQ"; do
     exit 1
 done
 
-measure() { # name port
-    local qps p99 lost
-    # Throughput: as many queries as CLIENTS keep OUTSTANDING in flight.
-    dnsperf -s 127.0.0.1 -p "$2" -d "$work/queries" -c "$CLIENTS" -q "$OUTSTANDING" -l "$DURATION" > "$work/$1.qps" 2>&1
-    qps=$(awk '/Queries per second/ {printf "%d", $4}' "$work/$1.qps")
-    lost=$(awk '/Queries lost/ {print $3}' "$work/$1.qps")
-    # Latency: each query's time (-v), at a third of that rate, so the figure is the server's
-    # and not a queue's.
-    dnsperf -s 127.0.0.1 -p "$2" -d "$work/queries" -c "$CLIENTS" -Q $((qps / 3 + 1)) -l "$DURATION" -v > "$work/$1.lat" 2>&1
-    p99=$(awk '/^> / {print $NF}' "$work/$1.lat" | sort -g | awk '{a[NR] = $1} END {printf "%.3f", a[int(NR * 0.99)] * 1000}')
-    p50=$(awk '/^> / {print $NF}' "$work/$1.lat" | sort -g | awk '{a[NR] = $1} END {printf "%.3f", a[int(NR * 0.50)] * 1000}')
-    printf "%-14s %10s q/s  (lost %s)   at %6d q/s: p50 %s ms, p99 %s ms\n" "$1" "$qps" "$lost" $((qps / 3 + 1)) "$p50" "$p99"
+qps_of() { # port seconds -> queries per second at saturation (and lost queries, to stderr)
+    # As many queries as CLIENTS keep OUTSTANDING in flight.
+    dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -c "$CLIENTS" -q "$OUTSTANDING" -l "$2" > "$work/qps" 2>&1
+    awk '/Queries lost/ {lost = $3} /Queries per second/ {qps = $4} END {printf "%d %s\n", qps, lost}' "$work/qps"
 }
 
-echo "dnsperf: $SERVICES names, $CLIENTS clients, $OUTSTANDING outstanding, ${DURATION}s per run, UDP on loopback ($(nproc) cores)"
-measure "kubelab dns" "$PORT_KUBELAB"
-measure "dnsmasq" "$PORT_DNSMASQ"
+latency() { # name port rate -> p50 and p99 of each query's time (-v) at that rate
+    dnsperf -s 127.0.0.1 -p "$2" -d "$work/queries" -c "$CLIENTS" -Q "$3" -l "$DURATION" -v > "$work/lat" 2>&1
+    awk '/^> / {print $NF}' "$work/lat" | sort -g > "$work/lat.sorted"
+    local p50 p99 lost
+    p50=$(awk '{a[NR] = $1} END {printf "%.3f", a[int(NR * 0.50)] * 1000}' "$work/lat.sorted")
+    p99=$(awk '{a[NR] = $1} END {printf "%.3f", a[int(NR * 0.99)] * 1000}' "$work/lat.sorted")
+    lost=$(awk '/Queries lost/ {print $3}' "$work/lat")
+    printf "  %-12s at %6d q/s: p50 %s ms, p99 %s ms (lost %s)\n" "$1" "$3" "$p50" "$p99" "$lost"
+}
+
+median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+
+echo "dnsperf: $SERVICES names, $CLIENTS clients, $OUTSTANDING outstanding, UDP on loopback ($(nproc) cores)"
+# Throughput: ROUNDS rounds of ROUND_SECONDS each, the two servers one after the other in each
+# round (which goes first alternates), so that both meet the same moments of a busy machine;
+# the medians, and the median of the rounds' ratios.
+echo "throughput at saturation, $ROUNDS rounds of ${ROUND_SECONDS}s each:"
+: > "$work/k"; : > "$work/d"; : > "$work/r"
+for ((r = 1; r <= ROUNDS; r++)); do
+    if ((r % 2)); then
+        read -r k kl < <(qps_of "$PORT_KUBELAB" "$ROUND_SECONDS"); read -r d dl < <(qps_of "$PORT_DNSMASQ" "$ROUND_SECONDS")
+    else
+        read -r d dl < <(qps_of "$PORT_DNSMASQ" "$ROUND_SECONDS"); read -r k kl < <(qps_of "$PORT_KUBELAB" "$ROUND_SECONDS")
+    fi
+    echo "$k" >> "$work/k"; echo "$d" >> "$work/d"; awk -v k="$k" -v d="$d" 'BEGIN {printf "%.3f\n", k / d}' >> "$work/r"
+    printf "  round %d: kubelab dns %7d q/s (lost %s), dnsmasq %7d q/s (lost %s), ratio %s\n" "$r" "$k" "$kl" "$d" "$dl" "$(tail -1 "$work/r")"
+done
+kq=$(median < "$work/k"); dq=$(median < "$work/d")
+printf "  median: kubelab dns %d q/s, dnsmasq %d q/s; median ratio %s\n" "$kq" "$dq" "$(median < "$work/r")"
+# Latency, over DURATION seconds: each at a third of its own median rate (the server's and not a
+# queue's figure), and kubelab's at dnsmasq's third too (the same load for both).
+echo "latency of each query, ${DURATION}s per run:"
+latency "kubelab dns" "$PORT_KUBELAB" $((kq / 3 + 1))
+latency "dnsmasq" "$PORT_DNSMASQ" $((dq / 3 + 1))
+latency "kubelab dns" "$PORT_KUBELAB" $((dq / 3 + 1))

@@ -8,9 +8,9 @@
 //!    EndpointSlices, cluster-wide, each object cut down to what DNS needs ([`object`]) and put
 //!    in the [`index`]. `/ready` turns OK once both are listed.
 //! 2. **Sockets** ([`run`]): UDP and TCP on one address. TCP is read by hickory-server, which
-//!    hands each message to the plugin chain ([`server`]); UDP, by kubelab's own reader
-//!    ([`udp`]: one socket per CPU, the server's own answers sent in line), which calls the same
-//!    chain.
+//!    hands each message to the plugin chain ([`server`]); UDP, by kubelab's own readers
+//!    ([`udp`]: a task per CPU on the one socket, the server's own answers sent in line), which
+//!    call the same chain.
 //! 3. **The kubernetes plugin** ([`kubernetes`], with [`parse`] for the names): a name in the
 //!    cluster domain is answered from the index, authoritatively:
 //!    - `<svc>.<ns>.svc.<domain>` A/AAAA: the ClusterIPs; for a headless Service, the ready

@@ -50,10 +50,9 @@ impl Default for Options {
     }
 }
 
-/// The bound sockets: the UDP sockets (one per CPU, `SO_REUSEPORT`) and the TCP listener share a
-/// port.
+/// The bound sockets: the UDP socket and TCP listener share a port.
 pub struct Listeners {
-    pub udp: Vec<std::net::UdpSocket>,
+    pub udp: tokio::net::UdpSocket,
     pub tcp: tokio::net::TcpListener,
     pub health: tokio::net::TcpListener,
 }
@@ -62,12 +61,11 @@ impl Listeners {
     /// Binds `listen` for UDP and TCP and `health_listen`. Port 0 picks a port free for both.
     pub async fn bind(listen: SocketAddr, health_listen: SocketAddr) -> Result<Listeners> {
         let health = tokio::net::TcpListener::bind(health_listen).await.map_err(|e| Error::io(format!("bind {health_listen}"), e))?;
-        let sockets = std::thread::available_parallelism().map_or(1, usize::from);
         let mut tries = 0;
         loop {
             let tcp = tokio::net::TcpListener::bind(listen).await.map_err(|e| Error::io(format!("bind tcp {listen}"), e))?;
             let addr = tcp.local_addr().map_err(|e| Error::io("tcp local address", e))?;
-            match (0..sockets).map(|_| bind_udp(addr)).collect::<std::io::Result<Vec<_>>>() {
+            match tokio::net::UdpSocket::bind(addr).await {
                 Ok(udp) => return Ok(Listeners { udp, tcp, health }),
                 // Port 0 gave a TCP port whose UDP twin is taken: try another.
                 Err(_) if listen.port() == 0 && tries < 20 => tries += 1,
@@ -83,15 +81,6 @@ impl Listeners {
     pub fn health_addr(&self) -> Result<SocketAddr> {
         self.health.local_addr().map_err(|e| Error::io("local address", e))
     }
-}
-
-/// One of the UDP sockets on `addr`, with `SO_REUSEPORT` so that the others can share it
-/// (miekg/dns's `ReusePort`).
-fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
-    socket.set_reuse_port(true)?;
-    socket.bind(&addr.into())?;
-    Ok(socket.into())
 }
 
 /// Runs `kubelab dns` until `shutdown`: the watches of the API server at `connection` feed the
@@ -140,7 +129,8 @@ pub async fn serve(
     );
     let health = tokio::spawn(crate::metrics::serve(listeners.health, metrics.clone(), ready));
     let handler = Handler { zone, index, forwarder, metrics: Arc::clone(&metrics) };
-    let udp = crate::udp::Readers::start(listeners.udp, handler.clone()).map_err(|e| Error::io("starting the UDP readers", e))?;
+    let readers = std::thread::available_parallelism().map_or(1, usize::from);
+    let udp = crate::udp::Readers::start(listeners.udp, readers, &handler);
     let mut server = hickory_server::Server::new(handler);
     server.register_listener(listeners.tcp, TCP_IDLE_TIMEOUT, 64);
     shutdown.await;

@@ -1,11 +1,10 @@
-//! Mirrors miekg/dns's server.go (`serveUDP`, the loop CoreDNS reads UDP with, and its
-//! `ReusePort` option, which CoreDNS's `multisocket` plugin uses): kubelab's own reader of the
-//! UDP sockets, in place of hickory-server's.
+//! Mirrors miekg/dns's server.go (`serveUDP`, the loop CoreDNS reads UDP with): kubelab's own
+//! reader of the UDP socket, in place of hickory-server's.
 //!
 //! Why not hickory-server's: it spawns a task per message and hands each response to a writer
 //! task over a channel; those tasks and the wake-ups between threads held it to 61–69% of
 //! dnsmasq's throughput (BENCHMARKS.md, "The cluster DNS"). miekg/dns starts a goroutine per
-//! message too; here, per socket, one task does it all for the names the server answers itself:
+//! message too. Here a reader task does it all for the names the server answers itself:
 //!
 //! 1. **Reads** a datagram. Shorter than a header: dropped (it is no DNS message). A response
 //!    (the QR bit set): dropped, so no one can bounce answers off the server. A source on port 0
@@ -18,10 +17,10 @@
 //! 4. **Sends** the response, truncated (TC set) to the client's EDNS buffer size, or 512 bytes
 //!    without EDNS, as hickory-server's encoder does for UDP.
 //!
-//! There is one socket per CPU on the same address (`SO_REUSEPORT`): the kernel spreads clients
-//! over them by their address and port, so the readers run on every core. The TCP listener on
-//! the same port is bound first and without `SO_REUSEPORT`, so a second server on a port already
-//! served still fails to start instead of taking half of the UDP queries.
+//! There are as many reader tasks as CPUs, all on the one socket: whichever is free takes the
+//! next datagram. (One socket per CPU with `SO_REUSEPORT`, as CoreDNS's `multisocket` does,
+//! measured slower on two cores: the kernel spreads clients by address and port, and a few
+//! busy clients can land on one socket.)
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -41,19 +40,14 @@ use crate::server::{Handler, Step};
 /// The largest datagram read (EDNS allows up to 65,535; CoreDNS reads 64 KiB as well).
 const MAX_DATAGRAM: usize = 65_535;
 
-/// The readers of the UDP sockets: a task each, until [`Readers::stop`].
+/// The readers of the UDP socket: tasks, until [`Readers::stop`].
 pub(crate) struct Readers(Vec<tokio::task::JoinHandle<()>>);
 
 impl Readers {
-    /// Starts a reader task per socket on the current tokio runtime.
-    pub fn start(sockets: Vec<std::net::UdpSocket>, handler: Handler) -> std::io::Result<Readers> {
-        let mut tasks = Vec::new();
-        for socket in sockets {
-            socket.set_nonblocking(true)?;
-            let socket = Arc::new(UdpSocket::from_std(socket)?);
-            tasks.push(tokio::spawn(serve(socket, handler.clone())));
-        }
-        Ok(Readers(tasks))
+    /// Starts `count` reader tasks of `socket` on the current tokio runtime.
+    pub fn start(socket: UdpSocket, count: usize, handler: &Handler) -> Readers {
+        let socket = Arc::new(socket);
+        Readers((0..count.max(1)).map(|_| tokio::spawn(serve(Arc::clone(&socket), handler.clone()))).collect())
     }
 
     /// Stops the readers (a forward under way still sends its answer).

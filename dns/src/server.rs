@@ -36,8 +36,11 @@ pub struct Handler {
 
 /// What steps 1 and 2 make of a request, before any I/O.
 pub enum Step {
-    /// The kubernetes plugin's answer (or the server's error for a message that is no query).
+    /// The kubernetes plugin's answer.
     Answered(Answer),
+    /// The server's own error: NOTIMP for a message that is no query, FORMERR for one whose
+    /// question does not read.
+    Error(ResponseCode),
     /// Not ours: step 3 asks the upstream resolvers.
     Forward,
 }
@@ -58,8 +61,8 @@ impl Handler {
     pub fn step(&self, request: &Request) -> Step {
         let query = match request.request_info() {
             Ok(info) if request.metadata.message_type == MessageType::Query && request.metadata.op_code == OpCode::Query => info.query.original(),
-            Ok(_) => return Step::Answered(Answer { rcode: ResponseCode::NotImp, ..Default::default() }),
-            Err(_) => return Step::Answered(Answer { rcode: ResponseCode::FormErr, ..Default::default() }),
+            Ok(_) => return Step::Error(ResponseCode::NotImp),
+            Err(_) => return Step::Error(ResponseCode::FormErr),
         };
         let qname: &Name = query.name();
         let index = self.index.read().unwrap_or_else(|e| e.into_inner());
@@ -81,9 +84,7 @@ impl Handler {
         let qtype = request.queries.queries().first().map(|q| q.query_type());
         let qtype_label = qtype.map_or("other", type_label);
         let (plugin, sent) = match step {
-            Step::Answered(a) if matches!(a.rcode, ResponseCode::NotImp | ResponseCode::FormErr) => {
-                return self.error(request, edns.as_ref(), a.rcode, proto, "other", start, response_handle).await;
-            }
+            Step::Error(rcode) => return self.error(request, edns.as_ref(), rcode, proto, "other", start, response_handle).await,
             Step::Answered(a) => {
                 let mut meta = Metadata::response_from_request(&request.metadata);
                 meta.authoritative = true;

@@ -16,8 +16,8 @@
 //!    prepended; as kube-proxy, a partial sync skips this: each check is a process of its own).
 //!
 //! A failed sync forgets what the chains hold (the next one reads their names again with
-//! iptables-save) and makes the next sync full; the caller retries it after the minimum sync
-//! period.
+//! iptables-save) and makes the next sync full; the caller's runner retries it as soon as it
+//! has a token, at most the minimum sync period later.
 //!
 //! kubelab's addition: each sync, done or failed, is a step of every Service it was for (the
 //! changed ones), recorded under the Service's UID for `kubelab trace svc/<name>`
@@ -330,9 +330,8 @@ impl EndpointSliceHandler for Proxier {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
-    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
-
     use super::*;
+    use crate::util::iptables::chains_in_save;
 
     fn service() -> Service {
         let mut s = Service::default();
@@ -346,28 +345,10 @@ mod tests {
         s
     }
 
+    /// web's slice: each address ready, on node1.
     fn slice(ips: &[&str]) -> EndpointSlice {
-        let mut s = EndpointSlice::default();
-        s.metadata.namespace = Some("default".into());
-        s.metadata.name = Some("web-x1".into());
-        s.metadata.labels = Some([("kubernetes.io/service-name".to_string(), "web".to_string())].into());
-        s.address_type = "IPv4".into();
-        s.ports = Some(vec![EndpointPort { name: Some("http".into()), port: Some(8080), protocol: Some("TCP".into()), ..Default::default() }]);
-        s.endpoints = Some(
-            ips.iter()
-                .map(|ip| Endpoint {
-                    addresses: vec![ip.to_string()],
-                    conditions: Some(EndpointConditions { ready: Some(true), ..Default::default() }),
-                    ..Default::default()
-                })
-                .collect(),
-        );
-        s
-    }
-
-    /// The chains a restore text declares.
-    fn declared(text: &str) -> Vec<String> {
-        text.lines().filter_map(|l| l.strip_prefix(':')).map(|l| l.split(' ').next().unwrap_or_default().to_string()).collect()
+        let eps: Vec<(&str, &str, bool)> = ips.iter().map(|ip| (*ip, "node1", true)).collect();
+        crate::endpointschangetracker::tests::slice("web-x1", "web", &eps)
     }
 
     /// With a fake iptables that keeps the last input of each command (and fails while a
@@ -384,7 +365,7 @@ mod tests {
         p.on_endpoint_slices_listed(vec![slice(&["10.244.1.2", "10.244.1.3"])]);
         let first = p.sync_proxy_rules().expect("first sync");
         assert!(first.full);
-        let all = declared(&restored());
+        let all = chains_in_save(&restored());
         assert_eq!(all.iter().filter(|c| c.starts_with("KUBE-SEP-")).count(), 2, "{all:?}");
 
         // One endpoint out, one in: KUBE-SVC- and the new KUBE-SEP- written, the old one
@@ -394,7 +375,7 @@ mod tests {
         assert!(!partial.full);
         assert_eq!(partial.nat_chains_written, 2);
         let text = restored();
-        assert_eq!(declared(&text).len(), 3, "{text}");
+        assert_eq!(chains_in_save(&text).len(), 3, "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("-X ")).count(), 1, "{text}");
 
         // A failed partial sync; the next one (the failure gone) is full and declares every chain.
@@ -406,7 +387,7 @@ mod tests {
         let after = p.sync_proxy_rules().expect("after the failure");
         assert!(after.full, "a failed sync makes the next one full");
         let text = restored();
-        let mut got = declared(&text);
+        let mut got = chains_in_save(&text);
         got.sort();
         let mut want = all.clone();
         want.retain(|c| !c.starts_with("KUBE-SEP-"));

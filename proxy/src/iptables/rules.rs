@@ -548,6 +548,7 @@ fn write_balancing(svc: &ServicePortInfo, chain: &str, eps: &[&Endpoint], b: &mu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::iptables::chains_in_save;
 
     fn name(svc: &str, port: &str) -> ServicePortName {
         ServicePortName { namespace: "default".into(), name: svc.into(), port: port.into(), protocol: Protocol::Tcp }
@@ -714,11 +715,9 @@ mod tests {
 
         let web = name("web", "http");
         let gone = endpoint_chain(&web, &ep(2, false));
-        let declared: Vec<&str> = partial.text.lines().filter_map(|l| l.strip_prefix(':')).map(|l| l.split(' ').next().unwrap()).collect();
-        let per_service: Vec<&str> = declared.iter().copied().filter(|c| PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))).collect();
         let mut want = vec![service_chain(&web), endpoint_chain(&web, &ep(1, true)), gone.clone()];
         want.sort();
-        let mut got: Vec<String> = per_service.iter().map(|c| c.to_string()).collect();
+        let mut got: Vec<String> = chains_in_save(&partial.text).into_iter().filter(|c| PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))).collect();
         got.sort();
         assert_eq!(got, want, "only web's chains (and its removed endpoint's, to flush and delete)");
         assert!(partial.text.contains(&format!("-X {gone}\n")), "{}", partial.text);
@@ -747,14 +746,13 @@ mod tests {
         let mut items = golden_services();
         let (s0, e0) = maps(items.clone());
         let full = write_rules(&cfg(), &s0, &e0, &BTreeSet::new(), None, None);
-        let declared = |t: &str| -> Vec<String> { t.lines().filter_map(|l| l.strip_prefix(':')).map(|l| l.split(' ').next().unwrap().to_string()).collect() };
         let web = ("default".to_string(), "web".to_string());
         // web loses one of its two endpoints: its chains change, no top-level chain does.
         items[0].1.pop();
         let (s1, e1) = maps(items.clone());
         let partial = write_rules(&cfg(), &s1, &e1, &BTreeSet::new(), Some(&[web.clone()].into()), Some(full.synced.clone()));
         assert!(!partial.text.contains("*filter"), "no filter chain changed:\n{}", partial.text);
-        assert!(!declared(&partial.text).iter().any(|c| c.starts_with("KUBE-") && !PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))), "{}", partial.text);
+        assert!(!chains_in_save(&partial.text).iter().any(|c| c.starts_with("KUBE-") && !PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))), "{}", partial.text);
         assert!(!partial.text.contains("-A KUBE-SERVICES ") && !partial.text.contains("-A KUBE-NODEPORTS "), "{}", partial.text);
         assert!(partial.text.contains(&format!(":{} - [0:0]", service_chain(&name("web", "http")))), "{}", partial.text);
         assert_eq!(partial.synced.top_chains, full.synced.top_chains);
@@ -763,7 +761,7 @@ mod tests {
         items[0].1.clear();
         let (s2, e2) = maps(items);
         let emptied = write_rules(&cfg(), &s2, &e2, &BTreeSet::new(), Some(&[web].into()), Some(partial.synced.clone()));
-        let mut got = declared(&emptied.text).into_iter().filter(|c| !PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))).collect::<Vec<_>>();
+        let mut got = chains_in_save(&emptied.text).into_iter().filter(|c| !PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))).collect::<Vec<_>>();
         got.sort();
         assert_eq!(got, ["KUBE-SERVICES", "KUBE-SERVICES"], "{}", emptied.text);
         assert!(emptied.text.contains("has no endpoints\" ") && emptied.text.contains("-A KUBE-SERVICES -m comment --comment \"kubernetes service nodeports"), "{}", emptied.text);
@@ -799,11 +797,7 @@ mod tests {
 
     /// The per-Service chains a text declares (to write, or to flush and delete).
     fn declared_per_service(t: &str) -> BTreeSet<String> {
-        t.lines()
-            .filter_map(|l| l.strip_prefix(':'))
-            .map(|l| l.split(' ').next().unwrap().to_string())
-            .filter(|c| PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p)))
-            .collect()
+        chains_in_save(t).into_iter().filter(|c| PER_SERVICE_PREFIXES.iter().any(|p| c.starts_with(p))).collect()
     }
 
     /// One endpoint out and one in: a partial sync given the last sync's rules declares only

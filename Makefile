@@ -15,7 +15,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 # cluster DNS benchmark: dnsperf, and dnsmasq as its baseline.
 APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client unzip \
   containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev \
-  docker.io docker-compose debootstrap dnsperf dnsmasq-base
+  docker.io docker-compose debootstrap dnsperf dnsmasq-base nftables
 # Container images built locally (no registry is reachable): see deploy/images/build.sh.
 IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
@@ -43,7 +43,7 @@ help:
 	@echo "make bench-probes     node agent CPU and RSS with 100 pods, with and without exec liveness probes"
 	@echo "make bench-trace      what recording pod steps costs: pod startup and create throughput, recording on vs off"
 	@echo "make bench-dns        cluster DNS queries per second and p99 (dnsperf) against dnsmasq serving the same names"
-	@echo "make bench-proxy      proxy syncs at 1,000 Services x 10 endpoints (full, partial) and change → rule p50/p99, in a namespace of its own"
+	@echo "make bench-proxy      proxy syncs at 1,000 Services x 10 endpoints (full, partial) and change → rule p50/p99, iptables and nftables modes, each in a namespace of its own"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first), and each

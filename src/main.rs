@@ -327,7 +327,12 @@ struct ProxyArgs {
     /// Where /healthz, /livez and /metrics are served.
     #[arg(long, default_value = proxy::DEFAULT_HEALTHZ_BIND_ADDRESS)]
     healthz_bind_address: std::net::SocketAddr,
-    /// Remove every chain and rule the proxy made (the safety net included), then exit.
+    /// How Services become rules: `iptables` (chains in the nat and filter tables) or
+    /// `nftables` (one table, ip kube-proxy, with verdict maps).
+    #[arg(long, default_value = "iptables")]
+    proxy_mode: proxy::ProxyMode,
+    /// Remove every chain, table and rule the proxy made in either mode (the safety net
+    /// included), then exit.
     #[arg(long)]
     cleanup: bool,
 }
@@ -348,6 +353,7 @@ impl ProxyArgs {
         o.min_sync_period = self.iptables_min_sync_period;
         o.sync_period = self.iptables_sync_period;
         o.healthz_bind_address = self.healthz_bind_address;
+        o.proxy_mode = self.proxy_mode;
         Ok(o)
     }
 }
@@ -791,8 +797,8 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Up(_) | Command::ContainerdConfig(_) => unreachable!("handled above"),
         Command::Proxy(args) if args.cleanup => {
-            let chains = proxy::cleanup().context("kubelab proxy --cleanup")?;
-            tracing::info!(target: "proxy", chains, "cleanup: every chain and jump rule removed");
+            let (chains, table) = proxy::cleanup().context("kubelab proxy --cleanup")?;
+            tracing::info!(target: "proxy", chains, nftables_table = table, "cleanup: every chain, table and jump rule removed");
         }
         Command::Proxy(args) => {
             let opts = args.into_options().context("kubelab proxy")?;
@@ -932,6 +938,10 @@ mod tests {
         assert_eq!(o.min_sync_period.as_millis(), 500);
         assert!(args(&["kubelab", "proxy", "--master", "x", "--cluster-cidr", "10.244.0.0"]).into_options().is_err());
         assert!(args(&["kubelab", "proxy", "--cleanup"]).cleanup);
+        assert_eq!(o.proxy_mode, proxy::ProxyMode::Iptables);
+        let o = args(&["kubelab", "proxy", "--master", "x", "--proxy-mode", "nftables"]).into_options().unwrap();
+        assert_eq!(o.proxy_mode, proxy::ProxyMode::Nftables);
+        assert!(super::Cli::try_parse_from(["kubelab", "proxy", "--proxy-mode", "ipvs"]).is_err());
     }
 
     /// `log` records are made up to the log filter's level, and no further.

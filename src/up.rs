@@ -12,7 +12,7 @@
 //!
 //! Stop with Ctrl-C (or SIGTERM): the node agent stops, every pod sandbox is stopped and removed
 //! through the CRI (so CNI releases its addresses), containerd stops, then the control plane, and
-//! last the proxy's iptables chains are removed (what `kubelab proxy --cleanup` does).
+//! last the proxy's rules are removed (its iptables chains, or its nftables table: what `kubelab proxy --cleanup` does).
 //! Objects stay in the store under `--data-dir`: `kubelab up` again resumes the same cluster and
 //! the node agent starts its pods again.
 
@@ -55,6 +55,9 @@ pub struct UpArgs {
     /// The proxy's /healthz, /livez and /metrics port on 127.0.0.1.
     #[arg(long, default_value_t = 10256)]
     pub proxy_healthz_port: u16,
+    /// How the proxy writes Services' rules: `iptables` or `nftables`.
+    #[arg(long, default_value = "iptables")]
+    pub proxy_mode: proxy::ProxyMode,
     /// The node's name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
@@ -415,8 +418,8 @@ async fn supervise(args: UpArgs, data: PathBuf, image_dir: PathBuf, started: Ins
     .await?;
     if s.proxy {
         match tokio::task::spawn_blocking(proxy::cleanup).await? {
-            Ok(n) => println!("the proxy's iptables chains removed ({n})"),
-            Err(e) => eprintln!("removing the proxy's iptables chains: {e} (run `kubelab proxy --cleanup`)"),
+            Ok((n, table)) => println!("the proxy's rules removed ({n} iptables chains{})", if table { ", the ip kube-proxy table" } else { "" }),
+            Err(e) => eprintln!("removing the proxy's rules: {e} (run `kubelab proxy --cleanup`)"),
         }
     }
     result?;
@@ -528,7 +531,8 @@ async fn start(
     crate::addons::apply_kube_dns(&kube, &node_name, cidr.gateway()).await?;
     step(started, &format!("cluster DNS on {}:53, Service kube-system/kube-dns {}", cidr.gateway(), crate::addons::KUBE_DNS_IP));
 
-    // The proxy: Services as this machine's iptables rules, and the Service range caught here
+    // The proxy: Services as this machine's iptables rules (or nftables table, with
+    // --proxy-mode nftables), and the Service range caught here
     // (refused) rather than routed out. Node ports answer on the pods' bridge only, not on the
     // machine's other interfaces. It has synced once before any pod starts.
     {
@@ -538,12 +542,14 @@ async fn start(
         opts.service_cluster_ip_range = Some(proxy::Ipv4Cidr::parse(SERVICE_CLUSTER_IP_RANGE).map_err(anyhow::Error::msg)?);
         opts.nodeport_addresses = vec![proxy::Ipv4Cidr::parse(&cidr.to_string()).map_err(anyhow::Error::msg)?];
         opts.healthz_bind_address = ([127, 0, 0, 1], args.proxy_healthz_port).into();
+        opts.proxy_mode = args.proxy_mode;
         let rx = cp_rx.clone();
         s.proxy = true;
         s.control_plane.push(spawn_tokio("proxy", move || async move { proxy::run(opts, until(rx)).await.map_err(Into::into) }));
     }
     wait_healthy(args.proxy_healthz_port, "/healthz", Duration::from_secs(60)).await.context("the proxy's first sync")?;
-    step(started, &format!("proxy: Services in iptables, {SERVICE_CLUSTER_IP_RANGE} refused unless a Service's"));
+    let mode = if args.proxy_mode == proxy::ProxyMode::Nftables { "the ip kube-proxy nftables table" } else { "iptables" };
+    step(started, &format!("proxy: Services in {mode}, {SERVICE_CLUSTER_IP_RANGE} refused unless a Service's"));
 
     // The node agent.
     let mut opts = nodeagent::Options::new(node_name.clone());

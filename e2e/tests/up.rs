@@ -429,12 +429,26 @@ fn up_runs_workloads_with_every_kubectl() {
 /// address of the Service range that no Service has is refused on the node instead of leaving it.
 #[test]
 fn up_serves_services_through_dns_and_the_proxy() {
-    let mut up = Up::new(43);
+    services_through_dns_and_the_proxy(43, "iptables");
+}
+
+/// The same with `kubelab up --proxy-mode nftables`: the proxy's rules are the `ip kube-proxy`
+/// nftables table, written over netlink.
+#[test]
+fn up_serves_services_through_dns_and_the_nftables_proxy() {
+    services_through_dns_and_the_proxy(44, "nftables");
+}
+
+fn services_through_dns_and_the_proxy(octet: u8, proxy_mode: &str) {
+    let mut up = Up::new(octet);
+    up.args.extend(["--proxy-mode".to_string(), proxy_mode.to_string()]);
     up.start();
     up.wait_ready();
     up.wait_kubectl(&["get", "nodes"], "node Ready", Duration::from_secs(30), |s| s.contains("up-node") && s.contains(" Ready"));
     let out = up.stdout();
-    assert!(out.contains("cluster DNS on 10.244.43.1:53"), "progress lines:\n{out}");
+    assert!(out.contains(&format!("cluster DNS on 10.244.{octet}.1:53")), "progress lines:\n{out}");
+    let where_ = if proxy_mode == "nftables" { "proxy: Services in the ip kube-proxy nftables table" } else { "proxy: Services in iptables" };
+    assert!(out.contains(where_), "progress lines:\n{out}");
     let dns_svc = up.kubectl_ok(&["get", "service", "kube-dns", "-n", "kube-system", "-o", "jsonpath={.spec.clusterIP}"]);
     assert_eq!(dns_svc, "10.96.0.10");
 
@@ -457,7 +471,7 @@ fn up_serves_services_through_dns_and_the_proxy() {
     assert!(resolv.contains("nameserver 10.96.0.10") && resolv.contains("search default.svc.cluster.local svc.cluster.local cluster.local"), "{resolv}");
     let ip27 = up.kubectl_ok(&["get", "service", "web-27", "-o", "jsonpath={.spec.clusterIP}"]);
     // The server itself, on the pods' bridge; then through its Service, as pods ask.
-    up.wait_kubectl(&["exec", "client", "--", "nslookup", "web-27.default.svc.cluster.local", "10.244.43.1"], "the DNS server answers", Duration::from_secs(30), |s| s.contains(&ip27));
+    up.wait_kubectl(&["exec", "client", "--", "nslookup", "web-27.default.svc.cluster.local", &format!("10.244.{octet}.1")], "the DNS server answers", Duration::from_secs(30), |s| s.contains(&ip27));
     up.wait_kubectl(&["exec", "client", "--", "nslookup", "web-27.default.svc.cluster.local"], "web-27 resolves", Duration::from_secs(30), |s| s.contains(&ip27));
 
     // Each Service answers by its short name, and both pods answer behind it.
@@ -482,11 +496,17 @@ fn up_serves_services_through_dns_and_the_proxy() {
 
     // NodePort: the node's address (its bridge, here) and the allocated port.
     let np = up.kubectl_ok(&["get", "service", "web-np", "-o", "jsonpath={.spec.ports[0].nodePort}"]);
-    up.wait_kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", &format!("http://10.244.43.1:{np}/")], "the NodePort answers", Duration::from_secs(30), |s| pods.contains(&s.trim().to_string()));
+    up.wait_kubectl(&["exec", "client", "--", "timeout", "5", "wget", "-q", "-O", "-", &format!("http://10.244.{octet}.1:{np}/")], "the NodePort answers", Duration::from_secs(30), |s| pods.contains(&s.trim().to_string()));
 
     // And from the host, as a user's browser would reach it.
-    let from_host = http_get(&format!("10.244.43.1:{np}"));
+    let from_host = http_get(&format!("10.244.{octet}.1:{np}"));
     assert!(pods.iter().any(|p| from_host.contains(p.as_str())), "NodePort from the host: {from_host}");
+    if proxy_mode == "nftables" {
+        // The node port is an element of the table's service-nodeports map (read with Debian's nft).
+        let out = std::process::Command::new("nft").args(["list", "map", "ip", "kube-proxy", "service-nodeports"]).output().expect("nft");
+        let map = String::from_utf8_lossy(&out.stdout);
+        assert!(map.contains(&format!("tcp . {np} : goto external-")), "{map}{}", String::from_utf8_lossy(&out.stderr));
+    }
 
     // A pod failing its readiness probe leaves the slice (and the Service refuses), then returns.
     let flip = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"flip","labels":{"app":"flip"}},"spec":{"terminationGracePeriodSeconds":1,

@@ -1,25 +1,28 @@
-//! `proxy_bench`: what a sync of kube-proxy's rules costs at 1,000 Services × 10 endpoints.
+//! `proxy_bench [iptables|nftables]`: what a sync of kube-proxy's rules costs at 1,000 Services ×
+//! 10 endpoints, in each mode (both by default, the iptables mode first, each in a network
+//! namespace of its own; then the nftables mode's figures as ratios of the iptables mode's,
+//! measured in the same run).
 //!
-//! Prints, each on a line of its own (median of the runs, in milliseconds):
+//! Prints, each on a line of its own, prefixed with the mode (median of the runs, in milliseconds):
 //! - `service and endpoint maps from the watched objects`: what every sync starts with.
 //! - `rule generation, 1000 services x 10 endpoints (full sync)`: the maps from the trackers and
-//!   the iptables-restore text (no I/O).
-//! - `iptables-restore, 1000 services x 10 endpoints (first sync, empty tables)` and
-//!   `(full sync, rules in place)`: the text applied (plus the jump-rule checks) inside a network
-//!   namespace the benchmark creates (`kubelab-proxy-bench-<pid>`, deleted at the end).
-//! - `full sync (generate + iptables-restore), 1000 services x 10 endpoints`: a whole sync with
-//!   the rules in place.
-//! - `one-endpoint change: partial sync (generate + iptables-restore)`: one EndpointSlice updated
-//!   through the proxier's handler, then one sync, which rewrites only the chains whose rules
-//!   change (and, on the line before, how many per-Service chains it wrote, its size and its
-//!   split into generation and iptables-restore).
-//! - `Service update → rule in place at 100 changes/s for 10 s: p50 / p99`: a Service or an
-//!   EndpointSlice (alternately, each time another Service's) updated through the handlers
-//!   every 10 ms while the sync loop runs as `kubelab proxy` runs it (the real
-//!   `--iptables-min-sync-period` of 1 s); from each change to the return of the
-//!   iptables-restore that contains it.
+//!   the rules of a full sync — iptables-restore text, or the nftables transaction (no I/O).
+//! - `apply, 1000 services x 10 endpoints (first sync, empty tables)` and `(full sync, rules in
+//!   place)`: the rules applied — `iptables-restore` plus the jump-rule checks, or one nf_tables
+//!   netlink batch — inside the mode's network namespace (`kubelab-proxy-bench-<pid>-<mode>`,
+//!   deleted at the end).
+//! - `full sync (generate + apply)`: a whole sync with the rules in place.
+//! - `one-endpoint change: partial sync (generate + apply)`: one EndpointSlice updated through
+//!   the proxier's handler, then one sync, which writes only what changes (and, on the line
+//!   before, how many per-Service chains it wrote, the bytes handed to the kernel's tool, and its
+//!   split into generation and apply).
+//! - `Service update → rule in place at 100 changes/s for 10 s, min-sync-period …: p50 / p99`: a
+//!   Service or an EndpointSlice (alternately, each time another Service's) updated through the
+//!   handlers every 10 ms while the sync loop runs as `kubelab proxy` runs it, with the default
+//!   `--iptables-min-sync-period` of 1 s and then with 500 ms; from each change to the end of
+//!   the apply that contains it.
 //!
-//! Needs root (ip netns, iptables-restore). Run: `cargo run --release -p proxy --example proxy_bench`.
+//! Needs root (ip netns, iptables-restore, nf_tables). Run: `cargo run --release -p proxy --example proxy_bench`.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,10 +32,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use proxy::config::{EndpointSliceHandler as _, ServiceHandler as _};
+use proxy::endpointschangetracker::EndpointsMap;
 use proxy::iptables::proxier::Proxier;
 use proxy::iptables::rules::{RulesConfig, write_rules};
+use proxy::nftables;
+use proxy::proxier::Mode;
+use proxy::servicechangetracker::ServicePortMap;
 use proxy::util::async_runner::{BURST_SYNCS, bounded_frequency_loop};
 use proxy::util::iptables::Iptables;
+use proxy::util::nftables::Nftables;
 use proxy::{DEFAULT_MIN_SYNC_PERIOD, DEFAULT_SYNC_PERIOD, Ipv4Cidr};
 
 const SERVICES: usize = 1000;
@@ -102,16 +110,61 @@ fn percentile(mut v: Vec<Duration>, p: usize) -> f64 {
     v[rank - 1].as_secs_f64() * 1e3
 }
 
+/// The figures of one mode, its rules in a network namespace of its own.
+struct Figures {
+    full: f64,
+    partial: f64,
+    p99: Vec<(Duration, f64)>,
+}
+
 fn main() -> anyhow::Result<()> {
+    let modes: Vec<String> = match std::env::args().nth(1) {
+        Some(m) => vec![m],
+        None => vec!["iptables".into(), "nftables".into()],
+    };
     let cfg = RulesConfig {
         cluster_cidr: Some(Ipv4Cidr::parse("10.128.0.0/9").map_err(anyhow::Error::msg)?),
         masquerade_all: false,
         bridge_netfilter: true,
         nodeport_addresses: vec!["192.168.77.2".parse()?],
     };
-    let ns = Netns(format!("kubelab-proxy-bench-{}", std::process::id()));
-    anyhow::ensure!(Command::new("ip").args(["netns", "add", &ns.0]).status()?.success(), "ip netns add {} (root needed)", ns.0);
-    let proxier = Arc::new(Proxier::new(cfg.clone(), Iptables::in_netns(&ns.0), "node-0".into()).with_full_sync_period(DEFAULT_SYNC_PERIOD));
+    let range = Ipv4Cidr::parse("10.96.0.0/12").map_err(anyhow::Error::msg)?;
+    let mut figures = Vec::new();
+    for mode in modes {
+        let ns = Netns(format!("kubelab-proxy-bench-{}-{mode}", std::process::id()));
+        anyhow::ensure!(Command::new("ip").args(["netns", "add", &ns.0]).status()?.success(), "ip netns add {} (root needed)", ns.0);
+        let f = match mode.as_str() {
+            "iptables" => {
+                let p = Proxier::new(cfg.clone(), Iptables::in_netns(&ns.0), "node-0".into()).with_full_sync_period(DEFAULT_SYNC_PERIOD);
+                bench("iptables", Arc::new(p), |s, e| {
+                    let r = write_rules(&cfg, s, e, &Default::default(), None, None);
+                    format!("{} nat rules, {} filter rules, {} KiB of iptables-restore text", r.nat_rules, r.filter_rules, r.text.len() / 1024)
+                })?
+            }
+            "nftables" => {
+                let nft = Nftables::in_netns(nftables::rules::TABLE, &ns.0)?;
+                let p = nftables::proxier::Proxier::new(cfg.clone(), Some(range), nft, "node-0".into()).with_full_sync_period(DEFAULT_SYNC_PERIOD);
+                bench("nftables", Arc::new(p), |s, e| {
+                    let r = nftables::rules::write_table(&cfg, Some(range), s, e, None, None, &Default::default());
+                    format!("{} rules in nat chains, {} in filter chains, {} operations in one transaction", r.nat_rules, r.filter_rules, r.tx.ops.len())
+                })?
+            }
+            other => anyhow::bail!("{other:?}: the modes are iptables and nftables"),
+        };
+        figures.push(f);
+    }
+    if let [ipt, nft] = figures.as_slice() {
+        println!("nftables / iptables, measured in this run: full sync {:.3}, one-endpoint partial sync {:.3}", nft.full / ipt.full, nft.partial / ipt.partial);
+        for ((period, a), (_, b)) in ipt.p99.iter().zip(&nft.p99) {
+            println!("nftables / iptables, update → rule p99 at min-sync-period {} ms: {:.3}", period.as_millis(), b / a);
+        }
+    }
+    Ok(())
+}
+
+/// Every figure of one mode; `generate` writes the rules of a full sync without applying them
+/// and describes them.
+fn bench<M: Mode>(mode: &str, proxier: Arc<proxy::proxier::Proxier<M>>, generate: impl Fn(&ServicePortMap, &EndpointsMap) -> String) -> anyhow::Result<Figures> {
     proxier.on_services_listed((0..SERVICES).map(service).collect());
     proxier.on_endpoint_slices_listed((0..SERVICES).map(|i| slice(i, 0)).collect());
 
@@ -122,27 +175,27 @@ fn main() -> anyhow::Result<()> {
         let _ = proxier.snapshot();
         snapshots.push(start.elapsed());
     }
-    println!("service and endpoint maps from the watched objects, {SERVICES} services x {ENDPOINTS} endpoints: {:.1} ms", median(snapshots));
+    println!("{mode}: service and endpoint maps from the watched objects, {SERVICES} services x {ENDPOINTS} endpoints: {:.1} ms", median(snapshots));
 
     // Rule generation alone.
     let mut gen_times = Vec::new();
-    let mut size = (0, 0, 0);
+    let mut size = String::new();
     for _ in 0..RUNS {
         let start = Instant::now();
         let (s, e) = proxier.snapshot();
-        let r = write_rules(&cfg, &s, &e, &Default::default(), None, None);
+        size = generate(&s, &e);
         gen_times.push(start.elapsed());
-        size = (r.nat_rules, r.filter_rules, r.text.len());
     }
-    println!("ruleset: {} nat rules, {} filter rules, {} KiB of iptables-restore text", size.0, size.1, size.2 / 1024);
-    println!("rule generation, {SERVICES} services x {ENDPOINTS} endpoints (full sync): {:.1} ms", median(gen_times));
+    println!("{mode}: ruleset: {size}");
+    println!("{mode}: rule generation, {SERVICES} services x {ENDPOINTS} endpoints (full sync): {:.1} ms", median(gen_times));
 
     // First sync into empty tables, then full syncs with the rules in place.
     let first = proxier.sync_proxy_rules()?;
     println!(
-        "iptables-restore, {SERVICES} services x {ENDPOINTS} endpoints (first sync, empty tables): {:.1} ms (generation {:.1} ms)",
+        "{mode}: apply, {SERVICES} services x {ENDPOINTS} endpoints (first sync, empty tables): {:.1} ms (generation {:.1} ms, {} KiB written)",
         first.apply.as_secs_f64() * 1e3,
-        first.generate.as_secs_f64() * 1e3
+        first.generate.as_secs_f64() * 1e3,
+        first.written_bytes / 1024
     );
     let mut applies = Vec::new();
     let mut totals = Vec::new();
@@ -154,8 +207,9 @@ fn main() -> anyhow::Result<()> {
         totals.push(start.elapsed());
         applies.push(r.apply);
     }
-    println!("iptables-restore, {SERVICES} services x {ENDPOINTS} endpoints (full sync, rules in place): {:.1} ms", median(applies));
-    println!("full sync (generate + iptables-restore), {SERVICES} services x {ENDPOINTS} endpoints: {:.1} ms", median(totals));
+    println!("{mode}: apply, {SERVICES} services x {ENDPOINTS} endpoints (full sync, rules in place): {:.1} ms", median(applies));
+    let full = median(totals);
+    println!("{mode}: full sync (generate + apply), {SERVICES} services x {ENDPOINTS} endpoints: {full:.1} ms");
 
     // One endpoint changes: a partial sync.
     let mut changes = Vec::new();
@@ -174,34 +228,41 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(r) = last {
         println!(
-            "one-endpoint change: {} nat chains, {} KiB of iptables-restore text; generation {:.1} ms, iptables-restore {:.1} ms",
-            r.nat_chains_written,
-            r.restore_bytes / 1024,
+            "{mode}: one-endpoint change: {} per-Service chains, {} bytes written; generation {:.1} ms, apply {:.1} ms",
+            r.chains_written,
+            r.written_bytes,
             median(split.0),
             median(split.1)
         );
     }
-    println!("one-endpoint change: partial sync (generate + iptables-restore): {:.1} ms", median(changes));
+    let partial = median(changes);
+    println!("{mode}: one-endpoint change: partial sync (generate + apply): {partial:.1} ms");
 
-    // Changes at RATE per second through the handlers, the sync loop as `kubelab proxy` runs it.
-    proxier.request_full_sync();
-    proxier.sync_proxy_rules()?; // a full sync just before: the run starts a sync period afresh
-    let (latencies, syncs) = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(latency_run(proxier.clone()))?;
-    let (full, partial) = syncs;
-    println!(
-        "Service update → rule in place at {RATE} changes/s for {} s: p50 {:.0} ms, p99 {:.0} ms ({} changes, {full} full and {partial} partial syncs, min-sync-period {} s)",
-        LATENCY_RUN.as_secs(),
-        percentile(latencies.clone(), 50),
-        percentile(latencies.clone(), 99),
-        latencies.len(),
-        DEFAULT_MIN_SYNC_PERIOD.as_secs_f64(),
-    );
-    Ok(())
+    // Changes at RATE per second through the handlers, the sync loop as `kubelab proxy` runs it:
+    // with the default minimum sync period, and with half of it.
+    let mut p99 = Vec::new();
+    for min_sync in [DEFAULT_MIN_SYNC_PERIOD, DEFAULT_MIN_SYNC_PERIOD / 2] {
+        proxier.request_full_sync();
+        proxier.sync_proxy_rules()?; // a full sync just before: the run starts a sync period afresh
+        let run = latency_run(proxier.clone(), min_sync);
+        let (latencies, syncs) = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?.block_on(run)?;
+        let (full, partial) = syncs;
+        let p = percentile(latencies.clone(), 99);
+        println!(
+            "{mode}: Service update → rule in place at {RATE} changes/s for {} s, min-sync-period {} ms: p50 {:.0} ms, p99 {p:.0} ms ({} changes, {full} full and {partial} partial syncs)",
+            LATENCY_RUN.as_secs(),
+            min_sync.as_millis(),
+            percentile(latencies.clone(), 50),
+            latencies.len(),
+        );
+        p99.push((min_sync, p));
+    }
+    Ok(Figures { full, partial, p99 })
 }
 
 /// Feeds RATE changes a second for LATENCY_RUN while the bounded-frequency loop syncs; returns
 /// each change's time to the end of the restore that carried it, and the (full, partial) syncs.
-async fn latency_run(proxier: Arc<Proxier>) -> anyhow::Result<(Vec<Duration>, (usize, usize))> {
+async fn latency_run<M: Mode>(proxier: Arc<proxy::proxier::Proxier<M>>, min_sync: Duration) -> anyhow::Result<(Vec<Duration>, (usize, usize))> {
     let total = (RATE * LATENCY_RUN.as_secs() as u32) as usize;
     // When each change was handed to the proxier; `fed` of them so far.
     let fed_at: Arc<Mutex<Vec<Instant>>> = Arc::default();
@@ -228,7 +289,7 @@ async fn latency_run(proxier: Arc<Proxier>) -> anyhow::Result<(Vec<Duration>, (u
             }
         })
     };
-    let sync_loop = bounded_frequency_loop(&proxier.sync_runner, DEFAULT_MIN_SYNC_PERIOD, DEFAULT_SYNC_PERIOD, BURST_SYNCS, || {
+    let sync_loop = bounded_frequency_loop(&proxier.sync_runner, min_sync, DEFAULT_SYNC_PERIOD, BURST_SYNCS, || {
         let (proxier, fed_at, fed, latencies, syncs, failed) =
             (proxier.clone(), fed_at.clone(), fed.clone(), latencies.clone(), syncs.clone(), failed.clone());
         async move {

@@ -9,6 +9,10 @@ pub enum Error {
     /// An iptables command could not be run, or failed (its stderr kept).
     #[error("{command}: {message}")]
     Iptables { command: String, message: String },
+    /// The kernel refused an nf_tables operation, or its netlink socket failed: `op` is the
+    /// operation as its `nft` line, `message` the kernel's error (and a hint where one is known).
+    #[error("{op}: {message}")]
+    Nftables { op: String, message: String },
     #[error("serving /healthz on {0}: {1}")]
     Listen(std::net::SocketAddr, #[source] std::io::Error),
 }
@@ -16,8 +20,9 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// Whether a later attempt may succeed (the next sync retries an iptables failure).
+    /// Whether a later attempt may succeed (the next sync retries an iptables or nftables
+    /// failure).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Iptables { .. }) || matches!(self, Error::Client(e) if e.is_retryable())
+        matches!(self, Error::Iptables { .. } | Error::Nftables { .. }) || matches!(self, Error::Client(e) if e.is_retryable())
     }
 }

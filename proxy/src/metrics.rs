@@ -19,6 +19,9 @@ pub struct Metrics {
     pub iptables_rules_total: prometheus::IntGaugeVec,
     /// kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total.
     pub iptables_partial_restore_failures_total: IntCounter,
+    /// kubeproxy_sync_proxy_rules_nftables_sync_failures_total: nftables-mode syncs whose
+    /// transaction failed (full or partial).
+    pub nftables_sync_failures_total: IntCounter,
     /// kubeproxy_sync_proxy_rules_endpoint_changes_total: EndpointSlice events handled.
     pub endpoint_changes_total: IntCounter,
     /// kubeproxy_sync_proxy_rules_service_changes_total: Service events handled.
@@ -66,6 +69,10 @@ impl Metrics {
                 "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total",
                 "Cumulative proxy iptables partial restore failures"
             )),
+            nftables_sync_failures_total: reg!(IntCounter::new(
+                "kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
+                "Cumulative proxy nftables sync failures"
+            )),
             endpoint_changes_total: reg!(IntCounter::new(
                 "kubeproxy_sync_proxy_rules_endpoint_changes_total",
                 "Cumulative proxy rules EndpointSlice changes"
@@ -100,6 +107,7 @@ mod tests {
             "kubeproxy_sync_proxy_rules_last_timestamp_seconds 0",
             "kubeproxy_sync_proxy_rules_iptables_total{table=\"nat\"} 12",
             "kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total 0",
+            "kubeproxy_sync_proxy_rules_nftables_sync_failures_total 0",
             "kubeproxy_sync_proxy_rules_endpoint_changes_total 1",
             "kubeproxy_sync_proxy_rules_service_changes_total 0",
         ] {

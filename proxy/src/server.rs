@@ -3,7 +3,9 @@
 //! 1. The service-range safety net goes in first, before anything can fail on the network.
 //! 2. Bridged traffic through iptables, if the namespace allows it ([`crate::sysctl`]).
 //! 3. The API client; the node port addresses (the flag, else the Node's, else the interfaces').
-//! 4. The health and metrics server, the two watches, and the sync loop: a sync after each
+//! 4. The proxier of `--proxy-mode`: iptables ([`crate::iptables`]) or nftables
+//!    ([`crate::nftables`]).
+//! 5. The health and metrics server, the two watches, and the sync loop: a sync after each
 //!    change (not more often than the minimum sync period, partial when it can be) and at least
 //!    every sync period (then full).
 
@@ -16,14 +18,15 @@ use kube::api::Api;
 use crate::config;
 use crate::error::{Error, Result};
 use crate::healthcheck::{self, ProxierHealth};
-use crate::iptables::proxier::Proxier;
 use crate::iptables::rules::RulesConfig;
 use crate::iptables::safety_net;
+use crate::proxier::{Mode, Proxier};
 use crate::sysctl;
 use crate::util::async_runner::{BURST_SYNCS, bounded_frequency_loop};
 use crate::util::iptables::Iptables;
+use crate::util::nftables::Nftables;
 use crate::util::nodeport_addresses;
-use crate::Options;
+use crate::{Options, ProxyMode};
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(Error::Config(format!("iptables task: {e}"))))
@@ -58,9 +61,23 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
     };
     tracing::info!(target: "proxy", step = 3, node = hostname, ?nodeport_addresses, bridge_netfilter, "starting");
     let cfg = RulesConfig { cluster_cidr: opts.cluster_cidr, masquerade_all: opts.masquerade_all, bridge_netfilter, nodeport_addresses };
-    let proxier = Arc::new(Proxier::new(cfg, ipt, hostname).with_full_sync_period(opts.sync_period));
 
     // Step 4
+    match opts.proxy_mode {
+        ProxyMode::Iptables => {
+            let proxier = crate::iptables::proxier::Proxier::new(cfg, ipt, hostname);
+            serve(&opts, client, Arc::new(proxier.with_full_sync_period(opts.sync_period)), shutdown).await
+        }
+        ProxyMode::Nftables => {
+            let nft = blocking(|| Nftables::new(crate::nftables::rules::TABLE)).await?;
+            let proxier = crate::nftables::proxier::Proxier::new(cfg, opts.service_cluster_ip_range, nft, hostname);
+            serve(&opts, client, Arc::new(proxier.with_full_sync_period(opts.sync_period)), shutdown).await
+        }
+    }
+}
+
+/// Step 5, for the proxier of either mode.
+async fn serve<M: Mode>(opts: &Options, client: kube::Client, proxier: Arc<Proxier<M>>, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
     let health = Arc::new(ProxierHealth::new(2 * opts.sync_period));
     let listener = tokio::net::TcpListener::bind(opts.healthz_bind_address).await.map_err(|e| Error::Listen(opts.healthz_bind_address, e))?;
     let mut tasks = tokio::task::JoinSet::new();
@@ -85,8 +102,8 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
                 Ok(r) => {
                     health.updated();
                     tracing::info!(
-                        target: "proxy::iptables",
-                        full = r.full, nat_chains_written = r.nat_chains_written, restore_bytes = r.restore_bytes,
+                        target: "proxy::sync",
+                        full = r.full, chains_written = r.chains_written, written_bytes = r.written_bytes,
                         services = r.services, endpoints = r.endpoints, nat_rules = r.nat_rules, filter_rules = r.filter_rules,
                         generate_ms = r.generate.as_secs_f64() * 1e3, apply_ms = r.apply.as_secs_f64() * 1e3,
                         total_ms = start.elapsed().as_secs_f64() * 1e3,
@@ -95,7 +112,7 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
                     true
                 }
                 Err(e) => {
-                    tracing::error!(target: "proxy::iptables", error = %e, "SyncProxyRules failed; retrying");
+                    tracing::error!(target: "proxy::sync", error = %e, "SyncProxyRules failed; retrying");
                     false
                 }
             }
@@ -110,7 +127,11 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
     Ok(())
 }
 
-/// `--cleanup`: removes every chain and jump rule the proxy made, the safety net included.
-pub fn cleanup() -> Result<usize> {
-    crate::iptables::cleanup::cleanup_leftovers(&Iptables::new())
+/// `--cleanup`: removes every chain and jump rule the proxy made in either mode (as
+/// kube-proxy's, whatever `--proxy-mode`), the safety net included; how many iptables chains
+/// went, and whether the nftables table did.
+pub fn cleanup() -> Result<(usize, bool)> {
+    let chains = crate::iptables::cleanup::cleanup_leftovers(&Iptables::new())?;
+    let table = crate::nftables::cleanup::cleanup_leftovers(&Nftables::new(crate::nftables::rules::TABLE)?)?;
+    Ok((chains, table))
 }

@@ -11,9 +11,10 @@
 //! proxier through its watch handlers, and the rules it writes are applied inside the node
 //! namespace. Every namespace is deleted by a guard, also when the test fails.
 
-use std::io::{ErrorKind, Read as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd as _;
+mod support;
+
+use std::io::ErrorKind;
+use std::net::Ipv4Addr;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,14 +25,12 @@ use proxy::config::{EndpointSliceHandler as _, ServiceHandler as _};
 use proxy::iptables::proxier::Proxier;
 use proxy::iptables::rules::RulesConfig;
 use proxy::iptables::{cleanup, safety_net};
+use proxy::nftables;
+use proxy::proxier::Mode;
 use proxy::util::iptables::{Iptables, Table};
+use proxy::util::nftables::Nftables;
 use proxy::Ipv4Cidr;
-
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::{Netns, sh};
 
 /// The node and pod namespaces; deleted on drop.
 struct Lab {
@@ -103,41 +102,14 @@ impl Lab {
     }
 }
 
-/// Runs `f` on a thread inside network namespace `ns` (sockets it makes stay there).
-fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: setns on this thread only, with a namespace file we hold open.
-        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {path}");
-        f()
-    })
-    .join()
-    .expect("netns thread")
-}
-
 /// A server in `ns` on :8080 that answers every connection with `name`.
 fn serve(ns: &str, name: &'static str) {
-    let listener = in_netns(ns, || TcpListener::bind("0.0.0.0:8080").expect("bind 8080"));
-    std::thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            use std::io::Write as _;
-            let mut c = conn;
-            let _ = c.write_all(name.as_bytes());
-        }
-    });
+    support::serve(ns, "0.0.0.0:8080", name);
 }
 
-/// Connects from `ns` to `to`: the server's name, or the error kind.
+/// Connects from `ns` to `to` (500 ms to connect: the uplink control expects a timeout).
 fn call(ns: &str, to: &str) -> Result<String, ErrorKind> {
-    let to: SocketAddr = to.parse().expect("an address");
-    in_netns(ns, move || {
-        let mut s = TcpStream::connect_timeout(&to, Duration::from_millis(500)).map_err(|e| e.kind())?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).expect("timeout");
-        let mut out = String::new();
-        s.read_to_string(&mut out).map_err(|e| e.kind())?;
-        Ok(out)
-    })
+    support::call(ns, to, Duration::from_millis(500))
 }
 
 /// The names answering `n` calls.
@@ -195,14 +167,17 @@ fn privileged() -> bool {
     root && tools
 }
 
-fn proxier(lab: &Lab, bridge_netfilter: bool) -> Arc<Proxier> {
-    let cfg = RulesConfig {
+fn cfg(bridge_netfilter: bool) -> RulesConfig {
+    RulesConfig {
         cluster_cidr: Some(Ipv4Cidr::parse("10.244.0.0/16").unwrap()),
         masquerade_all: false,
         bridge_netfilter,
         nodeport_addresses: vec![Ipv4Addr::new(192, 168, 77, 2)],
-    };
-    Arc::new(Proxier::new(cfg, Iptables::in_netns(&lab.node), "node1".into()))
+    }
+}
+
+fn proxier(lab: &Lab, bridge_netfilter: bool) -> Arc<Proxier> {
+    Arc::new(Proxier::new(cfg(bridge_netfilter), Iptables::in_netns(&lab.node), "node1".into()))
 }
 
 #[test]
@@ -211,6 +186,58 @@ fn services_reach_their_pods_and_nothing_else_leaves() {
         return;
     }
     let lab = Lab::new("t");
+    let p = proxier(&lab, true);
+    reach_pods_and_nothing_else_leaves(&lab, &p, Rules::Iptables(Iptables::in_netns(&lab.node)));
+}
+
+/// The same with `--proxy-mode nftables`: one table of verdict maps written over netlink.
+#[test]
+fn nftables_services_reach_their_pods_and_nothing_else_leaves() {
+    if !privileged() {
+        return;
+    }
+    let lab = Lab::new("nft");
+    let nft = Nftables::in_netns(nftables::rules::TABLE, &lab.node).expect("netlink socket in the node namespace");
+    let p = Arc::new(nftables::proxier::Proxier::new(cfg(true), Some(Ipv4Cidr::parse("10.96.0.0/12").unwrap()), nft, "node1".into()));
+    let nft = Nftables::in_netns(nftables::rules::TABLE, &lab.node).expect("netlink socket");
+    reach_pods_and_nothing_else_leaves(&lab, &p, Rules::Nftables(nft));
+}
+
+/// How a test looks at the rules of one mode.
+enum Rules {
+    Iptables(Iptables),
+    Nftables(Nftables),
+}
+
+impl Rules {
+    /// The cluster-wide chains of the Services with endpoints.
+    fn service_chains(&self) -> usize {
+        match self {
+            Rules::Iptables(ipt) => ipt.save(Table::Nat).expect("save").matches(":KUBE-SVC-").count(),
+            Rules::Nftables(nft) => nft.list_chains().expect("list chains").iter().filter(|c| c.starts_with("service-") && nftables::rules::is_per_service(c)).count(),
+        }
+    }
+
+    /// `--cleanup` of this mode's rules: nothing of ours stays.
+    fn cleanup(&self) {
+        match self {
+            Rules::Iptables(ipt) => {
+                let deleted = cleanup::cleanup_leftovers(ipt).expect("cleanup");
+                assert!(deleted >= 10, "{deleted} chains deleted");
+                let all = format!("{}{}", ipt.save(Table::Nat).unwrap(), ipt.save(Table::Filter).unwrap());
+                assert!(!all.contains("KUBE-") && !all.contains("KUBELAB-"), "left behind:\n{all}");
+                assert_eq!(cleanup::cleanup_leftovers(ipt).expect("cleanup again"), 0);
+            }
+            Rules::Nftables(nft) => {
+                assert!(nftables::cleanup::cleanup_leftovers(nft).expect("cleanup"), "the table was there");
+                assert!(!nft.table_exists().expect("table"), "the table is gone");
+                assert!(!nftables::cleanup::cleanup_leftovers(nft).expect("cleanup again"));
+            }
+        }
+    }
+}
+
+fn reach_pods_and_nothing_else_leaves<M: Mode>(lab: &Lab, p: &proxy::proxier::Proxier<M>, rules: Rules) {
     let (node, a, b) = (lab.node.clone(), lab.pods[0].clone(), lab.pods[1].clone());
     assert!(lab.set_bridge_nf(true) || std::fs::metadata("/proc/sys/net/bridge").is_err());
     serve(&a, "a");
@@ -224,7 +251,6 @@ fn services_reach_their_pods_and_nothing_else_leaves() {
 
     let ipt = Iptables::in_netns(&node);
     safety_net::ensure(&ipt, Ipv4Cidr::parse("10.96.0.0/12").unwrap()).expect("safety net");
-    let p = proxier(&lab, true);
     p.on_services_listed(vec![
         service("web", "10.96.0.10", Some(30080)),
         service("empty", "10.96.0.11", None),
@@ -270,16 +296,12 @@ fn services_reach_their_pods_and_nothing_else_leaves() {
     p.on_service_delete(&service("sticky", "10.96.0.13", None));
     p.sync_proxy_rules().expect("sync");
     assert_eq!(call(&a, "10.96.0.13:80"), Err(ErrorKind::ConnectionRefused));
-    let nat = ipt.save(Table::Nat).expect("save");
-    assert_eq!(nat.matches(":KUBE-SVC-").count(), 2, "web and self only:\n{nat}");
+    assert_eq!(rules.service_chains(), 2, "web and self only");
 
     // --cleanup: no chain of ours and no jump to one stays.
-    let deleted = cleanup::cleanup_leftovers(&ipt).expect("cleanup");
-    assert!(deleted >= 10, "{deleted} chains deleted");
-    let all = format!("{}{}", ipt.save(Table::Nat).unwrap(), ipt.save(Table::Filter).unwrap());
-    assert!(!all.contains("KUBE-") && !all.contains("KUBELAB-"), "left behind:\n{all}");
-    assert_eq!(cleanup::cleanup_leftovers(&ipt).expect("cleanup again"), 0);
+    rules.cleanup();
 }
+
 
 /// Without bridge netfilter the proxier masquerades pod traffic to cluster IPs: a pod still
 /// reaches a Service backed by a pod on its own bridge.
@@ -302,23 +324,6 @@ fn same_bridge_without_bridge_netfilter() {
     assert_eq!(call(&a, "10.96.0.10:80"), Ok("b".into()), "pod a → ClusterIP → pod b on the same bridge");
     assert!(start.elapsed() < Duration::from_secs(2));
     let _ = (a, lab);
-}
-
-/// A bare network namespace, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let ns = Netns(format!("kubelab-proxy-{}-{tag}", std::process::id()));
-        sh(&["ip", "netns", "add", &ns.0]);
-        ns
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
 }
 
 /// A table as a set of chains and each chain's rules in order: what iptables-save prints,
@@ -347,12 +352,7 @@ fn partial_syncs_leave_what_a_full_sync_writes() {
         return;
     }
     let (a, b) = (Netns::new("pa"), Netns::new("pb"));
-    let cfg = RulesConfig {
-        cluster_cidr: Some(Ipv4Cidr::parse("10.244.0.0/16").unwrap()),
-        masquerade_all: false,
-        bridge_netfilter: true,
-        nodeport_addresses: vec![Ipv4Addr::new(192, 168, 77, 2)],
-    };
+    let cfg = cfg(true);
     let (ipt_a, ipt_b) = (Iptables::in_netns(&a.0), Iptables::in_netns(&b.0));
     let p = Proxier::new(cfg.clone(), ipt_a.clone(), "node1".into());
     let mut services = vec![
@@ -410,7 +410,7 @@ fn partial_syncs_leave_what_a_full_sync_writes() {
         change(&p, &mut services, &mut slices);
         let r = p.sync_proxy_rules().expect(step);
         assert!(!r.full, "{step}: partial");
-        assert_eq!(r.nat_chains_written, written, "{step}: only the chains whose rules change are written");
+        assert_eq!(r.chains_written, written, "{step}: only the chains whose rules change are written");
         same_as_full(&services, &slices, step);
     }
     assert_eq!(p.metrics.sync_partial_proxy_rules_latency.get_sample_count(), 5);
@@ -438,4 +438,77 @@ fn partial_syncs_leave_what_a_full_sync_writes() {
     assert!(z.sync_proxy_rules().expect("sync").full);
     z.on_endpoint_slice_update(slice("web", &["10.244.1.3"]));
     assert!(z.sync_proxy_rules().expect("sync").full, "the sync period has passed");
+}
+
+/// The nftables mode's partial syncs, change after change, leave the chains and sets a full
+/// sync of the same Services writes into a fresh namespace (their rules and elements are
+/// compared by the unit tests' model of the table); the table deleted behind the proxier's
+/// back makes the next partial sync fail and the one after it, full, writes it all again.
+#[test]
+fn nftables_partial_syncs_leave_what_a_full_sync_writes() {
+    if !privileged() {
+        return;
+    }
+    let (a, b) = (Netns::new("na"), Netns::new("nb"));
+    let table = nftables::rules::TABLE;
+    let nft = |ns: &Netns| Nftables::in_netns(table, &ns.0).expect("netlink socket");
+    let range = Some(Ipv4Cidr::parse("10.96.0.0/12").unwrap());
+    let p = nftables::proxier::Proxier::new(cfg(true), range, nft(&a), "node1".into());
+    let names = |n: &Nftables| {
+        let mut chains = n.list_chains().expect("chains");
+        let mut sets = n.list_sets().expect("sets");
+        chains.sort();
+        sets.sort();
+        (chains, sets)
+    };
+    let same_as_full = |services: &[Service], slices: &[EndpointSlice], step: &str| {
+        let q = nftables::proxier::Proxier::new(cfg(true), range, nft(&b), "node1".into());
+        q.on_services_listed(services.to_vec());
+        q.on_endpoint_slices_listed(slices.to_vec());
+        assert!(q.sync_proxy_rules().expect("full sync").full);
+        assert_eq!(names(&nft(&a)), names(&nft(&b)), "{step}: the table after partial syncs differs from a full sync's");
+    };
+    let mut services = vec![service("web", "10.96.0.10", Some(30080)), service("empty", "10.96.0.11", None), affinity(service("sticky", "10.96.0.13", None))];
+    let mut slices = vec![slice("web", &["10.244.1.2", "10.244.1.3"]), slice("sticky", &["10.244.1.2", "10.244.1.3"])];
+    p.on_services_listed(services.clone());
+    p.on_endpoint_slices_listed(slices.clone());
+    assert!(p.sync_proxy_rules().expect("first sync").full);
+    same_as_full(&services, &slices, "first sync");
+
+    type Change = Box<dyn Fn(&mut Vec<Service>, &mut Vec<EndpointSlice>)>;
+    let changes: Vec<(&str, Change)> = vec![
+        ("one endpoint replaced", Box::new(|_, sl| sl[0] = slice("web", &["10.244.1.2", "10.244.1.4"]))),
+        ("a sticky endpoint gone", Box::new(|_, sl| sl[1] = slice("sticky", &["10.244.1.3"]))),
+        ("a Service added", Box::new(|sv, sl| {
+            sv.push(service("new", "10.96.0.14", Some(30081)));
+            sl.push(slice("new", &["10.244.1.3"]));
+        })),
+        ("a Service deleted", Box::new(|sv, sl| {
+            sv.remove(2);
+            sl.remove(1);
+        })),
+        ("a Service's last endpoints gone", Box::new(|_, sl| {
+            sl.remove(0);
+        })),
+    ];
+    for (step, change) in changes {
+        change(&mut services, &mut slices);
+        p.on_services_listed(services.clone());
+        p.on_endpoint_slices_listed(slices.clone());
+        let r = p.sync_proxy_rules().unwrap_or_else(|e| panic!("{step}: {e}"));
+        assert!(!r.full, "{step}: partial");
+        same_as_full(&services, &slices, step);
+    }
+
+    // The table deleted behind the proxier's back: the next partial sync fails (its sets are
+    // gone), the one after it is full and writes everything again.
+    let mut tx = proxy::util::nftables::Transaction::new();
+    tx.push(proxy::util::nftables::Op::DeleteTable);
+    nft(&a).apply(&tx).expect("delete the table");
+    slices.push(slice("empty", &["10.244.1.2"]));
+    p.on_endpoint_slices_listed(slices.clone());
+    assert!(p.sync_proxy_rules().is_err(), "a partial sync into a deleted table");
+    assert_eq!(p.metrics.nftables_sync_failures_total.get(), 1);
+    assert!(p.sync_proxy_rules().expect("after the failure").full, "a failed sync makes the next one full");
+    same_as_full(&services, &slices, "after the failure");
 }

@@ -1,11 +1,8 @@
-//! Mirrors kube-proxy's iptables/proxier.go (the `Proxier` type, `syncProxyRules` and
-//! `iptablesJumpChains`): the trackers the watches feed, and one sync of the rules.
+//! Mirrors kube-proxy's iptables/proxier.go (`syncProxyRules` and `iptablesJumpChains`): the
+//! iptables mode of a sync. The trackers, the choice of a full or partial sync (kube-proxy's
+//! `MinimizeIPTablesRestore`) and the metrics are [`crate::proxier`]'s; given the maps, a sync
+//! here:
 //!
-//! A sync:
-//! 1. takes the current [`ServicePortMap`] and [`EndpointsMap`] from the trackers, with the
-//!    Services that changed since the last successful sync;
-//! 2. decides full or partial: full the first time, once every `--iptables-sync-period`, and
-//!    after any failure; partial otherwise (kube-proxy's `MinimizeIPTablesRestore`);
 //! 3. writes the ruleset ([`rules::write_rules`]): a full sync every chain, a partial one only
 //!    the chains (top-level, or a changed Service's own) whose rules differ from what the last
 //!    successful sync left in them; either deletes the per-Service chains no Service uses any
@@ -15,29 +12,18 @@
 //! 5. in a full sync, makes sure the built-in chains jump to ours ([`JUMP_CHAINS`], checked and
 //!    prepended; as kube-proxy, a partial sync skips this: each check is a process of its own).
 //!
-//! A failed sync forgets what the chains hold (the next one reads their names again with
-//! iptables-save) and makes the next sync full; the caller's runner retries it as soon as it
-//! has a token, at most the minimum sync period later.
-//!
-//! kubelab's addition: each sync, done or failed, is a step of every Service it was for (the
-//! changed ones), recorded under the Service's UID for `kubelab trace svc/<name>`
-//! ([`Proxier::record_steps`]; kube-proxy reports the same hop only as its
-//! `network_programming_duration_seconds` histogram).
+//! After a failure the proxier forgets what the chains hold: the next sync, full, reads their
+//! names again with iptables-save.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-
-use crate::config::{EndpointSliceHandler, ServiceHandler};
-use crate::endpointschangetracker::{EndpointsChangeTracker, EndpointsMap};
+use crate::endpointschangetracker::EndpointsMap;
 use crate::error::Result;
-use crate::iptables::rules::{self, ChangedServices, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig, SyncedRules};
+use crate::iptables::rules::{self, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_POSTROUTING, KUBE_SERVICES, RulesConfig, SyncedRules};
 use crate::metrics::Metrics;
-use crate::servicechangetracker::{ServiceChangeTracker, ServicePortMap};
+use crate::proxier::{ChangedServices, Mode, SyncReport};
+use crate::servicechangetracker::ServicePortMap;
 use crate::util::iptables::{Iptables, Table};
 
 /// One rule in a built-in chain that sends packets to one of ours (`iptablesJumpChain`).
@@ -73,194 +59,37 @@ pub const JUMP_CHAINS: [JumpChain; 8] = [
     JumpChain { table: Table::Nat, from: "POSTROUTING", to: KUBE_POSTROUTING, comment: "kubernetes postrouting rules", new_only: false },
 ];
 
-/// What one sync did, for the log and the benchmark.
-#[derive(Debug, Clone)]
-pub struct SyncReport {
-    /// Full (every chain written) or partial (only the chains whose rules changed).
-    pub full: bool,
-    /// Per-Service nat chains the restore wrote.
-    pub nat_chains_written: usize,
-    /// Bytes of iptables-restore input.
-    pub restore_bytes: usize,
-    pub services: usize,
-    pub endpoints: usize,
-    pub nat_rules: usize,
-    pub filter_rules: usize,
-    /// Steps 1–3: the maps and the text.
-    pub generate: Duration,
-    /// Steps 4–5: iptables-restore and the jump rules.
-    pub apply: Duration,
-}
-
-/// What a sync carries over to the next; only a sync uses it, and syncs are serial.
-struct SyncState {
-    /// Every chain's rules as the last successful sync left them (kubelab's addition: kube-proxy's
-    /// partial sync knows only which Services changed); None after a failure and at start: the
-    /// next sync is full and reads the nat table's chains with iptables-save.
-    last: Option<SyncedRules>,
-    /// The next sync must be full (the first one, and after a failure: kube-proxy's `needFullSync`).
-    need_full_sync: bool,
-    last_full_sync: Option<Instant>,
-}
-
-pub struct Proxier {
+/// The iptables mode: the rules' settings and the commands that apply them.
+pub struct IptablesMode {
     cfg: RulesConfig,
     iptables: Iptables,
-    /// `--hostname-override`: endpoints whose `nodeName` is this are local.
-    hostname: String,
-    // The watch tasks write the trackers and the sync reads them: a lock held for a map update
-    // or a copy, never across I/O.
-    services: Mutex<ServiceChangeTracker>,
-    endpoints: Mutex<EndpointsChangeTracker>,
-    services_synced: AtomicBool,
-    endpoints_synced: AtomicBool,
-    /// Held for the whole sync (syncs are serial).
-    state: Mutex<SyncState>,
-    /// A full sync at least this often (`--iptables-sync-period`); partial ones in between.
-    full_sync_period: Duration,
-    pub metrics: Metrics,
-    /// Poked on every change that needs a sync (kube-proxy's `syncRunner.Run()`).
-    pub sync_runner: tokio::sync::Notify,
 }
+
+/// kube-proxy's iptables `Proxier`.
+pub type Proxier = crate::proxier::Proxier<IptablesMode>;
 
 impl Proxier {
     pub fn new(cfg: RulesConfig, iptables: Iptables, hostname: String) -> Proxier {
-        Proxier {
-            cfg,
-            iptables,
-            hostname,
-            services: Mutex::default(),
-            endpoints: Mutex::default(),
-            services_synced: AtomicBool::new(false),
-            endpoints_synced: AtomicBool::new(false),
-            state: Mutex::new(SyncState { last: None, need_full_sync: true, last_full_sync: None }),
-            full_sync_period: crate::DEFAULT_SYNC_PERIOD,
-            metrics: Metrics::new(),
-            sync_runner: tokio::sync::Notify::new(),
-        }
+        crate::proxier::Proxier::with_mode(IptablesMode { cfg, iptables }, hostname)
     }
+}
 
-    /// How often a sync is full (`--iptables-sync-period`; 30 s by default).
-    pub fn with_full_sync_period(mut self, period: Duration) -> Proxier {
-        self.full_sync_period = period;
-        self
-    }
+impl Mode for IptablesMode {
+    /// Every chain's rules as the last successful sync left them (kubelab's addition:
+    /// kube-proxy's partial sync knows only which Services changed).
+    type Synced = SyncedRules;
+    const WRITTEN_FIELD: &'static str = "restore_bytes";
 
-    /// Makes the next sync full.
-    pub fn request_full_sync(&self) {
-        self.state.lock().expect("sync state lock").need_full_sync = true;
-    }
-
-    /// Both watches have listed once: syncing before would delete the rules of every Service
-    /// not yet listed (kube-proxy's `isInitialized`).
-    pub fn is_initialized(&self) -> bool {
-        self.services_synced.load(Ordering::Acquire) && self.endpoints_synced.load(Ordering::Acquire)
-    }
-
-    /// The current maps (the changes stay pending for the next sync).
-    pub fn snapshot(&self) -> (ServicePortMap, EndpointsMap) {
-        let services = self.services.lock().expect("service tracker lock").service_port_map();
-        let endpoints = self.endpoints.lock().expect("endpoints tracker lock").endpoints_map(&self.hostname);
-        (services, endpoints)
-    }
-
-    /// Step 1: the current maps, and the Services that changed since the last call.
-    fn take_snapshot(&self) -> (ServicePortMap, EndpointsMap, ChangedServices) {
-        let (services, mut changed) = {
-            let mut s = self.services.lock().expect("service tracker lock");
-            let changed = s.take_changed();
-            (s.service_port_map(), changed)
-        };
-        let endpoints = {
-            let mut e = self.endpoints.lock().expect("endpoints tracker lock");
-            changed.extend(e.take_changed());
-            e.endpoints_map(&self.hostname)
-        };
-        (services, endpoints, changed)
-    }
-
-    /// One sync (blocking: it runs iptables), partial when it can be.
-    pub fn sync_proxy_rules(&self) -> Result<SyncReport> {
-        let start = Instant::now();
-        let started_at = chrono::Utc::now();
-        // The state lock first: a snapshot taken while another sync runs waits for it.
-        let mut state = self.state.lock().expect("sync state lock");
-        // Step 1
-        let (services, endpoints, changed) = self.take_snapshot();
-        // Step 2
-        let full = state.need_full_sync
-            || state.last.is_none()
-            || state.last_full_sync.is_none_or(|t| t.elapsed() >= self.full_sync_period);
-        // Until this sync succeeds, the next one must be full (the changes taken above are
-        // not written anywhere else).
-        state.need_full_sync = true;
-        let result = self.sync_maps(&mut state, &services, &endpoints, (!full).then_some(&changed), start);
-        let elapsed = start.elapsed().as_secs_f64();
-        self.record_steps(&changed, &endpoints, full, started_at, &result);
-        match &result {
-            Ok(r) => {
-                state.need_full_sync = false;
-                if full {
-                    state.last_full_sync = Some(start);
-                }
-                let m = &self.metrics;
-                m.sync_proxy_rules_latency.observe(elapsed);
-                if full { &m.sync_full_proxy_rules_latency } else { &m.sync_partial_proxy_rules_latency }.observe(elapsed);
-                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-                m.sync_proxy_rules_last_timestamp.set(i64::try_from(now.as_secs()).unwrap_or(i64::MAX));
-                m.iptables_rules_total.with_label_values(&["nat"]).set(i64::try_from(r.nat_rules).unwrap_or(i64::MAX));
-                m.iptables_rules_total.with_label_values(&["filter"]).set(i64::try_from(r.filter_rules).unwrap_or(i64::MAX));
-            }
-            Err(_) => {
-                state.last = None;
-                if !full {
-                    self.metrics.iptables_partial_restore_failures_total.inc();
-                }
-            }
-        }
-        result
-    }
-
-    /// The sync as a step of each changed Service that still exists (a deleted one has no UID
-    /// left here): full or partial, its endpoints as this node's rules use them, its failure.
-    fn record_steps(&self, changed: &ChangedServices, endpoints: &EndpointsMap, full: bool, started_at: chrono::DateTime<chrono::Utc>, result: &Result<SyncReport>) {
-        if !podtrace::enabled() || changed.is_empty() {
-            return;
-        }
-        let end = chrono::Utc::now();
-        let uids: Vec<((String, String), String)> = {
-            let s = self.services.lock().expect("service tracker lock");
-            changed.iter().filter_map(|k| Some((k.clone(), s.uid(k)?))).collect()
-        };
-        for ((namespace, name), uid) in uids {
-            // Per port the endpoints differ only in their port numbers: the busiest port counts.
-            let ports = endpoints.iter().filter(|(p, _)| p.namespace == namespace && p.name == name);
-            let (ready, terminating) = ports
-                .map(|(_, eps)| (eps.iter().filter(|e| e.ready).count(), eps.iter().filter(|e| e.terminating).count()))
-                .max()
-                .unwrap_or_default();
-            let mut step = podtrace::Step { end, ..podtrace::Step::instant("proxy", "sync", started_at) }
-                .with_field("sync", if full { "full" } else { "partial" })
-                .with_field("endpoints", format!("{ready} ready, {terminating} terminating"));
-            match result {
-                Ok(r) => step = step.with_field("restore_bytes", r.restore_bytes),
-                Err(e) => step.error = Some(e.to_string()),
-            }
-            podtrace::recorder().record(&uid, step);
-        }
-    }
-
-    /// Steps 3–5 for given maps; `changed`: None for a full sync.
-    fn sync_maps(
+    fn sync(
         &self,
-        state: &mut SyncState,
+        metrics: &Metrics,
         services: &ServicePortMap,
         endpoints: &EndpointsMap,
         changed: Option<&ChangedServices>,
+        last: Option<SyncedRules>,
         start: Instant,
-    ) -> Result<SyncReport> {
-        // Step 3 (a failure leaves `last` None: the next sync is full and reads the chains again)
-        let last = state.last.take();
+    ) -> Result<(SyncReport, SyncedRules)> {
+        // Step 3 (without the last sync's rules, the chains the nat table has are read)
         let existing: BTreeSet<String> = match last {
             Some(_) => BTreeSet::new(),
             None => self.iptables.chains(Table::Nat)?.into_iter().collect(),
@@ -276,61 +105,35 @@ impl Proxier {
                 self.iptables.ensure_rule(j.table, j.from, &j.rule(), true)?;
             }
         }
-        state.last = Some(ruleset.synced);
-        Ok(SyncReport {
+        metrics.iptables_rules_total.with_label_values(&["nat"]).set(i64::try_from(ruleset.nat_rules).unwrap_or(i64::MAX));
+        metrics.iptables_rules_total.with_label_values(&["filter"]).set(i64::try_from(ruleset.filter_rules).unwrap_or(i64::MAX));
+        let report = SyncReport {
             full: changed.is_none(),
-            nat_chains_written: ruleset.nat_chains_written,
-            restore_bytes: ruleset.text.len(),
+            chains_written: ruleset.nat_chains_written,
+            written_bytes: ruleset.text.len(),
             services: services.len(),
             endpoints: endpoints.values().map(Vec::len).sum(),
             nat_rules: ruleset.nat_rules,
             filter_rules: ruleset.filter_rules,
             generate,
             apply: applied.elapsed(),
-        })
+        };
+        Ok((report, ruleset.synced))
     }
-}
 
-impl ServiceHandler for Proxier {
-    fn on_service_update(&self, svc: Service) {
-        self.metrics.service_changes_total.inc();
-        self.services.lock().expect("service tracker lock").update(svc);
-        self.sync_runner.notify_one();
-    }
-    fn on_service_delete(&self, svc: &Service) {
-        self.metrics.service_changes_total.inc();
-        self.services.lock().expect("service tracker lock").delete(svc);
-        self.sync_runner.notify_one();
-    }
-    fn on_services_listed(&self, all: Vec<Service>) {
-        self.services.lock().expect("service tracker lock").replace_all(all);
-        self.services_synced.store(true, Ordering::Release);
-        self.sync_runner.notify_one();
-    }
-}
-
-impl EndpointSliceHandler for Proxier {
-    fn on_endpoint_slice_update(&self, slice: EndpointSlice) {
-        self.metrics.endpoint_changes_total.inc();
-        self.endpoints.lock().expect("endpoints tracker lock").update(slice);
-        self.sync_runner.notify_one();
-    }
-    fn on_endpoint_slice_delete(&self, slice: &EndpointSlice) {
-        self.metrics.endpoint_changes_total.inc();
-        self.endpoints.lock().expect("endpoints tracker lock").delete(slice);
-        self.sync_runner.notify_one();
-    }
-    fn on_endpoint_slices_listed(&self, all: Vec<EndpointSlice>) {
-        self.endpoints.lock().expect("endpoints tracker lock").replace_all(all);
-        self.endpoints_synced.store(true, Ordering::Release);
-        self.sync_runner.notify_one();
+    fn failed(&self, metrics: &Metrics, full: bool) {
+        if !full {
+            metrics.iptables_partial_restore_failures_total.inc();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
+    use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
     use super::*;
+    use crate::config::{EndpointSliceHandler as _, ServiceHandler as _};
     use crate::util::iptables::chains_in_save;
 
     fn service() -> Service {
@@ -373,7 +176,7 @@ mod tests {
         p.on_endpoint_slice_update(slice(&["10.244.1.2", "10.244.1.4"]));
         let partial = p.sync_proxy_rules().expect("partial sync");
         assert!(!partial.full);
-        assert_eq!(partial.nat_chains_written, 2);
+        assert_eq!(partial.chains_written, 2);
         let text = restored();
         assert_eq!(chains_in_save(&text).len(), 3, "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("-X ")).count(), 1, "{text}");

@@ -39,6 +39,7 @@ use std::net::Ipv4Addr;
 
 use crate::endpoint::Endpoint;
 use crate::endpointschangetracker::EndpointsMap;
+use crate::proxier::ChangedServices;
 use crate::serviceport::{Protocol, ServicePortInfo, ServicePortName};
 use crate::servicechangetracker::ServicePortMap;
 use crate::topology::categorize_endpoints;
@@ -126,10 +127,6 @@ pub fn endpoint_chain(name: &ServicePortName, ep: &Endpoint) -> String {
 pub fn probability(n: usize) -> String {
     format!("{:.10}", 1.0 / n as f64)
 }
-
-/// The Services (namespace, name) whose ports or endpoints changed since the last successful
-/// sync (kube-proxy's `UpdatedServices`).
-pub type ChangedServices = BTreeSet<(String, String)>;
 
 /// What one Service port puts in the tables: its rules in the top-level chains, and its own
 /// chains with their rules.
@@ -546,15 +543,15 @@ fn write_balancing(svc: &ServicePortInfo, chain: &str, eps: &[&Endpoint], b: &mu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::util::iptables::chains_in_save;
 
-    fn name(svc: &str, port: &str) -> ServicePortName {
+    pub(crate) fn name(svc: &str, port: &str) -> ServicePortName {
         ServicePortName { namespace: "default".into(), name: svc.into(), port: port.into(), protocol: Protocol::Tcp }
     }
 
-    fn svc(n: &str, ip: [u8; 4]) -> ServicePortInfo {
+    pub(crate) fn svc(n: &str, ip: [u8; 4]) -> ServicePortInfo {
         ServicePortInfo {
             name: name(n, "http"),
             cluster_ip: ip.into(),
@@ -567,11 +564,11 @@ mod tests {
         }
     }
 
-    fn ep(last: u8, local: bool) -> Endpoint {
+    pub(crate) fn ep(last: u8, local: bool) -> Endpoint {
         Endpoint { ip: [10, 244, 1, last].into(), port: 8080, is_local: local, ready: true, serving: true, terminating: false }
     }
 
-    fn cfg() -> RulesConfig {
+    pub(crate) fn cfg() -> RulesConfig {
         RulesConfig {
             cluster_cidr: Some(Ipv4Cidr::parse("10.244.0.0/16").unwrap()),
             masquerade_all: false,
@@ -580,7 +577,7 @@ mod tests {
         }
     }
 
-    fn maps(items: Vec<(ServicePortInfo, Vec<Endpoint>)>) -> (ServicePortMap, EndpointsMap) {
+    pub(crate) fn maps(items: Vec<(ServicePortInfo, Vec<Endpoint>)>) -> (ServicePortMap, EndpointsMap) {
         let mut s = ServicePortMap::new();
         let mut e = EndpointsMap::new();
         for (svc, eps) in items {
@@ -630,7 +627,7 @@ mod tests {
         assert_eq!(probs, ["0.2500000000", "0.3333333333", "0.5000000000"]);
     }
 
-    fn golden_services() -> Vec<(ServicePortInfo, Vec<Endpoint>)> {
+    pub(crate) fn golden_services() -> Vec<(ServicePortInfo, Vec<Endpoint>)> {
         let mut np = svc("np", [10, 96, 0, 11]);
         np.node_port = Some(30080);
         let mut aff = svc("aff", [10, 96, 0, 12]);

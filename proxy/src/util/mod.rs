@@ -3,4 +3,5 @@
 pub mod async_runner;
 pub mod cidr;
 pub mod iptables;
+pub mod nftables;
 pub mod nodeport_addresses;

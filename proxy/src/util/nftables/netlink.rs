@@ -228,8 +228,8 @@ impl Nftables {
         .map_err(|f| f.into_error(&format!("list chains ip {}", display_name(&self.table))))
     }
 
-    /// The names of the table's named sets and maps (an NFT_MSG_GETSET dump; the anonymous maps
-    /// of `numgen … vmap { … }` rules are left out).
+    /// The names of the table's named sets and maps (an NFT_MSG_GETSET dump; anonymous sets,
+    /// which `nft` makes for inline `{ … }` sets and kubelab never does, are left out).
     pub fn list_sets(&self) -> Result<Vec<String>> {
         let mut conn = self.lock();
         let listed = conn.dump(NFT_MSG_GETSET, NFTA_SET_TABLE, &self.table, |attrs| {

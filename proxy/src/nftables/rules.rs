@@ -220,7 +220,7 @@ pub fn write_table(
             if let Some(del) = plan.del_elements.get_mut(CLUSTER_IPS) {
                 del.retain(|e| !in_use.contains(&e.key));
             }
-            let written = plan.chains_written;
+            let written = plan.written.len();
             plan.into_ops(&mut tx);
             (ports, written)
         }
@@ -403,7 +403,6 @@ struct Partial {
     add_elements: BTreeMap<String, Vec<Element>>,
     gone_chains: Vec<String>,
     gone_sets: Vec<String>,
-    chains_written: usize,
 }
 
 impl Partial {
@@ -421,7 +420,6 @@ impl Partial {
                 }
             }
         }
-        self.chains_written = self.written.len();
         for (chain, _) in &before.chains {
             if !now.chains.iter().any(|(c, _)| c == chain) {
                 self.gone_chains.push(chain.clone());

@@ -12,8 +12,10 @@
 //! `F` ends a line; `P` is a partial chunk (the runtime splits lines over 16 KiB, and flushes
 //! output that has no newline yet). Reading a log is then:
 //!
-//! 1. With `tailLines`, find where the last N *full* lines begin (a line split into P chunks
-//!    counts once).
+//! 1. Note the file's length when the request arrives: a read that does not follow shows the log
+//!    as it was then, so lines the container writes meanwhile cannot make `tailLines=2` answer
+//!    three. With `tailLines`, find where the last N *full* lines of that much begin (a line split
+//!    into P chunks counts once).
 //! 2. Parse each record, drop lines older than `sinceTime`, join chunks back into lines, prefix
 //!    each line with its timestamp when asked, and cut the output at `limitBytes`.
 //! 3. When following, at the end of the file wait for more: poll the file every
@@ -26,13 +28,13 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::io::{BufRead, Seek, SeekFrom};
+use std::io::{BufRead, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use chrono::{DateTime, SecondsFormat, Utc};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
@@ -257,12 +259,15 @@ impl LogWriter<'_> {
 pub(crate) struct ContainerLog {
     path: PathBuf,
     file: tokio::fs::File,
+    /// The file's length when it was opened: where a read that does not follow stops.
+    len: u64,
 }
 
 impl ContainerLog {
     pub(crate) async fn open(path: &Path) -> Result<ContainerLog> {
         let file = tokio::fs::File::open(path).await.map_err(|e| Error::io(path, e))?;
-        Ok(ContainerLog { path: path.to_path_buf(), file })
+        let len = file.metadata().await.map_err(|e| Error::io(path, e))?.len();
+        Ok(ContainerLog { path: path.to_path_buf(), file, len })
     }
 
     /// Stream the log to `out` as `opts` asks. `still_running` is asked, when following, whether
@@ -275,22 +280,25 @@ impl ContainerLog {
     {
         let path = self.path;
         let io_err = |e| Error::io(&path, e);
-        let mut file = self.file;
+        let (mut file, len) = (self.file, self.len);
 
-        // Step 1: position the file at the start of the last N lines.
+        // Step 1: position the file at the start of the last N lines of the first `len` bytes.
+        let mut start = 0;
         if let Some(n) = opts.tail_lines.and_then(|n| usize::try_from(n).ok()) {
             let std_file = file.into_std().await;
-            let std_file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
+            let (std_file, tail) = tokio::task::spawn_blocking(move || -> std::io::Result<(std::fs::File, u64)> {
                 let mut f = &std_file;
-                let start = tail_start(std::io::BufReader::new(f), n)?;
+                let start = tail_start(std::io::BufReader::new(f.take(len)), n)?;
                 f.seek(SeekFrom::Start(start))?;
-                Ok(std_file)
+                Ok((std_file, start))
             })
             .await
             .map_err(|e| io_err(std::io::Error::other(e)))?
             .map_err(io_err)?;
-            file = tokio::fs::File::from_std(std_file);
+            (file, start) = (tokio::fs::File::from_std(std_file), tail);
         }
+        // Without `follow`, stop where the file ended when the request arrived.
+        let readable = if opts.follow { u64::MAX } else { len.saturating_sub(start) };
 
         let mut writer = LogWriter {
             opts,
@@ -303,7 +311,7 @@ impl ContainerLog {
         if writer.remaining == Some(0) {
             return Ok(());
         }
-        let mut reader = BufReader::with_capacity(64 * 1024, file);
+        let mut reader = BufReader::with_capacity(64 * 1024, file.take(readable));
         let mut line = Vec::new();
         let mut last_state_check: Option<Instant> = None;
         // The container has stopped: read to the end once more, then finish.
@@ -493,6 +501,27 @@ mod tests {
     }
 
     const LOG_TEXT: &str = "one\ntwo-two\n\nthree\n";
+
+    #[tokio::test]
+    async fn a_read_without_follow_ends_where_the_file_ended_when_it_was_opened() {
+        let mut f = write_log(LOG);
+        let opened = ContainerLog::open(f.path()).await.expect("open");
+        let again = ContainerLog::open(f.path()).await.expect("open");
+        // The container writes a line after the request arrived and before it is read.
+        f.write_all(b"2024-05-01T10:00:04Z stdout F four\n").expect("append");
+        for (log, opts, want) in [
+            (opened, LogOptions { tail_lines: Some(2), ..Default::default() }, "\nthree\n"),
+            (again, LogOptions::default(), LOG_TEXT),
+        ] {
+            let (tx, mut rx) = mpsc::channel(4);
+            log.stream(&opts, tx, || async { false }).await.expect("stream");
+            let mut out = Vec::new();
+            while let Some(chunk) = rx.recv().await {
+                out.extend_from_slice(&chunk);
+            }
+            assert_eq!(String::from_utf8(out).expect("utf-8"), want, "{opts:?}");
+        }
+    }
 
     #[tokio::test]
     async fn since_drops_older_lines_whole() {

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
 mod addons;
+mod certs;
 mod otel;
 mod service;
 mod trace;
@@ -56,6 +57,9 @@ enum Command {
     /// Prints the containerd config.toml a node agent's containerd runs with: a machine's layout
     /// (the lab's nodes), or with --dir the one-directory layout of `kubelab up`.
     ContainerdConfig(ContainerdConfigArgs),
+    /// The cluster's certificates, keys and kubeconfigs, as kubeadm makes them: `generate` makes
+    /// or renews them, `check-expiration` shows when each ends.
+    Certs(certs::CertsArgs),
 }
 
 /// Flags as containerd names its own (`containerd --root --state --address`), each overriding
@@ -401,12 +405,35 @@ struct ApiserverArgs {
     /// The prefix of every key in the store.
     #[arg(long, default_value = "/registry")]
     etcd_prefix: String,
-    /// The address to listen on.
+    /// The address the secure port listens on.
     #[arg(long, default_value = "0.0.0.0")]
     bind_address: String,
-    /// The port to serve plain HTTP on (anonymous; for local use and the lab).
-    #[arg(long, default_value_t = 8080)]
-    port: u16,
+    /// The port to serve HTTPS on, with authentication and authorization; 0 turns it off.
+    #[arg(long, default_value_t = 6443)]
+    secure_port: u16,
+    /// The serving certificate (PEM: the certificate, then its chain).
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long)]
+    tls_private_key_file: Option<PathBuf>,
+    /// Client certificates signed by a CA in this bundle authenticate their subject: the common
+    /// name is the user, the organizations its groups.
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Requests without credentials go on as system:anonymous (else they get 401).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// The authorizers, in order (comma-separated): AlwaysAllow, AlwaysDeny, RBAC.
+    #[arg(long, default_value = "AlwaysAllow", value_delimiter = ',')]
+    authorization_mode: Vec<String>,
+    /// The port to serve plain HTTP on, where every request acts as a superuser (kube-apiserver's
+    /// removed insecure port, kept for teaching); 0 (the default) turns it off.
+    #[arg(long, alias = "port", default_value_t = 0)]
+    insecure_port: u16,
+    /// The address the insecure port listens on.
+    #[arg(long, default_value = "127.0.0.1")]
+    insecure_bind_address: String,
     /// The largest request body accepted (413 beyond).
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
     max_request_bytes: usize,
@@ -430,7 +457,8 @@ struct ApiserverArgs {
     #[arg(long, default_value = "30000-32767")]
     service_node_port_range: String,
     /// The address the `default/kubernetes` Service's endpoints name for this server (default:
-    /// --bind-address, unless it is 0.0.0.0 or loopback).
+    /// --bind-address — or --insecure-bind-address without a secure port — unless it is 0.0.0.0
+    /// or loopback).
     #[arg(long)]
     advertise_address: Option<std::net::IpAddr>,
     /// The port each node's proxy serves `/debug/trace/services/<uid>` on, at the node's
@@ -624,7 +652,7 @@ impl Command {
             Command::Scheduler(a) => (&a.otlp, &[C::Scheduler]),
             Command::Nodeagent(a) => (&a.otlp, &[C::Nodeagent]),
             Command::Up(a) => (&a.otlp, C::ALL),
-            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Dns(_) | Command::Proxy(_) => return None,
+            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Certs(_) | Command::Dns(_) | Command::Proxy(_) => return None,
         };
         Some((args.otlp_endpoint.as_deref()?, components))
     }
@@ -719,6 +747,9 @@ fn main() -> anyhow::Result<()> {
         let text = args.into_config().render();
         return std::io::stdout().lock().write_all(text.as_bytes()).context("kubelab containerd-config: writing to stdout");
     }
+    if let Command::Certs(args) = cli.command {
+        return certs::cmd::run(args).context("kubelab certs");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the async runtime")?;
     match cli.command {
         Command::Store(args) => {
@@ -731,7 +762,14 @@ fn main() -> anyhow::Result<()> {
                 etcd_servers: store::config::split_urls(&args.etcd_servers),
                 etcd_prefix: args.etcd_prefix,
                 bind_address: args.bind_address,
-                port: args.port,
+                secure_port: args.secure_port,
+                tls_cert_file: args.tls_cert_file,
+                tls_private_key_file: args.tls_private_key_file,
+                client_ca_file: args.client_ca_file,
+                anonymous_auth: args.anonymous_auth,
+                authorization_mode: args.authorization_mode,
+                insecure_port: args.insecure_port,
+                insecure_bind_address: args.insecure_bind_address,
                 max_request_bytes: args.max_request_bytes,
                 event_ttl: args.event_ttl,
                 etcd_compaction_interval: args.etcd_compaction_interval,
@@ -795,7 +833,7 @@ fn main() -> anyhow::Result<()> {
             };
             rt.block_on(dns::run(opts, conn, shutdown_signal())).context("kubelab dns")?;
         }
-        Command::Up(_) | Command::ContainerdConfig(_) => unreachable!("handled above"),
+        Command::Up(_) | Command::ContainerdConfig(_) | Command::Certs(_) => unreachable!("handled above"),
         Command::Proxy(args) if args.cleanup => {
             let (chains, table) = proxy::cleanup().context("kubelab proxy --cleanup")?;
             tracing::info!(target: "proxy", chains, nftables_table = table, "cleanup: every chain, table and jump rule removed");

@@ -34,7 +34,11 @@ pub struct UpArgs {
     /// Where the cluster keeps its state (store, containerd, pods, logs, kubeconfig).
     #[arg(long, default_value = "/var/lib/kubelab")]
     pub data_dir: PathBuf,
-    /// The API server's port on 127.0.0.1 (plain HTTP).
+    /// The API server's HTTPS port on 127.0.0.1: the one the kubeconfig names.
+    #[arg(long, default_value_t = 6443)]
+    pub secure_port: u16,
+    /// The API server's insecure (plain HTTP, superuser) port on 127.0.0.1, which the cluster's
+    /// own components use until they have identities of their own.
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// The store's client port on 127.0.0.1 (etcdctl works against it).
@@ -328,13 +332,6 @@ async fn remove_all_pods(rt: &RemoteRuntime) -> usize {
     sandboxes.len()
 }
 
-fn write_kubeconfig(path: &Path, server: &str) -> anyhow::Result<()> {
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kubelab\n  cluster:\n    server: {server}\ncontexts:\n- name: kubelab\n  context:\n    cluster: kubelab\n    user: kubelab\nusers:\n- name: kubelab\n  user: {{}}\ncurrent-context: kubelab\n"
-    );
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
 /// Completes on Ctrl-C or SIGTERM.
 async fn signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -439,6 +436,25 @@ async fn start(
     let node_name = args.node_name.clone().unwrap_or_else(client::hostname).to_lowercase();
     let api_url = format!("http://127.0.0.1:{}", args.port);
 
+    // The cluster's PKI (kubeadm's certs and kubeconfig phases): made once, kept, renewed when
+    // near expiry or when what it names changed.
+    let pki = data.join("pki");
+    let mut spec = crate::certs::ClusterSpec::new(format!("https://127.0.0.1:{}", args.secure_port), node_name.clone());
+    spec.nodes = vec![crate::certs::NodeSpec { name: node_name.clone(), ips: vec![std::net::Ipv4Addr::LOCALHOST.into()] }];
+    let made = tokio::task::spawn_blocking({
+        let pki = pki.clone();
+        move || crate::certs::ensure(&pki, &spec)
+    })
+    .await
+    .context("making the cluster's certificates")?
+    .context("the cluster's certificates")?;
+    for (name, outcome) in made {
+        if !matches!(outcome, pki::Outcome::Kept) {
+            println!("{}", crate::certs::describe(&name, &outcome));
+        }
+    }
+    step(started, "certificates");
+
     // containerd, a child process in our mount namespace.
     let containerd_dir = data.join("containerd");
     let driver = cgroup_driver(args);
@@ -479,7 +495,13 @@ async fn start(
     let api_opts = apiserver::Options {
         etcd_servers: vec![format!("http://127.0.0.1:{}", args.store_port)],
         bind_address: "127.0.0.1".into(),
-        port: args.port,
+        secure_port: args.secure_port,
+        tls_cert_file: Some(pki.join("apiserver.crt")),
+        tls_private_key_file: Some(pki.join("apiserver.key")),
+        client_ca_file: Some(pki.join("ca.crt")),
+        authorization_mode: vec!["RBAC".into()],
+        insecure_bind_address: "127.0.0.1".into(),
+        insecure_port: args.port,
         proxy_healthz_port: args.proxy_healthz_port,
         ..Default::default()
     };
@@ -593,8 +615,9 @@ async fn start(
     }
     step(started, &format!("node agent: node {node_name} Ready"));
 
+    // The user's kubeconfig: the administrator's (O=system:masters) over HTTPS.
     let kubeconfig = data.join("kubeconfig");
-    write_kubeconfig(&kubeconfig, &api_url)?;
+    std::fs::copy(pki.join("admin.conf"), &kubeconfig).with_context(|| format!("writing {}", kubeconfig.display()))?;
     println!();
     println!("kubelab is running. In another shell:");
     println!();

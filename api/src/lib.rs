@@ -1,4 +1,4 @@
-//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,coordination,discovery} (defaulting, validation),
+//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,rbac,coordination,discovery} (defaulting, validation),
 //! pkg/api/v1/pod and pkg/kubelet/types (pod helpers): what the API types mean, shared by every
 //! component.
 //!
@@ -19,9 +19,11 @@
 //!    every static pod it reads from a manifest (kubelet's config/common.go does the same).
 //!    The workloads' ([`apps::v1::defaults`], [`batch::v1::defaults`]) fill in their own fields
 //!    (replicas, strategies, history limits, backoff) and default their pod template's spec
-//!    with `set_defaults_pod_template_spec`.
+//!    with `set_defaults_pod_template_spec`; the RBAC bindings ([`rbac::v1::defaults`]) the API
+//!    groups their writer left out.
 //! 2. **Validation** ([`core::validation`], [`apps::validation`], [`batch::validation`],
-//!    [`policy::validation`], [`coordination::validation`], [`discovery::validation`]): each kind's
+//!    [`policy::validation`], [`rbac::validation`], [`coordination::validation`],
+//!    [`discovery::validation`]): each kind's
 //!    `validate_*` returns every problem as a [`apimachinery::validation::FieldError`]
 //!    (Kubernetes' `field.ErrorList`), empty when the object is valid. The API server turns the
 //!    list into a 422 `Status` at its edge; the node agent refuses a static pod manifest with it
@@ -78,6 +80,11 @@
 //!   `next_after_in`).
 //! - `policy::validation`: `validate_pod_disruption_budget`,
 //!   `validate_pod_disruption_budget_update`.
+//! - `rbac`: `GROUP_NAME` and the subject kinds; `rbac::v1::defaults`:
+//!   `set_defaults_role_binding`, `set_defaults_cluster_role_binding`, `set_defaults_subject`;
+//!   `rbac::validation`: `validate_role`, `validate_cluster_role`, `validate_role_binding`,
+//!   `validate_cluster_role_binding` and each one's `*_update`, `validate_policy_rule`,
+//!   `validate_role_binding_subject`, `validate_rbac_name`; `rbac::helpers`: `subjects_strings`.
 //! - `pod` (re-exporting `pod::util` and `pod::kubelet_types`): `uid`, `full_name`,
 //!   `restart_policy`, `init_containers`, `app_containers`, `is_restartable_init_container`,
 //!   `is_pod_phase_terminal`, `is_pod_terminal`, `pod_priority`, `is_static_pod`, `is_mirror_pod`, `is_critical_pod`,
@@ -103,6 +110,8 @@
 //!   their daylight-saving changes need the tz database, which this crate does not parse.
 //! - A StatefulSet's `volumeClaimTemplates` and `serviceName` are not validated; the
 //!   StatefulSet `maxUnavailable` (alpha) is not defaulted.
+//! - A ClusterRole's aggregation selectors are validated by conversion alone (one error per
+//!   selector; see [`rbac::validation`]).
 //! - Updates check the spec rules listed under each `*_update`; metadata updates (immutable
 //!   name, namespace, UID) are checked by the API server, as for the core kinds.
 //! - Validation checks the parts of each kind that kubelab enforces (each `validate_*` says
@@ -115,5 +124,6 @@ pub mod core;
 pub mod discovery;
 pub mod pod;
 pub mod policy;
+pub mod rbac;
 pub mod resource;
 pub mod scheduling;

@@ -151,6 +151,19 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     errs
 }
 
+/// Mirrors pkg/api/validation/path/name.go's `IsValidPathSegmentName`: the loosest name rule,
+/// that the name can stand as one segment of a URL path or a store key — not `.` or `..`, no
+/// `/` or `%`. The RBAC kinds name their objects by it (`ValidateRBACName`), so a Role may be
+/// called `system:controller:job` where a pod could not.
+pub fn is_valid_path_segment_name(name: &str) -> Vec<String> {
+    for illegal in [".", ".."] {
+        if name == illegal {
+            return vec![format!("may not be '{illegal}'")];
+        }
+    }
+    ["/", "%"].iter().filter(|c| name.contains(*c)).map(|c| format!("may not contain '{c}'")).collect()
+}
+
 /// Validates a qualified name: label and annotation keys, finalizers. An optional DNS subdomain
 /// prefix ends with '/': `example.com/MyName`.
 pub fn is_qualified_name(value: &str) -> Vec<String> {
@@ -560,6 +573,22 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(is_dns1123_subdomain(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn path_segment_name() {
+        let cases: Vec<(&str, Vec<&str>)> = vec![
+            ("system:controller:job", vec![]),
+            ("Upper_Case.ok", vec![]),
+            ("...", vec![]),
+            (".", vec!["may not be '.'"]),
+            ("..", vec!["may not be '..'"]),
+            ("a/b", vec!["may not contain '/'"]),
+            ("50%/x", vec!["may not contain '/'", "may not contain '%'"]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(is_valid_path_segment_name(input), want, "{input:?}");
         }
     }
 

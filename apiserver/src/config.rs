@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::admission::chain::Chain;
+use crate::authorization::authorizer::Authorizer;
 use crate::error::Error;
 use crate::options::Options;
 use crate::registry::generic::rest::Registries;
@@ -23,6 +24,8 @@ pub struct Api {
     pub http: reqwest::Client,
     pub options: Options,
     pub admission: Chain,
+    /// The authorizers of `--authorization-mode`, after the privileged groups.
+    pub authorizer: Box<dyn Authorizer>,
 }
 
 impl Api {

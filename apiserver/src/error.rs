@@ -29,6 +29,13 @@ pub enum Error {
     Unprocessable(String),
     #[error("{0}")]
     Forbidden(String),
+    /// The request's credentials name nobody (or there are none and anonymous requests are off).
+    #[error("Unauthorized")]
+    Unauthorized,
+    /// The authorizers did not allow the request (`responsewriters.Forbidden`): the message names
+    /// the user, the verb and what it was asked on, as kube-apiserver words it.
+    #[error("{message}")]
+    ForbiddenRequest { group: String, resource: String, name: String, message: String },
     #[error("{0}")]
     MethodNotAllowed(String),
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
@@ -104,7 +111,8 @@ impl Error {
             Error::AlreadyExists { .. } | Error::Conflict { .. } => 409,
             Error::Invalid { .. } | Error::Unprocessable(_) => 422,
             Error::BadRequest(_) => 400,
-            Error::Forbidden(_) => 403,
+            Error::Forbidden(_) | Error::ForbiddenRequest { .. } => 403,
+            Error::Unauthorized => 401,
             Error::MethodNotAllowed(_) => 405,
             Error::UnsupportedMediaType(_) => 415,
             Error::NotAcceptable(_) => 406,
@@ -124,7 +132,8 @@ impl Error {
             Error::Conflict { .. } => "Conflict",
             Error::Invalid { .. } | Error::Unprocessable(_) => "Invalid",
             Error::BadRequest(_) => "BadRequest",
-            Error::Forbidden(_) => "Forbidden",
+            Error::Forbidden(_) | Error::ForbiddenRequest { .. } => "Forbidden",
+            Error::Unauthorized => "Unauthorized",
             Error::MethodNotAllowed(_) => "MethodNotAllowed",
             Error::UnsupportedMediaType(_) => "UnsupportedMediaType",
             Error::NotAcceptable(_) => "NotAcceptable",
@@ -158,6 +167,14 @@ impl Error {
                     causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect(),
                 );
             }
+            Error::ForbiddenRequest { group, resource, name, .. } => {
+                // Go's omitempty: a non-resource request's details are an empty object.
+                for (key, value) in [("name", name), ("group", group), ("kind", resource)] {
+                    if !value.is_empty() {
+                        details.insert(key.into(), json!(value));
+                    }
+                }
+            }
             Error::TooManyRequests { causes, retry_after_seconds, .. } => {
                 if !causes.is_empty() {
                     details.insert("causes".into(), causes.iter().map(Cause::to_json).collect());
@@ -178,7 +195,7 @@ impl Error {
             "code": self.code(),
         });
         // Kubernetes' timeout carries its (zero) retry-after in details, which JSON leaves empty.
-        if !details.is_empty() || matches!(self, Error::Timeout(_)) {
+        if !details.is_empty() || matches!(self, Error::Timeout(_) | Error::ForbiddenRequest { .. }) {
             status["details"] = Value::Object(details);
         }
         status

@@ -1,17 +1,21 @@
 //! # apiserver — kubelab's kube-apiserver
 //!
 //! The only component that talks to the store; every other component talks to it. It serves a
-//! kubectl-compatible subset of the Kubernetes REST API over HTTP (anonymous, plain HTTP for
-//! local use; TLS and authentication come later), keeping objects as JSON in the store
+//! kubectl-compatible subset of the Kubernetes REST API over HTTPS on its secure port (client
+//! certificates authenticate, RBAC authorizes: [`authentication`], [`authorization`]) and, for
+//! teaching only, plain HTTP on an insecure port where every request is a superuser's (see
+//! [`server::secure_serving`]), keeping objects as JSON in the store
 //! (`kubelab store` or a real etcd 3.4+) under `--etcd-prefix`. Its layout is
 //! k8s.io/apiserver's: filters, endpoints, admission, registry, storage.
 //!
 //! ## The flow of a request
 //! 1. [`filters`]: every request to `/api` and `/apis` passes the filter chain in order — request
-//!    info (verb, resource, namespace, name, subresource), panic recovery, the timeout of
-//!    requests that are not long-running, (authentication and authorization, to come), the body
-//!    read up to `--max-request-bytes` — and leaves its metrics on the way out. A GET of a root
-//!    or a group version is discovery ([`endpoints::discovery`]).
+//!    info (verb, resource, namespace, name, subresource), panic recovery, authentication (who:
+//!    the connection's client certificate, or anonymous; 401), authorization (may they: the
+//!    `--authorization-mode` authorizers, RBAC over the default policy; 403), the timeout of
+//!    requests that are not long-running, the body read up to `--max-request-bytes` — and leaves
+//!    its metrics on the way out. A GET of a root or a group version is discovery
+//!    ([`endpoints::discovery`]), authenticated and authorized as a path, as every other path is.
 //! 2. [`endpoints`]: the router resolves `/api/v1/...` or `/apis/<g>/<v>/...` to a resource's
 //!    store (namespace, name, subresource) and runs the verb's handler
 //!    ([`endpoints::handlers`]): get, list, watch, create, update, patch, delete,
@@ -51,7 +55,8 @@
 //!
 //! [`server::run`] installs the resources (one line each in server.rs), starts the watch caches,
 //! the compactor and the bootstrap of the system namespaces, and serves; [`config::Api`] is the
-//! state every request is served with.
+//! state every request is served with. At every start the default RBAC policy is reconciled
+//! ([`registry::rbac::reconciliation`]).
 //!
 //! ## Public surface
 //! - [`run`] and [`Options`] (what `kubelab apiserver` and `kubelab up` start it with);
@@ -66,17 +71,27 @@
 //!   poddisruptionbudgets as far as their messages are modelled), and never written: a client that
 //!   offers protobuf first (kubectl's typed clients do) is answered in the JSON it offers next,
 //!   and one that offers only protobuf gets 406. `meta.k8s.io/v1beta1` Tables and
-//!   `PartialObjectMetadata` are not served either (passed over the same way); their `v1` forms are. No TLS, no authentication or authorization, no admission
-//!   webhooks.
+//!   `PartialObjectMetadata` are not served either (passed over the same way); their `v1` forms
+//!   are. No admission webhooks.
+//! - Security, so far: TLS on the secure port (HTTP/1.1 only: no HTTP/2), x509 client
+//!   certificates, anonymous requests, `AlwaysAllow`/`AlwaysDeny`/`RBAC` with the default policy
+//!   reconciled at start. Not yet: ServiceAccount, bootstrap and static tokens, the Node
+//!   authorizer and NodeRestriction, the escalation checks on roles and bindings, the review
+//!   APIs (`kubectl auth can-i`, `whoami`), impersonation, audit, encryption at rest; the
+//!   serving certificate is read once at start (kube-apiserver reloads it when the file
+//!   changes), and a connection's client certificate is verified when it is made.
 //! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
-//!   admission plugins that change it) — except for the workload kinds, whose strategies default
-//!   updates too; Kubernetes' decoder applies them to every object it decodes, updates and
+//!   admission plugins that change it) — except for the workload kinds and the RBAC bindings,
+//!   whose strategies default updates too; Kubernetes' decoder applies them to every object it decodes, updates and
 //!   patches included, before admission sees the request.
 //! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach, portforward, proxy), nodes (+status, proxy), events,
 //!   configmaps, secrets, serviceaccounts, services (+status, proxy), endpoints, coordination.k8s.io
 //!   leases, discovery.k8s.io/v1 endpointslices; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
-//!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status). Of the
+//!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status);
+//!   rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles, clusterrolebindings (no
+//!   status; an aggregated ClusterRole's rules are written by the controller manager's ClusterRole
+//!   aggregation controller). Of the
 //!   workloads' controllers, the Deployment, ReplicaSet and disruption ones run (in `controllers`); a scale
 //!   takes no server-side apply. An eviction consults
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No CRDs yet.
@@ -84,8 +99,9 @@
 //!   IPAddress resources served: the IPAddress records are the allocator's, in the store only);
 //!   no LoadBalancer controller (EXTERNAL-IP stays `<pending>`). The proxy subresources (pods,
 //!   services, nodes) do not rewrite links in the HTML they pass back.
-//!   The `default/kubernetes` Service points at this server's plain-HTTP port until TLS comes,
-//!   and has no endpoint for a server bound to loopback without `--advertise-address`.
+//!   The `default/kubernetes` Service points at this server's secure port (at its insecure port
+//!   when it has none), and has no endpoint for a server bound to loopback without
+//!   `--advertise-address`.
 //! - Deletion propagation sets the garbage collector's finalizers (`orphan`,
 //!   `foregroundDeletion`) as kube-apiserver does; the collector runs in `controllers`.
 //! - Dry run: a DELETE with a body also takes `dryRun` and `gracePeriodSeconds` from the query
@@ -104,6 +120,8 @@
 //!   (kube-openapi caches it).
 
 pub mod admission;
+pub mod authentication;
+pub mod authorization;
 pub mod config;
 pub mod controlplane;
 pub mod endpoints;

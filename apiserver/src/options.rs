@@ -1,6 +1,7 @@
 //! Mirrors cmd/kube-apiserver/app/options: what `kubelab apiserver` runs with, named as
 //! kube-apiserver names its flags.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::admission::default_toleration_seconds::DefaultTolerationSeconds;
@@ -10,8 +11,27 @@ use crate::admission::default_toleration_seconds::DefaultTolerationSeconds;
 pub struct Options {
     pub etcd_servers: Vec<String>,
     pub etcd_prefix: String,
+    /// `--bind-address`: where the secure port listens.
     pub bind_address: String,
-    pub port: u16,
+    /// `--secure-port`: HTTPS, with authentication and authorization; 0 turns it off.
+    pub secure_port: u16,
+    /// `--tls-cert-file` and `--tls-private-key-file`: the serving certificate (PEM; the chain,
+    /// then the key). Required with a secure port.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    /// `--client-ca-file`: client certificates signed by it authenticate their subject (CN the
+    /// user, O the groups). Without it, no client certificate is asked for.
+    pub client_ca_file: Option<PathBuf>,
+    /// `--anonymous-auth`: a request without credentials goes on as `system:anonymous` (true, as
+    /// Kubernetes' default), or is a 401.
+    pub anonymous_auth: bool,
+    /// `--authorization-mode`: the authorizers, in order (`AlwaysAllow`, `AlwaysDeny`, `RBAC`).
+    pub authorization_mode: Vec<String>,
+    /// `--insecure-port` (kubelab keeps kube-apiserver's removed flag, for teaching): plain HTTP,
+    /// where every request acts as a superuser; 0 turns it off.
+    pub insecure_port: u16,
+    /// `--insecure-bind-address`: where the insecure port listens.
+    pub insecure_bind_address: String,
     pub max_request_bytes: usize,
     pub event_ttl: Duration,
     /// Events kept in each watch cache for watchers that resume.
@@ -44,7 +64,14 @@ impl Default for Options {
             etcd_servers: vec!["http://127.0.0.1:2379".into()],
             etcd_prefix: "/registry".into(),
             bind_address: "0.0.0.0".into(),
-            port: 8080,
+            secure_port: 6443,
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            client_ca_file: None,
+            anonymous_auth: true,
+            authorization_mode: vec!["AlwaysAllow".into()],
+            insecure_port: 0,
+            insecure_bind_address: "127.0.0.1".into(),
             max_request_bytes: 3 * 1024 * 1024,
             event_ttl: Duration::from_secs(3600),
             watch_cache_size: 10_000,
@@ -56,5 +83,13 @@ impl Default for Options {
             advertise_address: None,
             proxy_healthz_port: 10256,
         }
+    }
+}
+
+impl Options {
+    /// Where the `default/kubernetes` Service sends pods: the secure port and its address, or,
+    /// when it is off, the insecure port and its address.
+    pub fn service_endpoint(&self) -> (&str, u16) {
+        if self.secure_port != 0 { (&self.bind_address, self.secure_port) } else { (&self.insecure_bind_address, self.insecure_port) }
     }
 }

@@ -9,7 +9,14 @@ use actix_service::{Service, ServiceFactory};
 use actix_web::{App, HttpRequest, HttpResponse, web};
 use serde_json::json;
 
+pub mod secure_serving;
+
+use secure_serving::{Conn, Tls};
+
 use crate::admission::chain::Chain;
+use crate::authentication::request::x509::Verifier;
+use crate::authorization::config::new_authorizer;
+use crate::authorization::rbac::listers::WatchCacheListers;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::{priority, service_account};
 use crate::config::Api;
@@ -47,6 +54,11 @@ use crate::registry::generic::rest::{Installed, Registries, SubresourceRest};
 use crate::registry::generic::store::Registry;
 use crate::registry::generic::strategy::Strategy;
 use crate::registry::policy::poddisruptionbudget::strategy::PodDisruptionBudgetStrategy;
+use crate::registry::rbac::clusterrole::strategy::{CLUSTERROLES, ClusterRoleStrategy};
+use crate::registry::rbac::clusterrolebinding::strategy::{CLUSTERROLEBINDINGS, ClusterRoleBindingStrategy};
+use crate::registry::rbac::reconciliation;
+use crate::registry::rbac::role::strategy::{ROLES, RoleStrategy};
+use crate::registry::rbac::rolebinding::strategy::{ROLEBINDINGS, RoleBindingStrategy};
 use crate::storage::store::Storage;
 use crate::storage::watch_cache::WatchCache;
 use crate::storage::compact;
@@ -96,6 +108,10 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
         Resource::new(JobStrategy),
         Resource::new(CRONJOB_STRATEGY),
         Resource::new(PodDisruptionBudgetStrategy),
+        Resource::new(ClusterRoleBindingStrategy),
+        Resource::new(ClusterRoleStrategy),
+        Resource::new(RoleBindingStrategy),
+        Resource::new(RoleStrategy),
     ]
 }
 
@@ -204,6 +220,25 @@ async fn not_found() -> HttpResponse {
     status(Error::NoRoute)
 }
 
+/// The RBAC authorizer's view of the roles and bindings: their watch caches.
+fn rbac_listers(registries: &Registries) -> WatchCacheListers {
+    WatchCacheListers {
+        roles: registries.of(&ROLES),
+        role_bindings: registries.of(&ROLEBINDINGS),
+        cluster_roles: registries.of(&CLUSTERROLES),
+        cluster_role_bindings: registries.of(&CLUSTERROLEBINDINGS),
+    }
+}
+
+/// The secure port's TLS, from the flags.
+fn tls(opts: &Options) -> Result<Tls> {
+    let (Some(cert), Some(key)) = (&opts.tls_cert_file, &opts.tls_private_key_file) else {
+        return Err(Error::Internal("--secure-port needs --tls-cert-file and --tls-private-key-file (or --secure-port=0)".into()));
+    };
+    let client_ca = opts.client_ca_file.as_deref().map(Verifier::from_ca_file).transpose().map_err(Error::Internal)?;
+    Tls::new(cert, key, client_ca).map_err(Error::Internal)
+}
+
 /// Runs the API server until `shutdown` completes. Must run inside an actix system.
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     let alloc = allocators(&opts)?;
@@ -218,7 +253,8 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let registries = Registries(installed);
     let admission = admission(registries.of(&NAMESPACES), &opts);
-    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission });
+    let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries))).map_err(Error::Internal)?;
+    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer });
     let metrics = web::Data::new(Metrics::new());
     // The store may come up after us: keep trying to create the system namespaces; then keep the
     // default/kubernetes Service and the pools of Service allocations right.
@@ -235,6 +271,9 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
                 }
             }
         }
+        // The default RBAC policy (the rbac/bootstrap-roles hook), into the system namespaces.
+        let rbac = boot.clone();
+        actix_web::rt::spawn(async move { reconciliation::run(&rbac.registries).await });
         let services_prefix = boot.registries.of(&SERVICES).prefix(None);
         actix_web::rt::spawn(repair::run(boot.storage.clone(), alloc, services_prefix));
         kubernetesservice::run(boot).await;
@@ -242,13 +281,14 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let leaving = api.clone();
     let api_for_spdy = api.clone();
     // The App, built once per worker. actix-web's HttpServer would do the wiring below itself;
-    // it is spelled out so that a new connection can be looked at first: kubectl's SPDY
-    // port-forward (which actix-web cannot hand over) is taken off here, everything else is
-    // actix-web's (see registry::core::pod::portforward).
+    // it is spelled out so that a new connection can be looked at first: its TLS and client
+    // certificate, and kubectl's SPDY port-forward (which actix-web cannot hand over), taken off
+    // here; everything else is actix-web's (see registry::core::pod::portforward).
     let app = move || {
         App::new()
             .app_data(api.clone())
             .app_data(metrics.clone())
+            .wrap(actix_web::middleware::from_fn(filters::non_resource))
             // First: patterns are tried in order, and nearly every request is one of these.
             .service(web::scope("/api").default_service(web::route().to(filters::handle)))
             .service(web::scope("/apis").default_service(web::route().to(filters::handle)))
@@ -265,37 +305,62 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
             .route("/openapi/v3/{path:.*}", web::get().to(openapi_doc))
             .default_service(web::route().to(not_found))
     };
-    let spdy_api = api_for_spdy;
-    let server = actix_server::Server::build()
-        .bind("apiserver", (opts.bind_address.as_str(), opts.port), move || {
-            let http = actix_http::HttpService::build()
-                .finish(actix_service::map_config(app(), |_: ()| actix_web::dev::AppConfig::default()))
-                .tcp();
-            let api = spdy_api.clone();
-            actix_service::fn_factory(move || {
-                let http = http.new_service(());
-                let api = api.clone();
-                async move {
-                    let http = std::rc::Rc::new(http.await.map_err(|_| ())?);
-                    Ok::<_, ()>(actix_service::fn_service(move |io: actix_rt::net::TcpStream| {
-                        let (http, api) = (http.clone(), api.clone());
-                        async move {
-                            if let Some((namespace, name)) = pod::portforward::peek_spdy_target(&io).await {
-                                pod::portforward::serve_spdy(io, api, namespace, name).await;
-                                return Ok(());
+    // The listeners (server/secure_serving.rs): the secure port, and the insecure one if asked.
+    let mut listeners = Vec::new();
+    if opts.secure_port != 0 {
+        listeners.push(("secure", opts.bind_address.clone(), opts.secure_port, Some(tls(&opts)?)));
+    }
+    if opts.insecure_port != 0 {
+        listeners.push(("insecure", opts.insecure_bind_address.clone(), opts.insecure_port, None));
+    }
+    if listeners.is_empty() {
+        return Err(Error::Internal("--secure-port and --insecure-port are both 0: nothing to serve on".into()));
+    }
+    let mut builder = actix_server::Server::build();
+    for (name, address, port, tls) in &listeners {
+        let (app, api, tls) = (app.clone(), api_for_spdy.clone(), tls.clone());
+        builder = builder
+            .bind(*name, (address.as_str(), *port), move || {
+                let http = actix_http::HttpService::build()
+                    .on_connect_ext(|conn: &Conn, data: &mut actix_http::Extensions| {
+                        data.insert(conn.connection.clone());
+                    })
+                    .finish(actix_service::map_config(app(), |_: ()| actix_web::dev::AppConfig::default()));
+                let (api, tls) = (api.clone(), tls.clone());
+                actix_service::fn_factory(move || {
+                    let http = http.new_service(());
+                    let (api, tls) = (api.clone(), tls.clone());
+                    async move {
+                        let http = std::rc::Rc::new(http.await.map_err(|_| ())?);
+                        Ok::<_, ()>(actix_service::fn_service(move |tcp: actix_rt::net::TcpStream| {
+                            let (http, api, tls) = (http.clone(), api.clone(), tls.clone());
+                            async move {
+                                let peer = tcp.peer_addr().ok();
+                                let mut conn = match Conn::accept(tcp, tls.as_ref()).await {
+                                    Ok(conn) => conn,
+                                    Err(e) => {
+                                        tracing::debug!(target: "apiserver", ?peer, error = %e, "connection refused before HTTP");
+                                        return Ok(());
+                                    }
+                                };
+                                if let Some((namespace, name)) = pod::portforward::spdy_target(conn.request_line().await) {
+                                    let connection = conn.connection.clone();
+                                    pod::portforward::serve_spdy(conn, &connection, api, namespace, name).await;
+                                    return Ok(());
+                                }
+                                http.call((conn, actix_http::Protocol::Http1, peer)).await.map_err(|_| ())
                             }
-                            http.call(io).await.map_err(|_| ())
-                        }
-                    }))
-                }
+                        }))
+                    }
+                })
             })
-        })
-        .map_err(|e| Error::Internal(format!("cannot listen on {}:{}: {e}", opts.bind_address, opts.port)))?
-        .shutdown_timeout(2)
-        .disable_signals()
-        .run();
+            .map_err(|e| Error::Internal(format!("cannot listen on {address}:{port} ({name} port): {e}")))?;
+    }
+    let server = builder.shutdown_timeout(2).disable_signals().run();
     let handle = server.handle();
-    tracing::info!(target: "apiserver", address = %format!("{}:{}", opts.bind_address, opts.port), store = ?opts.etcd_servers, "API server serving");
+    for (name, address, port, _) in &listeners {
+        tracing::info!(target: "apiserver", port = name, address = %format!("{address}:{port}"), store = ?opts.etcd_servers, "API server serving");
+    }
     tokio::select! {
         r = server => r.map_err(|e| Error::Internal(e.to_string()))?,
         _ = shutdown => {
@@ -326,6 +391,6 @@ mod tests {
                 assert!(info.subresources.iter().any(|s| s.name == *name), "{}/{name} is served but not in discovery", info.plural);
             }
         }
-        assert_eq!(seen.len(), 19);
+        assert_eq!(seen.len(), 23);
     }
 }

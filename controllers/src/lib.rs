@@ -50,6 +50,9 @@
 //! - [`endpoint`]: keeps, for each such Service, the v1 Endpoints named as it (ready and
 //!   not-ready addresses in subsets by port, at most 1,000 addresses, then truncated); deletes
 //!   the Endpoints of a deleted Service.
+//! - [`clusterroleaggregation`]: gives each ClusterRole with an `aggregationRule` the rules of
+//!   every ClusterRole its selectors match (how `admin`, `edit` and `view` take in the rules
+//!   labelled `aggregate-to-…`), written by a server-side apply of `rules`.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -72,9 +75,9 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Fourteen controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//! - Fifteen controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
 //!   Deployment, DaemonSet, StatefulSet, Job, TTL-after-finished, CronJob, Endpoints,
-//!   EndpointSlice, garbage collector): no EndpointSlice mirroring, service account, token, pod
+//!   EndpointSlice, ClusterRole aggregation, garbage collector): no EndpointSlice mirroring, service account, token, pod
 //!   garbage collector (a pod bound to a deleted node stays) or PersistentVolume controllers.
 //! - The garbage collector discovers resources once, at start (Kubernetes re-discovers every
 //!   30 s, so a kind added later is not collected until a restart); it watches whole objects,
@@ -155,6 +158,7 @@
 //! [`zone_disruption`]'s rates and [`workqueue`].
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
+pub(crate) mod clusterroleaggregation;
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
 pub(crate) mod cronjob;
@@ -250,7 +254,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 
 /// Every controller, concurrently; the first error ends them all.
 async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, garbagecollector");
+    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, clusterrole-aggregation, garbagecollector");
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -266,6 +270,7 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         Box::pin(cronjob::CronJobController::new(client.clone()).run()),
         Box::pin(endpoint::EndpointsController::new(client.clone()).run()),
         Box::pin(endpointslice::EndpointSliceController::new(client.clone(), max_endpoints_per_slice).run()),
+        Box::pin(clusterroleaggregation::ClusterRoleAggregationController::new(client.clone()).run()),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

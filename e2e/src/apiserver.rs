@@ -74,6 +74,10 @@ pub struct ApiOptions {
     pub store_args: Vec<String>,
     /// The kubectl minor version [`ApiCluster::kubectl`] runs; None: [`kubectl_bin`].
     pub kubectl_minor: Option<u32>,
+    /// Also serve HTTPS ([`ApiCluster::secure_url`]) with the PKI `kubelab certs generate`
+    /// makes in `<tmp>/pki`: client certificates authenticate, RBAC authorizes. The insecure
+    /// port ([`ApiCluster::url`]) stays, for the harness and the tests' superuser.
+    pub secure: bool,
 }
 
 impl Default for ApiOptions {
@@ -87,6 +91,7 @@ impl Default for ApiOptions {
             controller_manager_env: Vec::new(),
             store_args: Vec::new(),
             kubectl_minor: None,
+            secure: false,
         }
     }
 }
@@ -110,6 +115,8 @@ pub struct ApiCluster {
     bin: PathBuf,
     kubectl: PathBuf,
     port: Port,
+    /// The HTTPS port, with [`ApiOptions::secure`].
+    secure_port: Option<Port>,
     apiserver_args: Vec<String>,
     apiserver: Option<Process>,
     controller_manager: Option<Process>,
@@ -152,11 +159,34 @@ impl ApiCluster {
             store.client_endpoints().join(","),
             "--etcd-prefix".into(),
             "/registry".into(),
-            "--bind-address".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
+            "--insecure-port".into(),
             port.port.to_string(),
         ];
+        let secure_port = if opts.secure { Some(ports::reserve()?) } else { None };
+        match &secure_port {
+            None => args.extend(["--secure-port".into(), "0".into()]),
+            Some(secure) => {
+                let pki = root.path().join("pki");
+                let server = format!("https://127.0.0.1:{}", secure.port);
+                let out = Command::new(&bin).args(["certs", "generate", "--cert-dir"]).arg(&pki).args(["--server", &server]).output()?;
+                anyhow::ensure!(out.status.success(), "kubelab certs generate: {}", String::from_utf8_lossy(&out.stderr));
+                let file = |name: &str| pki.join(name).display().to_string();
+                args.extend([
+                    "--bind-address".into(),
+                    "127.0.0.1".into(),
+                    "--secure-port".into(),
+                    secure.port.to_string(),
+                    "--tls-cert-file".into(),
+                    file("apiserver.crt"),
+                    "--tls-private-key-file".into(),
+                    file("apiserver.key"),
+                    "--client-ca-file".into(),
+                    file("ca.crt"),
+                    "--authorization-mode".into(),
+                    "RBAC".into(),
+                ]);
+            }
+        }
         if let Some(n) = opts.max_request_bytes {
             args.push("--max-request-bytes".into());
             args.push(n.to_string());
@@ -171,6 +201,7 @@ impl ApiCluster {
             bin,
             kubectl,
             port,
+            secure_port,
             apiserver_args: args,
             apiserver: None,
             controller_manager: None,
@@ -225,6 +256,38 @@ impl ApiCluster {
     /// `http://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port.port)
+    }
+
+    /// `https://127.0.0.1:<secure port>` ([`ApiOptions::secure`]).
+    pub fn secure_url(&self) -> String {
+        let port = self.secure_port.as_ref().expect("the cluster was started with ApiOptions::secure");
+        format!("https://127.0.0.1:{}", port.port)
+    }
+
+    /// Where `kubelab certs generate` put the cluster's PKI ([`ApiOptions::secure`]):
+    /// `ca.crt`, `apiserver.crt`, `admin.conf`, ….
+    pub fn pki_dir(&self) -> PathBuf {
+        self.root().join("pki")
+    }
+
+    /// Runs kubectl 1.`minor` with `kubeconfig` (no `-s`: the kubeconfig names the server) and a
+    /// `$HOME` of its own, to completion.
+    pub fn kubectl_kubeconfig(&self, minor: u32, kubeconfig: &Path, args: &[&str]) -> Output {
+        let kubectl = kubectl_for(minor).unwrap_or_else(|e| panic!("{e:#}"));
+        let home = self.root().join(format!("home-1.{minor}"));
+        std::fs::create_dir_all(&home).unwrap_or_else(|e| panic!("creating {}: {e}", home.display()));
+        let mut cmd = Command::new(&kubectl);
+        cmd.env_clear()
+            .env("HOME", &home)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("KUBECONFIG", kubeconfig)
+            .current_dir(self.work_dir())
+            .arg("--request-timeout=20s")
+            .args(args);
+        let shown = format!("KUBECONFIG={} kubectl.1.{minor} {}", kubeconfig.display(), args.join(" "));
+        let (status, stdout, stderr) = crate::process::run_to_completion(cmd, None, crate::scaled(KUBECTL_DEADLINE)).unwrap_or_else(|e| panic!("running {shown}: {e}"));
+        eprintln!("[kubectl] {shown} -> {status:?}");
+        Output { success: status.is_some_and(|s| s.success()), code: status.and_then(|s| s.code()), stdout, stderr, command: shown }
     }
 
     fn spawn_apiserver(&mut self) -> anyhow::Result<()> {

@@ -209,10 +209,10 @@ async fn a_pods_spans_reach_an_otlp_receiver_as_one_trace() {
         "apiserver",
         "--etcd-servers",
         &api.store.client_endpoints().join(","),
-        "--bind-address",
-        "127.0.0.1",
-        "--port",
+        "--insecure-port",
         &port.to_string(),
+        "--secure-port",
+        "0",
         "--otlp-endpoint",
         &endpoint,
     ]

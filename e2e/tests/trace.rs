@@ -86,6 +86,8 @@ async fn a_pods_journey_is_traced_through_every_component() {
     let s = steps(&table);
     let order = [
         "apiserver request",
+        "apiserver authentication",
+        "apiserver authorization",
         "apiserver store",
         "store propose",
         "store replicate",
@@ -108,6 +110,8 @@ async fn a_pods_journey_is_traced_through_every_component() {
     }
     assert!(table.contains("watcher=kube-scheduler") && table.contains("watcher=kubelet"), "watch events to both:\n{table}");
     assert!(table.contains(NODE), "the node agent's steps name its node:\n{table}");
+    // Who created the pod, and what let them (this cluster's kubectl is on the insecure port).
+    assert!(table.contains("user=system:unsecured") && table.contains("allowed_by=allowed as a member of system:masters"), "authentication and authorization:\n{table}");
     assert!(table.contains("pod_ip=10.244.49."), "the sandbox step shows the pod IP:\n{table}");
 
     let (ok, lines, stderr) = follow.wait_exit(Duration::from_secs(60)).expect("--follow ends once the pod is Running and quiet");

@@ -34,13 +34,13 @@ impl Up {
             panic!("kubelab up needs: {e}");
         }
         let tmp = tempfile::Builder::new().prefix("kubelab-e2e-up-").tempdir().expect("tmp");
-        let ports = ports::reserve_n(7).expect("ports");
+        let ports = ports::reserve_n(8).expect("ports");
         let p: Vec<String> = ports.iter().map(|p| p.port.to_string()).collect();
         let cgroup_root = format!("/kubelab-e2e-up-{}-{octet}", std::process::id());
         let args: Vec<String> = [
             "up", "--data-dir", &tmp.path().join("data").to_string_lossy(),
             "--port", &p[0], "--store-port", &p[1], "--store-peer-port", &p[2], "--agent-port", &p[3], "--stream-port", &p[4],
-            "--dns-health-port", &p[5], "--proxy-healthz-port", &p[6],
+            "--dns-health-port", &p[5], "--proxy-healthz-port", &p[6], "--secure-port", &p[7],
             "--node-name", "up-node", "--pod-cidr", &format!("10.244.{octet}.0/24"),
             "--image-dir", &e2e::containerd::images_dir().to_string_lossy(),
             "--cgroup-root", &cgroup_root,

@@ -227,7 +227,7 @@ const PARTICIPANTS: [(&str, &str); 9] = [
 ];
 
 /// The fields worth showing on a diagram's arrow, in this order.
-const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "type", "watcher", "plugin", "node", "container", "revision", "pod_ip", "sync", "endpoints"];
+const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "user", "allowed_by", "type", "watcher", "plugin", "node", "container", "revision", "pod_ip", "sync", "endpoints"];
 
 /// A step's name with its telling fields: `request create pods`, `watch event sent ADDED kubelet`.
 fn summary(s: &Step) -> String {

@@ -35,7 +35,7 @@ const NAMESPACE: &str = "default";
 /// The address this server is reached at by pods: `--advertise-address`, else the bind address
 /// when it names one interface that is not loopback.
 pub fn advertised(api: &Api) -> Option<IpAddr> {
-    api.options.advertise_address.or_else(|| api.options.bind_address.parse::<IpAddr>().ok().filter(|a| !a.is_unspecified() && !a.is_loopback()))
+    api.options.advertise_address.or_else(|| api.options.service_endpoint().0.parse::<IpAddr>().ok().filter(|a| !a.is_unspecified() && !a.is_loopback()))
 }
 
 fn lease_prefix(api: &Api) -> String {
@@ -45,7 +45,7 @@ fn lease_prefix(api: &Api) -> String {
 /// Step 1.
 async fn ensure_service(api: &Api) -> Result<()> {
     let range = Cidr::parse(&api.options.service_cluster_ip_range).map_err(Error::Internal)?;
-    let ports = json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": api.options.port}]);
+    let ports = json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": api.options.service_endpoint().1}]);
     let services = api.registries.of(&SERVICES);
     let svc = json!({
         "apiVersion": "v1", "kind": "Service",
@@ -88,7 +88,7 @@ async fn live_servers(api: &Api) -> Result<Vec<String>> {
 
 /// Step 3.
 async fn write_endpoints(api: &Api, ips: &[String]) -> Result<()> {
-    let port = api.options.port;
+    let port = api.options.service_endpoint().1;
     let subsets = if ips.is_empty() {
         json!([])
     } else {
@@ -142,7 +142,7 @@ pub async fn run(api: actix_web::web::Data<Api>) {
     if advertised(&api).is_none() {
         tracing::warn!(
             target: "apiserver",
-            bind = %api.options.bind_address,
+            bind = %api.options.service_endpoint().0,
             "no --advertise-address and the bind address is not one pods can reach: the default/kubernetes Service gets no endpoint for this server"
         );
     }

@@ -15,6 +15,7 @@ pub mod negotiation;
 pub mod openapi;
 pub mod openapi_v2;
 pub mod request;
+pub mod requestinfo;
 
 use std::collections::HashMap;
 

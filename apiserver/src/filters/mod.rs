@@ -5,20 +5,27 @@
 //!
 //! 1. [`request_info`]: what the request asks for (verb, resource, namespace, name,
 //!    subresource; long-running or not). A GET of a discovery document is not a resource request
-//!    and goes straight to discovery, through the panic recovery only.
+//!    and goes straight to authentication and authorization (steps 3 and 4) and discovery.
 //! 2. [`panic_recovery`]: a handler that panics is answered 500 with a Status.
-//! 3. [`timeout`]: a request that is not long-running is answered 504 after `--request-timeout`,
-//!    or its own shorter `?timeout=`.
-//! 4. Authentication, then authorization, will go here (Kubernetes' WithAuthentication and
-//!    WithAuthorization run inside the timeout, before the body is read): today every request is
-//!    anonymous and allowed.
-//! 5. [`request_body`]: the body is read, up to `--max-request-bytes` (413 beyond) — except on a
+//! 3. [`authentication`]: who sent the request (its connection's client certificate, or
+//!    anonymous; on the insecure port, a superuser) — or 401.
+//! 4. [`authorization`]: whether that user may do what the request asks (`--authorization-mode`)
+//!    — or 403 with Kubernetes' message. The user is kept in the request's extensions.
+//! 5. [`timeout`]: a request that is not long-running is answered 504 after `--request-timeout`,
+//!    or its own shorter `?timeout=`. (kube-apiserver runs authentication and authorization
+//!    inside it; here they never wait on anything, so they run before it.)
+//! 6. [`request_body`]: the body is read, up to `--max-request-bytes` (413 beyond) — except on a
 //!    connect (exec, attach), whose connection is handed over unread.
-//! 6. The handler ([`crate::endpoints`]), inside the request's `request` span (verb, resource, and
-//!    the pod it writes: `kubelab trace`).
-//! 7. Last, the metrics: `apiserver_request_total` and `apiserver_request_duration_seconds` by the
+//! 7. The handler ([`crate::endpoints`]), inside the request's `request` span (verb, resource,
+//!    user, the rule that allowed it, and the pod it writes: `kubelab trace`).
+//! 8. Last, the metrics: `apiserver_request_total` and `apiserver_request_duration_seconds` by the
 //!    request info's verb and resource, with the answer's code.
+//!
+//! Every other path (`/version`, `/healthz`, `/openapi/v2`, `/metrics`, …) passes steps 3 and 4
+//! as a non-resource request ([`non_resource`]).
 
+pub mod authentication;
+pub mod authorization;
 pub mod panic_recovery;
 pub mod request_body;
 pub mod request_info;
@@ -26,10 +33,15 @@ pub mod timeout;
 
 use std::time::Instant;
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use tracing::Instrument as _;
 
+use crate::authentication::user::UserInfo;
 use crate::config::Api;
+use crate::endpoints::requestinfo::PathInfo;
 use crate::endpoints::metrics::Metrics;
 use crate::endpoints::request::{Target, client_name, error_response};
 use crate::endpoints::{self, discovery_path, serve_discovery};
@@ -42,29 +54,79 @@ use timeout::with_timeout;
 pub async fn handle(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, metrics: web::Data<Metrics>) -> HttpResponse {
     // Step 1: a discovery document, or a resource request and its info.
     if let Some(path) = discovery_path(&req) {
-        return with_panic_recovery(&req, async { serve_discovery(&req, &api, path) }).await;
+        let info = PathInfo::parse(req.method().as_str(), req.path(), req.query_string());
+        return with_panic_recovery(&req, async {
+            match authenticate_and_authorize(&req, &api, &info) {
+                Ok(_) => serve_discovery(&req, &api, path),
+                Err(e) => error_response(&e),
+            }
+        })
+        .await;
     }
     let started = Instant::now();
     let (info, target) = request_info::resolve(&req, &api);
-    // Steps 2 to 6.
+    // Steps 2 to 7.
     let resp = with_panic_recovery(&req, chain(req.clone(), payload, api.clone(), &info, target)).await;
-    // Step 7.
+    // Step 8.
     metrics.observe(&info.verb, &info.resource, resp.status().as_u16(), started.elapsed());
     resp
 }
 
-/// Steps 3 to 6.
+/// Steps 3 and 4: the user, and the reason it may, or the 401 or 403. The user goes into the
+/// request's extensions for what comes after. Each step is a span of its own, so that `kubelab
+/// trace` shows who created a pod and which rule let them.
+fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> Result<(UserInfo, String)> {
+    let user = tracing::debug_span!(target: "apiserver", "authentication", user = tracing::field::Empty, groups = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
+        let user = authentication::authenticate(req, api.options.anonymous_auth)?;
+        let span = tracing::Span::current();
+        span.record("user", user.name.as_str());
+        span.record("groups", user.groups.join(",").as_str());
+        Ok::<_, crate::error::Error>(user)
+    })?;
+    let reason = tracing::debug_span!(target: "apiserver", "authorization", allowed_by = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
+        let reason = authorization::authorize(api.authorizer.as_ref(), &user, info)?;
+        tracing::Span::current().record("allowed_by", reason.as_str());
+        Ok::<_, crate::error::Error>(reason)
+    })?;
+    req.extensions_mut().insert(user.clone());
+    Ok((user, reason))
+}
+
+/// Steps 3 and 4 for every path outside `/api` and `/apis`, as an actix middleware.
+pub async fn non_resource(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> std::result::Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let path = req.path();
+    let handled_by_chain = ["/api", "/apis"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")));
+    if !handled_by_chain && let Some(api) = req.app_data::<web::Data<Api>>().cloned() {
+        let info = PathInfo::parse(req.method().as_str(), path, req.query_string());
+        if let Err(e) = authenticate_and_authorize(req.request(), &api, &info) {
+            return Ok(req.into_response(error_response(&e)));
+        }
+    }
+    next.call(req).await.map(ServiceResponse::map_into_boxed_body)
+}
+
+/// Steps 3 to 7.
 async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, info: &RequestInfo, target: Result<Target>) -> HttpResponse {
+    // The request's span, which steps 3, 4 and 7 are steps of. A request is a step of the pod it
+    // writes (`kubelab trace`, which draws it from its caller); the pod's UID is learned when the
+    // store write happens (storage/store.rs). Its spans are at debug level: the step recorder and
+    // the exporter take them at any level, and the log output (info by default) would otherwise
+    // format their fields for every request.
+    let caller = client_name(&req);
+    let span = tracing::debug_span!(target: "apiserver", "request", verb = %info.verb, resource = %info.resource, caller = %caller, pod_uid = tracing::field::Empty);
+    // Steps 3 and 4.
+    if let Err(e) = span.in_scope(|| authenticate_and_authorize(&req, &api, &info.path_info)) {
+        return error_response(&e);
+    }
     if info.connect
         && let Ok(t) = &target
     {
         return endpoints::connect(&req, payload, &api, t).await;
     }
-    let (verb, resource) = (info.verb.clone(), info.resource.clone());
     let request_timeout = api.options.request_timeout;
     let handler_req = req.clone();
     let handler = async move {
-        // Step 5.
+        // Step 6.
         let body = match request_body::read(payload, api.options.max_request_bytes).await {
             Ok(b) => b,
             Err(e) => return error_response(&e),
@@ -73,15 +135,9 @@ async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, inf
             Ok(t) => t,
             Err(e) => return error_response(&e),
         };
-        // Step 6. A request is a step of the pod it writes (`kubelab trace`, which draws it from
-        // its caller); the pod's UID is learned when the store write happens (storage/store.rs).
-        // Its spans are at debug level: the step recorder and the exporter take them at any level,
-        // and the log output (info by default) would otherwise format their fields for every
-        // request.
-        let caller = client_name(&handler_req);
-        let span = tracing::debug_span!(target: "apiserver", "request", verb = %verb, resource = %resource, caller = %caller, pod_uid = tracing::field::Empty);
+        // Step 7.
         endpoints::serve(&handler_req, body, &api, t).instrument(span).await.unwrap_or_else(|e| error_response(&e))
     };
-    // Step 3 (step 4 will go inside it).
+    // Step 5.
     with_timeout(&req, info, request_timeout, handler).await
 }

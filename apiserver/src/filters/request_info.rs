@@ -1,7 +1,8 @@
 //! Mirrors k8s.io/apiserver/pkg/endpoints/request/requestinfo.go and endpoints/filters/requestinfo.go
 //! (WithRequestInfo): what a request asks for — its verb and resource, whether it hands the
 //! connection over, whether it is long-running — worked out once, before the other filters, which
-//! read it: the timeout, the metrics and the `request` span.
+//! read it: the timeout, the metrics and the `request` span; and what the authorizers are asked
+//! ([`PathInfo`], parsed from the path alone).
 
 use actix_web::HttpRequest;
 
@@ -9,6 +10,7 @@ use crate::config::Api;
 use crate::endpoints::request::{Target, flag, query};
 use crate::endpoints::{is_connect, route};
 use crate::error::Result;
+pub use crate::endpoints::requestinfo::PathInfo;
 
 /// The long-running verbs and subresources, as kube-apiserver's `BasicLongRunningRequestCheck` is
 /// given them (watch and proxy; attach, exec, log, portforward and proxy), of those kubelab
@@ -26,11 +28,14 @@ pub struct RequestInfo {
     /// exec, attach, portforward and proxy: the connection is handed over, so the body is never read.
     pub connect: bool,
     pub long_running: bool,
+    /// What the request asks to do, as the authorizers see it.
+    pub path_info: PathInfo,
 }
 
 /// The request's info, and where it goes (the router's answer, 404 when nowhere).
 pub fn resolve(req: &HttpRequest, api: &Api) -> (RequestInfo, Result<Target>) {
     let target = route(api, req.path());
+    let path_info = PathInfo::parse(req.method().as_str(), req.path(), req.query_string());
     let info = match &target {
         Ok(t) => {
             let connect = is_connect(api, t);
@@ -42,9 +47,9 @@ pub fn resolve(req: &HttpRequest, api: &Api) -> (RequestInfo, Result<Target>) {
             let verb = if connect { "CONNECT".to_string() } else { verb_of(req, t) };
             let long_running = LONG_RUNNING_VERBS.contains(&verb.as_str())
                 || t.subresource.as_deref().is_some_and(|s| LONG_RUNNING_SUBRESOURCES.contains(&s));
-            RequestInfo { verb, resource, connect, long_running }
+            RequestInfo { verb, resource, connect, long_running, path_info }
         }
-        Err(_) => RequestInfo { verb: req.method().as_str().to_string(), resource: String::new(), connect: false, long_running: false },
+        Err(_) => RequestInfo { verb: req.method().as_str().to_string(), resource: String::new(), connect: false, long_running: false, path_info },
     };
     (info, target)
 }
@@ -64,3 +69,4 @@ fn verb_of(req: &HttpRequest, t: &Target) -> String {
     }
     .to_string()
 }
+

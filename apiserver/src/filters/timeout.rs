@@ -223,7 +223,7 @@ mod tests {
     }
 
     fn info(long_running: bool) -> RequestInfo {
-        RequestInfo { verb: "LIST".into(), resource: "pods".into(), connect: false, long_running }
+        RequestInfo { verb: "LIST".into(), resource: "pods".into(), connect: false, long_running, path_info: Default::default() }
     }
 
     fn request(query: &str) -> HttpRequest {

@@ -19,9 +19,10 @@
 //! a missing or malformed field as "absent" is exactly what Go's zero values give the Go printers.
 //!
 //! Implementation caveats (left out on purpose):
-//! - Only Pod, Node, Namespace, Event, ConfigMap, Secret, ServiceAccount and Lease have printers.
-//!   Every other kind gets NAME and AGE; the real apiserver's fallback (`DefaultTableConvertor`)
-//!   prints NAME and a `date`-typed "Created At" instead.
+//! - A kind without a printer of its own gets NAME and AGE ([`tablegenerator::DefaultPrinter`]);
+//!   the real apiserver's fallback prints NAME and a `date`-typed "Created At" instead. Roles and
+//!   ClusterRoles, whose storage asks for that fallback by name, get it here too
+//!   ([`tablegenerator::DefaultTableConvertor`]).
 //! - Column descriptions are short paraphrases, not the full OpenAPI field docs Kubernetes uses.
 //! - Event's FIRST SEEN falls back to `metadata.creationTimestamp` when both `firstTimestamp` and
 //!   `eventTime` are missing (Kubernetes prints `<unknown>`).

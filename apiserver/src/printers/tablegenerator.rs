@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use super::fields::{age, name};
+use super::fields::{age, name, time_at};
 
 /// One `metav1.TableColumnDefinition`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +97,24 @@ impl Printer for DefaultPrinter {
 
     fn row(&self, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         vec![name(obj).into(), age(obj, now).into()]
+    }
+}
+
+/// k8s.io/apiserver's `rest.NewDefaultTableConvertor` (registry/rest/table.go): NAME and a
+/// `date`-typed CREATED AT, the creation time in UTC as RFC 3339. What a kind whose storage names
+/// no printer gets in Kubernetes: Roles and ClusterRoles (printers.go has no handler for them).
+pub struct DefaultTableConvertor;
+
+impl Printer for DefaultTableConvertor {
+    fn columns(&self) -> Vec<Column> {
+        vec![name_col(), col("Created At", "date", AGE_DESCRIPTION, 0)]
+    }
+
+    fn row(&self, obj: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+        // An unset time is Go's zero time, which formats as year 1.
+        let created = time_at(obj, &["metadata", "creationTimestamp"])
+            .map_or_else(|| "0001-01-01T00:00:00Z".to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        vec![name(obj).into(), created.into()]
     }
 }
 
@@ -284,5 +302,15 @@ mod tests {
         ];
         let cases: Vec<_> = cases.into_iter().map(|(_kind, obj, cells)| (obj, cells)).collect();
         assert_printer(&DefaultPrinter, &cases, &[("Name", 0), ("Age", 0)]);
+    }
+
+    #[test]
+    fn the_default_table_convertor_prints_the_creation_time() {
+        let cases = vec![
+            (json!({"metadata": {"name": "view", "creationTimestamp": "2025-03-04T05:06:07+01:00"}}), vec![json!("view"), json!("2025-03-04T04:06:07Z")]),
+            (json!({"metadata": {"name": "edit"}}), vec![json!("edit"), json!("0001-01-01T00:00:00Z")]),
+        ];
+        assert_printer(&DefaultTableConvertor, &cases, &[("Name", 0), ("Created At", 0)]);
+        assert_eq!(DefaultTableConvertor.columns()[1].type_, "date");
     }
 }

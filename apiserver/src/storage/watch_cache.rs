@@ -326,6 +326,21 @@ impl WatchCache {
         (st.objects.values().filter(|(v, _)| filter(v)).map(|(v, _)| v.clone()).collect(), st.revision)
     }
 
+    /// Visits the objects whose keys start with `prefix` (one namespace's), in key order, under
+    /// the cache's read lock, until `visit` returns false. Nothing when the cache is not ready.
+    /// For readers on every request (the RBAC authorizer): no object is cloned.
+    pub fn visit_prefix(&self, prefix: &str, visit: &mut dyn FnMut(&Value) -> bool) {
+        let st = self.state.read().expect("watch cache lock");
+        if !st.ready {
+            return;
+        }
+        for (key, (object, _)) in st.objects.range::<str, _>((std::ops::Bound::Included(prefix), std::ops::Bound::Unbounded)) {
+            if !key.starts_with(prefix) || !visit(object) {
+                break;
+            }
+        }
+    }
+
     /// Starts a watcher after `revision` (None: the current state as ADDED events first).
     pub fn subscribe(&self, revision: Option<i64>, filter: Filter) -> Result<Subscription> {
         let mut st = self.state.write().expect("watch cache lock");

@@ -178,10 +178,10 @@ async fn main() -> anyhow::Result<()> {
         "apiserver",
         "--etcd-servers",
         &store_url,
-        "--bind-address",
-        "127.0.0.1",
-        "--port",
+        "--insecure-port",
         &port.port.to_string(),
+        "--secure-port",
+        "0",
     ]
     .iter()
     .map(|s| s.to_string())

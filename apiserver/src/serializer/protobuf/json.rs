@@ -78,6 +78,13 @@ impl Fields {
         }
     }
 
+    /// `[]string` without `omitempty` (a rule's `verbs`): always written, and `null` when empty,
+    /// as Go writes the nil slice an empty repeated field decodes to.
+    pub(super) fn nullable_strings(&mut self, key: &str, values: &[String]) {
+        let value = if values.is_empty() { Value::Null } else { Value::from(values.to_vec()) };
+        self.put(key, value);
+    }
+
     /// `[]int64` with `omitempty`.
     pub(super) fn ints(&mut self, key: &str, values: &[i64]) {
         if !values.is_empty() {
@@ -132,6 +139,13 @@ impl Fields {
         if !values.is_empty() {
             self.put(key, Value::Array(values.iter().map(to_json).collect()));
         }
+    }
+
+    /// A slice of structs without `omitempty` that may well be empty (a role's `rules`): always
+    /// written, and `null` when empty, as Go writes it.
+    pub(super) fn nullable_list<M>(&mut self, key: &str, values: &[M], to_json: fn(&M) -> Value) {
+        let value = if values.is_empty() { Value::Null } else { Value::Array(values.iter().map(to_json).collect()) };
+        self.put(key, value);
     }
 
     /// A slice of structs without `omitempty` (a pod's `containers`): always written. Go would

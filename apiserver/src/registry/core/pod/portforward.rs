@@ -24,20 +24,23 @@
 //! connection's first request is looked at: client-go's SPDY round tripper dials a connection of
 //! its own for every upgrade, so the POST is always first.
 //!
-//! Implementation caveats: a SPDY port-forward bypasses the filter chain (no request metrics, no
-//! max-in-flight), as kube-apiserver's would not; it is logged on its own.
+//! Implementation caveats: a SPDY port-forward bypasses the filter chain but for its
+//! authentication and authorization (no request metrics, no max-in-flight), as kube-apiserver's
+//! would not; it is logged on its own.
 
-use std::time::Duration;
 
 use actix_web::{HttpResponse, web};
 use bytes::BytesMut;
 use futures::future::LocalBoxFuture;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::strategy::PODS;
+use crate::authentication::request::Connection;
 use crate::config::Api;
+use crate::endpoints::requestinfo::PathInfo;
+use crate::filters::authentication::authenticate_connection;
+use crate::filters::authorization::authorize;
 use crate::error::{Error, Result};
 use crate::proxy::{streamtunnel, upgradeaware};
 use crate::registry::core::node::kubelet_client::node_agent_authority;
@@ -83,8 +86,6 @@ async fn serve(r: RestRequest<'_>, payload: web::Payload) -> Result<HttpResponse
 pub const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
 /// The protocol kubectl's SPDY upgrade names in `X-Stream-Protocol-Version`.
 pub const PORT_FORWARD_PROTOCOL: &str = "portforward.k8s.io";
-/// How long a new connection may take to send its request line before it goes to actix anyway.
-const PEEK_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_REQUEST_HEAD: usize = 16 << 10;
 
 /// (namespace, pod) when `head` starts with the request line of kubectl's SPDY port-forward,
@@ -105,32 +106,15 @@ pub fn spdy_target(head: &[u8]) -> Option<(String, String)> {
     }
 }
 
-/// Peek (never read) at a new connection's first line: [`spdy_target`], or `None` for anything
-/// else, which then goes to actix-web untouched.
-pub async fn peek_spdy_target(io: &TcpStream) -> Option<(String, String)> {
-    let mut buf = [0u8; 2048];
-    let peek = async {
-        loop {
-            let n = io.peek(&mut buf).await.ok()?;
-            let seen = &buf[..n];
-            if n == 0 || !b"POST ".starts_with(&seen[..n.min(5)]) {
-                return None;
-            }
-            if seen.windows(2).any(|w| w == b"\r\n") || n == buf.len() {
-                return spdy_target(seen);
-            }
-            // The request line is still arriving.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(PEEK_TIMEOUT, peek).await.ok().flatten()
-}
-
-/// kubectl's SPDY port-forward on a connection taken off the listener: the request head, the
-/// checks of [`connect`], a websocket tunnel to the agent, our 101, then the relay.
-pub async fn serve_spdy(mut io: TcpStream, api: web::Data<Api>, namespace: String, name: String) {
+/// kubectl's SPDY port-forward on a connection taken off the listener: the request head, its
+/// user and whether it may (`create` on `pods/portforward`), the checks of [`connect`], a
+/// websocket tunnel to the agent, our 101, then the relay.
+pub async fn serve_spdy(mut io: impl AsyncRead + AsyncWrite + Unpin, connection: &Connection, api: web::Data<Api>, namespace: String, name: String) {
     let result = async {
         let (query, early) = read_spdy_request(&mut io).await?;
+        let path = format!("/api/v1/namespaces/{namespace}/pods/{name}/portforward");
+        let user = authenticate_connection(Some(connection), api.options.anonymous_auth, &path)?;
+        authorize(api.authorizer.as_ref(), &user, &PathInfo::parse("POST", &path, ""))?;
         let pod = api.registries.of(&PODS).get(Some(&namespace), &name).await?;
         let node = check(&pod, &name, &query)?;
         let authority = node_agent_authority(&api.registries, &node).await?;
@@ -169,7 +153,7 @@ pub async fn serve_spdy(mut io: TcpStream, api: web::Data<Api>, namespace: Strin
 
 /// The request head: its query, after checking it asks for SPDY and `portforward.k8s.io`; and
 /// the bytes after it.
-async fn read_spdy_request(io: &mut TcpStream) -> Result<(Vec<(String, String)>, BytesMut)> {
+async fn read_spdy_request(io: &mut (impl AsyncRead + Unpin)) -> Result<(Vec<(String, String)>, BytesMut)> {
     let mut buf = BytesMut::with_capacity(2048);
     loop {
         let n = io.read_buf(&mut buf).await.map_err(|e| Error::BadRequest(format!("reading the request: {e}")))?;

@@ -1,0 +1,3 @@
+//! Mirrors pkg/apis/rbac/v1.
+
+pub mod defaults;

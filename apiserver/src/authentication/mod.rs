@@ -1,0 +1,18 @@
+//! Mirrors k8s.io/apiserver/pkg/authentication: who a request comes from.
+//!
+//! A request on the secure port is authenticated by the first authenticator that recognizes its
+//! credentials (Kubernetes' union authenticator), in this order:
+//! 1. [`request::x509`]: a client certificate signed by `--client-ca-file` (verified once per
+//!    connection, when it is made).
+//! 2. (ServiceAccount tokens, bootstrap tokens and a static token file: to come.)
+//! 3. Anonymous (`--anonymous-auth`, on by default): a request with no credentials is
+//!    `system:anonymous` in `system:unauthenticated`, which the default RBAC policy lets read
+//!    only `/healthz`, `/livez`, `/readyz` and `/version`. Credentials that are wrong are never
+//!    anonymous: they are a 401.
+//!
+//! A request on the insecure port (`--insecure-port`, for teaching) is not authenticated: it acts
+//! as `system:unsecured` in `system:masters`, as kube-apiserver's insecure port did until it was
+//! removed. Every authenticated user gets the group `system:authenticated` ([`user`]).
+
+pub mod request;
+pub mod user;

@@ -1,0 +1,18 @@
+//! Mirrors k8s.io/apiserver/pkg/authorization and pkg/kubeapiserver/authorizer: who may do what.
+//!
+//! Once a request's user is known ([`crate::authentication`]), the authorizers of
+//! `--authorization-mode` are asked in order whether it may do what the request asks
+//! ([`authorizer::Attributes`]: verb, API group, resource, subresource, namespace, name; or verb
+//! and path): the first that allows or denies decides ([`union`]); if none does, the request is
+//! forbidden (403, [`crate::filters::authorization`]). Before them all, members of
+//! `system:masters` are allowed everything ([`authorizerfactory::PrivilegedGroups`]).
+//!
+//! Modes: `AlwaysAllow` (kube-apiserver's default), `AlwaysDeny`, `RBAC` ([`rbac`]: roles and
+//! bindings, with the default policy reconciled at start). `kubelab up` and the lab run with
+//! `RBAC`. (The Node authorizer is to come.)
+
+pub mod authorizer;
+pub mod authorizerfactory;
+pub mod config;
+pub mod rbac;
+pub mod union;

@@ -1,0 +1,3 @@
+//! Mirrors pkg/registry/rbac/role: namespaced lists of rules.
+
+pub mod strategy;

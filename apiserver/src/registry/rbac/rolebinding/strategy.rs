@@ -1,0 +1,55 @@
+//! Mirrors pkg/registry/rbac/rolebinding/strategy.go: validated by the `api` crate
+//! ([`api::rbac::validation::validate_role_binding`]), whose update check refuses a new
+//! `roleRef`; defaulted by [`api::rbac::v1::defaults::set_defaults_role_binding`]
+//! (the groups left out), on updates too.
+
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use serde_json::Value;
+
+use super::printer::RoleBindingPrinter;
+use crate::error::Cause;
+use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, set_defaults_on_update};
+use crate::registry::generic::typed::{Object, Typed};
+
+pub static ROLEBINDINGS: ResourceInfo = ResourceInfo {
+    group: "rbac.authorization.k8s.io",
+    version: "v1",
+    kind: "RoleBinding",
+    plural: "rolebindings",
+    singular: "rolebinding",
+    namespaced: true,
+    short_names: &[],
+    storage_name: "rolebindings",
+    subresources: &[],
+    categories: &[],
+    codec: &Typed::<RoleBinding>::NEW,
+    printer: &RoleBindingPrinter,
+};
+
+pub struct RoleBindingStrategy;
+
+impl Strategy for RoleBindingStrategy {
+    fn info(&self) -> &'static ResourceInfo {
+        &ROLEBINDINGS
+    }
+
+    fn set_defaults(&self, obj: &mut Object) {
+        if let Some(b) = obj.typed_mut::<RoleBinding>() {
+            api::rbac::v1::defaults::set_defaults_role_binding(b);
+        }
+    }
+
+    /// The defaults again, as Kubernetes' decoder gives them to every object it reads: a
+    /// `roleRef` sent without its group is the stored one, not a change of it.
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        set_defaults_on_update(self, new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        causes(api::rbac::validation::validate_role_binding(obj))
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        causes(api::rbac::validation::validate_role_binding_update(new, old))
+    }
+}

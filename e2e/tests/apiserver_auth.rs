@@ -1,0 +1,126 @@
+//! The API server's secure port: HTTPS with the PKI `kubelab certs` makes, client certificates
+//! authenticating users, RBAC with the default policy authorizing them — driven by every kubectl
+//! (1.27–1.33) with kubeconfigs, and by plain HTTPS requests for what kubectl cannot show
+//! (anonymous requests, a certificate from another CA).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use e2e::apiserver::{ApiCluster, ApiOptions, KUBECTL_MINORS};
+use serde_json::Value;
+
+async fn start() -> ApiCluster {
+    ApiCluster::start(ApiOptions { secure: true, controller_manager: true, ..ApiOptions::default() }).await.expect("a secure API server")
+}
+
+/// `kubelab certs <args>`, which must succeed; its stdout.
+fn certs(args: &[&str]) -> String {
+    let bin = e2e::kubelab_bin().expect("the kubelab binary");
+    let out = Command::new(bin).arg("certs").args(args).output().expect("running kubelab certs");
+    assert!(out.status.success(), "kubelab certs {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A kubeconfig for a user of the cluster's CA (`kubelab certs kubeconfig`, as `kubeadm
+/// kubeconfig user`).
+fn user_kubeconfig(api: &ApiCluster, name: &str, orgs: &[&str]) -> PathBuf {
+    let pki = api.pki_dir();
+    let mut args = vec!["kubeconfig", "--cert-dir", pki.to_str().expect("utf-8"), "--client-name", name];
+    for org in orgs {
+        args.extend(["--org", org]);
+    }
+    let secure = api.secure_url();
+    args.extend(["--server", &secure]);
+    let text = certs(&args);
+    api.write_file(&format!("{name}.conf"), &text)
+}
+
+/// A client trusting the cluster's CA, presenting `identity` (PEM certificate and key) if any.
+fn https(ca: &Path, identity: Option<Vec<u8>>) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(ca).expect("ca.crt")).expect("a CA certificate");
+    let mut b = reqwest::Client::builder().tls_certs_only([ca]);
+    if let Some(pem) = identity {
+        b = b.identity(reqwest::Identity::from_pem(&pem).expect("an identity"));
+    }
+    b.build().expect("an HTTPS client")
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
+    let resp = client.get(url).send().await.unwrap_or_else(|e| panic!("GET {url}: {e:?}"));
+    let code = resp.status().as_u16();
+    (code, resp.text().await.unwrap_or_default())
+}
+
+fn status(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("a Status, not {body:?}: {e}"))
+}
+
+#[tokio::test]
+async fn kubectl_over_https_with_client_certificates_and_rbac() {
+    let api = start().await;
+    let admin = api.pki_dir().join("admin.conf");
+
+    // 1. Every kubectl reaches the secure port with the admin kubeconfig (O=system:masters).
+    for minor in KUBECTL_MINORS {
+        let o = api.kubectl_kubeconfig(minor, &admin, &["get", "namespace", "kube-system", "-o", "name"]);
+        assert!(o.success && o.stdout.trim() == "namespace/kube-system", "kubectl 1.{minor} as admin: {}", o.describe());
+    }
+
+    // 2. The default policy is there: roles, bindings, and view aggregated from its parts.
+    let o = api.kubectl_kubeconfig(33, &admin, &["get", "clusterrolebinding", "cluster-admin", "-o", "jsonpath={.subjects[0].name}"]);
+    assert_eq!(o.stdout, "system:masters", "{}", o.describe());
+    api.wait_for("the view ClusterRole to have its aggregated rules", std::time::Duration::from_secs(60), || {
+        let o = api.kubectl_kubeconfig(33, &admin, &["get", "clusterrole", "view", "-o", "jsonpath={.rules[*].resources}"]);
+        async move { if o.success && o.stdout.contains("pods") { Ok(()) } else { Err(o.describe()) } }
+    })
+    .await;
+
+    // 3. jane (group devs) may read pods in "team" only, through a RoleBinding to view.
+    assert!(api.kubectl_kubeconfig(33, &admin, &["create", "namespace", "team"]).success);
+    let o = api.kubectl_kubeconfig(33, &admin, &["create", "rolebinding", "devs-view", "--clusterrole=view", "--group=devs", "-n", "team"]);
+    assert!(o.success, "{}", o.describe());
+    let jane = user_kubeconfig(&api, "jane", &["devs"]);
+    for minor in KUBECTL_MINORS {
+        let o = api.kubectl_kubeconfig(minor, &jane, &["get", "pods", "-n", "team"]);
+        assert!(o.success, "kubectl 1.{minor}: jane lists pods in team: {}", o.describe());
+        let o = api.kubectl_kubeconfig(minor, &jane, &["create", "configmap", "x", "-n", "team"]);
+        assert!(!o.success, "kubectl 1.{minor}: jane may not create");
+        assert!(
+            o.stderr.contains(r#"configmaps is forbidden: User "jane" cannot create resource "configmaps" in API group "" in the namespace "team""#),
+            "kubectl 1.{minor}: {}",
+            o.describe()
+        );
+        let o = api.kubectl_kubeconfig(minor, &jane, &["get", "pods", "-n", "default"]);
+        assert!(
+            o.stderr.contains(r#"pods is forbidden: User "jane" cannot list resource "pods" in API group "" in the namespace "default""#),
+            "kubectl 1.{minor}: {}",
+            o.describe()
+        );
+    }
+
+    // 4. Without credentials: what system:public-info-viewer allows, and 403 for the rest.
+    let ca = api.pki_dir().join("ca.crt");
+    let anonymous = https(&ca, None);
+    let base = api.secure_url();
+    for path in ["/version", "/healthz", "/readyz", "/livez"] {
+        assert_eq!(get(&anonymous, &format!("{base}{path}")).await.0, 200, "anonymous GET {path}");
+    }
+    let (code, body) = get(&anonymous, &format!("{base}/api/v1/pods")).await;
+    assert_eq!(code, 403, "{body}");
+    let s = status(&body);
+    assert_eq!(s["message"], r#"pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" at the cluster scope"#);
+    assert_eq!((s["reason"].as_str(), s["details"]["kind"].as_str()), (Some("Forbidden"), Some("pods")));
+    let (code, body) = get(&anonymous, &format!("{base}/openapi/v2")).await;
+    assert_eq!((code, status(&body)["message"].as_str()), (403, Some(r#"forbidden: User "system:anonymous" cannot get path "/openapi/v2""#)));
+
+    // 5. A client certificate of another CA is a 401, not anonymous.
+    let other = api.work_dir().join("other-pki");
+    certs(&["generate", "--cert-dir", other.to_str().expect("utf-8"), "--server", "https://127.0.0.1:1"]);
+    let mut identity = std::fs::read(other.join("apiserver-kubelet-client.crt")).expect("a client certificate");
+    identity.extend(std::fs::read(other.join("apiserver-kubelet-client.key")).expect("its key"));
+    let (code, body) = get(&https(&ca, Some(identity)), &format!("{base}/api/v1/namespaces")).await;
+    assert_eq!((code, status(&body)["reason"].as_str()), (401, Some("Unauthorized")), "{body}");
+
+    // 6. The insecure port is still a superuser's.
+    assert_eq!(api.get("/api/v1/namespaces/team").await.expect("GET").0, 200);
+}

@@ -20,7 +20,7 @@ pub fn authenticate_connection(connection: Option<&Connection>, anonymous_auth: 
         Some(Connection::Insecure) => return Ok(UserInfo::insecure_superuser()),
         Some(Connection::Tls(ClientCertificate::Verified(x509))) => {
             return match x509.user_at(chrono::Utc::now().timestamp()) {
-                Ok(user) => Ok(user.clone().with_authenticated_group()),
+                Ok(user) => Ok(user.clone()),
                 Err(reason) => unauthorized(path, &reason),
             };
         }

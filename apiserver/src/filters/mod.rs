@@ -10,14 +10,15 @@
 //! 3. [`authentication`]: who sent the request (its connection's client certificate, or
 //!    anonymous; on the insecure port, a superuser) — or 401.
 //! 4. [`authorization`]: whether that user may do what the request asks (`--authorization-mode`)
-//!    — or 403 with Kubernetes' message. The user is kept in the request's extensions.
+//!    — or 403 with Kubernetes' message.
 //! 5. [`timeout`]: a request that is not long-running is answered 504 after `--request-timeout`,
 //!    or its own shorter `?timeout=`. (kube-apiserver runs authentication and authorization
 //!    inside it; here they never wait on anything, so they run before it.)
 //! 6. [`request_body`]: the body is read, up to `--max-request-bytes` (413 beyond) — except on a
 //!    connect (exec, attach), whose connection is handed over unread.
 //! 7. The handler ([`crate::endpoints`]), inside the request's `request` span (verb, resource,
-//!    user, the rule that allowed it, and the pod it writes: `kubelab trace`).
+//!    and the pod it writes: `kubelab trace`), which also holds steps 3 and 4 as spans of their
+//!    own (the user; the rule that allowed it).
 //! 8. Last, the metrics: `apiserver_request_total` and `apiserver_request_duration_seconds` by the
 //!    request info's verb and resource, with the answer's code.
 //!
@@ -36,10 +37,9 @@ use std::time::Instant;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
-use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use tracing::Instrument as _;
 
-use crate::authentication::user::UserInfo;
 use crate::config::Api;
 use crate::endpoints::requestinfo::PathInfo;
 use crate::endpoints::metrics::Metrics;
@@ -72,10 +72,9 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, api: web::Data<Api>
     resp
 }
 
-/// Steps 3 and 4: the user, and the reason it may, or the 401 or 403. The user goes into the
-/// request's extensions for what comes after. Each step is a span of its own, so that `kubelab
-/// trace` shows who created a pod and which rule let them.
-fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> Result<(UserInfo, String)> {
+/// Steps 3 and 4: the request goes on, or gets its 401 or 403. Each step is a span of its own,
+/// so that `kubelab trace` shows who created a pod and which rule let them.
+fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> Result<()> {
     let user = tracing::debug_span!(target: "apiserver", "authentication", user = tracing::field::Empty, groups = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
         let user = authentication::authenticate(req, api.options.anonymous_auth)?;
         let span = tracing::Span::current();
@@ -83,19 +82,17 @@ fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> 
         span.record("groups", user.groups.join(",").as_str());
         Ok::<_, crate::error::Error>(user)
     })?;
-    let reason = tracing::debug_span!(target: "apiserver", "authorization", allowed_by = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
+    tracing::debug_span!(target: "apiserver", "authorization", allowed_by = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
         let reason = authorization::authorize(api.authorizer.as_ref(), &user, info)?;
         tracing::Span::current().record("allowed_by", reason.as_str());
-        Ok::<_, crate::error::Error>(reason)
-    })?;
-    req.extensions_mut().insert(user.clone());
-    Ok((user, reason))
+        Ok(())
+    })
 }
 
 /// Steps 3 and 4 for every path outside `/api` and `/apis`, as an actix middleware.
 pub async fn non_resource(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> std::result::Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let path = req.path();
-    let handled_by_chain = ["/api", "/apis"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")));
+    let handled_by_chain = ["/api", "/apis"].iter().any(|p| path.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
     if !handled_by_chain && let Some(api) = req.app_data::<web::Data<Api>>().cloned() {
         let info = PathInfo::parse(req.method().as_str(), path, req.query_string());
         if let Err(e) = authenticate_and_authorize(req.request(), &api, &info) {

@@ -63,12 +63,13 @@ impl Verifier {
             return Ok(None);
         }
         let groups = subject.iter_organization().filter_map(|o| o.as_str().ok()).map(String::from).collect();
-        let user = UserInfo { name: name.to_string(), groups, ..Default::default() };
+        let user = UserInfo { name: name.to_string(), groups, ..Default::default() }.with_authenticated_group();
         Ok(Some(X509User { user, not_after: cert.validity().not_after.timestamp() }))
     }
 }
 
-/// The user of a verified client certificate, and when the certificate expires.
+/// The user of a verified client certificate (with `system:authenticated`), and when the
+/// certificate expires.
 #[derive(Clone, Debug)]
 pub struct X509User {
     user: UserInfo,

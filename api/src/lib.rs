@@ -118,6 +118,7 @@
 //!   which), on the object as JSON; Kubernetes checks every field of the typed object.
 
 pub mod apps;
+pub mod authorization;
 pub mod batch;
 pub mod coordination;
 pub mod core;

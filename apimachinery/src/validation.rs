@@ -337,6 +337,12 @@ impl FieldError {
         FieldError::new(field, FieldErrorReason::Invalid, Some(value), detail)
     }
 
+    /// `field.Invalid` of a value Go prints with `%#v` (a struct, a list), given already
+    /// formatted (`rbac.RoleRef{APIGroup:"…", Kind:"…", Name:"…"}`).
+    pub fn invalid_shown(field: &str, shown: &str, detail: &str) -> FieldError {
+        FieldError { field: field.to_string(), reason: FieldErrorReason::Invalid, message: format!("Invalid value: {shown}: {detail}") }
+    }
+
     /// `field.Duplicate`: `Duplicate value: "x"`.
     pub fn duplicate(field: &str, value: &Value) -> FieldError {
         FieldError::new(field, FieldErrorReason::Duplicate, Some(value), "")

@@ -8,11 +8,14 @@
 use serde_json::Value;
 
 use crate::admission::chain::Chain;
+use crate::authentication::user::UserInfo;
 use crate::authorization::authorizer::Authorizer;
+use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::error::Error;
 use crate::options::Options;
 use crate::registry::generic::rest::Registries;
 use crate::registry::generic::store::{Registry, name_of};
+use crate::registry::generic::strategy::Writer;
 use crate::storage::store::Storage;
 
 /// The server's state shared by every request. (The metrics are app data of their own: only the
@@ -26,9 +29,17 @@ pub struct Api {
     pub admission: Chain,
     /// The authorizers of `--authorization-mode`, after the privileged groups.
     pub authorizer: Box<dyn Authorizer>,
+    /// RBAC's rules over the watch caches, for the escalation checks of writes of roles and
+    /// bindings (whatever the authorization mode, as in Kubernetes).
+    pub rule_resolver: DefaultRuleResolver,
 }
 
 impl Api {
+    /// `user` as the writer of an object, for the policy checks of its strategy.
+    pub fn writer<'a>(&'a self, user: &'a UserInfo) -> Writer<'a> {
+        Writer { user, authorizer: self.authorizer.as_ref(), rules: &self.rule_resolver }
+    }
+
     /// What follows a create: the objects that come with the new one (the strategy's
     /// `after_create`). One that exists already is left as it is; one that cannot be written is
     /// logged, and the create still succeeds.

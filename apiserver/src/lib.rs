@@ -11,8 +11,9 @@
 //! ## The flow of a request
 //! 1. [`filters`]: every request to `/api` and `/apis` passes the filter chain in order — request
 //!    info (verb, resource, namespace, name, subresource), panic recovery, authentication (who:
-//!    the connection's client certificate, or anonymous; 401), authorization (may they: the
-//!    `--authorization-mode` authorizers, RBAC over the default policy; 403), the timeout of
+//!    the connection's client certificate, or anonymous; 401; then impersonation, `kubectl
+//!    --as`), authorization (may they: the `--authorization-mode` authorizers, RBAC over the
+//!    default policy; 403), the timeout of
 //!    requests that are not long-running, the body read up to `--max-request-bytes` — and leaves
 //!    its metrics on the way out. A GET of a root or a group version is discovery
 //!    ([`endpoints::discovery`]), authenticated and authorized as a path, as every other path is.
@@ -20,7 +21,9 @@
 //!    store (namespace, name, subresource) and runs the verb's handler
 //!    ([`endpoints::handlers`]): get, list, watch, create, update, patch, delete,
 //!    deletecollection; or the resource's own code for a subresource such as pods/log or
-//!    pods/exec ([`registry::generic::rest::SubresourceRest`]); an upgrade is passed to the node
+//!    pods/exec ([`registry::generic::rest::SubresourceRest`]); or, for a resource with no store
+//!    (the reviews: `kubectl auth can-i`, `whoami`), its create
+//!    ([`registry::generic::rest::CreateOnly`]), which answers and writes nothing; an upgrade is passed to the node
 //!    agent by [`proxy`]. (kubectl's plain SPDY port-forward never reaches actix-web: the server
 //!    takes it off the listener and tunnels it, [`registry::core::pod::portforward::serve_spdy`].)
 //! 3. The handler decodes the body through the typed object (k8s-openapi; JSON, YAML or, for the
@@ -32,7 +35,8 @@
 //! 5. [`registry`]: the resource's generic store ([`registry::generic::store::Registry`]) runs
 //!    its [`registry::generic::strategy::Strategy`]. A create's BeforeCreate applies the type's
 //!    defaults (the `api` crate's `SetDefaults_*`), the mutating plugins that change the object
-//!    (ServiceAccount, Priority, DefaultTolerationSeconds), PrepareForCreate and validation (the
+//!    (ServiceAccount, Priority, DefaultTolerationSeconds), the checks of the object's writer
+//!    (RBAC's escalation checks: [`registry::rbac::escalation`]), PrepareForCreate and validation (the
 //!    `api` crate's `validate_*`, whose field errors become a 422's causes), then the validating
 //!    plugins; an update splits spec from status. The store writes with a Txn conditioned on the
 //!    object's revision — unless the request is a dry run (`dryRun=All`, in the query or in a
@@ -67,19 +71,23 @@
 //! ## Implementation caveats
 //! - JSON storage; responses in JSON, YAML or a `meta.k8s.io/v1` Table. Protobuf is accepted
 //!   only as a request body, for the kinds in `serializer::protobuf::decode` (namespaces,
-//!   configmaps, secrets, serviceaccounts, services, delete options; deployments, jobs, cronjobs and
+//!   configmaps, secrets, serviceaccounts, services, delete options, the RBAC kinds, the reviews; deployments, jobs, cronjobs and
 //!   poddisruptionbudgets as far as their messages are modelled), and never written: a client that
 //!   offers protobuf first (kubectl's typed clients do) is answered in the JSON it offers next,
 //!   and one that offers only protobuf gets 406. `meta.k8s.io/v1beta1` Tables and
 //!   `PartialObjectMetadata` are not served either (passed over the same way); their `v1` forms
 //!   are. No admission webhooks.
 //! - Security, so far: TLS on the secure port (HTTP/1.1 only: no HTTP/2), x509 client
-//!   certificates, anonymous requests, `AlwaysAllow`/`AlwaysDeny`/`RBAC` with the default policy
-//!   reconciled at start. Not yet: ServiceAccount, bootstrap and static tokens, the Node
-//!   authorizer and NodeRestriction, the escalation checks on roles and bindings, the review
-//!   APIs (`kubectl auth can-i`, `whoami`), impersonation, audit, encryption at rest; the
-//!   serving certificate is read once at start (kube-apiserver reloads it when the file
-//!   changes), and a connection's client certificate is verified when it is made.
+//!   certificates, anonymous requests, impersonation, `AlwaysAllow`/`AlwaysDeny`/`RBAC` with the
+//!   default policy reconciled at start and the escalation checks on writes of roles and
+//!   bindings, the review APIs (SubjectAccessReview, LocalSubjectAccessReview,
+//!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview). Not yet:
+//!   ServiceAccount, bootstrap and static tokens (and so no TokenReview), the Node authorizer
+//!   and NodeRestriction, audit, encryption at rest; the serving certificate is read once at
+//!   start (kube-apiserver reloads it when the file changes), and a connection's client
+//!   certificate is verified when it is made. kubectl validates a review it is given with
+//!   `create -f` on its own side (it finds no PATCH of one in OpenAPI), which lists CRDs, which
+//!   kubelab does not serve: such a create needs `--validate=false`.
 //! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
 //!   admission plugins that change it) — except for the workload kinds and the RBAC bindings,
 //!   whose strategies default updates too; Kubernetes' decoder applies them to every object it decodes, updates and
@@ -91,7 +99,8 @@
 //!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status);
 //!   rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles, clusterrolebindings (no
 //!   status; an aggregated ClusterRole's rules are written by the controller manager's ClusterRole
-//!   aggregation controller). Of the
+//!   aggregation controller); the create-only reviews of authorization.k8s.io/v1 and
+//!   authentication.k8s.io/v1 (SelfSubjectReview also as v1beta1). Of the
 //!   workloads' controllers, the Deployment, ReplicaSet and disruption ones run (in `controllers`); a scale
 //!   takes no server-side apply. An eviction consults
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No CRDs yet.

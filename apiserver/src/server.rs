@@ -17,6 +17,7 @@ use crate::admission::chain::Chain;
 use crate::authentication::request::x509::Verifier;
 use crate::authorization::config::new_authorizer;
 use crate::authorization::rbac::listers::WatchCacheListers;
+use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::{priority, service_account};
 use crate::config::Api;
@@ -50,7 +51,7 @@ use crate::registry::core::service::repair;
 use crate::registry::core::service::strategy::{SERVICES, ServiceStrategy};
 use crate::registry::core::serviceaccount::strategy::ServiceAccountStrategy;
 use crate::registry::discovery::endpointslice::strategy::EndpointSliceStrategy;
-use crate::registry::generic::rest::{Installed, Registries, SubresourceRest};
+use crate::registry::generic::rest::{CreateOnly, Installed, Registries, SubresourceRest};
 use crate::registry::generic::store::Registry;
 use crate::registry::generic::strategy::Strategy;
 use crate::registry::policy::poddisruptionbudget::strategy::PodDisruptionBudgetStrategy;
@@ -112,6 +113,20 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
         Resource::new(ClusterRoleStrategy),
         Resource::new(RoleBindingStrategy),
         Resource::new(RoleStrategy),
+    ]
+}
+
+/// Every resource without a store that only takes creates: the reviews, in discovery's order.
+fn create_only_resources() -> Vec<CreateOnly> {
+    use crate::registry::authentication::selfsubjectreview;
+    use crate::registry::authorization::{localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview};
+    vec![
+        CreateOnly { info: &selfsubjectreview::SELFSUBJECTREVIEWS, create: selfsubjectreview::create },
+        CreateOnly { info: &selfsubjectreview::SELFSUBJECTREVIEWS_V1BETA1, create: selfsubjectreview::create },
+        CreateOnly { info: &localsubjectaccessreview::LOCALSUBJECTACCESSREVIEWS, create: localsubjectaccessreview::create },
+        CreateOnly { info: &selfsubjectaccessreview::SELFSUBJECTACCESSREVIEWS, create: selfsubjectaccessreview::create },
+        CreateOnly { info: &selfsubjectrulesreview::SELFSUBJECTRULESREVIEWS, create: selfsubjectrulesreview::create },
+        CreateOnly { info: &subjectaccessreview::SUBJECTACCESSREVIEWS, create: subjectaccessreview::create },
     ]
 }
 
@@ -251,10 +266,11 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
         actix_web::rt::spawn(compact::run(storage.client(), opts.etcd_compaction_interval));
     }
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
-    let registries = Registries(installed);
+    let registries = Registries { stored: installed, create_only: create_only_resources() };
     let admission = admission(registries.of(&NAMESPACES), &opts);
     let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries))).map_err(Error::Internal)?;
-    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer });
+    let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
+    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer, rule_resolver });
     let metrics = web::Data::new(Metrics::new());
     // The store may come up after us: keep trying to create the system namespaces; then keep the
     // default/kubernetes Service and the pools of Service allocations right.

@@ -55,6 +55,14 @@ pub fn kubectl_for(minor: u32) -> anyhow::Result<PathBuf> {
         .ok_or_else(|| anyhow::anyhow!("kubectl 1.{minor} is in neither {} nor {SDK_KUBECTL_DIR}: run scripts/fetch-kubectl.sh (make deps does)", dir.display()))
 }
 
+/// `kubelab certs <args>`, which must succeed; its stdout.
+pub fn kubelab_certs(args: &[&str]) -> String {
+    let bin = crate::kubelab_bin().expect("the kubelab binary");
+    let out = Command::new(bin).arg("certs").args(args).output().expect("running kubelab certs");
+    assert!(out.status.success(), "kubelab certs {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// How to start an [`ApiCluster`].
 #[derive(Clone, Debug)]
 pub struct ApiOptions {
@@ -268,6 +276,31 @@ impl ApiCluster {
     /// `ca.crt`, `apiserver.crt`, `admin.conf`, ….
     pub fn pki_dir(&self) -> PathBuf {
         self.root().join("pki")
+    }
+
+    /// A kubeconfig for a user of the cluster's CA, in groups `orgs` (`kubelab certs kubeconfig`,
+    /// as `kubeadm kubeconfig user`), written to the work directory as `<name>.conf`.
+    pub fn user_kubeconfig(&self, name: &str, orgs: &[&str]) -> PathBuf {
+        let pki = self.pki_dir();
+        let mut args = vec!["kubeconfig", "--cert-dir", pki.to_str().expect("utf-8"), "--client-name", name];
+        for org in orgs {
+            args.extend(["--org", org]);
+        }
+        let secure = self.secure_url();
+        args.extend(["--server", &secure]);
+        let text = kubelab_certs(&args);
+        self.write_file(&format!("{name}.conf"), &text)
+    }
+
+    /// An HTTPS client trusting the cluster's CA only, presenting `identity` (PEM certificate and
+    /// key) if any.
+    pub fn https_client(&self, identity: Option<Vec<u8>>) -> reqwest::Client {
+        let ca = std::fs::read(self.pki_dir().join("ca.crt")).expect("ca.crt");
+        let mut b = reqwest::Client::builder().tls_certs_only([reqwest::Certificate::from_pem(&ca).expect("a CA certificate")]).timeout(crate::RPC_TIMEOUT);
+        if let Some(pem) = identity {
+            b = b.identity(reqwest::Identity::from_pem(&pem).expect("an identity"));
+        }
+        b.build().expect("an HTTPS client")
     }
 
     /// Runs kubectl 1.`minor` with `kubeconfig` (no `-s`: the kubeconfig names the server) and a

@@ -3,46 +3,11 @@
 //! (1.27–1.33) with kubeconfigs, and by plain HTTPS requests for what kubectl cannot show
 //! (anonymous requests, a certificate from another CA).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use e2e::apiserver::{ApiCluster, ApiOptions, KUBECTL_MINORS};
+use e2e::apiserver::{ApiCluster, ApiOptions, KUBECTL_MINORS, kubelab_certs as certs};
 use serde_json::Value;
 
 async fn start() -> ApiCluster {
     ApiCluster::start(ApiOptions { secure: true, controller_manager: true, ..ApiOptions::default() }).await.expect("a secure API server")
-}
-
-/// `kubelab certs <args>`, which must succeed; its stdout.
-fn certs(args: &[&str]) -> String {
-    let bin = e2e::kubelab_bin().expect("the kubelab binary");
-    let out = Command::new(bin).arg("certs").args(args).output().expect("running kubelab certs");
-    assert!(out.status.success(), "kubelab certs {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A kubeconfig for a user of the cluster's CA (`kubelab certs kubeconfig`, as `kubeadm
-/// kubeconfig user`).
-fn user_kubeconfig(api: &ApiCluster, name: &str, orgs: &[&str]) -> PathBuf {
-    let pki = api.pki_dir();
-    let mut args = vec!["kubeconfig", "--cert-dir", pki.to_str().expect("utf-8"), "--client-name", name];
-    for org in orgs {
-        args.extend(["--org", org]);
-    }
-    let secure = api.secure_url();
-    args.extend(["--server", &secure]);
-    let text = certs(&args);
-    api.write_file(&format!("{name}.conf"), &text)
-}
-
-/// A client trusting the cluster's CA, presenting `identity` (PEM certificate and key) if any.
-fn https(ca: &Path, identity: Option<Vec<u8>>) -> reqwest::Client {
-    let ca = reqwest::Certificate::from_pem(&std::fs::read(ca).expect("ca.crt")).expect("a CA certificate");
-    let mut b = reqwest::Client::builder().tls_certs_only([ca]);
-    if let Some(pem) = identity {
-        b = b.identity(reqwest::Identity::from_pem(&pem).expect("an identity"));
-    }
-    b.build().expect("an HTTPS client")
 }
 
 async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
@@ -79,7 +44,7 @@ async fn kubectl_over_https_with_client_certificates_and_rbac() {
     assert!(api.kubectl_kubeconfig(33, &admin, &["create", "namespace", "team"]).success);
     let o = api.kubectl_kubeconfig(33, &admin, &["create", "rolebinding", "devs-view", "--clusterrole=view", "--group=devs", "-n", "team"]);
     assert!(o.success, "{}", o.describe());
-    let jane = user_kubeconfig(&api, "jane", &["devs"]);
+    let jane = api.user_kubeconfig("jane", &["devs"]);
     for minor in KUBECTL_MINORS {
         let o = api.kubectl_kubeconfig(minor, &jane, &["get", "pods", "-n", "team"]);
         assert!(o.success, "kubectl 1.{minor}: jane lists pods in team: {}", o.describe());
@@ -99,8 +64,7 @@ async fn kubectl_over_https_with_client_certificates_and_rbac() {
     }
 
     // 4. Without credentials: what system:public-info-viewer allows, and 403 for the rest.
-    let ca = api.pki_dir().join("ca.crt");
-    let anonymous = https(&ca, None);
+    let anonymous = api.https_client(None);
     let base = api.secure_url();
     for path in ["/version", "/healthz", "/readyz", "/livez"] {
         assert_eq!(get(&anonymous, &format!("{base}{path}")).await.0, 200, "anonymous GET {path}");
@@ -118,9 +82,63 @@ async fn kubectl_over_https_with_client_certificates_and_rbac() {
     certs(&["generate", "--cert-dir", other.to_str().expect("utf-8"), "--server", "https://127.0.0.1:1"]);
     let mut identity = std::fs::read(other.join("apiserver-kubelet-client.crt")).expect("a client certificate");
     identity.extend(std::fs::read(other.join("apiserver-kubelet-client.key")).expect("its key"));
-    let (code, body) = get(&https(&ca, Some(identity)), &format!("{base}/api/v1/namespaces")).await;
+    let (code, body) = get(&api.https_client(Some(identity)), &format!("{base}/api/v1/namespaces")).await;
     assert_eq!((code, status(&body)["reason"].as_str()), (401, Some("Unauthorized")), "{body}");
 
     // 6. The insecure port is still a superuser's.
     assert_eq!(api.get("/api/v1/namespaces/team").await.expect("GET").0, 200);
+}
+
+/// RBAC's escalation checks: jane, an admin of namespace team, may write roles and bindings there
+/// but grant only what she holds — unless she may `bind` the role (or `escalate`).
+#[tokio::test]
+async fn roles_and_bindings_grant_only_what_their_writer_holds() {
+    let api = start().await;
+    let admin = api.pki_dir().join("admin.conf");
+    for args in [&["create", "namespace", "team"][..], &["create", "rolebinding", "jane-admin", "--clusterrole=admin", "--user=jane", "-n", "team"]] {
+        let o = api.kubectl_kubeconfig(33, &admin, args);
+        assert!(o.success, "{}", o.describe());
+    }
+    let jane = api.user_kubeconfig("jane", &[]);
+    api.wait_for("admin to be aggregated and jane to hold it", std::time::Duration::from_secs(60), || {
+        let o = api.kubectl_kubeconfig(33, &jane, &["auth", "can-i", "create", "rolebindings", "-n", "team"]);
+        async move { if o.stdout.trim() == "yes" { Ok(()) } else { Err(o.describe()) } }
+    })
+    .await;
+    // kubectl 1.27 sends these as JSON, 1.33 as protobuf.
+    for minor in [27, 33] {
+        let run = |args: &[&str]| api.kubectl_kubeconfig(minor, &jane, args);
+        let o = run(&["create", "role", &format!("pod-reader-{minor}"), "--verb=get,list", "--resource=pods", "-n", "team"]);
+        assert!(o.success, "kubectl 1.{minor}: a role within what jane holds: {}", o.describe());
+        let o = run(&["create", "role", &format!("node-reader-{minor}"), "--verb=get", "--resource=nodes", "-n", "team"]);
+        let want = format!(
+            "roles.rbac.authorization.k8s.io \"node-reader-{minor}\" is forbidden: user \"jane\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{{APIGroups:[\"\"], Resources:[\"nodes\"], Verbs:[\"get\"]}}"
+        );
+        assert!(o.stderr.contains(&want), "kubectl 1.{minor}: {}", o.describe());
+        let o = run(&["create", "rolebinding", &format!("view-{minor}"), "--clusterrole=view", "--user=bob", "-n", "team"]);
+        assert!(o.success, "kubectl 1.{minor}: jane holds all of view in team: {}", o.describe());
+        let o = run(&["create", "rolebinding", &format!("root-{minor}"), "--clusterrole=cluster-admin", "--user=bob", "-n", "team"]);
+        assert!(
+            o.stderr.contains(&format!(r#"rolebindings.rbac.authorization.k8s.io "root-{minor}" is forbidden: user "jane" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held"#)),
+            "kubectl 1.{minor}: {}",
+            o.describe()
+        );
+        let o = run(&["create", "rolebinding", &format!("ghost-{minor}"), "--clusterrole=ghost", "--user=bob", "-n", "team"]);
+        assert!(o.stderr.contains(r#"clusterrole.rbac.authorization.k8s.io "ghost" not found"#), "kubectl 1.{minor}: {}", o.describe());
+    }
+    // With `bind` on cluster-admin in team, she may grant it there (and only there).
+    for args in [
+        &["create", "clusterrole", "bind-cluster-admin", "--verb=bind", "--resource=clusterroles", "--resource-name=cluster-admin"][..],
+        &["create", "rolebinding", "jane-binds", "--clusterrole=bind-cluster-admin", "--user=jane", "-n", "team"],
+    ] {
+        let o = api.kubectl_kubeconfig(33, &admin, args);
+        assert!(o.success, "{}", o.describe());
+    }
+    api.wait_for("jane to hold bind", std::time::Duration::from_secs(30), || {
+        let o = api.kubectl_kubeconfig(33, &jane, &["create", "rolebinding", "root", "--clusterrole=cluster-admin", "--user=bob", "-n", "team"]);
+        async move { if o.success { Ok(()) } else { Err(o.describe()) } }
+    })
+    .await;
+    let o = api.kubectl_kubeconfig(33, &jane, &["create", "clusterrolebinding", "root", "--clusterrole=cluster-admin", "--user=bob"]);
+    assert!(!o.success, "no cluster-wide grant: {}", o.describe());
 }

@@ -7,13 +7,7 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 
-/// `kubelab certs <args>`, which must succeed; its stdout.
-fn certs(args: &[&str]) -> String {
-    let bin = e2e::kubelab_bin().expect("the kubelab binary");
-    let out = Command::new(bin).arg("certs").args(args).output().expect("running kubelab certs");
-    assert!(out.status.success(), "kubelab certs {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use e2e::apiserver::kubelab_certs as certs;
 
 fn count(out: &str, word: &str) -> usize {
     out.lines().filter(|l| l.contains(word)).count()

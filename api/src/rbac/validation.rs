@@ -25,7 +25,7 @@
 //! - An update is checked as a create is, once, as Kubernetes does since 1.34 (its strategies
 //!   ran each check twice before, listing each error twice).
 
-use apimachinery::validation::{FieldError, FieldErrorReason, is_dns1123_subdomain, is_valid_path_segment_name};
+use apimachinery::validation::{FieldError, is_dns1123_subdomain, is_valid_path_segment_name};
 use serde_json::{Value, json};
 
 use super::{GROUP_KIND, GROUP_NAME, SERVICE_ACCOUNT_KIND, USER_KIND};
@@ -94,10 +94,10 @@ pub fn validate_policy_rule(rule: &Value, namespaced: bool, path: &str) -> Vec<F
     if !urls.is_empty() {
         let field = format!("{path}.nonResourceURLs");
         if namespaced {
-            errs.push(invalid_shown(&field, &go_string_slice(urls), "namespaced rules cannot apply to non-resource URLs"));
+            errs.push(FieldError::invalid_shown(&field, &go_string_slice(urls), "namespaced rules cannot apply to non-resource URLs"));
         }
         if ["apiGroups", "resources", "resourceNames"].iter().any(|k| !list(rule, k).is_empty()) {
-            errs.push(invalid_shown(&field, &go_string_slice(urls), "rules cannot apply to both regular resources and non-resource URLs"));
+            errs.push(FieldError::invalid_shown(&field, &go_string_slice(urls), "rules cannot apply to both regular resources and non-resource URLs"));
         }
         return errs;
     }
@@ -213,12 +213,7 @@ fn validate_role_ref_unchanged(new: &Value, old: &Value) -> Vec<FieldError> {
     }
     let [api_group, kind, name] = role_ref;
     let shown = format!("rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}", json!(api_group), json!(kind), json!(name));
-    vec![invalid_shown("roleRef", &shown, "cannot change roleRef")]
-}
-
-/// `field.Invalid` of a value Go prints with `%#v` (a struct, a list), already formatted.
-fn invalid_shown(field: &str, shown: &str, detail: &str) -> FieldError {
-    FieldError { field: field.to_string(), reason: FieldErrorReason::Invalid, message: format!("Invalid value: {shown}: {detail}") }
+    vec![FieldError::invalid_shown("roleRef", &shown, "cannot change roleRef")]
 }
 
 /// Go's `%#v` of a `[]string`: `[]string{"/healthz", "/metrics"}`.

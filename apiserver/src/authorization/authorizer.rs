@@ -1,5 +1,6 @@
-//! Mirrors k8s.io/apiserver/pkg/authorization/authorizer/interfaces.go: what a request asks to do
-//! (its [`Attributes`]) and what an authorizer answers ([`Decision`] and a reason).
+//! Mirrors k8s.io/apiserver/pkg/authorization/authorizer/interfaces.go and rule.go: what a request
+//! asks to do (its [`Attributes`]), what an authorizer answers ([`Decision`] and a reason), and
+//! the rules it can list for a user ([`Rules`], for SelfSubjectRulesReview).
 
 use crate::authentication::user::UserInfo;
 
@@ -44,4 +45,43 @@ pub enum Decision {
 pub trait Authorizer: Send + Sync {
     /// The decision, and why (shown in the 403's message and in `kubelab trace`).
     fn authorize(&self, a: &Attributes<'_>) -> (Decision, String);
+
+    /// The rules `user` holds in `namespace` (Kubernetes' `RuleResolver.RulesFor`). An authorizer
+    /// that cannot list what it allows (the privileged groups) lists nothing.
+    fn rules_for(&self, _user: &UserInfo, _namespace: &str) -> Rules {
+        Rules::default()
+    }
+}
+
+/// What an authorizer can say a user may do (`ResourceRuleInfo` and `NonResourceRuleInfo`), as
+/// the `authorization.k8s.io/v1` ResourceRule and NonResourceRule objects.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rules {
+    /// `{verbs, apiGroups, resources, resourceNames}`.
+    pub resource_rules: Vec<serde_json::Value>,
+    /// `{verbs, nonResourceURLs}`.
+    pub non_resource_rules: Vec<serde_json::Value>,
+    /// Whether the authorizer may allow more than it listed.
+    pub incomplete: bool,
+    /// What could not be read (a binding to a role that does not exist).
+    pub evaluation_errors: Vec<String>,
+}
+
+impl Rules {
+    /// Everything: `*` on every resource and every path (AlwaysAllow's rules).
+    pub fn everything() -> Self {
+        Rules {
+            resource_rules: vec![serde_json::json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]})],
+            non_resource_rules: vec![serde_json::json!({"verbs": ["*"], "nonResourceURLs": ["*"]})],
+            ..Default::default()
+        }
+    }
+}
+
+/// Several errors as Go's `utilerrors.NewAggregate` prints them: one alone, else `[a, b]`.
+pub fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
 }

@@ -40,7 +40,7 @@ pub fn new_authorizer(modes: &[String], rbac: impl FnOnce() -> Box<dyn PolicySou
             MODE_ALWAYS_ALLOW => Box::new(AlwaysAllow),
             MODE_ALWAYS_DENY => Box::new(AlwaysDeny),
             MODE_RBAC => match rbac.take() {
-                Some(source) => Box::new(RbacAuthorizer { source: source() }),
+                Some(source) => Box::new(RbacAuthorizer::new(source())),
                 None => unreachable!("validate_modes refuses a mode given twice"),
             },
             other => return Err(format!("--authorization-mode: unknown mode {other:?}")),

@@ -5,7 +5,9 @@
 //! ([`authorizer::Attributes`]: verb, API group, resource, subresource, namespace, name; or verb
 //! and path): the first that allows or denies decides ([`union`]); if none does, the request is
 //! forbidden (403, [`crate::filters::authorization`]). Before them all, members of
-//! `system:masters` are allowed everything ([`authorizerfactory::PrivilegedGroups`]).
+//! `system:masters` are allowed everything ([`authorizerfactory::PrivilegedGroups`]). An
+//! authorizer can also list the rules a user holds ([`authorizer::Authorizer::rules_for`]), which
+//! SelfSubjectRulesReview answers with (`kubectl auth can-i --list`).
 //!
 //! Modes: `AlwaysAllow` (kube-apiserver's default), `AlwaysDeny`, `RBAC` ([`rbac`]: roles and
 //! bindings, with the default policy reconciled at start). `kubelab up` and the lab run with

@@ -1,7 +1,9 @@
 //! Mirrors k8s.io/apiserver/pkg/authorization/union/union.go: the authorizers of
-//! `--authorization-mode`, asked in order; the first that allows or denies decides.
+//! `--authorization-mode`, asked in order; the first that allows or denies decides. The rules a
+//! user holds are every authorizer's together.
 
-use super::authorizer::{Attributes, Authorizer, Decision};
+use super::authorizer::{Attributes, Authorizer, Decision, Rules};
+use crate::authentication::user::UserInfo;
 
 pub struct Union(pub Vec<Box<dyn Authorizer>>);
 
@@ -17,6 +19,18 @@ impl Authorizer for Union {
             }
         }
         (Decision::NoOpinion, reasons.join("\n"))
+    }
+
+    fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        let mut all = Rules::default();
+        for authorizer in &self.0 {
+            let rules = authorizer.rules_for(user, namespace);
+            all.resource_rules.extend(rules.resource_rules);
+            all.non_resource_rules.extend(rules.non_resource_rules);
+            all.incomplete |= rules.incomplete;
+            all.evaluation_errors.extend(rules.evaluation_errors);
+        }
+        all
     }
 }
 

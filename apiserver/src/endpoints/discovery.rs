@@ -22,13 +22,13 @@ fn scope(info: &ResourceInfo) -> &'static str {
 }
 
 /// One resource of an `APIResourceList` (legacy discovery), and its subresources.
-fn legacy_entries(info: &ResourceInfo) -> Vec<Value> {
+fn legacy_entries(info: &ResourceInfo, verbs: &[&str]) -> Vec<Value> {
     let mut out = vec![json!({
         "name": info.plural,
         "singularName": info.singular,
         "namespaced": info.namespaced,
         "kind": info.kind,
-        "verbs": info.verbs(),
+        "verbs": verbs,
         "shortNames": info.short_names,
         "categories": info.categories,
         "storageVersionHash": "",
@@ -50,7 +50,7 @@ fn legacy_entries(info: &ResourceInfo) -> Vec<Value> {
     out
 }
 
-fn aggregated_resource(info: &ResourceInfo) -> Value {
+fn aggregated_resource(info: &ResourceInfo, verbs: &[&str]) -> Value {
     json!({
         "resource": info.plural,
         "responseKind": {"group": info.group, "version": info.version, "kind": info.kind},
@@ -58,7 +58,7 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
         "singularResource": info.singular,
         "shortNames": info.short_names,
         "categories": info.categories,
-        "verbs": info.verbs(),
+        "verbs": verbs,
         "subresources": info.subresources.iter().map(|s| json!({
             "subresource": s.name,
             "responseKind": {"group": s.group, "version": s.version, "kind": s.kind},
@@ -67,17 +67,45 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
     })
 }
 
-/// The API groups besides core, with their versions.
-fn groups(api: &Api) -> Vec<(&'static str, &'static str)> {
-    let mut gs: Vec<(&'static str, &'static str)> = api.registries.iter().map(|r| (r.info().group, r.info().version)).filter(|(g, _)| !g.is_empty()).collect();
-    gs.sort();
-    gs.dedup();
+/// The API groups besides core, each with its versions, the preferred one first.
+fn groups(api: &Api) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut gvs: Vec<(&'static str, &'static str)> = api.registries.infos().map(|(info, _)| (info.group, info.version)).filter(|(g, _)| !g.is_empty()).collect();
+    gvs.sort_by(|a, b| a.0.cmp(b.0).then_with(|| version_priority(a.1).cmp(&version_priority(b.1))));
+    gvs.dedup();
+    let mut gs: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for (group, version) in gvs {
+        match gs.last_mut() {
+            Some((g, versions)) if *g == group => versions.push(version),
+            _ => gs.push((group, vec![version])),
+        }
+    }
     gs
 }
 
-fn aggregated_group(api: &Api, group: &str, version: &str) -> Value {
-    let resources: Vec<Value> = api.registries.iter().filter(|r| r.info().group == group && r.info().version == version).map(|r| aggregated_resource(r.info())).collect();
-    json!({"metadata": {"name": group}, "versions": [{"version": version, "resources": resources, "freshness": "Current"}]})
+/// How Kubernetes orders a group's versions, as a sort key (`version.CompareKubeAwareVersionStrings`):
+/// GA before beta before alpha, a higher number first (`v2`, `v1`, `v1beta2`, `v1beta1`, `v1alpha1`).
+fn version_priority(version: &str) -> (u8, std::cmp::Reverse<u32>, std::cmp::Reverse<u32>) {
+    let rest = version.strip_prefix('v').unwrap_or(version);
+    let major_len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let major = rest[..major_len].parse().unwrap_or(0);
+    let (stability, minor) = match &rest[major_len..] {
+        "" => (0, ""),
+        s if s.starts_with("beta") => (1, &s[4..]),
+        s if s.starts_with("alpha") => (2, &s[5..]),
+        s => (3, s),
+    };
+    (stability, std::cmp::Reverse(major), std::cmp::Reverse(minor.parse().unwrap_or(0)))
+}
+
+fn aggregated_group(api: &Api, group: &str, versions: &[&str]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|version| {
+            let resources: Vec<Value> = api.registries.infos().filter(|(info, _)| info.group == group && info.version == *version).map(|(info, verbs)| aggregated_resource(info, verbs)).collect();
+            json!({"version": version, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    json!({"metadata": {"name": group}, "versions": versions})
 }
 
 /// An `APIGroupDiscoveryList` of `version`: v2 and v2beta1 have the same shape.
@@ -89,7 +117,7 @@ fn aggregated(version: &str, items: Vec<Value>) -> HttpResponse {
 /// `GET /api`
 pub fn core(req: &HttpRequest, api: &Api) -> HttpResponse {
     let output = match negotiate_discovery(req) {
-        Ok(DiscoveryOutput::Aggregated(version)) => return aggregated(version, vec![aggregated_group(api, "", "v1")]),
+        Ok(DiscoveryOutput::Aggregated(version)) => return aggregated(version, vec![aggregated_group(api, "", &["v1"])]),
         Ok(DiscoveryOutput::Legacy(output)) => output,
         Err(e) => return error_response(&e),
     };
@@ -111,9 +139,9 @@ pub fn apis(req: &HttpRequest, api: &Api) -> HttpResponse {
     };
     let groups: Vec<Value> = gs
         .iter()
-        .map(|(g, v)| {
-            let gv = json!({"groupVersion": format!("{g}/{v}"), "version": v});
-            json!({"name": g, "versions": [gv.clone()], "preferredVersion": gv})
+        .map(|(g, versions)| {
+            let gvs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v})).collect();
+            json!({"name": g, "preferredVersion": gvs[0], "versions": gvs})
         })
         .collect();
     respond_as(output, 200, &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}), &[])
@@ -127,11 +155,11 @@ pub fn resources(req: &HttpRequest, api: &Api, group: &str, version: &str) -> Op
         Ok(DiscoveryOutput::Legacy(output)) => output,
         Err(e) => return Some(error_response(&e)),
     };
-    let known = (group.is_empty() && version == "v1") || groups(api).iter().any(|(g, v)| *g == group && *v == version);
+    let known = (group.is_empty() && version == "v1") || groups(api).iter().any(|(g, vs)| *g == group && vs.contains(&version));
     if !known {
         return None;
     }
-    let list: Vec<Value> = api.registries.iter().filter(|r| r.info().group == group && r.info().version == version).flat_map(|r| legacy_entries(r.info())).collect();
+    let list: Vec<Value> = api.registries.infos().filter(|(info, _)| info.group == group && info.version == version).flat_map(|(info, verbs)| legacy_entries(info, verbs)).collect();
     let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
     Some(respond_as(output, 200, &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}), &[]))
 }
@@ -149,4 +177,16 @@ pub fn version() -> Value {
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, if std::env::consts::ARCH == "x86_64" { "amd64" } else { std::env::consts::ARCH }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_ordered_as_kubernetes_orders_them() {
+        let mut vs = vec!["v1alpha1", "v1beta1", "v1", "v2", "v1beta2", "v2beta1"];
+        vs.sort_by_key(|v| version_priority(v));
+        assert_eq!(vs, ["v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1"]);
+    }
 }

@@ -1,8 +1,9 @@
 //! Mirrors k8s.io/apiserver/pkg/endpoints (installer.go, groupversion.go): the routes of the
 //! resource API — `/api/v1/...` (the core group) and `/apis/<group>/<version>/...`, then
 //! `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]` — resolved to a resource's store and
-//! run by the verb's handler ([`handlers`]), or, for a GET of a root or a group version,
-//! answered by discovery ([`discovery`]).
+//! run by the verb's handler ([`handlers`]), or to a create-only resource (a review: only a
+//! `POST` of its collection), or, for a GET of a root or a group version, answered by discovery
+//! ([`discovery`]).
 //!
 //! Matched here rather than by actix-web route patterns: actix-web matches a pattern with a
 //! `{segment}` by regular expression, one pattern after another, for every request, and this path
@@ -22,7 +23,7 @@ use std::collections::HashMap;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use crate::config::Api;
-use crate::registry::generic::rest::{RestRequest, SubresourceRest};
+use crate::registry::generic::rest::{CreateOnly, RestRequest, SubresourceRest};
 use crate::error::{Error, Result};
 use handlers::{create, delete, get, patch, update, watch};
 use negotiation::{Output, negotiate_output, negotiate_watch};
@@ -69,14 +70,36 @@ pub fn status(e: Error) -> HttpResponse {
     HttpResponse::build(actix_web::http::StatusCode::from_u16(e.code()).unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR)).json(e.to_status())
 }
 
+/// Where a resource request goes.
+pub enum Route {
+    /// A resource with a store.
+    Stored(Target),
+    /// A create-only resource, and the path's namespace if it is namespaced.
+    CreateOnly(CreateOnly, Option<String>),
+}
+
 /// Resolves `/api/v1/...` or `/apis/<g>/<v>/...` to a resource of `api`.
-pub fn route(api: &Api, path: &str) -> Result<Target> {
+pub fn route(api: &Api, path: &str) -> Result<Route> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segs.as_slice() {
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(Error::NoRoute),
     };
+    // A create-only resource has its collection's path and nothing else.
+    let create_only = match rest {
+        [res] => api.registries.create_only(group, version, res).filter(|c| !c.info.namespaced).map(|c| Route::CreateOnly(*c, None)),
+        ["namespaces", ns, res] => api.registries.create_only(group, version, res).filter(|c| c.info.namespaced).map(|c| Route::CreateOnly(*c, Some(ns.to_string()))),
+        _ => None,
+    };
+    match create_only {
+        Some(route) => Ok(route),
+        None => route_stored(api, group, version, rest).map(Route::Stored),
+    }
+}
+
+/// Resolves the rest of a path, after its group version, to a resource with a store.
+fn route_stored(api: &Api, group: &str, version: &str, rest: &[&str]) -> Result<Target> {
     let find = |plural: &str| api.registries.get(group, version, plural).ok_or(Error::NoRoute);
     let t = |registry, namespace: Option<&str>, name: Option<&str>, sub: Option<&str>| Target {
         registry,
@@ -124,6 +147,17 @@ pub async fn connect(req: &HttpRequest, payload: web::Payload, api: &Api, t: &Ta
         _ => Err(Error::NoRoute),
     };
     resp.unwrap_or_else(|e| error_response(&e))
+}
+
+/// Runs a create of a create-only resource: `POST` of its collection, answered 201 with the
+/// object its code made (in YAML if asked), nothing stored.
+pub async fn serve_create_only(req: &HttpRequest, body: web::Bytes, api: &Api, resource: CreateOnly, namespace: Option<String>) -> Result<HttpResponse> {
+    if req.method() != actix_web::http::Method::POST {
+        return Err(Error::MethodNotAllowed(format!("the server does not allow this method on the requested resource ({})", req.method())));
+    }
+    let output = negotiate_output(req)?;
+    let (obj, warnings) = create::create_only(req, &body, api, resource, namespace.as_deref())?;
+    Ok(request::respond_as(output, 201, &obj, &warnings))
 }
 
 /// Runs a resource request with its body, answering in the media type negotiated from its
@@ -185,7 +219,7 @@ async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target, q: &Hash
         }
         ("GET", Some(name), None | Some("status")) => get::get(&t, name, output).await,
         ("POST", None, None) => create::create(req, &body, api, &t, q).await,
-        ("PUT", Some(name), None | Some("status") | Some("finalize")) => update::update(req, &body, &t, name, q).await,
+        ("PUT", Some(name), None | Some("status") | Some("finalize")) => update::update(req, &body, api, &t, name, q).await,
         ("PATCH", Some(name), None | Some("status")) => patch::patch(req, &body, api, &t, name, q).await,
         ("DELETE", Some(name), None) => delete::delete(req, &body, api, &t, name, q).await,
         ("DELETE", None, None) => delete::delete_collection(req, &body, api, &t, q).await,

@@ -115,11 +115,14 @@ pub struct Spec {
 pub struct Served<'a> {
     pub info: &'a ResourceInfo,
     pub subresources: &'a [(&'static str, SubresourceRest)],
+    /// A create-only resource (the reviews): one POST, no list kind.
+    pub create_only: bool,
 }
 
 /// Every resource `api` serves.
 pub fn served(api: &Api) -> Vec<Served<'_>> {
-    api.registries.0.iter().map(|i| Served { info: i.registry.info(), subresources: i.subresources }).collect()
+    let stored = api.registries.stored.iter().map(|i| Served { info: i.registry.info(), subresources: i.subresources, create_only: false });
+    stored.chain(api.registries.create_only.iter().map(|c| Served { info: c.info, subresources: &[], create_only: true })).collect()
 }
 
 fn gv_path(group: &str, version: &str) -> String {
@@ -159,16 +162,25 @@ pub fn spec(served: &[Served<'_>], wanted: impl Fn(&str, &str) -> bool) -> Spec 
         let info = s.info;
         let gvk = Gvk { group: info.group, version: info.version, kind: info.kind };
         let name = info.codec.openapi_schema(&mut generator);
-        let list = list_schema(&mut generator, &name, gvk);
         kinds.push((name.clone(), gvk.to_json()));
+        if s.create_only {
+            add_create_only_path(&mut spec, info, &name);
+            continue;
+        }
+        let list = list_schema(&mut generator, &name, gvk);
         kinds.push((list.clone(), json!({"group": info.group, "version": info.version, "kind": format!("{}List", info.kind)})));
         roots.push((name.clone(), PatchMeta::for_kind(info.kind)));
         add_paths(&mut spec, s, &mut generator, &mut kinds, (&name, &list, &status));
     }
     spec.schemas = generator.take_definitions(true).into_iter().collect();
+    // A definition served under two versions (SelfSubjectReview: v1 and v1beta1) names both.
+    let mut gvks: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for (name, gvk) in kinds {
+        gvks.entry(name).or_default().push(gvk);
+    }
+    for (name, gvks) in gvks {
         let Some(Value::Object(schema)) = spec.schemas.get_mut(&name) else { continue };
-        schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
+        schema.insert("x-kubernetes-group-version-kind".into(), Value::Array(gvks));
         // k8s-openapi marks `metadata` required (a Rust field without Option); Kubernetes'
         // schemas do not, and `kubectl explain` would print it as required.
         if let Some(Value::Array(required)) = schema.get_mut("required") {
@@ -216,6 +228,22 @@ fn list_schema(generator: &mut SchemaGenerator, item: &str, gvk: Gvk) -> String 
 fn operation(info: &ResourceInfo, method: &'static str, action: &'static str, gvk: Gvk, verb: &str, suffix: &str, params: Vec<Param>) -> Operation {
     let id = format!("{verb}{}{}{suffix}", group_label(info.group), capitalize(info.version));
     Operation { method, action, gvk, operation_id: id, params, body: None, response: None }
+}
+
+/// The one path of a create-only resource: `POST` of its collection.
+fn add_create_only_path(spec: &mut Spec, info: &ResourceInfo, kind: &str) {
+    let gvk = Gvk { group: info.group, version: info.version, kind: info.kind };
+    let base = format!("/{}", gv_path(info.group, info.version));
+    let (path, scope, ns) = if info.namespaced {
+        (format!("{base}/namespaces/{{namespace}}/{}", info.plural), vec![Param { name: "namespace", location: In::Path, ty: "string", description: "" }], "Namespaced")
+    } else {
+        (format!("{base}/{}", info.plural), vec![], "")
+    };
+    let params = scope.into_iter().chain([PRETTY, DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]).collect();
+    let mut create = operation(info, "post", "post", gvk, "create", &format!("{ns}{}", info.kind), params);
+    create.body = Some(kind.into());
+    create.response = Some(kind.into());
+    spec.paths.insert(path, vec![create]);
 }
 
 /// Every path of one resource, with its operations, as kube-apiserver's installer registers them.
@@ -355,7 +383,7 @@ fn collect_lists(schemas: &Map<String, Value>, def: &str, path: &str, meta: &Pat
 /// `GET /openapi/v3`
 pub fn index(api: &Api) -> Value {
     let mut paths = Map::new();
-    let mut gvs: Vec<(&str, &str)> = api.registries.iter().map(|r| (r.info().group, r.info().version)).collect();
+    let mut gvs: Vec<(&str, &str)> = api.registries.infos().map(|(info, _)| (info.group, info.version)).collect();
     gvs.push(("policy", "v1"));
     gvs.sort();
     gvs.dedup();
@@ -406,7 +434,7 @@ pub fn document(api: &Api, path: &str) -> Option<Value> {
         _ => return None,
     };
     // policy/v1 is served for pods/eviction alone: a document without paths of its own.
-    let served_gv = (group == "policy" && version == "v1") || api.registries.iter().any(|r| r.info().group == group && r.info().version == version);
+    let served_gv = (group == "policy" && version == "v1") || api.registries.infos().any(|(info, _)| info.group == group && info.version == version);
     if !served_gv {
         return None;
     }

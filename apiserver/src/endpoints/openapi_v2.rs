@@ -395,7 +395,7 @@ mod tests {
     fn all_served() -> Vec<Served<'static>> {
         [&NAMESPACES, &PODS, &NODES, &EVENTS, &CONFIGMAPS, &SECRETS, &SERVICEACCOUNTS, &LEASES]
             .into_iter()
-            .map(|info| Served { info, subresources: if std::ptr::eq(info, &PODS) { pod::storage::SUBRESOURCES } else { &[] } })
+            .map(|info| Served { info, subresources: if std::ptr::eq(info, &PODS) { pod::storage::SUBRESOURCES } else { &[] }, create_only: false })
             .collect()
     }
 

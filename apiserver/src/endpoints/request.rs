@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use actix_web::http::header;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
+use crate::authentication::user::UserInfo;
 use crate::endpoints::negotiation::Output;
 use crate::error::{Error, Result};
 use crate::registry::generic::options::ListOptions;
+use crate::registry::generic::strategy::ResourceInfo;
 use crate::registry::generic::store::{Registry, name_of, now_rfc3339};
 use crate::serializer::protobuf;
 
@@ -151,9 +153,13 @@ pub fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value> {
     }
 }
 
+/// The request's user, as authentication left it with the request (`request.UserFrom`).
+pub fn request_user(req: &HttpRequest) -> Result<Arc<UserInfo>> {
+    req.extensions().get::<Arc<UserInfo>>().cloned().ok_or_else(|| Error::BadRequest("no user present on request".into()))
+}
+
 /// Checks `apiVersion`/`kind` against the URL and fills them in when absent.
-fn check_type(reg: &Registry, obj: &mut Value) -> Result<()> {
-    let info = reg.info();
+fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
     let api_version = info.api_version();
     let Some(map) = obj.as_object_mut() else { return Err(Error::BadRequest("the body must be an object".into())) };
     match map.get("apiVersion").and_then(Value::as_str) {
@@ -199,9 +205,13 @@ pub fn check_name_and_namespace(t: &Target, obj: &Value) -> Result<()> {
 }
 
 /// Decodes through the typed object; unknown fields are warnings, or 400 under Strict.
-pub fn decode(reg: &Registry, mut obj: Value, q: &HashMap<String, String>) -> Result<(Value, Vec<String>)> {
-    check_type(reg, &mut obj)?;
-    let info = reg.info();
+pub fn decode(reg: &Registry, obj: Value, q: &HashMap<String, String>) -> Result<(Value, Vec<String>)> {
+    decode_as(reg.info(), obj, q)
+}
+
+/// [`decode`] as one resource's object (a create-only resource has no store).
+pub fn decode_as(info: &ResourceInfo, mut obj: Value, q: &HashMap<String, String>) -> Result<(Value, Vec<String>)> {
+    check_type(info, &mut obj)?;
     let (canonical, unknown) = info.codec.decode(info.kind, obj)?;
     let warnings: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
     if !warnings.is_empty() && q.get("fieldValidation").map(String::as_str) == Some("Strict") {

@@ -9,6 +9,8 @@
 //! 2. [`panic_recovery`]: a handler that panics is answered 500 with a Status.
 //! 3. [`authentication`]: who sent the request (its connection's client certificate, or
 //!    anonymous; on the insecure port, a superuser) — or 401.
+//!    Then [`impersonation`]: a request asking to act as another user (`kubectl --as`) does,
+//!    if that user may impersonate it — or 403.
 //! 4. [`authorization`]: whether that user may do what the request asks (`--authorization-mode`)
 //!    — or 403 with Kubernetes' message.
 //! 5. [`timeout`]: a request that is not long-running is answered 504 after `--request-timeout`,
@@ -27,6 +29,7 @@
 
 pub mod authentication;
 pub mod authorization;
+pub mod impersonation;
 pub mod panic_recovery;
 pub mod request_body;
 pub mod request_info;
@@ -37,14 +40,14 @@ use std::time::Instant;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
 use tracing::Instrument as _;
 
 use crate::config::Api;
 use crate::endpoints::requestinfo::PathInfo;
 use crate::endpoints::metrics::Metrics;
-use crate::endpoints::request::{Target, client_name, error_response};
-use crate::endpoints::{self, discovery_path, serve_discovery};
+use crate::endpoints::request::{client_name, error_response};
+use crate::endpoints::{self, Route, discovery_path, serve_discovery};
 use crate::error::Result;
 use panic_recovery::with_panic_recovery;
 use request_info::RequestInfo;
@@ -73,10 +76,13 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, api: web::Data<Api>
 }
 
 /// Steps 3 and 4: the request goes on, or gets its 401 or 403. Each step is a span of its own,
-/// so that `kubelab trace` shows who created a pod and which rule let them.
+/// so that `kubelab trace` shows who created a pod and which rule let them. The user goes with
+/// the request (its extensions, Kubernetes' `request.WithUser`) for the handlers that answer
+/// about it: the reviews.
 fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> Result<()> {
     let user = tracing::debug_span!(target: "apiserver", "authentication", user = tracing::field::Empty, groups = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
         let user = authentication::authenticate(req, api.options.anonymous_auth)?;
+        let user = impersonation::impersonate(req, api.authorizer.as_ref(), user)?;
         let span = tracing::Span::current();
         span.record("user", user.name.as_str());
         span.record("groups", user.groups.join(",").as_str());
@@ -85,8 +91,10 @@ fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> 
     tracing::debug_span!(target: "apiserver", "authorization", allowed_by = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
         let reason = authorization::authorize(api.authorizer.as_ref(), &user, info)?;
         tracing::Span::current().record("allowed_by", reason.as_str());
-        Ok(())
-    })
+        Ok::<_, crate::error::Error>(())
+    })?;
+    req.extensions_mut().insert(std::sync::Arc::new(user));
+    Ok(())
 }
 
 /// Steps 3 and 4 for every path outside `/api` and `/apis`, as an actix middleware.
@@ -103,7 +111,7 @@ pub async fn non_resource(req: ServiceRequest, next: Next<impl MessageBody + 'st
 }
 
 /// Steps 3 to 7.
-async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, info: &RequestInfo, target: Result<Target>) -> HttpResponse {
+async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, info: &RequestInfo, target: Result<Route>) -> HttpResponse {
     // The request's span, which steps 3, 4 and 7 are steps of. A request is a step of the pod it
     // writes (`kubelab trace`, which draws it from its caller); the pod's UID is learned when the
     // store write happens (storage/store.rs). Its spans are at debug level: the step recorder and
@@ -116,7 +124,7 @@ async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, inf
         return error_response(&e);
     }
     if info.connect
-        && let Ok(t) = &target
+        && let Ok(Route::Stored(t)) = &target
     {
         return endpoints::connect(&req, payload, &api, t).await;
     }
@@ -128,12 +136,13 @@ async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, inf
             Ok(b) => b,
             Err(e) => return error_response(&e),
         };
-        let t = match target {
-            Ok(t) => t,
-            Err(e) => return error_response(&e),
-        };
         // Step 7.
-        endpoints::serve(&handler_req, body, &api, t).instrument(span).await.unwrap_or_else(|e| error_response(&e))
+        let served = match target {
+            Ok(Route::Stored(t)) => endpoints::serve(&handler_req, body, &api, t).instrument(span).await,
+            Ok(Route::CreateOnly(resource, namespace)) => endpoints::serve_create_only(&handler_req, body, &api, resource, namespace).instrument(span).await,
+            Err(e) => Err(e),
+        };
+        served.unwrap_or_else(|e| error_response(&e))
     };
     // Step 5.
     with_timeout(&req, info, request_timeout, handler).await

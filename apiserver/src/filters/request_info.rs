@@ -8,7 +8,7 @@ use actix_web::HttpRequest;
 
 use crate::config::Api;
 use crate::endpoints::request::{Target, flag, query};
-use crate::endpoints::{is_connect, route};
+use crate::endpoints::{Route, is_connect, route};
 use crate::error::Result;
 pub use crate::endpoints::requestinfo::PathInfo;
 
@@ -33,11 +33,14 @@ pub struct RequestInfo {
 }
 
 /// The request's info, and where it goes (the router's answer, 404 when nowhere).
-pub fn resolve(req: &HttpRequest, api: &Api) -> (RequestInfo, Result<Target>) {
+pub fn resolve(req: &HttpRequest, api: &Api) -> (RequestInfo, Result<Route>) {
     let target = route(api, req.path());
     let path_info = PathInfo::parse(req.method().as_str(), req.path(), req.query_string());
     let info = match &target {
-        Ok(t) => {
+        Ok(Route::CreateOnly(c, _)) => {
+            RequestInfo { verb: req.method().as_str().to_string(), resource: c.info.plural.to_string(), connect: false, long_running: false, path_info }
+        }
+        Ok(Route::Stored(t)) => {
             let connect = is_connect(api, t);
             let plural = t.registry.info().plural;
             let resource = match &t.subresource {

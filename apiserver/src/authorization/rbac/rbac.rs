@@ -1,22 +1,31 @@
 //! Mirrors plugin/pkg/auth/authorizer/rbac/rbac.go: the RBAC authorizer. A request is allowed when
 //! one rule the user holds in the request's namespace (or cluster-wide) covers it: its verb, API
 //! group, resource (or `resource/subresource`) and name, or for a path that names no resource,
-//! its verb and path. RBAC never denies: without a rule its answer is no opinion, and the union
-//! of authorizers ends in a 403.
+//! its verb and path. RBAC never denies: without a rule its answer is no opinion (naming any
+//! binding whose role is missing), and the union of authorizers ends in a 403. The rules a user
+//! holds are listed for SelfSubjectRulesReview as they are written in the roles.
 
 use serde_json::Value;
 
-use super::rule::{PolicySource, visit_rules_for};
-use crate::authorization::authorizer::{Attributes, Authorizer, Decision};
+use super::rule::{DefaultRuleResolver, PolicySource};
+use crate::authentication::user::UserInfo;
+use crate::authorization::authorizer::{Attributes, Authorizer, Decision, Rules, aggregate};
 
 pub struct RbacAuthorizer {
-    pub source: Box<dyn PolicySource>,
+    pub resolver: DefaultRuleResolver,
+}
+
+impl RbacAuthorizer {
+    pub fn new(source: Box<dyn PolicySource>) -> Self {
+        RbacAuthorizer { resolver: DefaultRuleResolver { source } }
+    }
 }
 
 impl Authorizer for RbacAuthorizer {
     fn authorize(&self, a: &Attributes<'_>) -> (Decision, String) {
         let mut allowed_by = None;
-        visit_rules_for(self.source.as_ref(), a.user, a.namespace, &mut |source, rule| {
+        let mut errors = Vec::new();
+        self.resolver.visit_rules_for(a.user, a.namespace, &mut errors, &mut |source, rule| {
             if rule_allows(a, rule) {
                 allowed_by = Some(format!("RBAC: allowed by {source}"));
                 return false;
@@ -25,10 +34,16 @@ impl Authorizer for RbacAuthorizer {
         });
         match allowed_by {
             Some(reason) => (Decision::Allow, reason),
-            None => (Decision::NoOpinion, String::new()),
+            None if errors.is_empty() => (Decision::NoOpinion, String::new()),
+            None => (Decision::NoOpinion, format!("RBAC: {}", aggregate(&errors))),
         }
     }
+
+    fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        self.resolver.rules_for(user, namespace)
+    }
 }
+
 
 /// Whether one PolicyRule covers the request (`RuleAllows`).
 pub fn rule_allows(a: &Attributes<'_>, rule: &Value) -> bool {
@@ -142,7 +157,7 @@ mod tests {
                 json!({"metadata": {"name": "dangling", "namespace": "team"}, "roleRef": {"kind": "Role", "name": "gone"}, "subjects": [{"kind": "User", "name": "jane"}]}),
             ],
         };
-        let rbac = RbacAuthorizer { source: Box::new(policy) };
+        let rbac = RbacAuthorizer::new(Box::new(policy));
         let sa = UserInfo { name: "system:serviceaccount:team:reader".into(), ..Default::default() };
         let jane = UserInfo { name: "jane".into(), ..Default::default() };
         let (d, reason) = rbac.authorize(&attrs(&sa, "list", "team", "", "pods", "", ""));
@@ -151,6 +166,15 @@ mod tests {
         assert_eq!(rbac.authorize(&attrs(&sa, "list", "other", "", "pods", "", "")).0, Decision::NoOpinion, "a RoleBinding grants in its namespace only");
         assert_eq!(rbac.authorize(&attrs(&sa, "list", "", "", "pods", "", "")).0, Decision::NoOpinion, "nor across all namespaces");
         assert_eq!(rbac.authorize(&attrs(&jane, "create", "team", "", "configmaps", "", "")).0, Decision::Allow);
-        assert_eq!(rbac.authorize(&attrs(&jane, "list", "team", "", "pods", "", "")).0, Decision::NoOpinion);
+        assert_eq!(
+            rbac.authorize(&attrs(&jane, "list", "team", "", "pods", "", "")),
+            (Decision::NoOpinion, r#"RBAC: role.rbac.authorization.k8s.io "gone" not found"#.into()),
+            "a binding to a missing role is named in the refusal"
+        );
+        let rules = rbac.rules_for(&jane, "team");
+        assert_eq!(rules.resource_rules, vec![json!({"verbs": ["create"], "apiGroups": [""], "resources": ["configmaps"]})]);
+        assert!(rules.non_resource_rules.is_empty() && !rules.incomplete);
+        assert_eq!(rules.evaluation_errors, vec![r#"role.rbac.authorization.k8s.io "gone" not found"#.to_string()]);
+        assert!(rbac.rules_for(&jane, "other").resource_rules.is_empty(), "a Role's rules hold in its namespace only");
     }
 }

@@ -1,7 +1,9 @@
-//! Mirrors pkg/registry/rbac/validation/rule.go (`DefaultRuleResolver.VisitRulesFor` and
-//! `appliesTo`): the rules a user holds in a namespace — those of every ClusterRoleBinding and
-//! every RoleBinding of the namespace whose subjects name the user, one of its groups, or its
-//! service account — visited one by one, so that the authorizer can stop at the first that allows.
+//! Mirrors pkg/registry/rbac/validation/rule.go (`DefaultRuleResolver`: `VisitRulesFor`,
+//! `RulesFor`, `GetRoleReferenceRules`, and `appliesTo`): the rules a user holds in a namespace —
+//! those of every ClusterRoleBinding and every RoleBinding of the namespace whose subjects name
+//! the user, one of its groups, or its service account — visited one by one, so that the
+//! authorizer can stop at the first that allows; all of them, for SelfSubjectRulesReview and the
+//! escalation checks; and the rules of the role a binding names.
 //!
 //! The objects are the API's JSON as the watch caches hold it; walking it for the few fields that
 //! matter costs far less per request than decoding every binding into its type.
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::authentication::user::UserInfo;
+use crate::authorization::authorizer::Rules;
 
 /// Where the bindings and roles come from (Kubernetes' four listers): the watch caches in the
 /// server, a fixed list in tests. A visit returns false to stop.
@@ -20,6 +23,50 @@ pub trait PolicySource: Send + Sync {
     fn role_bindings(&self, namespace: &str, visit: &mut dyn FnMut(&Value) -> bool);
     fn cluster_role(&self, name: &str) -> Option<Arc<Value>>;
     fn role(&self, namespace: &str, name: &str) -> Option<Arc<Value>>;
+}
+
+/// What RBAC knows of a user's rules, over a [`PolicySource`] (`DefaultRuleResolver`): the RBAC
+/// authorizer asks it, and so do the escalation checks of writes of roles and bindings.
+pub struct DefaultRuleResolver {
+    pub source: Box<dyn PolicySource>,
+}
+
+impl DefaultRuleResolver {
+    /// [`visit_rules_for`] over this resolver's source.
+    pub fn visit_rules_for(&self, user: &UserInfo, namespace: &str, errors: &mut Vec<String>, visit: &mut dyn FnMut(&RuleSource<'_>, &Value) -> bool) {
+        visit_rules_for(self.source.as_ref(), user, namespace, errors, visit);
+    }
+
+    /// Every rule `user` holds in `namespace` (cluster-wide ones included), split as
+    /// SelfSubjectRulesReview lists them: a rule with resources is a resource rule, one with
+    /// non-resource URLs a non-resource rule; with what could not be read.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules {
+        let mut rules = Rules::default();
+        visit_rules_for(self.source.as_ref(), user, namespace, &mut rules.evaluation_errors, &mut |_, rule| {
+            let list = |field: &str| rule.get(field).filter(|v| v.as_array().is_some_and(|a| !a.is_empty())).cloned();
+            let empty = || Value::Array(Vec::new());
+            if let Some(resources) = list("resources") {
+                let mut r = serde_json::json!({"verbs": list("verbs").unwrap_or_else(empty), "apiGroups": list("apiGroups").unwrap_or_else(empty), "resources": resources});
+                if let Some(names) = list("resourceNames") {
+                    r["resourceNames"] = names;
+                }
+                rules.resource_rules.push(r);
+            }
+            if let Some(urls) = list("nonResourceURLs") {
+                rules.non_resource_rules.push(serde_json::json!({"verbs": list("verbs").unwrap_or_else(empty), "nonResourceURLs": urls}));
+            }
+            true
+        });
+        rules
+    }
+
+    /// The rules of the role `kind`/`name` a binding in `namespace` names
+    /// (`GetRoleReferenceRules`), or why there are none (`role.rbac.authorization.k8s.io "x" not found`).
+    pub fn role_reference_rules(&self, kind: &str, namespace: &str, name: &str) -> Result<Vec<Value>, String> {
+        let binding = serde_json::json!({"roleRef": {"kind": kind, "name": name}});
+        let role = role_of(self.source.as_ref(), &binding, namespace)?;
+        Ok(role.get("rules").and_then(Value::as_array).cloned().unwrap_or_default())
+    }
 }
 
 /// The binding a rule comes from, as the authorizer's reason names it:
@@ -78,14 +125,17 @@ fn is_service_account(username: &str, namespace: &str, name: &str) -> bool {
 }
 
 /// Visits each rule `user` holds in `namespace` (empty: cluster-wide rules only) with the binding
-/// it comes from, until `visit` returns false. ClusterRoleBindings first, as Kubernetes does.
-pub fn visit_rules_for(source: &dyn PolicySource, user: &UserInfo, namespace: &str, visit: &mut dyn FnMut(&RuleSource<'_>, &Value) -> bool) {
+/// it comes from, until `visit` returns false. ClusterRoleBindings first, as Kubernetes does. A
+/// binding whose role does not exist grants nothing and adds to `errors`
+/// (`clusterrole.rbac.authorization.k8s.io "x" not found`).
+pub fn visit_rules_for(source: &dyn PolicySource, user: &UserInfo, namespace: &str, errors: &mut Vec<String>, visit: &mut dyn FnMut(&RuleSource<'_>, &Value) -> bool) {
     let mut go_on = true;
     source.cluster_role_bindings(&mut |binding| {
-        if let Some(subject) = applies_to(user, binding, "")
-            && let Some(role) = role_of(source, binding, "")
-        {
-            go_on = visit_rules(&role, &RuleSource { binding, namespace: "", subject }, visit);
+        if let Some(subject) = applies_to(user, binding, "") {
+            match role_of(source, binding, "") {
+                Ok(role) => go_on = visit_rules(&role, &RuleSource { binding, namespace: "", subject }, visit),
+                Err(e) => errors.push(e),
+            }
         }
         go_on
     });
@@ -93,24 +143,27 @@ pub fn visit_rules_for(source: &dyn PolicySource, user: &UserInfo, namespace: &s
         return;
     }
     source.role_bindings(namespace, &mut |binding| {
-        if let Some(subject) = applies_to(user, binding, namespace)
-            && let Some(role) = role_of(source, binding, namespace)
-        {
-            go_on = visit_rules(&role, &RuleSource { binding, namespace, subject }, visit);
+        if let Some(subject) = applies_to(user, binding, namespace) {
+            match role_of(source, binding, namespace) {
+                Ok(role) => go_on = visit_rules(&role, &RuleSource { binding, namespace, subject }, visit),
+                Err(e) => errors.push(e),
+            }
         }
         go_on
     });
 }
 
 /// The role a binding refers to (`GetRoleReferenceRules`): a ClusterRole, or a Role of the
-/// binding's namespace. A missing role grants nothing.
-fn role_of(source: &dyn PolicySource, binding: &Value, namespace: &str) -> Option<Arc<Value>> {
-    let name = binding.pointer("/roleRef/name")?.as_str()?;
-    match binding.pointer("/roleRef/kind")?.as_str()? {
+/// binding's namespace; or what is wrong with the reference.
+fn role_of(source: &dyn PolicySource, binding: &Value, namespace: &str) -> Result<Arc<Value>, String> {
+    let name = binding.pointer("/roleRef/name").and_then(Value::as_str).unwrap_or("");
+    let kind = binding.pointer("/roleRef/kind").and_then(Value::as_str).unwrap_or("");
+    let found = match kind {
         "ClusterRole" => source.cluster_role(name),
         "Role" if !namespace.is_empty() => source.role(namespace, name),
-        _ => None,
-    }
+        _ => return Err(format!("unsupported role reference kind: {kind:?}")),
+    };
+    found.ok_or_else(|| format!("{}.rbac.authorization.k8s.io {name:?} not found", kind.to_ascii_lowercase()))
 }
 
 fn visit_rules(role: &Value, from: &RuleSource<'_>, visit: &mut dyn FnMut(&RuleSource<'_>, &Value) -> bool) -> bool {

@@ -18,6 +18,9 @@
 //! A dry run (`?dryRun=All`) runs every step but the write in step 5 and what follows a write in
 //! step 6, and answers 201 with the object as it would have been written (without a
 //! resourceVersion, as kube-apiserver answers it).
+//!
+//! A create-only resource (a review, [`create_only`]) takes steps 0 and 1, then its own code
+//! answers: there is nothing to admit or write.
 
 use std::collections::HashMap;
 
@@ -26,10 +29,11 @@ use serde_json::Value;
 
 use crate::admission::interfaces::{Attributes, Operation};
 use crate::config::Api;
-use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, parse_body, query, field_manager, record_managed_fields, respond};
+use crate::authentication::user::UserInfo;
+use crate::endpoints::request::{Target, check_name_and_namespace, created_status, decode, decode_as, parse_body, query, field_manager, record_managed_fields, request_user, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::WriteOptions;
-use crate::registry::generic::rest::{CreateFunc, RestRequest};
+use crate::registry::generic::rest::{CreateFunc, CreateOnly, RestRequest, ReviewRequest};
 use crate::registry::generic::store::{CreateAdmission, Registry, name_of};
 
 /// `POST .../<resource>`.
@@ -52,7 +56,8 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
     // Step 3: managed fields.
     let obj = record_managed_fields(obj, None, field_manager(req, q).as_deref(), "Update");
     // Steps 4 and 5.
-    let created = create_object(api, reg, t.namespace.as_deref(), obj, opts.is_dry_run()).await?;
+    let user = request_user(req)?;
+    let created = create_object(api, &user, reg, t.namespace.as_deref(), obj, opts.is_dry_run()).await?;
     // Step 6: the request names the object it created, so a tracing UI finds the create by it.
     if let Some(uid) = podtrace::trace_uid(&created) {
         tracing::Span::current().record(podtrace::KEY_FIELD, uid);
@@ -64,14 +69,16 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
 }
 
 /// Steps 4 and 5 of a create, shared with server-side apply's create of an absent object:
-/// mutating admission on the request, then the store's create with admission on the object and
-/// validating admission.
-pub async fn create_object(api: &Api, reg: &Registry, namespace: Option<&str>, obj: Value, dry_run: bool) -> Result<Value> {
+/// mutating admission on the request, the checks of the object's writer (RBAC's escalation
+/// checks, as a policy-based storage runs them before the store's create), then the store's
+/// create with admission on the object and validating admission.
+pub async fn create_object(api: &Api, user: &UserInfo, reg: &Registry, namespace: Option<&str>, obj: Value, dry_run: bool) -> Result<Value> {
     // The object's name is known here unless the server is to generate it (in BeforeCreate).
     let name = name_of(&obj).to_string();
     let attributes = Attributes { operation: Operation::Create, resource: reg.info(), namespace, name: &name, dry_run };
     // Step 4.
     api.admission.admit(&attributes).await?;
+    reg.strategy.check_writer(&api.writer(user), &obj)?;
     // Step 5.
     let admission = CreateAdmission {
         mutate: &|obj| api.admission.admit_object(&attributes, obj),
@@ -88,6 +95,32 @@ pub async fn create_subresource(req: &HttpRequest, body: &[u8], r: RestRequest<'
     let obj = parse_body(req, body)?;
     serve(r, obj, opts).await?;
     Ok(respond(201, &created_status(), &[]))
+}
+
+/// `POST` of a create-only resource (rest.Creater alone: the reviews): steps 0 and 1, the path's
+/// namespace given to the object (or a 400 if it names another), then the resource's code with
+/// the request's user. The answer and the decoding's warnings.
+pub fn create_only(req: &HttpRequest, body: &[u8], api: &Api, resource: CreateOnly, namespace: Option<&str>) -> Result<(Value, Vec<String>)> {
+    let q = query(req);
+    // Step 0: the options are checked; a dry run is what a review always is.
+    WriteOptions::from_query("CreateOptions", &q)?;
+    // Step 1.
+    let obj = parse_body(req, body)?;
+    let (mut obj, warnings) = decode_as(resource.info, obj, &q)?;
+    if let Some(ns) = namespace {
+        match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+            Some(body_ns) if !body_ns.is_empty() && body_ns != ns => {
+                return Err(Error::BadRequest("the namespace of the provided object does not match the namespace sent on the request".into()));
+            }
+            _ => obj["metadata"]["namespace"] = Value::from(ns),
+        }
+    }
+    let user = request_user(req)?;
+    let review = ReviewRequest { user: &user, namespace, authorizer: api.authorizer.as_ref() };
+    let mut answer = (resource.create)(&review, obj)?;
+    // The answer is of the version asked (a review served under two versions is one code).
+    answer["apiVersion"] = Value::from(resource.info.api_version());
+    Ok((answer, warnings))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::create::create_object;
 use super::update::check_view_type;
 use crate::config::Api;
-use crate::endpoints::request::{Target, check_name_and_namespace, decode, field_manager, parse_body, respond};
+use crate::endpoints::request::{Target, check_name_and_namespace, decode, field_manager, parse_body, request_user, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::WriteOptions;
 use crate::registry::generic::rest::View;
@@ -43,6 +43,8 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
     let kind = reg.info().kind;
     let meta = PatchMeta::for_kind(kind);
     let mut warnings = Vec::new();
+    let user = request_user(req)?;
+    let writer = api.writer(&user);
     if media == "application/apply-patch+yaml" {
         let manager = q.get("fieldManager").filter(|m| !m.is_empty()).ok_or_else(|| {
             Error::BadRequest("PATCH, application/apply-patch+yaml: fieldManager is required for apply requests".into())
@@ -57,7 +59,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
             Err(Error::NotFound { .. }) => {
                 let merged = apimachinery::managedfields::apply(None, &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
                 let (obj, _) = decode(reg, merged, q)?;
-                let created = create_object(api, reg, ns, obj, dry_run).await?;
+                let created = create_object(api, &user, reg, ns, obj, dry_run).await?;
                 if !dry_run {
                     api.after_create(reg, &created).await;
                 }
@@ -68,7 +70,9 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
                 let updated = reg
                     .guaranteed_update_with(ns, name, sub, dry_run, |current| {
                         let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
-                        Ok(decode(reg, merged, q)?.0)
+                        let obj = decode(reg, merged, q)?.0;
+                        reg.strategy.check_writer(&writer, &obj)?;
+                        Ok(obj)
                     })
                     .await?;
                 Ok(respond(200, &updated, &warnings))
@@ -83,6 +87,7 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
             let (obj, w) = decode(reg, patched, q)?;
             warnings = w;
             check_name_and_namespace(t, &obj)?;
+            reg.strategy.check_writer(&writer, &obj)?;
             let mut obj = obj;
             if let Some(m) = &manager {
                 apimachinery::managedfields::update_managed_fields(Some(current), &mut obj, m, "Update", &now_rfc3339());

@@ -4,25 +4,28 @@
 //! (`?dryRun=All`, UpdateOptions) decodes, checks and prepares the update as a real one does and
 //! answers 200 with the object as it would be written, at the current resourceVersion. PUT of an
 //! object in another form (rest.Updater of a subresource: a workload's scale) writes that form
-//! back into the object.
+//! back into the object. The object's writer is checked first (RBAC's escalation checks).
 
 use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::Value;
 
-use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, field_manager, record_managed_fields, respond};
+use crate::config::Api;
+use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, field_manager, record_managed_fields, request_user, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::WriteOptions;
 use crate::registry::generic::rest::View;
 
 /// `PUT .../<resource>/<name>[/status|/finalize]`.
-pub async fn update(req: &HttpRequest, body: &[u8], t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
+pub async fn update(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, ns) = (&t.registry, t.namespace.as_deref());
     let opts = WriteOptions::from_query("UpdateOptions", q)?;
     let obj = parse_body(req, body)?;
     let (obj, warnings) = decode(reg, obj, q)?;
     check_name_and_namespace(t, &obj)?;
+    let user = request_user(req)?;
+    reg.strategy.check_writer(&api.writer(&user), &obj)?;
     let old = reg.get(ns, name).await?;
     let obj = record_managed_fields(obj, Some(&old), field_manager(req, q).as_deref(), "Update");
     let updated = reg.update_with(ns, name, obj, t.subresource.as_deref(), opts.is_dry_run()).await?;

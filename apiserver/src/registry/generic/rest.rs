@@ -1,7 +1,8 @@
 //! Mirrors k8s.io/apiserver/pkg/registry/rest/rest.go (the interfaces a resource's storage
 //! implements: Creater, GetterWithOptions, Getter + Updater of another form, Connecter) and the
 //! storage map a group's `APIGroupInfo` carries (k8s.io/apiserver/pkg/server): every resource's store, with the
-//! subresources its own code serves, each by the interface it implements.
+//! subresources its own code serves, each by the interface it implements; and the resources that
+//! have no store at all and only take creates ([`CreateOnly`]: the reviews).
 
 use std::sync::Arc;
 
@@ -12,6 +13,8 @@ use serde_json::Value;
 use super::options::WriteOptions;
 use super::store::Registry;
 use super::strategy::ResourceInfo;
+use crate::authentication::user::UserInfo;
+use crate::authorization::authorizer::Authorizer;
 use crate::error::Result;
 
 /// A subresource's create: `POST` with a body (pods/binding, pods/eviction), and the query's
@@ -71,8 +74,31 @@ pub struct Installed {
     pub subresources: &'static [(&'static str, SubresourceRest)],
 }
 
-/// Every resource the server serves.
-pub struct Registries(pub Vec<Installed>);
+/// A resource with no storage that only takes creates (a storage implementing rest.Creater and
+/// nothing else: TokenReview, SelfSubjectReview, the access reviews). Its create is handed the
+/// decoded object and answers it with its status filled in; nothing is written anywhere.
+#[derive(Clone, Copy)]
+pub struct CreateOnly {
+    pub info: &'static ResourceInfo,
+    pub create: ReviewFunc,
+}
+
+/// A create-only resource's create.
+pub type ReviewFunc = fn(&ReviewRequest<'_>, Value) -> Result<Value>;
+
+/// What a review's code is called with: who asks, in which namespace (the path's), and what
+/// answers the question.
+pub struct ReviewRequest<'a> {
+    pub user: &'a UserInfo,
+    pub namespace: Option<&'a str>,
+    pub authorizer: &'a dyn Authorizer,
+}
+
+/// Every resource the server serves: those with a store, and the create-only ones.
+pub struct Registries {
+    pub stored: Vec<Installed>,
+    pub create_only: Vec<CreateOnly>,
+}
 
 impl Registries {
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Registry>> {
@@ -85,12 +111,22 @@ impl Registries {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Registry>> {
-        self.0.iter().map(|r| &r.registry)
+        self.stored.iter().map(|r| &r.registry)
+    }
+
+    /// The create-only resource `plural` of a group version, if served.
+    pub fn create_only(&self, group: &str, version: &str, plural: &str) -> Option<&CreateOnly> {
+        self.create_only.iter().find(|c| c.info.group == group && c.info.version == version && c.info.plural == plural)
+    }
+
+    /// What discovery and OpenAPI list: every served resource, with the verbs it takes.
+    pub fn infos(&self) -> impl Iterator<Item = (&'static ResourceInfo, &'static [&'static str])> {
+        self.iter().map(|r| (r.info(), r.info().verbs())).chain(self.create_only.iter().map(|c| (c.info, &["create"][..])))
     }
 
     /// The code that serves `registry`'s subresource `name`, if its own code does.
     pub fn subresource(&self, registry: &Registry, name: &str) -> Option<SubresourceRest> {
-        let installed = self.0.iter().find(|r| std::ptr::eq(&*r.registry, registry))?;
+        let installed = self.stored.iter().find(|r| std::ptr::eq(&*r.registry, registry))?;
         installed.subresources.iter().find(|(n, _)| *n == name).map(|(_, rest)| *rest)
     }
 }

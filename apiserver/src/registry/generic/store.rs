@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::options::{DeleteOptions, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, ListOptions, decode_continue, encode_continue};
-use super::strategy::{GarbageCollectionPolicy, ResourceInfo, Strategy};
+use super::strategy::{GarbageCollectionPolicy, ResourceInfo, Strategy, qualified};
 use super::typed::Object;
 use crate::error::{Cause, Error, Result};
 use crate::storage::store::{Storage, Stored, WriteOutcome, with_resource_version};
@@ -60,12 +60,6 @@ pub struct Registry {
 
 pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// A resource or kind with its group, as Go prints a GroupResource or GroupKind
-/// (`deployments.apps`, `Deployment.apps`; core names stay bare).
-fn qualified(name: &str, group: &str) -> String {
-    if group.is_empty() { name.to_string() } else { format!("{name}.{group}") }
 }
 
 fn generated_name(prefix: &str) -> String {
@@ -112,9 +106,7 @@ impl Registry {
     }
 
     fn invalid(&self, name: &str, causes: Vec<Cause>) -> Error {
-        // The message names the group too, as a GroupKind prints ("Deployment.apps").
-        let info = self.info();
-        Error::Invalid { kind: info.kind.into(), kind_singular: qualified(info.kind, info.group), name: name.into(), causes }
+        self.info().invalid(name, causes)
     }
 
     pub async fn get(&self, namespace: Option<&str>, name: &str) -> Result<Value> {

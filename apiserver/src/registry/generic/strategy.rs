@@ -9,6 +9,9 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::typed::{Codec, Object};
+use crate::authentication::user::UserInfo;
+use crate::authorization::authorizer::Authorizer;
+use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::error::{Cause, Result};
 use crate::printers::tablegenerator::Printer;
 use crate::storage::store::Storage;
@@ -60,6 +63,26 @@ impl ResourceInfo {
     pub fn has_status(&self) -> bool {
         self.subresources.iter().any(|s| s.name == "status")
     }
+
+    /// A 422 for the object `name` of this kind; the message names the group too, as a GroupKind
+    /// prints (`Deployment.apps "web" is invalid: …`).
+    pub fn invalid(&self, name: &str, causes: Vec<Cause>) -> crate::error::Error {
+        crate::error::Error::Invalid { kind: self.kind.into(), kind_singular: qualified(self.kind, self.group), name: name.into(), causes }
+    }
+}
+
+/// A resource or kind with its group, as Go prints a GroupResource or GroupKind
+/// (`deployments.apps`, `Deployment.apps`; core names stay bare).
+pub fn qualified(name: &str, group: &str) -> String {
+    if group.is_empty() { name.to_string() } else { format!("{name}.{group}") }
+}
+
+/// Who writes an object, for [`Strategy::check_writer`]: the request's user, the authorizers to
+/// ask what else they may do, and RBAC's rules (what the user holds, what a role holds).
+pub struct Writer<'a> {
+    pub user: &'a UserInfo,
+    pub authorizer: &'a dyn Authorizer,
+    pub rules: &'a DefaultRuleResolver,
 }
 
 /// rest.GarbageCollectionPolicy.
@@ -113,6 +136,13 @@ pub trait Strategy: Send + Sync + 'static {
     /// Validation of an update (`ValidateUpdate`): the new object, and what may not change.
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<Cause> {
         self.validate(new)
+    }
+
+    /// Whether the request's user may write this object, beyond being allowed the verb — what
+    /// Kubernetes' policy-based storages check before a create or an update (RBAC's escalation
+    /// checks). Nothing to check by default.
+    fn check_writer(&self, _writer: &Writer<'_>, _obj: &Value) -> Result<()> {
+        Ok(())
     }
 
     /// Field selector support: the value of a field, for the fields this resource supports.

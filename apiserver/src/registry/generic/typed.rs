@@ -43,6 +43,33 @@ impl<T: DeserializeOwned + Serialize + JsonSchema> Codec for Typed<T> {
     }
 }
 
+/// The codec of a kind served under a version k8s-openapi has no type for, whose fields are
+/// those of a version it has (`authentication.k8s.io/v1beta1` SelfSubjectReview is v1's): the
+/// object is decoded as `api_version`'s type and keeps the version it was sent as.
+pub struct SameAs {
+    pub codec: &'static dyn Codec,
+    /// The version `codec`'s type checks for.
+    pub api_version: &'static str,
+}
+
+impl Codec for SameAs {
+    fn decode(&self, kind: &str, mut v: Value) -> Result<(Value, Vec<String>)> {
+        let sent = v.get("apiVersion").cloned();
+        if let Some(map) = v.as_object_mut() {
+            map.insert("apiVersion".into(), Value::from(self.api_version));
+        }
+        let (mut canonical, unknown) = self.codec.decode(kind, v)?;
+        if let (Some(sent), Some(map)) = (sent, canonical.as_object_mut()) {
+            map.insert("apiVersion".into(), sent);
+        }
+        Ok((canonical, unknown))
+    }
+
+    fn openapi_schema(&self, generator: &mut SchemaGenerator) -> String {
+        self.codec.openapi_schema(generator)
+    }
+}
+
 /// A new object on its way through BeforeCreate, changed by several hands in turn — the type's
 /// defaults, mutating admission, PrepareForCreate — each of which may work on the JSON or on the
 /// typed form. The typed form is decoded by the first hand that asks for it and encoded back once,

@@ -8,16 +8,20 @@
 //! `aggregationRule` has its `rules` written by the controller manager's ClusterRole aggregation
 //! controller, not by its author.
 //!
+//! A write of any of them is checked for escalation first ([`escalation`], Kubernetes'
+//! `policybased` storages): a role may hold only rules its writer holds, a binding may grant only
+//! what its writer holds, unless the writer may `escalate` or `bind`.
+//!
 //! Implementation caveats:
-//! - Writes are not checked for escalation (Kubernetes' `policybased` storage refuses a role
-//!   holding a rule its writer does not hold, and a binding to a role its writer may not
-//!   `bind`); that needs the authorizer.
+//! - The escalation checks run on every update, even one that changes only what the garbage
+//!   collector writes (Kubernetes lets those through: `IsOnlyMutatingGCFields`).
 //! - An update of a ClusterRole whose stored selectors hold a label value validation now
 //!   refuses is refused too (Kubernetes lets such an old object be updated:
 //!   `AllowInvalidLabelValueInSelector`).
 
 pub mod clusterrole;
 pub mod clusterrolebinding;
+pub mod escalation;
 pub mod role;
 pub mod rolebinding;
 pub mod reconciliation;

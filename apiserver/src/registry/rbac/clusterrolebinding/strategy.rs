@@ -7,8 +7,9 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use serde_json::Value;
 
 use super::printer::ClusterRoleBindingPrinter;
-use crate::error::Cause;
-use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, set_defaults_on_update};
+use crate::error::{Cause, Result};
+use crate::registry::rbac::escalation;
+use crate::registry::generic::strategy::{Writer, ResourceInfo, Strategy, causes, set_defaults_on_update};
 use crate::registry::generic::typed::{Object, Typed};
 
 pub static CLUSTERROLEBINDINGS: ResourceInfo = ResourceInfo {
@@ -51,5 +52,9 @@ impl Strategy for ClusterRoleBindingStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
         causes(api::rbac::validation::validate_cluster_role_binding_update(new, old))
+    }
+
+    fn check_writer(&self, writer: &Writer<'_>, obj: &Value) -> Result<()> {
+        escalation::check_binding(writer, &CLUSTERROLEBINDINGS, obj)
     }
 }

@@ -5,9 +5,10 @@
 use k8s_openapi::api::rbac::v1::Role;
 use serde_json::Value;
 
-use crate::error::Cause;
+use crate::error::{Cause, Result};
 use crate::printers::tablegenerator::DefaultTableConvertor;
-use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes};
+use crate::registry::rbac::escalation;
+use crate::registry::generic::strategy::{Writer, ResourceInfo, Strategy, causes};
 use crate::registry::generic::typed::Typed;
 
 pub static ROLES: ResourceInfo = ResourceInfo {
@@ -38,5 +39,9 @@ impl Strategy for RoleStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
         causes(api::rbac::validation::validate_role_update(new, old))
+    }
+
+    fn check_writer(&self, writer: &Writer<'_>, obj: &Value) -> Result<()> {
+        escalation::check_role(writer, &ROLES, obj)
     }
 }

@@ -1,0 +1,9 @@
+//! Mirrors pkg/registry/authentication: the `authentication.k8s.io/v1` reviews, create-only
+//! resources answered in their status and never stored:
+//!
+//! - [`selfsubjectreview`]: who am I? (`kubectl auth whoami`) — the request's user as the
+//!   authenticators found it.
+//!
+//! (TokenReview, "whose token is this?", comes with the token authenticators.)
+
+pub mod selfsubjectreview;

@@ -424,6 +424,33 @@ struct ApiserverArgs {
     /// Requests without credentials go on as system:anonymous (else they get 401).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     anonymous_auth: bool,
+    /// Static bearer tokens, a CSV file of `token,user,uid,"group1,group2"` lines (for teaching).
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// The issuer (`iss`) of the service account tokens this server issues; repeat to also
+    /// accept tokens of other issuers (the first is the one it signs as).
+    #[arg(long)]
+    service_account_issuer: Vec<String>,
+    /// The private key service account tokens are signed with (PKCS#8 PEM, ECDSA P-256: sa.key).
+    #[arg(long)]
+    service_account_signing_key_file: Option<PathBuf>,
+    /// Public keys service account tokens are verified with (PEM: sa.pub); repeatable. Default:
+    /// the signing key's.
+    #[arg(long)]
+    service_account_key_file: Vec<PathBuf>,
+    /// Who a token must be for to authenticate to this server (comma-separated). Default: the
+    /// service account issuers.
+    #[arg(long, value_delimiter = ',')]
+    api_audiences: Vec<String>,
+    /// The longest life a TokenRequest may give a token (e.g. 24h); 0 for no limit.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    service_account_max_token_expiration: Duration,
+    /// The audit policy (an audit.k8s.io/v1 Policy, YAML): which requests are audited, and how much.
+    #[arg(long)]
+    audit_policy_file: Option<PathBuf>,
+    /// Where audit events are appended, a JSON line each ("-": standard output).
+    #[arg(long)]
+    audit_log_path: Option<PathBuf>,
     /// The authorizers, in order (comma-separated): AlwaysAllow, AlwaysDeny, RBAC.
     #[arg(long, default_value = "AlwaysAllow", value_delimiter = ',')]
     authorization_mode: Vec<String>,
@@ -767,6 +794,14 @@ fn main() -> anyhow::Result<()> {
                 tls_private_key_file: args.tls_private_key_file,
                 client_ca_file: args.client_ca_file,
                 anonymous_auth: args.anonymous_auth,
+                token_auth_file: args.token_auth_file,
+                audit_policy_file: args.audit_policy_file,
+                audit_log_path: args.audit_log_path,
+                service_account_issuer: args.service_account_issuer,
+                service_account_signing_key_file: args.service_account_signing_key_file,
+                service_account_key_file: args.service_account_key_file,
+                api_audiences: args.api_audiences,
+                service_account_max_token_expiration: args.service_account_max_token_expiration,
                 authorization_mode: args.authorization_mode,
                 insecure_port: args.insecure_port,
                 insecure_bind_address: args.insecure_bind_address,

@@ -28,6 +28,29 @@ use nodeagent::cri::RemoteRuntime;
 use nodeagent::cri::containerd_config::{self, ContainerdConfig};
 use tokio::sync::watch;
 
+/// The audit policy `kubelab up` starts with (`<data>/audit-policy.yaml`): the users' requests,
+/// writes with their bodies, secrets and config maps without theirs; not the cluster's own
+/// components (on the insecure port, as `system:unsecured`, until they have identities), nor
+/// health checks and discovery.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  users: [\"system:unsecured\"]
+- level: None
+  nonResourceURLs: [\"/healthz*\", \"/livez*\", \"/readyz*\", \"/version\", \"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/openapi/*\"]
+- level: Metadata
+  resources:
+  - group: \"\"
+    resources: [\"secrets\", \"configmaps\", \"serviceaccounts/token\"]
+  - group: \"authentication.k8s.io\"
+    resources: [\"tokenreviews\"]
+- level: Request
+  verbs: [\"create\", \"update\", \"patch\", \"delete\", \"deletecollection\"]
+- level: Metadata
+";
+
 /// `kubelab up`'s flags.
 #[derive(Args, Clone, Debug)]
 pub struct UpArgs {
@@ -455,6 +478,12 @@ async fn start(
     }
     step(started, "certificates");
 
+    // The audit policy (kept if the user edited it) and the log it writes to.
+    let audit_policy = data.join("audit-policy.yaml");
+    if !audit_policy.exists() {
+        std::fs::write(&audit_policy, AUDIT_POLICY).with_context(|| format!("writing {}", audit_policy.display()))?;
+    }
+
     // containerd, a child process in our mount namespace.
     let containerd_dir = data.join("containerd");
     let driver = cgroup_driver(args);
@@ -499,6 +528,11 @@ async fn start(
         tls_cert_file: Some(pki.join("apiserver.crt")),
         tls_private_key_file: Some(pki.join("apiserver.key")),
         client_ca_file: Some(pki.join("ca.crt")),
+        service_account_issuer: vec![apiserver::serviceaccount::DEFAULT_ISSUER.into()],
+        service_account_signing_key_file: Some(pki.join("sa.key")),
+        service_account_key_file: vec![pki.join("sa.pub")],
+        audit_policy_file: Some(audit_policy.clone()),
+        audit_log_path: Some(data.join("logs/audit.log")),
         authorization_mode: vec!["RBAC".into()],
         insecure_bind_address: "127.0.0.1".into(),
         insecure_port: args.port,
@@ -626,6 +660,7 @@ async fn start(
     println!("  kubectl get pods -o wide");
     println!("  kubectl logs -f hello");
     println!();
+    println!("Who did what: {} (one JSON line per request; the policy is {}).", data.join("logs/audit.log").display(), audit_policy.display());
     println!("etcdctl --endpoints=127.0.0.1:{} talks to the store. Ctrl-C stops the cluster (its state stays in {}).", args.store_port, data.display());
 
     Ok(())

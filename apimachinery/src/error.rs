@@ -6,6 +6,15 @@
 
 use thiserror::Error;
 
+/// Several error messages as one, as `utilerrors.NewAggregate` (pkg/util/errors) prints them:
+/// one alone, else `[a, b]`.
+pub fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    }
+}
+
 /// Errors from parsing selectors (`labels`, `fields`).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Error {

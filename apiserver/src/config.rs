@@ -8,6 +8,8 @@
 use serde_json::Value;
 
 use crate::admission::chain::Chain;
+use crate::audit::Auditor;
+use crate::authentication::Authenticator;
 use crate::authentication::user::UserInfo;
 use crate::authorization::authorizer::Authorizer;
 use crate::authorization::rbac::rule::DefaultRuleResolver;
@@ -16,6 +18,7 @@ use crate::options::Options;
 use crate::registry::generic::rest::Registries;
 use crate::registry::generic::store::{Registry, name_of};
 use crate::registry::generic::strategy::Writer;
+use crate::serviceaccount::jwt::TokenIssuer;
 use crate::storage::store::Storage;
 
 /// The server's state shared by every request. (The metrics are app data of their own: only the
@@ -32,6 +35,15 @@ pub struct Api {
     /// RBAC's rules over the watch caches, for the escalation checks of writes of roles and
     /// bindings (whatever the authorization mode, as in Kubernetes).
     pub rule_resolver: DefaultRuleResolver,
+    /// What authenticates a request its connection does not: bearer tokens, anonymous.
+    pub authenticator: Authenticator,
+    /// What issues service account tokens (TokenRequest), with `--service-account-signing-key-file`.
+    pub token_issuer: Option<TokenIssuer>,
+    /// The audit policy and log, with `--audit-policy-file`.
+    pub auditor: Option<Auditor>,
+    /// Whether the default RBAC policy has been reconciled and reached the watch caches (until
+    /// then `/readyz` says not ready, as kube-apiserver's `rbac/bootstrap-roles` hook does).
+    pub rbac_bootstrapped: std::sync::atomic::AtomicBool,
 }
 
 impl Api {

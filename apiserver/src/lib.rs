@@ -11,11 +11,11 @@
 //! ## The flow of a request
 //! 1. [`filters`]: every request to `/api` and `/apis` passes the filter chain in order — request
 //!    info (verb, resource, namespace, name, subresource), panic recovery, authentication (who:
-//!    the connection's client certificate, or anonymous; 401; then impersonation, `kubectl
+//!    the connection's client certificate, a bearer token, or anonymous; 401; then impersonation, `kubectl
 //!    --as`), authorization (may they: the `--authorization-mode` authorizers, RBAC over the
 //!    default policy; 403), the timeout of
 //!    requests that are not long-running, the body read up to `--max-request-bytes` — and leaves
-//!    its metrics on the way out. A GET of a root or a group version is discovery
+//!    its audit Event ([`audit`], with `--audit-policy-file`) and its metrics on the way out. A GET of a root or a group version is discovery
 //!    ([`endpoints::discovery`]), authenticated and authorized as a path, as every other path is.
 //! 2. [`endpoints`]: the router resolves `/api/v1/...` or `/apis/<g>/<v>/...` to a resource's
 //!    store (namespace, name, subresource) and runs the verb's handler
@@ -81,9 +81,11 @@
 //!   certificates, anonymous requests, impersonation, `AlwaysAllow`/`AlwaysDeny`/`RBAC` with the
 //!   default policy reconciled at start and the escalation checks on writes of roles and
 //!   bindings, the review APIs (SubjectAccessReview, LocalSubjectAccessReview,
-//!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview). Not yet:
-//!   ServiceAccount, bootstrap and static tokens (and so no TokenReview), the Node authorizer
-//!   and NodeRestriction, audit, encryption at rest; the serving certificate is read once at
+//!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview), bearer
+//!   tokens: service account tokens ([`serviceaccount`], issued by TokenRequest) and static ones
+//!   (`--token-auth-file`); the audit log ([`audit`]: JSON lines, no rotation). Not yet: bootstrap
+//!   tokens and CSRs, tokens projected into pods, the Node authorizer and NodeRestriction,
+//!   encryption at rest; the serving certificate is read once at
 //!   start (kube-apiserver reloads it when the file changes), and a connection's client
 //!   certificate is verified when it is made. kubectl validates a review it is given with
 //!   `create -f` on its own side (it finds no PATCH of one in OpenAPI), which lists CRDs, which
@@ -93,7 +95,7 @@
 //!   whose strategies default updates too; Kubernetes' decoder applies them to every object it decodes, updates and
 //!   patches included, before admission sees the request.
 //! - Resources: namespaces, pods (+status, binding, eviction, log, exec, attach, portforward, proxy), nodes (+status, proxy), events,
-//!   configmaps, secrets, serviceaccounts, services (+status, proxy), endpoints, coordination.k8s.io
+//!   configmaps, secrets, serviceaccounts (+token), services (+status, proxy), endpoints, coordination.k8s.io
 //!   leases, discovery.k8s.io/v1 endpointslices; apps/v1 deployments,
 //!   replicasets, statefulsets (+status, scale), daemonsets (+status), controllerrevisions;
 //!   batch/v1 jobs, cronjobs (+status); policy/v1 poddisruptionbudgets (+status);
@@ -129,6 +131,7 @@
 //!   (kube-openapi caches it).
 
 pub mod admission;
+pub mod audit;
 pub mod authentication;
 pub mod authorization;
 pub mod config;
@@ -142,6 +145,7 @@ pub mod proxy;
 pub mod registry;
 pub mod serializer;
 pub mod server;
+pub mod serviceaccount;
 pub mod storage;
 
 pub use error::{Error, Result};

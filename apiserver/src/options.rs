@@ -25,6 +25,26 @@ pub struct Options {
     /// `--anonymous-auth`: a request without credentials goes on as `system:anonymous` (true, as
     /// Kubernetes' default), or is a 401.
     pub anonymous_auth: bool,
+    /// `--token-auth-file`: static bearer tokens (CSV: `token,user,uid,"group1,group2"`).
+    pub token_auth_file: Option<PathBuf>,
+    /// `--service-account-issuer`: the `iss` of the service account tokens this server issues
+    /// (the first) and accepts (any). Empty: no service account tokens.
+    pub service_account_issuer: Vec<String>,
+    /// `--service-account-signing-key-file`: the key tokens are signed with (`sa.key`).
+    pub service_account_signing_key_file: Option<PathBuf>,
+    /// `--service-account-key-file`: the public keys tokens are verified with (`sa.pub`); empty:
+    /// the signing key's.
+    pub service_account_key_file: Vec<PathBuf>,
+    /// `--api-audiences`: who a token must be for to authenticate to this server; empty: the
+    /// issuers.
+    pub api_audiences: Vec<String>,
+    /// `--service-account-max-token-expiration`: the longest life a TokenRequest may give a
+    /// token; zero: no limit.
+    pub service_account_max_token_expiration: Duration,
+    /// `--audit-policy-file`: which requests are audited, at which level; none: no audit.
+    pub audit_policy_file: Option<PathBuf>,
+    /// `--audit-log-path`: where audit Events go, a JSON line each (`-`: standard output).
+    pub audit_log_path: Option<PathBuf>,
     /// `--authorization-mode`: the authorizers, in order (`AlwaysAllow`, `AlwaysDeny`, `RBAC`).
     pub authorization_mode: Vec<String>,
     /// `--insecure-port` (kubelab keeps kube-apiserver's removed flag, for teaching): plain HTTP,
@@ -69,6 +89,14 @@ impl Default for Options {
             tls_private_key_file: None,
             client_ca_file: None,
             anonymous_auth: true,
+            token_auth_file: None,
+            audit_policy_file: None,
+            audit_log_path: None,
+            service_account_issuer: Vec::new(),
+            service_account_signing_key_file: None,
+            service_account_key_file: Vec::new(),
+            api_audiences: Vec::new(),
+            service_account_max_token_expiration: Duration::ZERO,
             authorization_mode: vec!["AlwaysAllow".into()],
             insecure_port: 0,
             insecure_bind_address: "127.0.0.1".into(),

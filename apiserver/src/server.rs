@@ -14,7 +14,13 @@ pub mod secure_serving;
 use secure_serving::{Conn, Tls};
 
 use crate::admission::chain::Chain;
+use crate::audit::Auditor;
+use crate::audit::log::Backend;
+use crate::audit::policy::Policy;
+use crate::authentication::Authenticator;
 use crate::authentication::request::x509::Verifier;
+use crate::authentication::token::tokenfile::TokenFile;
+use crate::authentication::token::{TokenAuthenticator, Union as TokenUnion};
 use crate::authorization::config::new_authorizer;
 use crate::authorization::rbac::listers::WatchCacheListers;
 use crate::authorization::rbac::rule::DefaultRuleResolver;
@@ -60,6 +66,11 @@ use crate::registry::rbac::clusterrolebinding::strategy::{CLUSTERROLEBINDINGS, C
 use crate::registry::rbac::reconciliation;
 use crate::registry::rbac::role::strategy::{ROLES, RoleStrategy};
 use crate::registry::rbac::rolebinding::strategy::{ROLEBINDINGS, RoleBindingStrategy};
+use crate::registry::core::pod::strategy::PODS;
+use crate::registry::core::secret::strategy::SECRETS;
+use crate::registry::core::serviceaccount::strategy::SERVICEACCOUNTS;
+use crate::serviceaccount::jwt::{JwtTokenAuthenticator, PublicKey, TokenGenerator, TokenIssuer};
+use crate::registry::core::serviceaccount::tokengetter::WatchCacheGetter;
 use crate::storage::store::Storage;
 use crate::storage::watch_cache::WatchCache;
 use crate::storage::compact;
@@ -96,7 +107,7 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
         Resource::new(EventStrategy { ttl_seconds: opts.event_ttl.as_secs() as i64 }),
         Resource::new(ConfigMapStrategy),
         Resource::new(SecretStrategy),
-        Resource::new(ServiceAccountStrategy),
+        Resource::new(ServiceAccountStrategy).with_subresources(crate::registry::core::serviceaccount::token::SUBRESOURCES),
         Resource::new(ServiceStrategy { alloc: alloc.clone() }).with_subresources(SERVICE_SUBRESOURCES),
         Resource::new(EndpointsStrategy),
         Resource::new(LeaseStrategy),
@@ -118,11 +129,12 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
 
 /// Every resource without a store that only takes creates: the reviews, in discovery's order.
 fn create_only_resources() -> Vec<CreateOnly> {
-    use crate::registry::authentication::selfsubjectreview;
+    use crate::registry::authentication::{selfsubjectreview, tokenreview};
     use crate::registry::authorization::{localsubjectaccessreview, selfsubjectaccessreview, selfsubjectrulesreview, subjectaccessreview};
     vec![
         CreateOnly { info: &selfsubjectreview::SELFSUBJECTREVIEWS, create: selfsubjectreview::create },
         CreateOnly { info: &selfsubjectreview::SELFSUBJECTREVIEWS_V1BETA1, create: selfsubjectreview::create },
+        CreateOnly { info: &tokenreview::TOKENREVIEWS, create: tokenreview::create },
         CreateOnly { info: &localsubjectaccessreview::LOCALSUBJECTACCESSREVIEWS, create: localsubjectaccessreview::create },
         CreateOnly { info: &selfsubjectaccessreview::SELFSUBJECTACCESSREVIEWS, create: selfsubjectaccessreview::create },
         CreateOnly { info: &selfsubjectrulesreview::SELFSUBJECTRULESREVIEWS, create: selfsubjectrulesreview::create },
@@ -210,6 +222,9 @@ async fn livez() -> HttpResponse {
 
 async fn readyz(api: web::Data<Api>) -> HttpResponse {
     let caches_ready = api.registries.iter().all(|r| r.cache.is_ready());
+    if !api.rbac_bootstrapped.load(std::sync::atomic::Ordering::Acquire) {
+        return HttpResponse::InternalServerError().content_type("text/plain").body("[-]poststarthook/rbac/bootstrap-roles failed: not finished\nreadyz check failed");
+    }
     match api.storage.current_revision().await {
         Ok(_) if caches_ready => HttpResponse::Ok().content_type("text/plain").body("ok"),
         Ok(_) => HttpResponse::InternalServerError().content_type("text/plain").body("[-]watch caches not ready\nreadyz check failed"),
@@ -245,6 +260,46 @@ fn rbac_listers(registries: &Registries) -> WatchCacheListers {
     }
 }
 
+/// The issuer of service account tokens, from `--service-account-signing-key-file` and the
+/// first `--service-account-issuer`.
+fn token_issuer(opts: &Options) -> std::result::Result<Option<TokenIssuer>, String> {
+    let Some(key) = &opts.service_account_signing_key_file else { return Ok(None) };
+    let issuer = opts.service_account_issuer.first().ok_or("--service-account-signing-key-file needs --service-account-issuer")?;
+    let generator = TokenGenerator::from_file(key, issuer)?;
+    let audiences = if opts.api_audiences.is_empty() { opts.service_account_issuer.clone() } else { opts.api_audiences.clone() };
+    Ok(Some(TokenIssuer { generator, audiences, max_expiration_seconds: opts.service_account_max_token_expiration.as_secs() as i64 }))
+}
+
+/// What authenticates requests beyond their connection: `--token-auth-file`, service account
+/// tokens of `--service-account-issuer` (verified with `--service-account-key-file`, else the
+/// signing key), and anonymous requests.
+fn authenticator(opts: &Options, registries: &Registries, issuer: Option<&TokenIssuer>) -> std::result::Result<Authenticator, String> {
+    let mut tokens: Vec<Box<dyn TokenAuthenticator>> = Vec::new();
+    if let Some(file) = &opts.token_auth_file {
+        tokens.push(Box::new(TokenFile::from_file(file)?));
+    }
+    if !opts.service_account_issuer.is_empty() {
+        let mut keys = Vec::new();
+        for file in &opts.service_account_key_file {
+            keys.extend(PublicKey::from_file(file)?);
+        }
+        if keys.is_empty() {
+            keys.push(issuer.ok_or("--service-account-issuer needs --service-account-key-file or --service-account-signing-key-file")?.generator.public_key());
+        }
+        let getter = WatchCacheGetter { service_accounts: registries.of(&SERVICEACCOUNTS), pods: registries.of(&PODS), secrets: registries.of(&SECRETS) };
+        tokens.push(Box::new(JwtTokenAuthenticator { issuers: opts.service_account_issuer.clone(), keys, getter: Box::new(getter) }));
+    }
+    let audiences = if opts.api_audiences.is_empty() { opts.service_account_issuer.clone() } else { opts.api_audiences.clone() };
+    Ok(Authenticator { tokens: TokenUnion(tokens), audiences, anonymous: opts.anonymous_auth })
+}
+
+/// The audit policy and log, from `--audit-policy-file` and `--audit-log-path` (a policy
+/// without a log path writes nowhere, as kube-apiserver's does).
+fn auditor(opts: &Options) -> std::result::Result<Option<Auditor>, String> {
+    let (Some(policy), Some(path)) = (&opts.audit_policy_file, &opts.audit_log_path) else { return Ok(None) };
+    Ok(Some(Auditor { policy: Policy::from_file(policy)?, backend: Backend::open(path)? }))
+}
+
 /// The secure port's TLS, from the flags.
 fn tls(opts: &Options) -> Result<Tls> {
     let (Some(cert), Some(key)) = (&opts.tls_cert_file, &opts.tls_private_key_file) else {
@@ -270,7 +325,10 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let admission = admission(registries.of(&NAMESPACES), &opts);
     let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries))).map_err(Error::Internal)?;
     let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
-    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer, rule_resolver });
+    let token_issuer = token_issuer(&opts).map_err(Error::Internal)?;
+    let authenticator = authenticator(&opts, &registries, token_issuer.as_ref()).map_err(Error::Internal)?;
+    let auditor = auditor(&opts).map_err(Error::Internal)?;
+    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer, rule_resolver, authenticator, token_issuer, auditor, rbac_bootstrapped: Default::default() });
     let metrics = web::Data::new(Metrics::new());
     // The store may come up after us: keep trying to create the system namespaces; then keep the
     // default/kubernetes Service and the pools of Service allocations right.
@@ -289,7 +347,19 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
         }
         // The default RBAC policy (the rbac/bootstrap-roles hook), into the system namespaces.
         let rbac = boot.clone();
-        actix_web::rt::spawn(async move { reconciliation::run(&rbac.registries).await });
+        actix_web::rt::spawn(async move {
+            reconciliation::run(&rbac.registries).await;
+            // Ready once the authorizer's watch caches hold what was written (readyz's
+            // poststarthook/rbac/bootstrap-roles), so that no request right after start is
+            // refused for want of the default policy.
+            if let Ok(written) = rbac.storage.current_revision().await {
+                for info in [&ROLES, &ROLEBINDINGS, &CLUSTERROLES, &CLUSTERROLEBINDINGS] {
+                    // Bounded waits that ask the store for progress; again until caught up.
+                    while rbac.registries.of(info).cache.wait_until(written).await.is_err() {}
+                }
+            }
+            rbac.rbac_bootstrapped.store(true, std::sync::atomic::Ordering::Release);
+        });
         let services_prefix = boot.registries.of(&SERVICES).prefix(None);
         actix_web::rt::spawn(repair::run(boot.storage.clone(), alloc, services_prefix));
         kubernetesservice::run(boot).await;

@@ -55,6 +55,9 @@ pub fn kubectl_for(minor: u32) -> anyhow::Result<PathBuf> {
         .ok_or_else(|| anyhow::anyhow!("kubectl 1.{minor} is in neither {} nor {SDK_KUBECTL_DIR}: run scripts/fetch-kubectl.sh (make deps does)", dir.display()))
 }
 
+/// The issuer of a secure cluster's service account tokens (kubeadm's).
+pub const SERVICE_ACCOUNT_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
 /// `kubelab certs <args>`, which must succeed; its stdout.
 pub fn kubelab_certs(args: &[&str]) -> String {
     let bin = crate::kubelab_bin().expect("the kubelab binary");
@@ -83,7 +86,8 @@ pub struct ApiOptions {
     /// The kubectl minor version [`ApiCluster::kubectl`] runs; None: [`kubectl_bin`].
     pub kubectl_minor: Option<u32>,
     /// Also serve HTTPS ([`ApiCluster::secure_url`]) with the PKI `kubelab certs generate`
-    /// makes in `<tmp>/pki`: client certificates authenticate, RBAC authorizes. The insecure
+    /// makes in `<tmp>/pki`: client certificates and service account tokens (of
+    /// [`SERVICE_ACCOUNT_ISSUER`], signed with `sa.key`) authenticate, RBAC authorizes. The insecure
     /// port ([`ApiCluster::url`]) stays, for the harness and the tests' superuser.
     pub secure: bool,
 }
@@ -190,6 +194,12 @@ impl ApiCluster {
                     file("apiserver.key"),
                     "--client-ca-file".into(),
                     file("ca.crt"),
+                    "--service-account-issuer".into(),
+                    SERVICE_ACCOUNT_ISSUER.into(),
+                    "--service-account-signing-key-file".into(),
+                    file("sa.key"),
+                    "--service-account-key-file".into(),
+                    file("sa.pub"),
                     "--authorization-mode".into(),
                     "RBAC".into(),
                 ]);
@@ -289,6 +299,18 @@ impl ApiCluster {
         let secure = self.secure_url();
         args.extend(["--server", &secure]);
         let text = kubelab_certs(&args);
+        self.write_file(&format!("{name}.conf"), &text)
+    }
+
+    /// A kubeconfig for the secure port with a bearer token (a service account's, or one of
+    /// `--token-auth-file`), written to the work directory as `<name>.conf`.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> PathBuf {
+        let ca = self.pki_dir().join("ca.crt");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubelab\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context:\n    cluster: kubelab\n    user: {name}\ncurrent-context: {name}\n",
+            self.secure_url(),
+            ca.display()
+        );
         self.write_file(&format!("{name}.conf"), &text)
     }
 

@@ -142,3 +142,46 @@ async fn roles_and_bindings_grant_only_what_their_writer_holds() {
     let o = api.kubectl_kubeconfig(33, &jane, &["create", "clusterrolebinding", "root", "--clusterrole=cluster-admin", "--user=bob"]);
     assert!(!o.success, "no cluster-wide grant: {}", o.describe());
 }
+
+/// The audit log (`--audit-policy-file`, `--audit-log-path`): who did what and what came of it,
+/// as audit.k8s.io/v1 Events, at the level the first matching rule gives.
+#[tokio::test]
+async fn an_audit_log_records_who_did_what() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let (policy, log) = (dir.path().join("audit-policy.yaml"), dir.path().join("audit.log"));
+    let rules = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: None\n  nonResourceURLs: [\"/healthz*\", \"/readyz*\", \"/livez*\"]\n- level: None\n  users: [\"system:unsecured\"]\n- level: Request\n  resources:\n  - group: \"\"\n    resources: [\"configmaps\"]\n- level: Metadata\n";
+    std::fs::write(&policy, rules).expect("the policy");
+    let args = vec!["--audit-policy-file".into(), policy.display().to_string(), "--audit-log-path".into(), log.display().to_string()];
+    let api = ApiCluster::start(ApiOptions { secure: true, extra_args: args, ..ApiOptions::default() }).await.expect("a secure API server");
+    let admin = api.pki_dir().join("admin.conf");
+    let jane = api.user_kubeconfig("jane", &[]);
+    let o = api.kubectl_kubeconfig(33, &admin, &["create", "configmap", "settings", "--from-literal=a=b"]);
+    assert!(o.success, "{}", o.describe());
+    let o = api.kubectl_kubeconfig(27, &jane, &["delete", "configmap", "settings"]);
+    assert!(!o.success, "{}", o.describe());
+    let anonymous = api.https_client(None);
+    assert_eq!(get(&anonymous, &format!("{}/healthz", api.secure_url())).await.0, 200);
+
+    let events: Vec<Value> = std::fs::read_to_string(&log).expect("the audit log").lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert!(events.iter().all(|e| e["kind"] == "Event" && e["apiVersion"] == "audit.k8s.io/v1" && e["stage"] == "ResponseComplete"), "RequestReceived is omitted");
+    assert!(!events.iter().any(|e| e["requestURI"].as_str().is_some_and(|u| u.starts_with("/healthz"))), "level None");
+    assert!(!events.iter().any(|e| e["user"]["username"] == "system:unsecured"), "the harness's own requests are not audited");
+    let find = |verb: &str, user: &str| {
+        events
+            .iter()
+            .find(|e| e["verb"] == verb && e["objectRef"]["resource"] == "configmaps" && e["user"]["username"] == user)
+            .unwrap_or_else(|| panic!("no {verb} of configmaps by {user} in {events:#?}"))
+    };
+    let created = find("create", "kubernetes-admin");
+    assert_eq!(created["level"], "Request");
+    assert_eq!((created["objectRef"]["namespace"].as_str(), created["responseStatus"]["code"].as_i64()), (Some("default"), Some(201)));
+    assert_eq!(created["requestObject"]["data"], serde_json::json!({"a": "b"}), "the body, at level Request");
+    assert_eq!(created["annotations"]["authorization.k8s.io/decision"], "allow");
+    assert_eq!(created["annotations"]["authorization.k8s.io/reason"], "allowed as a member of system:masters");
+    let refused = find("delete", "jane");
+    assert_eq!((refused["objectRef"]["name"].as_str(), refused["responseStatus"]["code"].as_i64()), (Some("settings"), Some(403)));
+    assert_eq!(refused["responseStatus"]["reason"], "Forbidden");
+    assert_eq!(refused["annotations"]["authorization.k8s.io/decision"], "forbid");
+    assert!(refused["userAgent"].as_str().is_some_and(|a| a.starts_with("kubectl")), "{refused}");
+    assert_eq!(refused["sourceIPs"], serde_json::json!(["127.0.0.1"]));
+}

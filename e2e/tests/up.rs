@@ -198,6 +198,16 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     let (_, out, err) = up.kubectl(&["get", "pod", "hello"], None);
     assert!(err.contains("NotFound") || err.contains("not found"), "pod gone after delete: {out}{err}");
 
+    // The audit log has the user's create of the pod, with its body (up's policy: writes at
+    // Request), and nothing of the cluster's own components.
+    let audit = std::fs::read_to_string(up.dir.join("data/logs/audit.log")).expect("the audit log");
+    let events: Vec<serde_json::Value> = audit.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let created = events.iter().find(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "pods" && e["objectRef"]["name"] == "hello");
+    let created = created.unwrap_or_else(|| panic!("the pod's create in the audit log:\n{audit}"));
+    assert_eq!((created["user"]["username"].as_str(), created["level"].as_str(), created["responseStatus"]["code"].as_i64()), (Some("kubernetes-admin"), Some("Request"), Some(201)));
+    assert_eq!(created["requestObject"]["metadata"]["name"], "hello");
+    assert!(!events.iter().any(|e| e["user"]["username"] == "system:unsecured"), "no component's request is audited");
+
     // Objects to find again after a restart.
     up.kubectl_ok(&["create", "configmap", "keep", "--from-literal=k=v"]);
     up.kubectl_ok(&["run", "durable", "--image=docker.io/library/busybox:1.36", "--", "sh", "-c", "while true; do echo alive; sleep 1; done"]);

@@ -4,7 +4,10 @@
 //! credentials (Kubernetes' union authenticator), in this order:
 //! 1. [`request::x509`]: a client certificate signed by `--client-ca-file` (verified once per
 //!    connection, when it is made).
-//! 2. (ServiceAccount tokens, bootstrap tokens and a static token file: to come.)
+//! 2. [`token`]: a bearer token (`Authorization: Bearer …`): a static token of
+//!    `--token-auth-file`, or a service account token ([`crate::serviceaccount`]) for one of the
+//!    API's audiences (`--api-audiences`, by default the issuers). A bearer token that none of
+//!    them recognizes is a 401. (Bootstrap tokens: to come.)
 //! 3. Anonymous (`--anonymous-auth`, on by default): a request with no credentials is
 //!    `system:anonymous` in `system:unauthenticated`, which the default RBAC policy lets read
 //!    only `/healthz`, `/livez`, `/readyz` and `/version`. Credentials that are wrong are never
@@ -15,4 +18,17 @@
 //! removed. Every authenticated user gets the group `system:authenticated` ([`user`]).
 
 pub mod request;
+pub mod token;
 pub mod user;
+
+/// What authenticates a request that its connection does not (Kubernetes'
+/// `DelegatingAuthenticatorConfig` as kube-apiserver builds it): the bearer token authenticators,
+/// the audiences a token must be for, and whether a request without credentials is anonymous.
+#[derive(Default)]
+pub struct Authenticator {
+    pub tokens: token::Union,
+    /// `--api-audiences`.
+    pub audiences: Vec<String>,
+    /// `--anonymous-auth`.
+    pub anonymous: bool,
+}

@@ -35,6 +35,23 @@ impl UserInfo {
         UserInfo { name: INSECURE_SUPERUSER.into(), groups: vec![SYSTEM_PRIVILEGED_GROUP.into(), ALL_AUTHENTICATED.into()], ..Default::default() }
     }
 
+    /// The user as `authentication.k8s.io/v1` UserInfo writes it (SelfSubjectReview,
+    /// TokenReview, an audit Event): every field but the name left out when empty.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut u = serde_json::Map::new();
+        u.insert("username".into(), self.name.clone().into());
+        if !self.uid.is_empty() {
+            u.insert("uid".into(), self.uid.clone().into());
+        }
+        if !self.groups.is_empty() {
+            u.insert("groups".into(), self.groups.clone().into());
+        }
+        if !self.extra.is_empty() {
+            u.insert("extra".into(), serde_json::json!(self.extra));
+        }
+        serde_json::Value::Object(u)
+    }
+
     /// Adds `system:authenticated` unless the user is anonymous or has it (Kubernetes'
     /// `AuthenticatedGroupAdder`, which wraps every authenticator but the anonymous one).
     pub fn with_authenticated_group(mut self) -> Self {

@@ -77,11 +77,3 @@ impl Rules {
         }
     }
 }
-
-/// Several errors as Go's `utilerrors.NewAggregate` prints them: one alone, else `[a, b]`.
-pub fn aggregate(errors: &[String]) -> String {
-    match errors {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    }
-}

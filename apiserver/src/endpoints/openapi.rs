@@ -146,7 +146,12 @@ fn capitalize(s: &str) -> String {
 /// definition too. (PodExecOptions and PodAttachOptions are query parameters, and have none, as
 /// in Kubernetes.)
 const SUBRESOURCE_KINDS: &[(&str, &str, &dyn Codec)] =
-    &[("", "Binding", &Typed::<Binding>::NEW), ("policy", "Eviction", &Typed::<Eviction>::NEW), ("autoscaling", "Scale", &Typed::<Scale>::NEW)];
+    &[
+        ("", "Binding", &Typed::<Binding>::NEW),
+        ("policy", "Eviction", &Typed::<Eviction>::NEW),
+        ("autoscaling", "Scale", &Typed::<Scale>::NEW),
+        ("authentication.k8s.io", "TokenRequest", &Typed::<k8s_openapi::api::authentication::v1::TokenRequest>::NEW),
+    ];
 
 /// Builds the [`Spec`] of the resources `served` whose group-version `wanted` accepts.
 pub fn spec(served: &[Served<'_>], wanted: impl Fn(&str, &str) -> bool) -> Spec {

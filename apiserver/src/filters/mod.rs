@@ -7,8 +7,8 @@
 //!    subresource; long-running or not). A GET of a discovery document is not a resource request
 //!    and goes straight to authentication and authorization (steps 3 and 4) and discovery.
 //! 2. [`panic_recovery`]: a handler that panics is answered 500 with a Status.
-//! 3. [`authentication`]: who sent the request (its connection's client certificate, or
-//!    anonymous; on the insecure port, a superuser) — or 401.
+//! 3. [`authentication`]: who sent the request (its connection's client certificate, its bearer
+//!    token, or anonymous; on the insecure port, a superuser) — or 401.
 //!    Then [`impersonation`]: a request asking to act as another user (`kubectl --as`) does,
 //!    if that user may impersonate it — or 403.
 //! 4. [`authorization`]: whether that user may do what the request asks (`--authorization-mode`)
@@ -21,12 +21,16 @@
 //! 7. The handler ([`crate::endpoints`]), inside the request's `request` span (verb, resource,
 //!    and the pod it writes: `kubelab trace`), which also holds steps 3 and 4 as spans of their
 //!    own (the user; the rule that allowed it).
-//! 8. Last, the metrics: `apiserver_request_total` and `apiserver_request_duration_seconds` by the
-//!    request info's verb and resource, with the answer's code.
+//! 8. Last, the audit Event's last stage, with the answer ([`audit`], with `--audit-policy-file`;
+//!    its `RequestReceived` stage is written once step 3 knows the user, and it keeps step 4's
+//!    decision and step 6's body), and the metrics: `apiserver_request_total` and
+//!    `apiserver_request_duration_seconds` by the request info's verb and resource, with the
+//!    answer's code.
 //!
 //! Every other path (`/version`, `/healthz`, `/openapi/v2`, `/metrics`, …) passes steps 3 and 4
 //! as a non-resource request ([`non_resource`]).
 
+pub mod audit;
 pub mod authentication;
 pub mod authorization;
 pub mod impersonation;
@@ -58,18 +62,27 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, api: web::Data<Api>
     // Step 1: a discovery document, or a resource request and its info.
     if let Some(path) = discovery_path(&req) {
         let info = PathInfo::parse(req.method().as_str(), req.path(), req.query_string());
-        return with_panic_recovery(&req, async {
+        let resp = with_panic_recovery(&req, async {
             match authenticate_and_authorize(&req, &api, &info) {
                 Ok(_) => serve_discovery(&req, &api, path),
                 Err(e) => error_response(&e),
             }
         })
         .await;
+        return match &api.auditor {
+            Some(a) => audit::finish(a, &req, resp, false).await,
+            None => resp,
+        };
     }
     let started = Instant::now();
     let (info, target) = request_info::resolve(&req, &api);
     // Steps 2 to 7.
     let resp = with_panic_recovery(&req, chain(req.clone(), payload, api.clone(), &info, target)).await;
+    // The audit Event's last stage.
+    let resp = match &api.auditor {
+        Some(a) => audit::finish(a, &req, resp, info.long_running).await,
+        None => resp,
+    };
     // Step 8.
     metrics.observe(&info.verb, &info.resource, resp.status().as_u16(), started.elapsed());
     resp
@@ -80,16 +93,34 @@ pub async fn handle(req: HttpRequest, payload: web::Payload, api: web::Data<Api>
 /// the request (its extensions, Kubernetes' `request.WithUser`) for the handlers that answer
 /// about it: the reviews.
 fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> Result<()> {
+    let auditor = api.auditor.as_ref();
     let user = tracing::debug_span!(target: "apiserver", "authentication", user = tracing::field::Empty, groups = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
-        let user = authentication::authenticate(req, api.options.anonymous_auth)?;
-        let user = impersonation::impersonate(req, api.authorizer.as_ref(), user)?;
+        let requestor = authentication::authenticate(req, &api.authenticator).inspect_err(|_| {
+            if let Some(a) = auditor {
+                audit::failed_authentication(a, req, info);
+            }
+        })?;
+        if let Some(a) = auditor {
+            audit::begin(a, req, info, &requestor);
+        }
+        let user = impersonation::impersonate(req, api.authorizer.as_ref(), requestor)?;
+        if auditor.is_some() && req.headers().contains_key("impersonate-user") {
+            audit::impersonated(req, &user);
+        }
         let span = tracing::Span::current();
         span.record("user", user.name.as_str());
         span.record("groups", user.groups.join(",").as_str());
         Ok::<_, crate::error::Error>(user)
     })?;
     tracing::debug_span!(target: "apiserver", "authorization", allowed_by = tracing::field::Empty, pod_uid = tracing::field::Empty).in_scope(|| {
-        let reason = authorization::authorize(api.authorizer.as_ref(), &user, info)?;
+        let decided = authorization::authorize(api.authorizer.as_ref(), &user, info);
+        if auditor.is_some() {
+            match &decided {
+                Ok(reason) => audit::annotate_authorization(req, true, reason),
+                Err(e) => audit::annotate_authorization(req, false, &e.to_string()),
+            }
+        }
+        let reason = decided?;
         tracing::Span::current().record("allowed_by", reason.as_str());
         Ok::<_, crate::error::Error>(())
     })?;
@@ -104,7 +135,17 @@ pub async fn non_resource(req: ServiceRequest, next: Next<impl MessageBody + 'st
     if !handled_by_chain && let Some(api) = req.app_data::<web::Data<Api>>().cloned() {
         let info = PathInfo::parse(req.method().as_str(), path, req.query_string());
         if let Err(e) = authenticate_and_authorize(req.request(), &api, &info) {
-            return Ok(req.into_response(error_response(&e)));
+            let resp = error_response(&e);
+            let resp = match &api.auditor {
+                Some(a) => audit::finish(a, req.request(), resp, false).await,
+                None => resp,
+            };
+            return Ok(req.into_response(resp));
+        }
+        if let Some(a) = api.auditor.as_ref() {
+            let (http, resp) = next.call(req).await?.map_into_boxed_body().into_parts();
+            let resp = audit::finish(a, &http, resp, false).await;
+            return Ok(ServiceResponse::new(http, resp));
         }
     }
     next.call(req).await.map(ServiceResponse::map_into_boxed_body)
@@ -136,6 +177,9 @@ async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, inf
             Ok(b) => b,
             Err(e) => return error_response(&e),
         };
+        if api.auditor.is_some() {
+            audit::request_body(&handler_req, &body);
+        }
         // Step 7.
         let served = match target {
             Ok(Route::Stored(t)) => endpoints::serve(&handler_req, body, &api, t).instrument(span).await,

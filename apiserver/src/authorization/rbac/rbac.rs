@@ -5,11 +5,12 @@
 //! binding whose role is missing), and the union of authorizers ends in a 403. The rules a user
 //! holds are listed for SelfSubjectRulesReview as they are written in the roles.
 
+use apimachinery::error::aggregate;
 use serde_json::Value;
 
 use super::rule::{DefaultRuleResolver, PolicySource};
 use crate::authentication::user::UserInfo;
-use crate::authorization::authorizer::{Attributes, Authorizer, Decision, Rules, aggregate};
+use crate::authorization::authorizer::{Attributes, Authorizer, Decision, Rules};
 
 pub struct RbacAuthorizer {
     pub resolver: DefaultRuleResolver,

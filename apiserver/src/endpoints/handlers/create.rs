@@ -88,13 +88,15 @@ pub async fn create_object(api: &Api, user: &UserInfo, reg: &Registry, namespace
 }
 
 /// `POST .../<resource>/<name>/<subresource>` of a subresource its resource's code serves
-/// (rest.Creater): answered 201 with a Success Status. The query's CreateOptions (`dryRun`) are
+/// (rest.Creater): answered 201 with the object it made, or a Success Status. The query's CreateOptions (`dryRun`) are
 /// validated here and handed to the subresource's code, which honours them.
 pub async fn create_subresource(req: &HttpRequest, body: &[u8], r: RestRequest<'_>, serve: CreateFunc) -> Result<HttpResponse> {
     let opts = WriteOptions::from_query("CreateOptions", &query(req))?;
     let obj = parse_body(req, body)?;
-    serve(r, obj, opts).await?;
-    Ok(respond(201, &created_status(), &[]))
+    match serve(r, obj, opts).await? {
+        Some(made) => Ok(respond(201, &made, &[])),
+        None => Ok(respond(201, &created_status(), &[])),
+    }
 }
 
 /// `POST` of a create-only resource (rest.Creater alone: the reviews): steps 0 and 1, the path's
@@ -116,7 +118,7 @@ pub fn create_only(req: &HttpRequest, body: &[u8], api: &Api, resource: CreateOn
         }
     }
     let user = request_user(req)?;
-    let review = ReviewRequest { user: &user, namespace, authorizer: api.authorizer.as_ref() };
+    let review = ReviewRequest { user: &user, namespace, authorizer: api.authorizer.as_ref(), authenticator: &api.authenticator };
     let mut answer = (resource.create)(&review, obj)?;
     // The answer is of the version asked (a review served under two versions is one code).
     answer["apiVersion"] = Value::from(resource.info.api_version());

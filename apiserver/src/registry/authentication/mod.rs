@@ -3,7 +3,7 @@
 //!
 //! - [`selfsubjectreview`]: who am I? (`kubectl auth whoami`) — the request's user as the
 //!   authenticators found it.
-//!
-//! (TokenReview, "whose token is this?", comes with the token authenticators.)
+//! - [`tokenreview`]: whose token is this? — the bearer token authenticators asked about a token.
 
 pub mod selfsubjectreview;
+pub mod tokenreview;

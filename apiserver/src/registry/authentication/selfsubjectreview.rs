@@ -4,7 +4,7 @@
 //! as `v1beta1` (kube-apiserver 1.32 serves both; kubectl 1.27 knows only `v1beta1`).
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::printers::tablegenerator::DefaultTableConvertor;
@@ -36,21 +36,9 @@ pub static SELFSUBJECTREVIEWS_V1BETA1: ResourceInfo = ResourceInfo {
 
 /// A new review holding the user: fields Go leaves out when empty are left out.
 pub fn create(r: &ReviewRequest<'_>, _obj: Value) -> Result<Value> {
-    let user = r.user;
-    let mut info = Map::new();
-    info.insert("username".into(), json!(user.name));
-    if !user.uid.is_empty() {
-        info.insert("uid".into(), json!(user.uid));
-    }
-    if !user.groups.is_empty() {
-        info.insert("groups".into(), json!(user.groups));
-    }
-    if !user.extra.is_empty() {
-        info.insert("extra".into(), json!(user.extra));
-    }
     Ok(json!({
         "kind": "SelfSubjectReview",
         "metadata": {"creationTimestamp": now_rfc3339()},
-        "status": {"userInfo": info},
+        "status": {"userInfo": r.user.to_json()},
     }))
 }

@@ -5,10 +5,10 @@
 //! authorizer may allow more than it listed; `evaluationError` names what could not be read (a
 //! binding to a missing role).
 
+use apimachinery::error::aggregate;
 use k8s_openapi::api::authorization::v1::SelfSubjectRulesReview;
 use serde_json::{Value, json};
 
-use crate::authorization::authorizer::aggregate;
 use crate::error::{Error, Result};
 use crate::printers::tablegenerator::DefaultTableConvertor;
 use crate::registry::generic::rest::ReviewRequest;

@@ -13,13 +13,17 @@ use serde_json::Value;
 use super::options::WriteOptions;
 use super::store::Registry;
 use super::strategy::ResourceInfo;
+use crate::authentication::Authenticator;
 use crate::authentication::user::UserInfo;
 use crate::authorization::authorizer::Authorizer;
+use crate::serviceaccount::jwt::TokenIssuer;
 use crate::error::Result;
 
-/// A subresource's create: `POST` with a body (pods/binding, pods/eviction), and the query's
-/// CreateOptions (validated: a dry run must write nothing).
-pub type CreateFunc = for<'a> fn(RestRequest<'a>, Value, WriteOptions) -> LocalBoxFuture<'a, Result<()>>;
+/// A subresource's create: `POST` with a body (pods/binding, pods/eviction,
+/// serviceaccounts/token), and the query's CreateOptions (validated: a dry run must write
+/// nothing). Its answer: the object it made (a TokenRequest with its token), or None for a
+/// Success Status (a binding, an eviction).
+pub type CreateFunc = for<'a> fn(RestRequest<'a>, Value, WriteOptions) -> LocalBoxFuture<'a, Result<Option<Value>>>;
 /// A subresource's get: `GET`, its answer streamed (pods/log).
 pub type GetFunc = for<'a> fn(RestRequest<'a>) -> LocalBoxFuture<'a, Result<HttpResponse>>;
 /// A subresource's connect: the connection is handed over (pods/exec, pods/attach, pods/portforward).
@@ -43,7 +47,7 @@ pub struct View {
 /// variant does.
 #[derive(Clone, Copy)]
 pub enum SubresourceRest {
-    /// rest.Creater: `POST`, answered 201 with a Success Status.
+    /// rest.Creater: `POST`, answered 201 with what it made, or a Success Status.
     Create(CreateFunc),
     /// rest.GetterWithOptions: `GET`.
     Get(GetFunc),
@@ -61,6 +65,8 @@ pub struct RestRequest<'a> {
     pub req: &'a HttpRequest,
     pub registries: &'a Registries,
     pub http: &'a reqwest::Client,
+    /// What signs service account tokens (`--service-account-signing-key-file`), if anything.
+    pub token_issuer: Option<&'a TokenIssuer>,
     pub registry: &'a Registry,
     pub namespace: &'a str,
     pub name: &'a str,
@@ -87,11 +93,12 @@ pub struct CreateOnly {
 pub type ReviewFunc = fn(&ReviewRequest<'_>, Value) -> Result<Value>;
 
 /// What a review's code is called with: who asks, in which namespace (the path's), and what
-/// answers the question.
+/// answers the question (the authorizers; the token authenticators).
 pub struct ReviewRequest<'a> {
     pub user: &'a UserInfo,
     pub namespace: Option<&'a str>,
     pub authorizer: &'a dyn Authorizer,
+    pub authenticator: &'a Authenticator,
 }
 
 /// Every resource the server serves: those with a store, and the create-only ones.

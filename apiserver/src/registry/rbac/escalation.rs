@@ -13,9 +13,10 @@
 //!
 //! A refusal is Kubernetes' 403, naming the rules the writer lacks.
 
+use apimachinery::error::aggregate;
 use serde_json::Value;
 
-use crate::authorization::authorizer::{Attributes, Decision, Rules, aggregate};
+use crate::authorization::authorizer::{Attributes, Decision, Rules};
 use crate::authorization::rbac::policy_comparator::{Atom, covers};
 use crate::authentication::user::SYSTEM_PRIVILEGED_GROUP;
 use crate::error::{Error, Result};

@@ -72,7 +72,7 @@ use prost::Message;
 use serde_json::Value;
 
 use apps_v1::Deployment;
-use authentication_v1::SelfSubjectReview;
+use authentication_v1::{SelfSubjectReview, TokenRequest, TokenReview};
 use authorization_v1::{SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview};
 use batch_v1::{CronJob, Job};
 use core_v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
@@ -208,6 +208,8 @@ pub fn decode(body: &[u8]) -> Result<Value> {
         ("authentication.k8s.io/v1" | "authentication.k8s.io/v1beta1", "SelfSubjectReview") => {
             decode_raw::<SelfSubjectReview>(&raw, "authentication/v1.SelfSubjectReview")?.to_json()
         }
+        ("authentication.k8s.io/v1", "TokenRequest") => decode_raw::<TokenRequest>(&raw, "authentication/v1.TokenRequest")?.to_json(),
+        ("authentication.k8s.io/v1", "TokenReview") => decode_raw::<TokenReview>(&raw, "authentication/v1.TokenReview")?.to_json(),
         // DeleteOptions is registered in every group version (and in meta.k8s.io/v1), so a
         // typed delete of any resource may carry it under its own group's apiVersion.
         (_, "DeleteOptions") => decode_raw::<DeleteOptions>(&raw, "DeleteOptions")?.to_json(),

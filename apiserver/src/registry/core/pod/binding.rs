@@ -11,8 +11,8 @@ use crate::registry::generic::store::{Registry, now_rfc3339};
 
 /// `POST pods/<name>/binding` (rest.Creater). A dry run (`?dryRun=All`) checks the binding
 /// against the pod as a real one does, and writes nothing.
-pub fn create(r: RestRequest<'_>, binding: Value, opts: WriteOptions) -> LocalBoxFuture<'_, Result<()>> {
-    Box::pin(async move { bind(r.registry, r.namespace, r.name, &binding, opts.is_dry_run()).await })
+pub fn create(r: RestRequest<'_>, binding: Value, opts: WriteOptions) -> LocalBoxFuture<'_, Result<Option<Value>>> {
+    Box::pin(async move { bind(r.registry, r.namespace, r.name, &binding, opts.is_dry_run()).await.map(|()| None) })
 }
 
 pub async fn bind(pods: &Registry, namespace: &str, name: &str, binding: &Value, dry_run: bool) -> Result<()> {

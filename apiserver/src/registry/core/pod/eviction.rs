@@ -37,7 +37,7 @@ pub const DISRUPTION_BUDGET_CAUSE: &str = "DisruptionBudget";
 const REFUSED: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
 /// `POST pods/<name>/eviction` (rest.Creater).
-pub fn create(r: RestRequest<'_>, eviction: Value, opts: WriteOptions) -> LocalBoxFuture<'_, Result<()>> {
+pub fn create(r: RestRequest<'_>, eviction: Value, opts: WriteOptions) -> LocalBoxFuture<'_, Result<Option<Value>>> {
     Box::pin(async move {
         if let Some(named) = eviction.pointer("/metadata/name").and_then(Value::as_str)
             && named != r.name
@@ -48,7 +48,7 @@ pub fn create(r: RestRequest<'_>, eviction: Value, opts: WriteOptions) -> LocalB
         delete.dry_run.validate("DeleteOptions")?;
         delete.dry_run = propagate_dry_run(&delete.dry_run, &opts.dry_run)?;
         let budgets = r.registries.get("policy", "v1", "poddisruptionbudgets");
-        evict(r.registry, budgets.as_deref(), r.namespace, r.name, &delete).await
+        evict(r.registry, budgets.as_deref(), r.namespace, r.name, &delete).await.map(|()| None)
     })
 }
 

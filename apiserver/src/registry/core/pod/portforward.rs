@@ -39,7 +39,7 @@ use super::strategy::PODS;
 use crate::authentication::request::Connection;
 use crate::config::Api;
 use crate::endpoints::requestinfo::PathInfo;
-use crate::filters::authentication::authenticate_connection;
+use crate::filters::authentication::{authenticate_connection, bearer_token};
 use crate::filters::authorization::authorize;
 use crate::error::{Error, Result};
 use crate::proxy::{streamtunnel, upgradeaware};
@@ -111,9 +111,9 @@ pub fn spdy_target(head: &[u8]) -> Option<(String, String)> {
 /// websocket tunnel to the agent, our 101, then the relay.
 pub async fn serve_spdy(mut io: impl AsyncRead + AsyncWrite + Unpin, connection: &Connection, api: web::Data<Api>, namespace: String, name: String) {
     let result = async {
-        let (query, early) = read_spdy_request(&mut io).await?;
+        let (query, token, early) = read_spdy_request(&mut io).await?;
         let path = format!("/api/v1/namespaces/{namespace}/pods/{name}/portforward");
-        let user = authenticate_connection(Some(connection), api.options.anonymous_auth, &path)?;
+        let user = authenticate_connection(Some(connection), token.as_deref(), &api.authenticator, &path)?;
         authorize(api.authorizer.as_ref(), &user, &PathInfo::parse("POST", &path, ""))?;
         let pod = api.registries.of(&PODS).get(Some(&namespace), &name).await?;
         let node = check(&pod, &name, &query)?;
@@ -153,7 +153,7 @@ pub async fn serve_spdy(mut io: impl AsyncRead + AsyncWrite + Unpin, connection:
 
 /// The request head: its query, after checking it asks for SPDY and `portforward.k8s.io`; and
 /// the bytes after it.
-async fn read_spdy_request(io: &mut (impl AsyncRead + Unpin)) -> Result<(Vec<(String, String)>, BytesMut)> {
+async fn read_spdy_request(io: &mut (impl AsyncRead + Unpin)) -> Result<(Vec<(String, String)>, Option<String>, BytesMut)> {
     let mut buf = BytesMut::with_capacity(2048);
     loop {
         let n = io.read_buf(&mut buf).await.map_err(|e| Error::BadRequest(format!("reading the request: {e}")))?;
@@ -179,8 +179,10 @@ async fn read_spdy_request(io: &mut (impl AsyncRead + Unpin)) -> Result<(Vec<(St
                 }
                 let query = req.path.and_then(|p| p.split_once('?')).map(|(_, q)| q).unwrap_or("");
                 let query = web::Query::<Vec<(String, String)>>::from_query(query).map(|q| q.into_inner()).unwrap_or_default();
+                let authorization = req.headers.iter().find(|h| h.name.eq_ignore_ascii_case("authorization"));
+                let token = authorization.and_then(|h| std::str::from_utf8(h.value).ok()).and_then(bearer_token).map(String::from);
                 let _ = buf.split_to(len);
-                return Ok((query, buf));
+                return Ok((query, token, buf));
             }
             Ok(httparse::Status::Partial) if buf.len() < MAX_REQUEST_HEAD => {}
             _ => return Err(Error::BadRequest("malformed request head".into())),

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::printer::SERVICEACCOUNT_PRINTER;
 use crate::error::Cause;
-use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes};
+use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes, Subresource};
 use crate::registry::generic::typed::Typed;
 
 pub static SERVICEACCOUNTS: ResourceInfo = ResourceInfo {
@@ -18,7 +18,7 @@ pub static SERVICEACCOUNTS: ResourceInfo = ResourceInfo {
     namespaced: true,
     short_names: &["sa"],
     storage_name: "serviceaccounts",
-    subresources: &[],
+    subresources: &[Subresource { name: "token", group: "authentication.k8s.io", version: "v1", kind: "TokenRequest", verbs: &["create"] }],
     categories: &[],
     codec: &Typed::<ServiceAccount>::NEW,
     printer: &SERVICEACCOUNT_PRINTER,

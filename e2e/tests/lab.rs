@@ -38,6 +38,14 @@ fn busybox_pod(name: &str, node: &str, script: &str) -> String {
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
             "terminationGracePeriodSeconds": 1,
+            // The lab's API servers give pods 30 s on a dead node (exercise 07 watches them
+            // replaced); these bare pods must outlive step 6's dead node, which stays NotReady
+            // longer than that while the Service heals and the node restarts. Kubernetes' own
+            // default (300 s), written out, keeps them there.
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ],
             "containers": [{
                 "name": "main", "image": "docker.io/library/busybox:1.36", "imagePullPolicy": "Never",
                 "command": ["sh", "-c", script]
@@ -394,8 +402,11 @@ async fn lab_end_to_end() {
         panic!("the dead node's pod still behind the Service: {e:#}");
     }
     let service_gap = killed.elapsed();
+    let restarted = Instant::now();
     lab.script_ok(&["start", &leader]).await.expect("lab start");
     wait_all_ready(&lab, survivor, READY_TIMEOUT).await.expect("all Ready after start");
+    let back_ready = restarted.elapsed();
+    eprintln!("[lab] timing: {leader} Ready {} after `lab start` ({} after it was killed)", secs(back_ready), secs(killed.elapsed()));
     store_healthy(&lab, survivor, Duration::from_secs(90)).await.expect("store after restart");
     // Through the restarted node's own API server: it serves what was written while it was down.
     let cms = poll_until("configmaps via the restarted node", Duration::from_secs(60), Duration::from_secs(1), || async {
@@ -456,6 +467,7 @@ async fn lab_end_to_end() {
     println!("  `lab kill` of the store leader's node ({leader}) → a write succeeds via {survivor}: {}", secs(write_gap));
     println!("  `lab partition {cut}` → a write succeeds via node1: {}", secs(partition_gap));
     println!("  `lab kill` of {leader} → twenty requests in a row to the Service miss its pod: {} (at most)", secs(service_gap));
+    println!("  `lab start` of the killed {leader} → all three nodes Ready: {}", secs(back_ready));
     println!("  whole lab down → up (volumes kept) → Ready: {}", secs(restart));
     println!("  lab up again → the three pods running new containers: {}", secs(rerun));
     lab.down();

@@ -21,7 +21,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns bench-proxy walkthrough test-fresh-host
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-auth bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns bench-proxy walkthrough test-fresh-host
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -37,6 +37,7 @@ help:
 	@echo "make lab-down     remove the lab's containers, network and volumes"
 	@echo "make bench-store  kubelab store vs real etcd 3.4, same client workload (release build)"
 	@echo "make bench-apiserver  API server creates/GET/LIST/watch fan-out, overhead over the raw store"
+	@echo "make bench-auth   the secure port's cost: creates/s over HTTPS with a client certificate and RBAC against HTTP, the authorizer's cost with 1,000 RoleBindings"
 	@echo "make bench-scheduler  pods bound per second over 100, 1,000 and 5,000 nodes"
 	@echo "make bench-controllers  a Deployment of 1,000 replicas scaled up, rolled and deleted over hollow nodes"
 	@echo "make bench-nodeagent  pod startup latency on a real containerd against the raw CRI floor"
@@ -117,6 +118,12 @@ bench-store: deps
 bench-apiserver: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin apiserver-bench
 	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/apiserver-bench"
+
+# The secure port's cost (issue 25): pod creates at 32 clients over HTTPS with a client
+# certificate and RBAC against plain HTTP, and GET latency with 0 and 1,000 RoleBindings to walk.
+bench-auth: deps
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin auth-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/auth-bench"
 
 bench-scheduler: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin scheduler-bench

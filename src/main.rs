@@ -533,6 +533,11 @@ struct ControllerManagerArgs {
     /// Above this many nodes, a partially disrupted zone keeps the secondary rate (else none).
     #[arg(long, default_value_t = controllers::zone_disruption::DEFAULT_LARGE_CLUSTER_SIZE_THRESHOLD)]
     large_cluster_size_threshold: usize,
+    /// If set, this root certificate authority (a PEM-encoded CA bundle) is published in every
+    /// namespace as the ConfigMap kube-root-ca.crt. Without it, the kubeconfig's
+    /// certificate-authority-data.
+    #[arg(long)]
+    root_ca_file: Option<PathBuf>,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -837,6 +842,7 @@ fn main() -> anyhow::Result<()> {
                         large_cluster_size_threshold: args.large_cluster_size_threshold,
                     },
                 },
+                root_ca_file: args.root_ca_file,
                 ..controllers::Options::new(conn)
             };
             rt.block_on(controllers::run(opts, shutdown_signal())).context("kubelab controller-manager")?;

@@ -567,8 +567,9 @@ async fn start(
         };
         let rx = cp_rx.clone();
         s.control_plane.push(spawn_tokio("scheduler", move || async move { scheduler::run(opts, until(rx)).await.map_err(Into::into) }));
-        let (conn, rx) = (conn.clone(), cp_rx.clone());
-        s.control_plane.push(spawn_tokio("controller-manager", move || async move { controllers::run(controllers::Options::new(conn), until(rx)).await.map_err(Into::into) }));
+        let opts = controllers::Options { root_ca_file: Some(pki.join("ca.crt")), ..controllers::Options::new(conn.clone()) };
+        let rx = cp_rx.clone();
+        s.control_plane.push(spawn_tokio("controller-manager", move || async move { controllers::run(opts, until(rx)).await.map_err(Into::into) }));
     }
     step(started, "scheduler and controller manager");
 

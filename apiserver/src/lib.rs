@@ -31,7 +31,7 @@
 //!    become warnings, or 400 under `fieldValidation=Strict`.
 //! 4. [`admission`]: on a create or delete, the mutating plugins that decide on the request run
 //!    in order (NamespaceLifecycle: the namespace exists and is not terminating; the system
-//!    namespaces stay).
+//!    namespaces stay; ServiceAccount: the account a pod names exists).
 //! 5. [`registry`]: the resource's generic store ([`registry::generic::store::Registry`]) runs
 //!    its [`registry::generic::strategy::Strategy`]. A create's BeforeCreate applies the type's
 //!    defaults (the `api` crate's `SetDefaults_*`), the mutating plugins that change the object

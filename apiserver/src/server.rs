@@ -171,11 +171,11 @@ fn install(resources: Vec<Resource>, storage: &Storage, opts: &Options) -> Vec<I
 }
 
 /// The admission chain, in kube-apiserver's plugin order.
-fn admission(namespaces: Arc<Registry>, opts: &Options) -> Chain {
+fn admission(namespaces: Arc<Registry>, service_accounts: Arc<Registry>, issues_tokens: bool, opts: &Options) -> Chain {
     Chain::new(
         vec![
             Box::new(NamespaceLifecycle::new(namespaces)),
-            Box::new(service_account::PLUGIN),
+            Box::new(service_account::ServiceAccount::new(Box::new(service_accounts), issues_tokens)),
             Box::new(priority::PLUGIN),
             Box::new(opts.default_toleration_seconds),
         ],
@@ -322,10 +322,10 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     }
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let registries = Registries { stored: installed, create_only: create_only_resources() };
-    let admission = admission(registries.of(&NAMESPACES), &opts);
     let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries))).map_err(Error::Internal)?;
     let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
     let token_issuer = token_issuer(&opts).map_err(Error::Internal)?;
+    let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), token_issuer.is_some(), &opts);
     let authenticator = authenticator(&opts, &registries, token_issuer.as_ref()).map_err(Error::Internal)?;
     let auditor = auditor(&opts).map_err(Error::Internal)?;
     let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer, rule_resolver, authenticator, token_issuer, auditor, rbac_bootstrapped: Default::default() });

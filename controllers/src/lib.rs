@@ -53,6 +53,10 @@
 //! - [`clusterroleaggregation`]: gives each ClusterRole with an `aggregationRule` the rules of
 //!   every ClusterRole its selectors match (how `admin`, `edit` and `view` take in the rules
 //!   labelled `aggregate-to-…`), written by a server-side apply of `rules`.
+//! - [`certificates`]: the root CA certificate publisher, which keeps a ConfigMap
+//!   `kube-root-ca.crt` holding the cluster's CA bundle (`ca.crt`) in every namespace that is not
+//!   terminating, for pods to verify the API server with; the CA comes from `--root-ca-file`, or
+//!   the kubeconfig's `certificate-authority-data`.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -65,7 +69,8 @@
 //!   take keys (each key once, never by two workers, later or with backoff when asked).
 //!
 //! ## The flow of [`run`]
-//! 1. Connect to the API server.
+//! 1. Connect to the API server; read the root CA to publish (`--root-ca-file` once, or the
+//!    kubeconfig's CA data; none: the publisher is not started, and one line says so).
 //! 2. With `--leader-elect`, wait to hold the Lease `kube-system/kube-controller-manager`
 //!    (client-go's leader election): several replicas may run, one acts. Without it, act at once.
 //! 3. Run every controller concurrently, each with its own watches, until shutdown — or until
@@ -75,9 +80,10 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Fifteen controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//! - Sixteen controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
 //!   Deployment, DaemonSet, StatefulSet, Job, TTL-after-finished, CronJob, Endpoints,
-//!   EndpointSlice, ClusterRole aggregation, garbage collector): no EndpointSlice mirroring, service account, token, pod
+//!   EndpointSlice, ClusterRole aggregation, garbage collector, root CA certificate publisher):
+//!   no EndpointSlice mirroring, service account, token, CSR signing/approving/cleaning, pod
 //!   garbage collector (a pod bound to a deleted node stays) or PersistentVolume controllers.
 //! - The garbage collector discovers resources once, at start (Kubernetes re-discovers every
 //!   30 s, so a kind added later is not collected until a restart); it watches whole objects,
@@ -148,6 +154,16 @@
 //!   ones, so an over-capacity Endpoints is rewritten on every sync). Neither controller
 //!   publishes a pod's hostname only for headless Services: as in Kubernetes, a matching
 //!   `subdomain` is enough. An empty selector counts as none.
+//! - The root CA certificate publisher does not start without a CA (Kubernetes publishes an
+//!   empty bundle); it checks that the bundle holds a PEM certificate without parsing it, takes
+//!   CA data from the kubeconfig but not a `certificate-authority` file (as Kubernetes' client
+//!   configuration's `CAData`), and reads the CA once (a new one needs a restart, as in
+//!   Kubernetes). It watches only the ConfigMaps named `kube-root-ca.crt` (Kubernetes' informer
+//!   holds all), skips a namespace its cache shows gone or terminating instead of trying the
+//!   create, takes AlreadyExists as done (Kubernetes retries), and writes no
+//!   `root_ca_cert_publisher_*` metrics. kubelab's NamespaceLifecycle admission refuses a
+//!   create in a terminating namespace without the `NamespaceTerminating` cause Kubernetes looks
+//!   for, so the refusal is known by its message too.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
 //!
@@ -155,9 +171,11 @@
 //! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name and
 //! `--max-endpoints-per-slice` ([`DEFAULT_MAX_ENDPOINTS_PER_SLICE`]), and
 //! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten),
-//! [`zone_disruption`]'s rates and [`workqueue`].
+//! [`zone_disruption`]'s rates, [`workqueue`] and [`certificates`] (the `kube-root-ca.crt`
+//! names and the root CA's lookup).
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
+pub mod certificates;
 pub(crate) mod clusterroleaggregation;
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
@@ -181,6 +199,7 @@ pub mod workqueue;
 pub mod zone_disruption;
 
 use std::future::Future;
+use std::path::PathBuf;
 
 pub use error::{Error, Result};
 
@@ -207,6 +226,9 @@ pub struct Options {
     pub node_lifecycle: nodelifecycle::Options,
     /// `--max-endpoints-per-slice`.
     pub max_endpoints_per_slice: usize,
+    /// `--root-ca-file`: the PEM CA bundle published in every namespace as `kube-root-ca.crt`;
+    /// without it, the kubeconfig's `certificate-authority-data`.
+    pub root_ca_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -219,6 +241,7 @@ impl Options {
             lease_name: DEFAULT_LEASE_NAME.into(),
             node_lifecycle: nodelifecycle::Options::default(),
             max_endpoints_per_slice: DEFAULT_MAX_ENDPOINTS_PER_SLICE,
+            root_ca_file: None,
         }
     }
 }
@@ -227,10 +250,14 @@ impl Options {
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Step 1.
     let client = client::client_as(&opts.connection, "kube-controller-manager").await?;
+    let root_ca = certificates::rootcacertpublisher::root_ca(opts.root_ca_file.as_deref(), &opts.connection).await?;
+    if root_ca.is_none() {
+        tracing::info!(target: "controllers", "not starting root-ca-cert-publisher: no --root-ca-file, and no certificate-authority-data in the kubeconfig");
+    }
     // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
     // build would copy into every frame that moves it (the select, the elector) until the main
     // thread's stack runs out.
-    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone(), opts.max_endpoints_per_slice));
+    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone(), opts.max_endpoints_per_slice, root_ca));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {
@@ -252,9 +279,15 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     result
 }
 
-/// Every controller, concurrently; the first error ends them all.
-async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize) -> Result<()> {
-    tracing::info!(target: "controllers", "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, clusterrole-aggregation, garbagecollector");
+/// Every controller, concurrently (the root CA publisher when there is a CA to publish); the
+/// first error ends them all.
+async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize, root_ca: Option<String>) -> Result<()> {
+    tracing::info!(
+        target: "controllers",
+        "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, clusterrole-aggregation, garbagecollector{}",
+        if root_ca.is_some() { ", root-ca-cert-publisher" } else { "" }
+    );
+    let root_ca_cert_publisher = root_ca.map(|ca| certificates::rootcacertpublisher::Publisher::new(client.clone(), ca));
     tokio::try_join!(
         namespace::NamespaceController::new(client.clone()).run(),
         nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
@@ -271,6 +304,12 @@ async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Op
         Box::pin(endpoint::EndpointsController::new(client.clone()).run()),
         Box::pin(endpointslice::EndpointSliceController::new(client.clone(), max_endpoints_per_slice).run()),
         Box::pin(clusterroleaggregation::ClusterRoleAggregationController::new(client.clone()).run()),
+        Box::pin(async {
+            match root_ca_cert_publisher {
+                Some(publisher) => publisher.run().await,
+                None => Ok(()),
+            }
+        }),
         garbagecollector::GarbageCollector::new(client).run(),
     )?;
     Ok(())

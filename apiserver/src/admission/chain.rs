@@ -134,7 +134,7 @@ mod tests {
         let steps = || std::mem::take(&mut *seen.lock().expect("not poisoned"));
         let plugin = |name, deletes| Recorder { name, seen: seen.clone(), deletes };
         let chain = Chain::new(vec![Box::new(plugin("first", true)), Box::new(plugin("second", false))], vec![Box::new(plugin("third", false))]);
-        let create = Attributes { operation: Operation::Create, resource: &WIDGETS, namespace: Some("default"), name: "w", dry_run: false };
+        let create = Attributes { operation: Operation::Create, resource: &WIDGETS, namespace: Some("default"), name: "w", dry_run: false, object: None };
         let run = |a: &Attributes<'_>, obj: Value| -> Result<Value> {
             futures::executor::block_on(chain.admit(a))?;
             let mut obj = Object::new(obj);

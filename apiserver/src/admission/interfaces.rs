@@ -27,6 +27,9 @@ pub struct Attributes<'a> {
     /// The object's name; empty on a create whose name the server is to generate.
     pub name: &'a str,
     pub dry_run: bool,
+    /// The object a create asks for, as decoded from the request (before its type's defaults;
+    /// `GetObject`); none on a delete.
+    pub object: Option<&'a Value>,
 }
 
 impl Attributes<'_> {
@@ -72,8 +75,8 @@ pub trait ValidationInterface: Send + Sync {
     fn validate(&self, a: &Attributes<'_>, obj: &Value) -> Result<()>;
 }
 
-/// A mutating plugin that changes only pods being created, through their typed form
-/// (ServiceAccount, Priority): its name and its change.
+/// A mutating plugin that changes only pods being created, through their typed form, from the
+/// pod alone (Priority): its name and its change.
 pub struct PodCreate {
     pub name: &'static str,
     pub admit: fn(&mut Pod),

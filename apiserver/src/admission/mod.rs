@@ -10,7 +10,8 @@
 //! chain runs:
 //! - on the request (`admit`), from the handler, before any work on the object — where Kubernetes
 //!   runs the whole chain: the plugins that decide from what the request asks for
-//!   (NamespaceLifecycle, which may look the namespace up);
+//!   (NamespaceLifecycle, which may look the namespace up; ServiceAccount, the account the
+//!   pod names, from the request's object in [`interfaces::Attributes::object`]);
 //! - on the object (`admit_object`), from BeforeCreate, between the defaults and PrepareForCreate:
 //!   the plugins that change the pod (ServiceAccount, Priority, DefaultTolerationSeconds), on its
 //!   typed form, decoded once for all of them ([`crate::registry::generic::typed::Object`]).
@@ -20,7 +21,9 @@
 //!
 //! 1. [`namespace_lifecycle`]: no create in a namespace that does not exist or is terminating;
 //!    the system namespaces may not be deleted;
-//! 2. [`service_account`]: a pod runs as `default` unless it names a service account;
+//! 2. [`service_account`]: a pod runs as a service account that exists (`default` unless it
+//!    names one; it may look the account up) and gets its token, the cluster's CA and its
+//!    namespace as the `kube-api-access-*` volume;
 //! 3. [`priority`]: a pod's priority from its PriorityClass;
 //! 4. [`default_toleration_seconds`]: a pod tolerates a not-ready or unreachable node for five
 //!    minutes (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`).
@@ -32,7 +35,8 @@
 //!   requests do not go through it.
 //! - No webhooks (MutatingAdmissionWebhook, ValidatingAdmissionWebhook) and no
 //!   `--enable-admission-plugins`: the chain is fixed.
-//! - The ServiceAccount plugin's token volume (`kube-api-access-xxxxx` and its mounts) is not added.
+//! - The ServiceAccount plugin adds the token volume only when the API server issues tokens
+//!   (`--service-account-signing-key-file`), which kube-apiserver cannot be without.
 //! - Priority knows only the built-in classes; any other `priorityClassName` is left for the caller
 //!   to resolve. There is no global-default PriorityClass.
 

@@ -75,7 +75,8 @@ pub async fn create(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &H
 pub async fn create_object(api: &Api, user: &UserInfo, reg: &Registry, namespace: Option<&str>, obj: Value, dry_run: bool) -> Result<Value> {
     // The object's name is known here unless the server is to generate it (in BeforeCreate).
     let name = name_of(&obj).to_string();
-    let attributes = Attributes { operation: Operation::Create, resource: reg.info(), namespace, name: &name, dry_run };
+    let request_object = obj.clone();
+    let attributes = Attributes { operation: Operation::Create, resource: reg.info(), namespace, name: &name, dry_run, object: Some(&request_object) };
     // Step 4.
     api.admission.admit(&attributes).await?;
     reg.strategy.check_writer(&api.writer(user), &obj)?;
@@ -141,8 +142,9 @@ mod tests {
     /// A pod as BeforeCreate leaves it, but for its metadata: defaulted, admitted by the chain's
     /// pod plugins, prepared by PrepareForCreate.
     fn defaulted(json: Value) -> Pod {
-        let chain = Chain::new(vec![Box::new(service_account::PLUGIN), Box::new(priority::PLUGIN), Box::new(default_toleration_seconds::DefaultTolerationSeconds::default())], vec![]);
-        let attributes = Attributes { operation: Operation::Create, resource: &PODS, namespace: Some("default"), name: "web", dry_run: false };
+        let accounts = Box::new(service_account::testing::plugin(service_account::testing::Accounts::with_default()));
+        let chain = Chain::new(vec![accounts, Box::new(priority::PLUGIN), Box::new(default_toleration_seconds::DefaultTolerationSeconds::default())], vec![]);
+        let attributes = Attributes { operation: Operation::Create, resource: &PODS, namespace: Some("default"), name: "web", dry_run: false, object: None };
         let mut obj = Object::new(json);
         PodStrategy.set_defaults(&mut obj);
         chain.admit_object(&attributes, &mut obj).expect("admitted");

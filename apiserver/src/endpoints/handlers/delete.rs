@@ -33,7 +33,7 @@ fn delete_options(req: &HttpRequest, body: &[u8], q: &HashMap<String, String>) -
 
 /// Mutating admission of a delete: there is no new object, only the name.
 async fn admit(api: &Api, reg: &Registry, namespace: Option<&str>, name: &str, dry_run: bool) -> Result<()> {
-    let attributes = Attributes { operation: Operation::Delete, resource: reg.info(), namespace, name, dry_run };
+    let attributes = Attributes { operation: Operation::Delete, resource: reg.info(), namespace, name, dry_run, object: None };
     api.admission.admit(&attributes).await
 }
 

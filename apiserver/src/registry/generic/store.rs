@@ -62,7 +62,8 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-fn generated_name(prefix: &str) -> String {
+/// `names.SimpleNameGenerator`: `prefix` and five random characters.
+pub fn generated_name(prefix: &str) -> String {
     // Kubernetes' alphabet for generated names: no vowels, no confusable characters.
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let bytes = uuid::Uuid::new_v4().into_bytes();

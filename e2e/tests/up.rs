@@ -135,6 +135,21 @@ impl Up {
         }
     }
 
+    /// Wait until `kubectl args` fails with a message `pred` accepts (10 s at most).
+    fn wait_kubectl_fails(&self, args: &[&str], what: &str, pred: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (ok, out, err) = self.kubectl(args, None);
+            if !ok && pred(&err) {
+                return;
+            }
+            if Instant::now() > deadline {
+                self.fail(&format!("{what}: not within 10 s; last output:\n{out}{err}"));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         while !self.stdout().contains("export KUBECONFIG=") {
@@ -194,9 +209,17 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     let running = chrono::Utc::now();
     check_trace(&up, submitted, running);
     up.wait_kubectl(&["logs", "hello"], "hello's logs", Duration::from_secs(30), |s| s.contains("hello from kubelab up"));
+    let token_kubeconfig = check_service_account_token(&up, "hello");
     up.kubectl_ok(&["delete", "pod", "hello", "--grace-period=1", "--timeout=60s"]);
     let (_, out, err) = up.kubectl(&["get", "pod", "hello"], None);
     assert!(err.contains("NotFound") || err.contains("not found"), "pod gone after delete: {out}{err}");
+    // The token was bound to the pod: gone with it (once the pod's deletion reached the API
+    // server's watch cache, which the authenticator reads).
+    up.wait_kubectl_fails(&["--kubeconfig", &token_kubeconfig, "auth", "whoami"], "the deleted pod's token refused", |e| e.contains("Unauthorized"));
+    for minor in e2e::apiserver::KUBECTL_MINORS {
+        let (ok, out, err) = up.kubectl_v(minor, &["--kubeconfig", &token_kubeconfig, "auth", "whoami"], None);
+        assert!(!ok && err.contains("Unauthorized"), "kubectl 1.{minor}: the deleted pod's token must be refused: {out}{err}");
+    }
 
     // The audit log has the user's create of the pod, with its body (up's policy: writes at
     // Request), and nothing of the cluster's own components.
@@ -223,6 +246,52 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     up.wait_kubectl(&["get", "pod", "durable", "-o", "jsonpath={.status.phase}"], "durable Running again", Duration::from_secs(90), |s| s == "Running");
     up.wait_kubectl(&["logs", "durable"], "durable's logs after the restart", Duration::from_secs(30), |s| s.contains("alive"));
     up.stop();
+}
+
+/// The credentials the API server gave `pod` (the ServiceAccount admission plugin's
+/// `kube-api-access-*` volume, filled by the node agent): the token, the cluster's CA (the
+/// controller manager's `kube-root-ca.crt`) and the namespace, as the pod reads them; every
+/// kubectl authenticates with the token as the pod's service account, bound to the pod. A pod
+/// that names a missing service account is refused. Returns the path of a kubeconfig holding
+/// the pod's token and CA.
+fn check_service_account_token(up: &Up, pod: &str) -> String {
+    const DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let read = |file: &str| up.kubectl_ok(&["exec", pod, "--", "cat", &format!("{DIR}/{file}")]);
+    let (token, ca, namespace) = (read("token"), read("ca.crt"), read("namespace"));
+    assert_eq!(namespace, "default");
+    let cluster_ca = std::fs::read_to_string(up.dir.join("data/pki/ca.crt")).expect("the cluster's CA");
+    assert_eq!(ca, cluster_ca, "the pod's ca.crt is the cluster's CA");
+    let published = up.kubectl_ok(&["get", "configmap", "kube-root-ca.crt", "-o", "jsonpath={.data.ca\\.crt}"]);
+    assert_eq!(published, cluster_ca, "kube-root-ca.crt holds the cluster's CA");
+    let spec = up.kubectl_ok(&["get", "pod", pod, "-o", "json"]);
+    let spec: serde_json::Value = serde_json::from_str(&spec).expect("pod json");
+    let volume = spec["spec"]["volumes"].as_array().and_then(|v| v.iter().find(|v| v["name"].as_str().is_some_and(|n| n.starts_with("kube-api-access-"))));
+    assert!(volume.is_some_and(|v| v["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 3607), "the token volume: {spec}");
+    // The token and the CA, as a client in the pod would use them, from here: HTTPS on the secure port.
+    let secure_port = up.args.iter().position(|a| a == "--secure-port").map(|i| up.args[i + 1].clone()).expect("--secure-port");
+    let dir = up.dir.join("pod-credentials");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("ca.crt"), &ca).expect("ca");
+    let kubeconfig = dir.join("kubeconfig");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: https://127.0.0.1:{secure_port}\n    certificate-authority: {}\nusers:\n- name: pod\n  user:\n    token: {token}\ncontexts:\n- name: pod\n  context: {{cluster: up, user: pod, namespace: default}}\ncurrent-context: pod\n",
+        dir.join("ca.crt").display()
+    );
+    std::fs::write(&kubeconfig, config).expect("kubeconfig");
+    let kubeconfig = kubeconfig.display().to_string();
+    for minor in e2e::apiserver::KUBECTL_MINORS {
+        let out = up.kubectl_v_ok(minor, &["--kubeconfig", &kubeconfig, "auth", "whoami", "-o", "json"], None);
+        let review: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl 1.{minor} auth whoami: {e}: {out}"));
+        let user = &review["status"]["userInfo"];
+        assert_eq!(user["username"], "system:serviceaccount:default:default", "kubectl 1.{minor}: {out}");
+        assert_eq!(user["extra"]["authentication.kubernetes.io/pod-name"], serde_json::json!([pod]), "kubectl 1.{minor}: {out}");
+        // A service account may do only what RBAC gives it: nothing here.
+        let (ok, _, err) = up.kubectl_v(minor, &["--kubeconfig", &kubeconfig, "get", "pods"], None);
+        assert!(!ok && err.contains("Forbidden") && err.contains("system:serviceaccount:default:default"), "kubectl 1.{minor}: {err}");
+    }
+    let (ok, out, err) = up.kubectl(&["run", "nobody", "--image=docker.io/library/busybox:1.36", "--overrides", r#"{"spec":{"serviceAccountName":"robot"}}"#], None);
+    assert!(!ok && err.contains(r#"pods "nobody" is forbidden: error looking up service account default/robot: serviceaccount "robot" not found"#), "{out}{err}");
+    kubeconfig
 }
 
 /// `kubelab trace <args>`'s output (the test fails if it does).

@@ -16,7 +16,8 @@
 //!    calls the Kubelet only through the [`pod_workers::PodSyncer`] trait (kubelet's
 //!    `podSyncer`): SyncPod, SyncTerminatingPod, SyncTerminatedPod.
 //! 5. **SyncPod** ([`kubelet`]): eight steps — pod cgroup ([`cm`]), data directory
-//!    ([`kubelet::getters`]), volumes ([`volumemanager`]), pull secrets, then the runtime manager
+//!    ([`kubelet::getters`]), volumes ([`volumemanager`], with service account tokens from
+//!    [`token`]), pull secrets, then the runtime manager
 //!    ([`kuberuntime::kuberuntime_manager`], where `compute_pod_actions` decides): sandbox with
 //!    CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init containers in order, app
 //!    containers in parallel ([`kuberuntime::kuberuntime_container`], each with its Services'
@@ -114,6 +115,7 @@ mod run;
 pub(crate) mod server;
 pub(crate) mod stats;
 pub(crate) mod status;
+pub(crate) mod token;
 pub(crate) mod volumemanager;
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! | configMap | `…/kubernetes.io~configmap/<name>`, a disk directory of atomic-writer files | yes |
 //! | secret | `…/kubernetes.io~secret/<name>`, on tmpfs | yes |
 //! | downwardAPI | `…/kubernetes.io~downward-api/<name>`, on tmpfs | yes |
-//! | projected | `…/kubernetes.io~projected/<name>`, on tmpfs | yes |
+//! | projected | `…/kubernetes.io~projected/<name>`, on tmpfs (with service account tokens from [`crate::token`]) | yes |
 //! | hostPath | the path itself, after its `type` check | no |
 //!
 //! Kubelet runs a desired-state-of-world / actual-state-of-world reconciler in its own goroutine,
@@ -24,11 +24,14 @@
 //! - configMaps and secrets are fetched with one GET each per sync (kubelet's default "Watch"
 //!   change-detection strategy keeps a watch-backed cache instead).
 //! - A static pod (no API server, `client: None`) cannot use configMap, secret or projected
-//!   configMap/secret sources: the set-up fails saying so.
+//!   configMap/secret sources: the set-up fails saying so. No static pod can have a service
+//!   account token (a token is bound to a pod object, and a static pod's mirror is not it), as in
+//!   Kubernetes.
 //! - No `fsGroup` ownership changes, no `defaultUser`/`user`, no SELinux relabelling, no
 //!   `subPath` (that is the runtime side's job, at container creation).
-//! - Projected `serviceAccountToken`/`clusterTrustBundle`/`podCertificate` are not implemented
-//!   (see [`projected`]).
+//! - Projected `clusterTrustBundle`/`podCertificate` are not implemented (see [`projected`]).
+//! - A refreshed service account token reaches the pod's file on the next sync of the pod (within
+//!   the resync period), not from a reconciler loop of its own.
 //! - A memory-backed emptyDir without `sizeLimit` (and every secret, downwardAPI and projected
 //!   tmpfs) gets the kernel's default tmpfs size (half the RAM), not kubelet's pod-memory-limit
 //!   sizing; tmpfs usage is not counted against the pod's memory limit by any eviction logic here.
@@ -49,7 +52,8 @@ use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Volume};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, ServiceAccountTokenProjection, Volume};
 use kube::Api;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
@@ -59,6 +63,7 @@ use self::emptydir::Medium;
 use self::projected::ProjectedObjects;
 use crate::error::{Error, Result};
 use crate::kubelet::getters;
+use crate::token;
 
 /// Sets up and tears down the volumes of the pods on this node.
 #[derive(Clone)]
@@ -66,6 +71,8 @@ pub(crate) struct VolumeManager {
     root_dir: PathBuf,
     /// `None` when the agent runs without an API server (static pods only).
     client: Option<kube::Client>,
+    /// The service account tokens of projected volumes; `None` without an API server.
+    tokens: Option<token::Manager>,
     /// This node's object, for its allocatable (downwardAPI `resourceFieldRef` of unset limits).
     node: Option<tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>>,
 }
@@ -118,7 +125,8 @@ enum Plan {
 
 impl VolumeManager {
     pub(crate) fn new(root_dir: PathBuf, client: Option<kube::Client>) -> Self {
-        VolumeManager { root_dir, client, node: None }
+        let tokens = client.clone().map(token::Manager::new);
+        VolumeManager { root_dir, client, tokens, node: None }
     }
 
     /// Read the node's allocatable from `node` (for downwardAPI resource fields).
@@ -162,9 +170,13 @@ impl VolumeManager {
         }
     }
 
-    /// After the pod's containers are gone: unmount tmpfs volumes, remove the volumes dir.
-    /// hostPath volumes are the node's own paths and are left alone. Idempotent.
+    /// After the pod's containers are gone: unmount tmpfs volumes, remove the volumes dir, forget
+    /// the pod's service account tokens. hostPath volumes are the node's own paths and are left
+    /// alone. Idempotent.
     pub(crate) async fn unmount_volumes(&self, pod_uid: &str) -> Result<()> {
+        if let Some(tokens) = &self.tokens {
+            tokens.delete_service_account_token(pod_uid);
+        }
         let dir = getters::pod_volumes_dir(&self.root_dir, pod_uid);
         let uid = pod_uid.to_string();
         run_blocking(dir.clone(), move || {
@@ -266,6 +278,10 @@ impl VolumeManager {
                 {
                     objects.secrets.insert(sec.name.clone(), object);
                 }
+                if let Some(projection) = &s.service_account_token {
+                    let token = self.service_account_token(pod, projection).await?;
+                    objects.tokens.insert(projection.path.clone(), token);
+                }
             }
             let payload = projected::collect_data(&volume.name, sources, pod, default_mode, &objects)?;
             return Ok(Plan::Files {
@@ -275,6 +291,39 @@ impl VolumeManager {
             });
         }
         Err(Error::VolumeSpec(format!("volume type {} is not supported by kubelab", volume_type(volume))))
+    }
+
+    /// A token of the pod's service account, bound to the pod, as `projection` asks (kubelet's
+    /// projected volume mounter): one audience or the API server's, the projection's lifetime.
+    async fn service_account_token(&self, pod: &Pod, projection: &ServiceAccountTokenProjection) -> Result<String> {
+        let Some(tokens) = &self.tokens else {
+            return Err(Error::VolumeSpec(
+                "serviceAccountToken: the node agent runs without an API server, so static pods cannot have service account tokens".into(),
+            ));
+        };
+        if api::pod::is_static_pod(pod) {
+            return Err(Error::VolumeSpec("serviceAccountToken: static pods cannot have service account tokens".into()));
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let account = pod.spec.as_ref().and_then(|s| s.service_account_name.as_deref()).filter(|n| !n.is_empty()).unwrap_or("default");
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: Some(projection.audience.iter().filter(|a| !a.is_empty()).cloned().collect()),
+                expiration_seconds: projection.expiration_seconds,
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".into()),
+                    kind: Some("Pod".into()),
+                    name: pod.metadata.name.clone(),
+                    uid: pod.metadata.uid.clone(),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let answer = tokens.get_service_account_token(namespace, account, &request).await?;
+        answer.status.and_then(|s| s.token).ok_or_else(|| {
+            Error::Invalid(format!("the token request for service account {namespace}/{account} was answered without a token"))
+        })
     }
 
     /// One GET; `Ok(None)` when the object does not exist.

@@ -1,11 +1,15 @@
 //! Mirrors pkg/volume/projected/projected.go: several sources (configMaps, secrets, the downward
-//! API) merged into one directory.
+//! API, service account tokens) merged into one directory.
 //!
-//! Not supported, each skipped with a warning naming the pod and source:
-//! - `serviceAccountToken`: kubelab has no token issuer (no TokenRequest API), so there is no token
-//!   to write; the rest of the volume (typically `ca.crt` and `namespace` of an auto-mounted
-//!   `kube-api-access-*` volume) is still written.
-//! - `clusterTrustBundle` and `podCertificate`: no such APIs in kubelab.
+//! A `serviceAccountToken` source is a token of the pod's service account, bound to the pod, for
+//! the source's audience and lifetime, written to its `path` with the volume's `defaultMode`; the
+//! token manager ([`crate::token`]) fetches and refreshes it, and each sync rewrites the file when
+//! the token changed. The API server's ServiceAccount admission gives every pod such a volume,
+//! `kube-api-access-<suffix>`: `token`, `ca.crt` (the `kube-root-ca.crt` configMap) and
+//! `namespace`.
+//!
+//! Not supported, each skipped with a warning naming the pod and source: `clusterTrustBundle` and
+//! `podCertificate` (no such APIs in kubelab).
 //!
 //! Like Kubernetes, the volume is memory-backed (tmpfs).
 
@@ -14,9 +18,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, VolumeProjection};
 use tracing::warn;
 
-use super::atomic_writer::Payload;
+use super::atomic_writer::{FileProjection, Payload};
 use super::{configmap, downwardapi, secret};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The plugin's directory name under `pods/<uid>/volumes`.
 pub(crate) const PLUGIN_NAME: &str = "kubernetes.io~projected";
@@ -27,6 +31,8 @@ pub(crate) const PLUGIN_NAME: &str = "kubernetes.io~projected";
 pub(crate) struct ProjectedObjects {
     pub(crate) config_maps: BTreeMap<String, ConfigMap>,
     pub(crate) secrets: BTreeMap<String, Secret>,
+    /// The service account tokens of `serviceAccountToken` sources, by their `path`.
+    pub(crate) tokens: BTreeMap<String, String>,
     /// The node's allocatable, for downwardAPI `resourceFieldRef`s of unset limits.
     pub(crate) node_allocatable: downwardapi::Allocatable,
 }
@@ -66,8 +72,10 @@ pub(crate) fn collect_data(
             payload.extend(downwardapi::collect_data(items, pod, &objects.node_allocatable, default_mode)?);
         }
         if let Some(token) = &source.service_account_token {
-            warn!(target: "kubelet::volumes", pod = %uid, volume, path = %token.path,
-                "skipping serviceAccountToken projection: kubelab has no token issuer");
+            let data = objects.tokens.get(&token.path).ok_or_else(|| {
+                Error::NotReady(format!("no service account token was fetched for path {:?}", token.path))
+            })?;
+            payload.insert(token.path.clone(), FileProjection { data: data.clone().into_bytes(), mode: default_mode });
         }
         if source.cluster_trust_bundle.is_some() {
             warn!(target: "kubelet::volumes", pod = %uid, volume, "skipping clusterTrustBundle projection: not supported by kubelab");
@@ -136,18 +144,24 @@ mod tests {
         }
     }
 
+    fn with_token() -> ProjectedObjects {
+        ProjectedObjects { tokens: BTreeMap::from([("token".into(), "eyJ.a.b".into())]), ..Default::default() }
+    }
+
     #[test]
-    fn merges_sources_and_skips_token() -> Result<()> {
-        let mut objects = ProjectedObjects::default();
+    fn merges_sources_with_the_token() -> Result<()> {
+        let mut objects = with_token();
         objects.config_maps.insert(
             "kube-root-ca.crt".into(),
             ConfigMap { data: Some(BTreeMap::from([("ca.crt".into(), "CA".into())])), ..Default::default() },
         );
         let p = collect_data("kube-api-access", &kube_api_access(false), &pod(), 0o444, &objects)?;
-        assert_eq!(p.keys().collect::<Vec<_>>(), ["ca.crt", "namespace"]);
+        assert_eq!(p.keys().collect::<Vec<_>>(), ["ca.crt", "namespace", "token"]);
         assert_eq!(p["ca.crt"].data, b"CA");
         assert_eq!(p["namespace"].data, b"shop");
         assert_eq!(p["namespace"].mode, 0o444);
+        assert_eq!(p["token"].data, b"eyJ.a.b");
+        assert_eq!(p["token"].mode, 0o444, "the volume's defaultMode");
 
         objects.secrets.insert(
             "extra".into(),
@@ -160,12 +174,19 @@ mod tests {
 
     #[test]
     fn missing_required_object_fails_optional_is_skipped() -> Result<()> {
-        let objects = ProjectedObjects::default();
+        let objects = with_token();
         let err = collect_data("v", &kube_api_access(false), &pod(), DEFAULT_MODE, &objects).expect_err("no configmap");
         assert_eq!(err.to_string(), r#"configmap "kube-root-ca.crt" not found"#);
         assert!(matches!(err, crate::Error::NotReady(_)));
         let p = collect_data("v", &kube_api_access(true), &pod(), DEFAULT_MODE, &objects)?;
-        assert_eq!(p.keys().collect::<Vec<_>>(), ["namespace"]);
+        assert_eq!(p.keys().collect::<Vec<_>>(), ["namespace", "token"]);
         Ok(())
+    }
+
+    #[test]
+    fn a_token_not_fetched_fails() {
+        let err = collect_data("v", &kube_api_access(true), &pod(), DEFAULT_MODE, &ProjectedObjects::default())
+            .expect_err("no token");
+        assert_eq!(err.to_string(), r#"no service account token was fetched for path "token""#);
     }
 }

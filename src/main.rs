@@ -451,7 +451,8 @@ struct ApiserverArgs {
     /// Where audit events are appended, a JSON line each ("-": standard output).
     #[arg(long)]
     audit_log_path: Option<PathBuf>,
-    /// The authorizers, in order (comma-separated): AlwaysAllow, AlwaysDeny, RBAC.
+    /// The authorizers, in order (comma-separated): AlwaysAllow, AlwaysDeny, RBAC, Node
+    /// (usually `Node,RBAC`).
     #[arg(long, default_value = "AlwaysAllow", value_delimiter = ',')]
     authorization_mode: Vec<String>,
     /// The port to serve plain HTTP on, where every request acts as a superuser (kube-apiserver's

@@ -45,7 +45,8 @@ pub struct Options {
     pub audit_policy_file: Option<PathBuf>,
     /// `--audit-log-path`: where audit Events go, a JSON line each (`-`: standard output).
     pub audit_log_path: Option<PathBuf>,
-    /// `--authorization-mode`: the authorizers, in order (`AlwaysAllow`, `AlwaysDeny`, `RBAC`).
+    /// `--authorization-mode`: the authorizers, in order (`AlwaysAllow`, `AlwaysDeny`, `RBAC`,
+    /// `Node`).
     pub authorization_mode: Vec<String>,
     /// `--insecure-port` (kubelab keeps kube-apiserver's removed flag, for teaching): plain HTTP,
     /// where every request acts as a superuser; 0 turns it off.

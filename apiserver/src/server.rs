@@ -22,6 +22,8 @@ use crate::authentication::request::x509::Verifier;
 use crate::authentication::token::tokenfile::TokenFile;
 use crate::authentication::token::{TokenAuthenticator, Union as TokenUnion};
 use crate::authorization::config::new_authorizer;
+use crate::authorization::node::graph::PodSource;
+use crate::authorization::node::listers::WatchCacheListers as NodeListers;
 use crate::authorization::rbac::listers::WatchCacheListers;
 use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
@@ -322,7 +324,8 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     }
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let registries = Registries { stored: installed, create_only: create_only_resources() };
-    let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries))).map_err(Error::Internal)?;
+    let node_listers = || Box::new(NodeListers { pods: registries.of(&PODS) }) as Box<dyn PodSource>;
+    let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries)), node_listers).map_err(Error::Internal)?;
     let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
     let token_issuer = token_issuer(&opts).map_err(Error::Internal)?;
     let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), token_issuer.is_some(), &opts);

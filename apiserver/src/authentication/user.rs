@@ -61,3 +61,31 @@ impl UserInfo {
         self
     }
 }
+
+/// The group every node's credentials carry (`user.NodesGroup`).
+pub const NODES_GROUP: &str = "system:nodes";
+/// The prefix of a node's user name: `system:node:<nodeName>`.
+pub const NODE_USER_NAME_PREFIX: &str = "system:node:";
+
+/// Which node the user is, if it is one (pkg/auth/nodeidentifier's `NodeIdentity`): a user named
+/// `system:node:<nodeName>` in the group `system:nodes`. `Some("")` is a node whose name is
+/// unknown (`system:node:`), which the Node authorizer and NodeRestriction refuse; a user with
+/// only the name or only the group is no node. Shared by both, which must agree on who is one.
+pub fn node_identity(user: &UserInfo) -> Option<&str> {
+    let name = user.name.strip_prefix(NODE_USER_NAME_PREFIX)?;
+    user.groups.iter().any(|g| g == NODES_GROUP).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_identity_needs_the_name_prefix_and_the_nodes_group() {
+        let user = |name: &str, groups: &[&str]| UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect(), ..Default::default() };
+        assert_eq!(node_identity(&user("system:node:n1", &["system:nodes", "system:authenticated"])), Some("n1"));
+        assert_eq!(node_identity(&user("system:node:", &["system:nodes"])), Some(""), "a node, but which one is unknown");
+        assert_eq!(node_identity(&user("system:node:n1", &["system:authenticated"])), None, "the name alone is no node");
+        assert_eq!(node_identity(&user("jane", &["system:nodes"])), None, "the group alone is no node");
+    }
+}

@@ -3,6 +3,8 @@
 
 use super::authorizer::Authorizer;
 use super::authorizerfactory::{AlwaysAllow, AlwaysDeny, PrivilegedGroups};
+use super::node::graph::PodSource;
+use super::node::node_authorizer::NodeAuthorizer;
 use super::rbac::rbac::RbacAuthorizer;
 use super::rbac::rule::PolicySource;
 use super::union::Union;
@@ -11,7 +13,8 @@ use crate::authentication::user::SYSTEM_PRIVILEGED_GROUP;
 pub const MODE_ALWAYS_ALLOW: &str = "AlwaysAllow";
 pub const MODE_ALWAYS_DENY: &str = "AlwaysDeny";
 pub const MODE_RBAC: &str = "RBAC";
-pub const MODES: &[&str] = &[MODE_ALWAYS_ALLOW, MODE_ALWAYS_DENY, MODE_RBAC];
+pub const MODE_NODE: &str = "Node";
+pub const MODES: &[&str] = &[MODE_ALWAYS_ALLOW, MODE_ALWAYS_DENY, MODE_RBAC, MODE_NODE];
 
 /// Checks `--authorization-mode` (each mode once, each one kubelab has).
 pub fn validate_modes(modes: &[String]) -> Result<(), String> {
@@ -29,18 +32,27 @@ pub fn validate_modes(modes: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The union of the privileged groups and the modes in order. `rbac`: the policy RBAC reads
-/// (the server's watch caches).
-pub fn new_authorizer(modes: &[String], rbac: impl FnOnce() -> Box<dyn PolicySource>) -> Result<Box<dyn Authorizer>, String> {
+/// The union of the privileged groups and the modes in order. `rbac`: the policy RBAC reads;
+/// `node`: the pods the Node authorizer reads (both the server's watch caches).
+pub fn new_authorizer(
+    modes: &[String],
+    rbac: impl FnOnce() -> Box<dyn PolicySource>,
+    node: impl FnOnce() -> Box<dyn PodSource>,
+) -> Result<Box<dyn Authorizer>, String> {
     validate_modes(modes)?;
     let mut authorizers: Vec<Box<dyn Authorizer>> = vec![Box::new(PrivilegedGroups(vec![SYSTEM_PRIVILEGED_GROUP.into()]))];
     let mut rbac = Some(rbac);
+    let mut node = Some(node);
     for mode in modes {
         authorizers.push(match mode.as_str() {
             MODE_ALWAYS_ALLOW => Box::new(AlwaysAllow),
             MODE_ALWAYS_DENY => Box::new(AlwaysDeny),
             MODE_RBAC => match rbac.take() {
                 Some(source) => Box::new(RbacAuthorizer::new(source())),
+                None => unreachable!("validate_modes refuses a mode given twice"),
+            },
+            MODE_NODE => match node.take() {
+                Some(source) => Box::new(NodeAuthorizer::new(source())),
                 None => unreachable!("validate_modes refuses a mode given twice"),
             },
             other => return Err(format!("--authorization-mode: unknown mode {other:?}")),
@@ -58,8 +70,9 @@ mod tests {
         let m = |s: &[&str]| validate_modes(&s.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert!(m(&["RBAC"]).is_ok());
         assert!(m(&["AlwaysAllow"]).is_ok());
+        assert!(m(&["Node", "RBAC"]).is_ok());
         assert_eq!(m(&[]).unwrap_err(), "--authorization-mode: at least one mode is required");
-        assert!(m(&["Webhook"]).unwrap_err().contains(r#""Webhook" is not one of AlwaysAllow, AlwaysDeny, RBAC"#));
+        assert!(m(&["Webhook"]).unwrap_err().contains(r#""Webhook" is not one of AlwaysAllow, AlwaysDeny, RBAC, Node"#));
         assert!(m(&["RBAC", "RBAC"]).unwrap_err().contains("twice"));
     }
 }

@@ -10,11 +10,15 @@
 //! SelfSubjectRulesReview answers with (`kubectl auth can-i --list`).
 //!
 //! Modes: `AlwaysAllow` (kube-apiserver's default), `AlwaysDeny`, `RBAC` ([`rbac`]: roles and
-//! bindings, with the default policy reconciled at start). `kubelab up` and the lab run with
-//! `RBAC`. (The Node authorizer is to come.)
+//! bindings, with the default policy reconciled at start), `Node` ([`node`]: a node's agent may
+//! read the secrets, configmaps and service account tokens of the pods bound to it, and do what
+//! every node does; usually first: `--authorization-mode=Node,RBAC`, with the NodeRestriction
+//! admission plugin narrowing its writes to its own node and pods). `kubelab up` and the lab run
+//! with `RBAC`.
 
 pub mod authorizer;
 pub mod authorizerfactory;
 pub mod config;
+pub mod node;
 pub mod rbac;
 pub mod union;

@@ -9,6 +9,10 @@ use crate::error::Cause;
 use crate::registry::generic::strategy::{ResourceInfo, Strategy, causes};
 use crate::registry::generic::typed::Typed;
 
+/// The namespace of the nodes' heartbeat Leases, one a node, named after it
+/// (`api.NamespaceNodeLease`).
+pub const NAMESPACE_NODE_LEASE: &str = "kube-node-lease";
+
 pub static LEASES: ResourceInfo = ResourceInfo {
     group: "coordination.k8s.io",
     version: "v1",

@@ -27,6 +27,7 @@ use crate::authorization::node::listers::WatchCacheListers as NodeListers;
 use crate::authorization::rbac::listers::WatchCacheListers;
 use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::admission::node_restriction::NodeRestriction;
 use crate::admission::{priority, service_account};
 use crate::config::Api;
 use crate::endpoints::metrics::Metrics;
@@ -173,11 +174,12 @@ fn install(resources: Vec<Resource>, storage: &Storage, opts: &Options) -> Vec<I
 }
 
 /// The admission chain, in kube-apiserver's plugin order.
-fn admission(namespaces: Arc<Registry>, service_accounts: Arc<Registry>, issues_tokens: bool, opts: &Options) -> Chain {
+fn admission(namespaces: Arc<Registry>, service_accounts: Arc<Registry>, pods: Arc<Registry>, issues_tokens: bool, opts: &Options) -> Chain {
     Chain::new(
         vec![
             Box::new(NamespaceLifecycle::new(namespaces)),
             Box::new(service_account::ServiceAccount::new(Box::new(service_accounts), issues_tokens)),
+            Box::new(NodeRestriction::new(Box::new(pods))),
             Box::new(priority::PLUGIN),
             Box::new(opts.default_toleration_seconds),
         ],
@@ -328,7 +330,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries)), node_listers).map_err(Error::Internal)?;
     let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
     let token_issuer = token_issuer(&opts).map_err(Error::Internal)?;
-    let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), token_issuer.is_some(), &opts);
+    let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), registries.of(&PODS), token_issuer.is_some(), &opts);
     let authenticator = authenticator(&opts, &registries, token_issuer.as_ref()).map_err(Error::Internal)?;
     let auditor = auditor(&opts).map_err(Error::Internal)?;
     let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer, rule_resolver, authenticator, token_issuer, auditor, rbac_bootstrapped: Default::default() });

@@ -27,6 +27,12 @@ impl Chain {
         Ok(())
     }
 
+    /// Whether a mutating plugin handles the request: a patch is applied once more for admission
+    /// only then.
+    pub fn handles(&self, a: &Attributes<'_>) -> bool {
+        self.mutating.iter().any(|p| p.handles(a))
+    }
+
     /// The mutating phase on the object (`Admit`'s changes), from the store's BeforeCreate, once
     /// the type's defaults are applied.
     pub fn admit_object(&self, a: &Attributes<'_>, obj: &mut Object) -> Result<()> {
@@ -54,6 +60,7 @@ mod tests {
 
     use super::*;
     use crate::admission::interfaces::Operation;
+    use crate::authentication::user::UserInfo;
     use crate::error::Error;
     use crate::printers::tablegenerator::DefaultPrinter;
     use crate::registry::generic::strategy::ResourceInfo;
@@ -134,7 +141,8 @@ mod tests {
         let steps = || std::mem::take(&mut *seen.lock().expect("not poisoned"));
         let plugin = |name, deletes| Recorder { name, seen: seen.clone(), deletes };
         let chain = Chain::new(vec![Box::new(plugin("first", true)), Box::new(plugin("second", false))], vec![Box::new(plugin("third", false))]);
-        let create = Attributes { operation: Operation::Create, resource: &WIDGETS, namespace: Some("default"), name: "w", dry_run: false, object: None };
+        let user = UserInfo::default();
+        let create = Attributes { operation: Operation::Create, user: &user, resource: &WIDGETS, subresource: "", namespace: Some("default"), name: "w", dry_run: false, object: None, old_object: None };
         let run = |a: &Attributes<'_>, obj: Value| -> Result<Value> {
             futures::executor::block_on(chain.admit(a))?;
             let mut obj = Object::new(obj);

@@ -69,7 +69,7 @@ impl MutationInterface for DefaultTolerationSeconds {
     }
 
     fn handles(&self, a: &Attributes<'_>) -> bool {
-        a.operation == Operation::Create && a.is_for("", "pods")
+        a.operation == Operation::Create && a.is_for("", "pods") && a.subresource.is_empty()
     }
 
     fn admit_object(&self, _a: &Attributes<'_>, obj: &mut Object) -> Result<()> {

@@ -5,31 +5,52 @@ use futures::future::LocalBoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
+use crate::authentication::user::UserInfo;
 use crate::error::Result;
 use crate::registry::generic::strategy::ResourceInfo;
 use crate::registry::generic::typed::Object;
 
-/// What the request does to the object (Kubernetes also has Update and Connect: no plugin here
-/// handles them, and those requests do not go through admission).
+/// What the request does to the object (Kubernetes also has Connect: no plugin here handles it,
+/// and those requests do not go through admission).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
     Create,
+    Update,
     Delete,
+}
+
+impl Operation {
+    /// As Kubernetes spells it in messages (`CREATE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+        }
+    }
 }
 
 /// What a plugin knows of the request (`admission.Attributes`).
 pub struct Attributes<'a> {
     pub operation: Operation,
+    /// Who asks (`GetUserInfo`): NodeRestriction narrows what a node may do.
+    pub user: &'a UserInfo,
     pub resource: &'static ResourceInfo,
+    /// The subresource (`status`, `eviction`, `token`), empty for the resource itself.
+    pub subresource: &'a str,
     /// The namespace on the URL; none on a cluster-scoped resource, or on a namespaced create
     /// that names none (which goes to `default`).
     pub namespace: Option<&'a str>,
     /// The object's name; empty on a create whose name the server is to generate.
     pub name: &'a str,
     pub dry_run: bool,
-    /// The object a create asks for, as decoded from the request (before its type's defaults;
-    /// `GetObject`); none on a delete.
+    /// The object a create or update asks for, as decoded from the request (before its type's
+    /// defaults; `GetObject`): a subresource's own kind (an Eviction, a TokenRequest) on a
+    /// subresource create; none on a delete.
     pub object: Option<&'a Value>,
+    /// The object an update replaces, or (when the handler has it) the one a delete removes
+    /// (`GetOldObject`).
+    pub old_object: Option<&'a Value>,
 }
 
 impl Attributes<'_> {
@@ -88,7 +109,7 @@ impl MutationInterface for PodCreate {
     }
 
     fn handles(&self, a: &Attributes<'_>) -> bool {
-        a.operation == Operation::Create && a.is_for("", "pods")
+        a.operation == Operation::Create && a.is_for("", "pods") && a.subresource.is_empty()
     }
 
     fn admit_object(&self, _a: &Attributes<'_>, obj: &mut Object) -> Result<()> {
@@ -107,6 +128,10 @@ pub mod testing {
     use serde_json::{Value, json};
 
     use super::PodCreate;
+    use crate::authentication::user::UserInfo;
+
+    /// A user with no name and no groups, for requests whose user no plugin looks at.
+    pub static NOBODY: UserInfo = UserInfo { name: String::new(), uid: String::new(), groups: Vec::new(), extra: std::collections::BTreeMap::new() };
 
     pub fn minimal() -> Value {
         json!({"metadata": {"name": "web"}, "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}})

@@ -44,5 +44,6 @@ pub mod chain;
 pub mod default_toleration_seconds;
 pub mod interfaces;
 pub mod namespace_lifecycle;
+pub mod node_restriction;
 pub mod priority;
 pub mod service_account;

@@ -50,7 +50,9 @@ impl MutationInterface for NamespaceLifecycle {
 
     fn handles(&self, a: &Attributes<'_>) -> bool {
         match a.operation {
-            Operation::Create => a.resource.namespaced,
+            // A subresource's create (an eviction, a token) makes nothing new in the namespace.
+            Operation::Create => a.resource.namespaced && a.subresource.is_empty(),
+            Operation::Update => false,
             Operation::Delete => a.is_for(self.namespaces.info().group, self.namespaces.info().plural),
         }
     }
@@ -61,7 +63,7 @@ impl MutationInterface for NamespaceLifecycle {
                 Operation::Delete if UNDELETABLE_NAMESPACES.contains(&a.name) => {
                     Err(Error::Forbidden(format!("namespaces \"{}\" is forbidden: this namespace may not be deleted", a.name)))
                 }
-                Operation::Delete => Ok(()),
+                Operation::Delete | Operation::Update => Ok(()),
                 Operation::Create => {
                     // A step of its own in `kubelab trace`: the one plugin that reads the store.
                     let span = tracing::debug_span!(target: "apiserver", "admission", check = NAME, pod_uid = tracing::field::Empty);

@@ -128,7 +128,7 @@ impl MutationInterface for ServiceAccount {
     }
 
     fn handles(&self, a: &Attributes<'_>) -> bool {
-        a.operation == Operation::Create && a.is_for("", "pods")
+        a.operation == Operation::Create && a.is_for("", "pods") && a.subresource.is_empty()
     }
 
     fn admit<'a>(&'a self, a: &'a Attributes<'a>) -> LocalBoxFuture<'a, Result<()>> {
@@ -342,11 +342,11 @@ mod tests {
 
     use super::testing::{Accounts, plugin};
     use super::*;
-    use crate::admission::interfaces::testing::minimal;
+    use crate::admission::interfaces::testing::{NOBODY, minimal};
     use crate::registry::core::pod::strategy::PODS;
 
     fn attributes<'a>(pod: &'a Value) -> Attributes<'a> {
-        Attributes { operation: Operation::Create, resource: &PODS, namespace: Some("default"), name: "web", dry_run: false, object: Some(pod) }
+        Attributes { operation: Operation::Create, user: &NOBODY, resource: &PODS, subresource: "", namespace: Some("default"), name: "web", dry_run: false, object: Some(pod), old_object: None }
     }
 
     /// The plugin's two steps on `json` (defaulted between them as the store does).

@@ -202,7 +202,7 @@ async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target, q: &Hash
     // scale; a GET of pods/log was served before negotiation).
     if let Some((rest, r)) = subresource_rest(req, api, &t) {
         return match (method, rest) {
-            ("POST", SubresourceRest::Create(serve)) => create::create_subresource(req, &body, r, serve).await,
+            ("POST", SubresourceRest::Create(serve)) => create::create_subresource(req, &body, api, r, serve).await,
             ("GET", SubresourceRest::View(view)) => get::get_view(&t, r.name, view, output).await,
             ("PUT", SubresourceRest::View(view)) => update::update_view(req, &body, &t, r.name, q, view).await,
             ("PATCH", SubresourceRest::View(view)) => patch::patch_view(req, &body, &t, r.name, q, view).await,

@@ -76,7 +76,7 @@ pub async fn create_object(api: &Api, user: &UserInfo, reg: &Registry, namespace
     // The object's name is known here unless the server is to generate it (in BeforeCreate).
     let name = name_of(&obj).to_string();
     let request_object = obj.clone();
-    let attributes = Attributes { operation: Operation::Create, resource: reg.info(), namespace, name: &name, dry_run, object: Some(&request_object) };
+    let attributes = Attributes { operation: Operation::Create, user, resource: reg.info(), subresource: "", namespace, name: &name, dry_run, object: Some(&request_object), old_object: None };
     // Step 4.
     api.admission.admit(&attributes).await?;
     reg.strategy.check_writer(&api.writer(user), &obj)?;
@@ -90,10 +90,26 @@ pub async fn create_object(api: &Api, user: &UserInfo, reg: &Registry, namespace
 
 /// `POST .../<resource>/<name>/<subresource>` of a subresource its resource's code serves
 /// (rest.Creater): answered 201 with the object it made, or a Success Status. The query's CreateOptions (`dryRun`) are
-/// validated here and handed to the subresource's code, which honours them.
-pub async fn create_subresource(req: &HttpRequest, body: &[u8], r: RestRequest<'_>, serve: CreateFunc) -> Result<HttpResponse> {
+/// validated here and handed to the subresource's code, which honours them. The request is
+/// admitted first, with the body (an Eviction, a TokenRequest) as its object: NodeRestriction
+/// decides which pods a node may evict and for which it may request tokens.
+pub async fn create_subresource(req: &HttpRequest, body: &[u8], api: &Api, r: RestRequest<'_>, serve: CreateFunc) -> Result<HttpResponse> {
     let opts = WriteOptions::from_query("CreateOptions", &query(req))?;
     let obj = parse_body(req, body)?;
+    let user = request_user(req)?;
+    let namespace = Some(r.namespace).filter(|ns| !ns.is_empty());
+    let attributes = Attributes {
+        operation: Operation::Create,
+        user: &user,
+        resource: r.registry.info(),
+        subresource: r.subresource,
+        namespace,
+        name: r.name,
+        dry_run: opts.is_dry_run(),
+        object: Some(&obj),
+        old_object: None,
+    };
+    api.admission.admit(&attributes).await?;
     match serve(r, obj, opts).await? {
         Some(made) => Ok(respond(201, &made, &[])),
         None => Ok(respond(201, &created_status(), &[])),
@@ -134,6 +150,7 @@ mod tests {
 
     use super::*;
     use crate::admission::chain::Chain;
+    use crate::admission::interfaces::testing::NOBODY;
     use crate::admission::{default_toleration_seconds, priority, service_account};
     use crate::registry::core::pod::strategy::{PODS, PodStrategy};
     use crate::registry::generic::strategy::Strategy;
@@ -144,7 +161,7 @@ mod tests {
     fn defaulted(json: Value) -> Pod {
         let accounts = Box::new(service_account::testing::plugin(service_account::testing::Accounts::with_default()));
         let chain = Chain::new(vec![accounts, Box::new(priority::PLUGIN), Box::new(default_toleration_seconds::DefaultTolerationSeconds::default())], vec![]);
-        let attributes = Attributes { operation: Operation::Create, resource: &PODS, namespace: Some("default"), name: "web", dry_run: false, object: None };
+        let attributes = Attributes { operation: Operation::Create, user: &NOBODY, resource: &PODS, subresource: "", namespace: Some("default"), name: "web", dry_run: false, object: None, old_object: None };
         let mut obj = Object::new(json);
         PodStrategy.set_defaults(&mut obj);
         chain.admit_object(&attributes, &mut obj).expect("admitted");

@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 
 use crate::admission::interfaces::{Attributes, Operation};
 use crate::config::Api;
-use crate::endpoints::request::{Target, list_options, parse_body, respond};
+use crate::authentication::user::UserInfo;
+use crate::endpoints::request::{Target, list_options, parse_body, request_user, respond};
 use crate::error::{Error, Result};
 use crate::registry::generic::options::DeleteOptions;
 use crate::registry::generic::store::{Registry, name_of};
@@ -31,9 +32,10 @@ fn delete_options(req: &HttpRequest, body: &[u8], q: &HashMap<String, String>) -
     DeleteOptions::from_request(body.as_ref(), q)
 }
 
-/// Mutating admission of a delete: there is no new object, only the name.
-async fn admit(api: &Api, reg: &Registry, namespace: Option<&str>, name: &str, dry_run: bool) -> Result<()> {
-    let attributes = Attributes { operation: Operation::Delete, resource: reg.info(), namespace, name, dry_run, object: None };
+/// Mutating admission of a delete: there is no new object, only the name, and the object to be
+/// deleted when the handler has it (a collection's items).
+async fn admit(api: &Api, user: &UserInfo, reg: &Registry, namespace: Option<&str>, name: &str, dry_run: bool, old: Option<&Value>) -> Result<()> {
+    let attributes = Attributes { operation: Operation::Delete, user, resource: reg.info(), subresource: "", namespace, name, dry_run, object: None, old_object: old };
     api.admission.admit(&attributes).await
 }
 
@@ -41,7 +43,8 @@ async fn admit(api: &Api, reg: &Registry, namespace: Option<&str>, name: &str, d
 pub async fn delete(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, ns) = (&t.registry, t.namespace.as_deref());
     let opts = delete_options(req, body, q)?;
-    admit(api, reg, ns, name, opts.is_dry_run()).await?;
+    let user = request_user(req)?;
+    admit(api, &user, reg, ns, name, opts.is_dry_run(), None).await?;
     let (obj, gone) = reg.delete(ns, name, &opts).await?;
     let warnings = reg.strategy.warnings_on_delete(opts.propagation_policy.is_some() || opts.orphan_dependents.is_some());
     if gone && !reg.strategy.return_deleted_object() {
@@ -66,10 +69,11 @@ pub async fn delete_collection(req: &HttpRequest, body: &[u8], api: &Api, t: &Ta
     let (reg, info) = (&t.registry, t.registry.info());
     let opts = delete_options(req, body, q)?;
     let list = reg.list(t.namespace.as_deref(), &list_options(q)).await?;
+    let user = request_user(req)?;
     let mut deleted = Vec::new();
     for item in list.items {
         let item_ns = item.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
-        if admit(api, reg, item_ns.as_deref(), name_of(&item), opts.is_dry_run()).await.is_err() {
+        if admit(api, &user, reg, item_ns.as_deref(), name_of(&item), opts.is_dry_run(), Some(&item)).await.is_err() {
             continue;
         }
         match reg.delete(item_ns.as_deref(), name_of(&item), &opts).await {

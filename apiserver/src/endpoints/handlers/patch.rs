@@ -10,6 +10,10 @@
 //! A patch of an object in another form (a workload's scale) patches that form and writes it back
 //! into the object (`patch_view`).
 //!
+//! An update by patch is admitted (NodeRestriction) when a plugin handles it: the patch is then
+//! applied once to the object as read, for admission to see the old and the new object, before the
+//! store's update applies it again (a retry after a conflict is not admitted again).
+//!
 //! A dry run (`?dryRun=All`, PatchOptions) patches, decodes and checks as a real patch does and
 //! answers with the result, written nowhere (an apply that would create answers 201).
 
@@ -21,6 +25,8 @@ use serde_json::Value;
 
 use super::create::create_object;
 use super::update::check_view_type;
+use crate::admission::interfaces::{Attributes, Operation};
+use crate::authentication::user::UserInfo;
 use crate::config::Api;
 use crate::endpoints::request::{Target, check_name_and_namespace, decode, field_manager, parse_body, request_user, respond};
 use crate::error::{Error, Result};
@@ -66,7 +72,12 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
                 Ok(respond(201, &created, &warnings))
             }
             Err(e) => Err(e),
-            Ok(_) => {
+            Ok(current) => {
+                admit_update(api, &user, t, name, dry_run, &current, |current| {
+                    let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
+                    Ok(decode(reg, merged, q)?.0)
+                })
+                .await?;
                 let updated = reg
                     .guaranteed_update_with(ns, name, sub, dry_run, |current| {
                         let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
@@ -81,6 +92,10 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
     }
     let apply_patch = patcher(req, body, &media, meta)?;
     let manager = field_manager(req, q);
+    if needs_admission(api, &user, t, name, dry_run) {
+        let current = reg.get(ns, name).await?;
+        admit_update(api, &user, t, name, dry_run, &current, |current| Ok(decode(reg, apply_patch(current)?, q)?.0)).await?;
+    }
     let updated = reg
         .guaranteed_update_with(ns, name, sub, dry_run, |current| {
             let patched = apply_patch(current)?;
@@ -96,6 +111,37 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
         })
         .await?;
     Ok(respond(200, &updated, &warnings))
+}
+
+/// The attributes of an update by patch, with no object yet.
+fn update_attributes<'a>(user: &'a UserInfo, t: &'a Target, name: &'a str, dry_run: bool) -> Attributes<'a> {
+    Attributes {
+        operation: Operation::Update,
+        user,
+        resource: t.registry.info(),
+        subresource: t.subresource.as_deref().unwrap_or(""),
+        namespace: t.namespace.as_deref(),
+        name,
+        dry_run,
+        object: None,
+        old_object: None,
+    }
+}
+
+/// Whether some admission plugin handles this update (then the patch is applied for it first).
+fn needs_admission(api: &Api, user: &UserInfo, t: &Target, name: &str, dry_run: bool) -> bool {
+    api.admission.handles(&update_attributes(user, t, name, dry_run))
+}
+
+/// Mutating admission of an update by patch, when a plugin handles it: `patched` is what the patch
+/// makes of `current`.
+async fn admit_update(api: &Api, user: &UserInfo, t: &Target, name: &str, dry_run: bool, current: &Value, patched: impl FnOnce(&Value) -> Result<Value>) -> Result<()> {
+    let attributes = update_attributes(user, t, name, dry_run);
+    if !api.admission.handles(&attributes) {
+        return Ok(());
+    }
+    let new = patched(current)?;
+    api.admission.admit(&Attributes { object: Some(&new), old_object: Some(current), ..attributes }).await
 }
 
 /// `PATCH .../<resource>/<name>/<subresource>` of the object in another form (a workload's

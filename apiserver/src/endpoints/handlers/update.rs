@@ -4,13 +4,16 @@
 //! (`?dryRun=All`, UpdateOptions) decodes, checks and prepares the update as a real one does and
 //! answers 200 with the object as it would be written, at the current resourceVersion. PUT of an
 //! object in another form (rest.Updater of a subresource: a workload's scale) writes that form
-//! back into the object. The object's writer is checked first (RBAC's escalation checks).
+//! back into the object. The object's writer is checked first (RBAC's escalation checks), then
+//! the update is admitted with the current object as the old one (NodeRestriction: a node updates
+//! only its own Node and the status of its own pods).
 
 use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::Value;
 
+use crate::admission::interfaces::{Attributes, Operation};
 use crate::config::Api;
 use crate::endpoints::request::{Target, check_name_and_namespace, decode, parse_body, field_manager, record_managed_fields, request_user, respond};
 use crate::error::{Error, Result};
@@ -27,6 +30,18 @@ pub async fn update(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name:
     let user = request_user(req)?;
     reg.strategy.check_writer(&api.writer(&user), &obj)?;
     let old = reg.get(ns, name).await?;
+    let attributes = Attributes {
+        operation: Operation::Update,
+        user: &user,
+        resource: reg.info(),
+        subresource: t.subresource.as_deref().unwrap_or(""),
+        namespace: ns,
+        name,
+        dry_run: opts.is_dry_run(),
+        object: Some(&obj),
+        old_object: Some(&old),
+    };
+    api.admission.admit(&attributes).await?;
     let obj = record_managed_fields(obj, Some(&old), field_manager(req, q).as_deref(), "Update");
     let updated = reg.update_with(ns, name, obj, t.subresource.as_deref(), opts.is_dry_run()).await?;
     Ok(respond(200, &updated, &warnings))

@@ -13,7 +13,7 @@
 //!    info (verb, resource, namespace, name, subresource), panic recovery, authentication (who:
 //!    the connection's client certificate, a bearer token, or anonymous; 401; then impersonation, `kubectl
 //!    --as`), authorization (may they: the `--authorization-mode` authorizers, RBAC over the
-//!    default policy; 403), the timeout of
+//!    default policy, Node for the node agents' own pods; 403), the timeout of
 //!    requests that are not long-running, the body read up to `--max-request-bytes` — and leaves
 //!    its audit Event ([`audit`], with `--audit-policy-file`) and its metrics on the way out. A GET of a root or a group version is discovery
 //!    ([`endpoints::discovery`]), authenticated and authorized as a path, as every other path is.
@@ -29,9 +29,11 @@
 //! 3. The handler decodes the body through the typed object (k8s-openapi; JSON, YAML or, for the
 //!    kinds kubectl's generators send, protobuf: [`serializer::protobuf`]) — unknown fields
 //!    become warnings, or 400 under `fieldValidation=Strict`.
-//! 4. [`admission`]: on a create or delete, the mutating plugins that decide on the request run
-//!    in order (NamespaceLifecycle: the namespace exists and is not terminating; the system
-//!    namespaces stay; ServiceAccount: the account a pod names exists).
+//! 4. [`admission`]: on a create, update, patch or delete (and a subresource's create: an
+//!    eviction, a token), the mutating plugins that decide on the request run in order
+//!    (NamespaceLifecycle: the namespace exists and is not terminating; the system namespaces
+//!    stay; ServiceAccount: the account a pod names exists; NodeRestriction: a node writes only
+//!    its own Node, Lease and pods).
 //! 5. [`registry`]: the resource's generic store ([`registry::generic::store::Registry`]) runs
 //!    its [`registry::generic::strategy::Strategy`]. A create's BeforeCreate applies the type's
 //!    defaults (the `api` crate's `SetDefaults_*`), the mutating plugins that change the object
@@ -80,12 +82,12 @@
 //! - Security, so far: TLS on the secure port (HTTP/1.1 only: no HTTP/2), x509 client
 //!   certificates, anonymous requests, impersonation, `AlwaysAllow`/`AlwaysDeny`/`RBAC` with the
 //!   default policy reconciled at start and the escalation checks on writes of roles and
-//!   bindings, the review APIs (SubjectAccessReview, LocalSubjectAccessReview,
+//!   bindings, `Node` with the NodeRestriction admission plugin (simplified: see
+//!   [`authorization::node`] and [`admission::node_restriction`]; `kubelab up` does not run them), the review APIs (SubjectAccessReview, LocalSubjectAccessReview,
 //!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview), bearer
 //!   tokens: service account tokens ([`serviceaccount`], issued by TokenRequest) and static ones
 //!   (`--token-auth-file`); the audit log ([`audit`]: JSON lines, no rotation). Not yet: bootstrap
-//!   tokens and CSRs, tokens projected into pods, the Node authorizer and NodeRestriction,
-//!   encryption at rest; the serving certificate is read once at
+//!   tokens and CSRs, tokens projected into pods, encryption at rest; the serving certificate is read once at
 //!   start (kube-apiserver reloads it when the file changes), and a connection's client
 //!   certificate is verified when it is made. kubectl validates a review it is given with
 //!   `create -f` on its own side (it finds no PATCH of one in OpenAPI), which lists CRDs, which

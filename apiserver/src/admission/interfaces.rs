@@ -74,7 +74,7 @@ pub trait MutationInterface: Send + Sync {
 
     /// Admits the request from what it asks for, before any work is done on its object (which a
     /// delete does not have). Asynchronous: a plugin may look things up (NamespaceLifecycle reads
-    /// the namespace).
+    /// the namespace, NodeRestriction the pod a node deletes).
     fn admit<'a>(&'a self, _a: &'a Attributes<'a>) -> LocalBoxFuture<'a, Result<()>> {
         Box::pin(std::future::ready(Ok(())))
     }

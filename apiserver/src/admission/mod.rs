@@ -11,7 +11,10 @@
 //! - on the request (`admit`), from the handler, before any work on the object — where Kubernetes
 //!   runs the whole chain: the plugins that decide from what the request asks for
 //!   (NamespaceLifecycle, which may look the namespace up; ServiceAccount, the account the
-//!   pod names, from the request's object in [`interfaces::Attributes::object`]);
+//!   pod names, from the request's object in [`interfaces::Attributes::object`];
+//!   NodeRestriction, from the request's user, its object and the object it replaces). This
+//!   step runs on creates, updates, patches and deletes, and on the creates of subresources the
+//!   resource's code serves (pods/eviction, serviceaccounts/token, pods/binding);
 //! - on the object (`admit_object`), from BeforeCreate, between the defaults and PrepareForCreate:
 //!   the plugins that change the pod (ServiceAccount, Priority, DefaultTolerationSeconds), on its
 //!   typed form, decoded once for all of them ([`crate::registry::generic::typed::Object`]).
@@ -24,15 +27,24 @@
 //! 2. [`service_account`]: a pod runs as a service account that exists (`default` unless it
 //!    names one; it may look the account up) and gets its token, the cluster's CA and its
 //!    namespace as the `kube-api-access-*` volume;
-//! 3. [`priority`]: a pod's priority from its PriorityClass;
-//! 4. [`default_toleration_seconds`]: a pod tolerates a not-ready or unreachable node for five
+//! 3. [`node_restriction`]: a node (`system:node:<name>`) creates only its own mirror pods,
+//!    deletes, evicts and updates the status of only the pods bound to it, writes only its own
+//!    Node (not its restricted labels or its taints) and its own Lease, and requests tokens only
+//!    bound to its own pods;
+//! 4. [`priority`]: a pod's priority from its PriorityClass;
+//! 5. [`default_toleration_seconds`]: a pod tolerates a not-ready or unreachable node for five
 //!    minutes (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`).
 //!
 //! There is no validating plugin yet (ResourceQuota, PodSecurity and the webhooks would be).
 //!
 //! Implementation caveats (left out on purpose):
-//! - Admission runs on create and delete; no plugin here handles update or connect, so those
-//!   requests do not go through it.
+//! - Admission runs on create, update, patch and delete and on a subresource's create, not on
+//!   connect (exec, attach, port-forward, proxy) nor on an update of a workload's scale. An update
+//!   by patch is admitted only when a plugin handles it (the patch is then applied once more, to
+//!   the object as read, for the plugins to see), and a retry after a conflict is not admitted
+//!   again.
+//! - NodeRestriction is a validating plugin in Kubernetes, run on the object about to be written;
+//!   kubelab runs it on the request, the one step that sees every operation it restricts.
 //! - No webhooks (MutatingAdmissionWebhook, ValidatingAdmissionWebhook) and no
 //!   `--enable-admission-plugins`: the chain is fixed.
 //! - The ServiceAccount plugin adds the token volume only when the API server issues tokens

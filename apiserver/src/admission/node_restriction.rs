@@ -291,7 +291,7 @@ mod tests {
     }
 
     fn plugin() -> NodeRestriction {
-        let pod = |name: &str, node: &str| ((("ns".to_string(), name.to_string())), Arc::new(json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")}, "spec": {"nodeName": node}})));
+        let pod = |name: &str, node: &str| (("ns".to_string(), name.to_string()), Arc::new(json!({"metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")}, "spec": {"nodeName": node}})));
         NodeRestriction::new(Box::new(FakePods([pod("mine", "n1"), pod("theirs", "n2")].into_iter().collect())))
     }
 

@@ -22,7 +22,7 @@
 //!   another node's name there already when the request names one.
 //! - The rules every node holds are `NodeRules` (the `system:node` ClusterRole's) with what
 //!   kubelab's node agent also needs: events.k8s.io events, a list and watch of endpoints,
-//!   endpointslices.
+//!   endpointslices; and a delete of nodes, which NodeRestriction keeps to the node's own.
 //! - A node's rules are not listed: SelfSubjectRulesReview says they are incomplete, as
 //!   Kubernetes does.
 

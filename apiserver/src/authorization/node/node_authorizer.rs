@@ -33,13 +33,14 @@ pub struct NodeAuthorizer {
 
 impl NodeAuthorizer {
     /// The authorizer over `source`'s pods, with `NodeRules` and what kubelab's node agent also
-    /// reads or writes: events.k8s.io events, endpoints (listed and watched, not only read) and
-    /// endpointslices.
+    /// reads or writes: events.k8s.io events, endpoints (listed and watched, not only read),
+    /// endpointslices, and a delete of nodes (NodeRestriction keeps it to the node's own).
     pub fn new(source: Box<dyn PodSource>) -> Self {
         let mut rules = node_rules();
         rules.push(new_rule(&["create", "update", "patch"]).groups(&["events.k8s.io"]).resources(&["events"]).rule());
         rules.push(new_rule(&["get", "list", "watch"]).groups(&[""]).resources(&["endpoints"]).rule());
         rules.push(new_rule(&["get", "list", "watch"]).groups(&["discovery.k8s.io"]).resources(&["endpointslices"]).rule());
+        rules.push(new_rule(&["delete"]).groups(&[""]).resources(&["nodes"]).rule());
         let node_rules = rules.iter().filter_map(|r| serde_json::to_value(r).ok()).collect();
         NodeAuthorizer { source, node_rules }
     }
@@ -231,6 +232,7 @@ mod tests {
             ("create", "", "pods/eviction", "ns"),
             ("get", "", "nodes", ""),
             ("create", "", "nodes", ""),
+            ("delete", "", "nodes", ""),
             ("patch", "", "nodes/status", ""),
             ("create", "", "events", "ns"),
             ("patch", "events.k8s.io", "events", "ns"),

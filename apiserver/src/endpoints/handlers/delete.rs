@@ -1,6 +1,7 @@
 //! Mirrors k8s.io/apiserver/pkg/endpoints/handlers/delete.go: DELETE of one object (gracefully
 //! for pods, marked and left to its finalizers when it has some) and DELETE of a collection, each
-//! object through admission (NamespaceLifecycle keeps the system namespaces).
+//! object through admission (NamespaceLifecycle keeps the system namespaces; NodeRestriction
+//! lets a node delete only the pods bound to it).
 //!
 //! What happens to the object's dependents follows `propagationPolicy` (or the deprecated
 //! `orphanDependents`, or the kind's default): Orphan and Foreground leave the object marked with

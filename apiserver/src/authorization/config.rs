@@ -75,4 +75,22 @@ mod tests {
         assert!(m(&["Webhook"]).unwrap_err().contains(r#""Webhook" is not one of AlwaysAllow, AlwaysDeny, RBAC, Node"#));
         assert!(m(&["RBAC", "RBAC"]).unwrap_err().contains("twice"));
     }
+
+    #[test]
+    fn node_mode_decides_a_nodes_requests_before_rbac() {
+        use serde_json::json;
+
+        use crate::authentication::user::UserInfo;
+        use crate::authorization::authorizer::{Attributes, Decision};
+        use crate::authorization::node::graph::testing::FakePods;
+        use crate::authorization::rbac::rule::testing::StaticPolicy;
+
+        let modes = ["Node".to_string(), "RBAC".to_string()];
+        let pod = json!({"metadata": {"name": "web", "namespace": "ns"}, "spec": {"nodeName": "n1", "volumes": [{"name": "v", "secret": {"secretName": "tls"}}]}});
+        let authorizer = new_authorizer(&modes, || Box::new(StaticPolicy::default()), || Box::new(FakePods(vec![pod]))).expect("valid modes");
+        let n1 = UserInfo { name: "system:node:n1".into(), groups: vec!["system:nodes".into()], ..Default::default() };
+        let get_secret = |name| Attributes { user: &n1, verb: "get", resource_request: true, namespace: "ns", api_version: "v1", resource: "secrets", name, ..Default::default() };
+        assert_eq!(authorizer.authorize(&get_secret("tls")).0, Decision::Allow);
+        assert_eq!(authorizer.authorize(&get_secret("other")), (Decision::NoOpinion, "no relationship found between node 'n1' and this object".into()), "RBAC grants nothing either");
+    }
 }

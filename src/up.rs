@@ -30,14 +30,16 @@ use tokio::sync::watch;
 
 /// The audit policy `kubelab up` starts with (`<data>/audit-policy.yaml`): the users' requests,
 /// writes with their bodies, secrets and config maps without theirs; not the cluster's own
-/// components (on the insecure port, as `system:unsecured`, until they have identities), nor
-/// health checks and discovery.
+/// components (the node agent as `system:node:<name>`, the others on the insecure port as
+/// `system:unsecured` until they have identities), nor health checks and discovery.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: None
   users: [\"system:unsecured\"]
+- level: None
+  userGroups: [\"system:nodes\"]
 - level: None
   nonResourceURLs: [\"/healthz*\", \"/livez*\", \"/readyz*\", \"/version\", \"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/openapi/*\"]
 - level: Metadata
@@ -60,8 +62,8 @@ pub struct UpArgs {
     /// The API server's HTTPS port on 127.0.0.1: the one the kubeconfig names.
     #[arg(long, default_value_t = 6443)]
     pub secure_port: u16,
-    /// The API server's insecure (plain HTTP, superuser) port on 127.0.0.1, which the cluster's
-    /// own components use until they have identities of their own.
+    /// The API server's insecure (plain HTTP, superuser) port on 127.0.0.1, which the control
+    /// plane's components (not the node agent) use until they have identities of their own.
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// The store's client port on 127.0.0.1 (etcdctl works against it).
@@ -533,7 +535,7 @@ async fn start(
         service_account_key_file: vec![pki.join("sa.pub")],
         audit_policy_file: Some(audit_policy.clone()),
         audit_log_path: Some(data.join("logs/audit.log")),
-        authorization_mode: vec!["RBAC".into()],
+        authorization_mode: vec!["Node".into(), "RBAC".into()],
         insecure_bind_address: "127.0.0.1".into(),
         insecure_port: args.port,
         proxy_healthz_port: args.proxy_healthz_port,
@@ -608,9 +610,10 @@ async fn start(
     let mode = if args.proxy_mode == proxy::ProxyMode::Nftables { "the ip kube-proxy nftables table" } else { "iptables" };
     step(started, &format!("proxy: Services in {mode}, {SERVICE_CLUSTER_IP_RANGE} refused unless a Service's"));
 
-    // The node agent.
+    // The node agent, as its node (system:node:<name> in system:nodes, over HTTPS): the Node
+    // authorizer and NodeRestriction give it its own pods' objects and nothing else.
     let mut opts = nodeagent::Options::new(node_name.clone());
-    opts.connection = Some(conn.clone());
+    opts.connection = Some(client::Connection::Kubeconfig(pki.join(format!("kubelet-{node_name}.conf"))));
     opts.runtime_endpoint = endpoint;
     opts.root_dir = data.join("kubelet");
     opts.pod_logs_dir = data.join("pod-logs");

@@ -83,7 +83,7 @@
 //!   certificates, anonymous requests, impersonation, `AlwaysAllow`/`AlwaysDeny`/`RBAC` with the
 //!   default policy reconciled at start and the escalation checks on writes of roles and
 //!   bindings, `Node` with the NodeRestriction admission plugin (simplified: see
-//!   [`authorization::node`] and [`admission::node_restriction`]; `kubelab up` does not run them), the review APIs (SubjectAccessReview, LocalSubjectAccessReview,
+//!   [`authorization::node`] and [`admission::node_restriction`]; `kubelab up` runs `Node,RBAC`), the review APIs (SubjectAccessReview, LocalSubjectAccessReview,
 //!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview), bearer
 //!   tokens: service account tokens ([`serviceaccount`], issued by TokenRequest) and static ones
 //!   (`--token-auth-file`); the audit log ([`audit`]: JSON lines, no rotation). Not yet: bootstrap

@@ -210,6 +210,7 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     check_trace(&up, submitted, running);
     up.wait_kubectl(&["logs", "hello"], "hello's logs", Duration::from_secs(30), |s| s.contains("hello from kubelab up"));
     let token_kubeconfig = check_service_account_token(&up, "hello");
+    check_node_identity(&up, "hello");
     up.kubectl_ok(&["delete", "pod", "hello", "--grace-period=1", "--timeout=60s"]);
     let (_, out, err) = up.kubectl(&["get", "pod", "hello"], None);
     assert!(err.contains("NotFound") || err.contains("not found"), "pod gone after delete: {out}{err}");
@@ -292,6 +293,30 @@ fn check_service_account_token(up: &Up, pod: &str) -> String {
     let (ok, out, err) = up.kubectl(&["run", "nobody", "--image=docker.io/library/busybox:1.36", "--overrides", r#"{"spec":{"serviceAccountName":"robot"}}"#], None);
     assert!(!ok && err.contains(r#"pods "nobody" is forbidden: error looking up service account default/robot: serviceaccount "robot" not found"#), "{out}{err}");
     kubeconfig
+}
+
+/// The node agent talks to the API server as its node (`pki/kubelet-<node>.conf`): the Node
+/// authorizer gives it what its pods use — `pod`'s service account's token — and nothing else; a
+/// secret no pod of it names is refused with the Node authorizer's reason, and NodeRestriction
+/// keeps it from changing another node.
+fn check_node_identity(up: &Up, pod: &str) {
+    let node = "up-node";
+    let kubeconfig = up.dir.join(format!("data/pki/kubelet-{node}.conf")).display().to_string();
+    up.kubectl_ok(&["create", "secret", "generic", "unrelated", "--from-literal=k=v"]);
+    for minor in e2e::apiserver::KUBECTL_MINORS {
+        let kc = ["--kubeconfig", kubeconfig.as_str()];
+        let out = up.kubectl_v_ok(minor, &[&kc[..], &["auth", "whoami", "-o", "json"]].concat(), None);
+        let review: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl 1.{minor} auth whoami: {e}: {out}"));
+        assert_eq!(review["status"]["userInfo"]["username"], format!("system:node:{node}"), "kubectl 1.{minor}: {out}");
+        up.kubectl_v_ok(minor, &[&kc[..], &["get", "pod", pod]].concat(), None);
+        let (ok, _, err) = up.kubectl_v(minor, &[&kc[..], &["get", "secret", "unrelated"]].concat(), None);
+        assert!(!ok && err.contains("Forbidden") && err.contains(&format!("no relationship found between node '{node}' and this object")), "kubectl 1.{minor}: {err}");
+        let (ok, _, err) = up.kubectl_v(minor, &[&kc[..], &["create", "token", "default"]].concat(), None);
+        assert!(!ok && err.contains("is forbidden: node requested token not bound to a pod"), "kubectl 1.{minor}: {err}");
+        let (ok, _, err) = up.kubectl_v(minor, &[&kc[..], &["label", "node", node, "node-restriction.kubernetes.io/x=y"]].concat(), None);
+        assert!(!ok && err.contains("Forbidden") && err.contains("node-restriction.kubernetes.io/"), "kubectl 1.{minor}: {err}");
+    }
+    up.kubectl_ok(&["delete", "secret", "unrelated"]);
 }
 
 /// `kubelab trace <args>`'s output (the test fails if it does).

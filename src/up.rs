@@ -30,8 +30,9 @@ use tokio::sync::watch;
 
 /// The audit policy `kubelab up` starts with (`<data>/audit-policy.yaml`): the users' requests,
 /// writes with their bodies, secrets and config maps without theirs; not the cluster's own
-/// components (the node agent as `system:node:<name>`, the others on the insecure port as
-/// `system:unsecured` until they have identities), nor health checks and discovery.
+/// components (the node agent as `system:node:<name>`, the scheduler and the proxy as theirs, the
+/// others on the insecure port as `system:unsecured` until they have identities), nor health
+/// checks and discovery.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -40,6 +41,8 @@ rules:
   users: [\"system:unsecured\"]
 - level: None
   userGroups: [\"system:nodes\"]
+- level: None
+  users: [\"system:kube-scheduler\", \"system:kube-proxy\"]
 - level: None
   nonResourceURLs: [\"/healthz*\", \"/livez*\", \"/readyz*\", \"/version\", \"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/openapi/*\"]
 - level: Metadata
@@ -62,8 +65,8 @@ pub struct UpArgs {
     /// The API server's HTTPS port on 127.0.0.1: the one the kubeconfig names.
     #[arg(long, default_value_t = 6443)]
     pub secure_port: u16,
-    /// The API server's insecure (plain HTTP, superuser) port on 127.0.0.1, which the control
-    /// plane's components (not the node agent) use until they have identities of their own.
+    /// The API server's insecure (plain HTTP, superuser) port on 127.0.0.1, which the controller
+    /// manager and the cluster DNS use until they have identities of their own.
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// The store's client port on 127.0.0.1 (etcdctl works against it).
@@ -556,10 +559,11 @@ async fn start(
     }
     step(started, "store and API server");
 
-    // The scheduler and the controller manager.
+    // The scheduler (as system:kube-scheduler over HTTPS, scheduler.conf) and the controller
+    // manager.
     {
         let opts = scheduler::Options {
-            connection: conn.clone(),
+            connection: client::Connection::Kubeconfig(pki.join("scheduler.conf")),
             config: None,
             scheduler_name: None,
             leader_elect: false,
@@ -595,7 +599,9 @@ async fn start(
     // (refused) rather than routed out. Node ports answer on the pods' bridge only, not on the
     // machine's other interfaces. It has synced once before any pod starts.
     {
-        let mut opts = proxy::Options::new(conn.clone());
+        // As system:kube-proxy over HTTPS (proxy.conf), which the default policy makes a
+        // system:node-proxier.
+        let mut opts = proxy::Options::new(client::Connection::Kubeconfig(pki.join("proxy.conf")));
         opts.hostname_override = Some(node_name.clone());
         opts.cluster_cidr = Some(proxy::Ipv4Cidr::parse(&cidr.to_string()).map_err(anyhow::Error::msg)?);
         opts.service_cluster_ip_range = Some(proxy::Ipv4Cidr::parse(SERVICE_CLUSTER_IP_RANGE).map_err(anyhow::Error::msg)?);

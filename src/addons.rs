@@ -6,7 +6,12 @@
 //! 1. The pods' bridge is made before any pod ([`ensure_bridge`]), with the pod network's
 //!    gateway address, for the DNS server to listen on an address every pod reaches; the CNI
 //!    bridge plugin finds it and uses it as it is.
-//! 2. The Service `kube-system/kube-dns` (kubeadm's: ClusterIP the tenth address of the Service
+//! 2. What the DNS server may read ([`apply_dns_rbac`]): kubeadm's ClusterRole `system:coredns`
+//!    (list and watch of endpoints, services, pods, namespaces and EndpointSlices) bound, as
+//!    kubeadm's ClusterRoleBinding `system:coredns` is, to the server's identity — here the user
+//!    `system:kube-dns` of `pki/dns.conf`, where kubeadm's is the service account
+//!    `kube-system/coredns` (kubelab's server runs outside any pod).
+//! 3. The Service `kube-system/kube-dns` (kubeadm's: ClusterIP the tenth address of the Service
 //!    range, ports `dns` 53/UDP and `dns-tcp` 53/TCP) and the EndpointSlice `kube-dns-<node>`
 //!    pointing at the DNS server, both server-side applied ([`apply_kube_dns`]) at every start.
 //!    The proxy turns the ClusterIP into the server's address; the node agent gives pods the
@@ -18,6 +23,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -45,7 +51,33 @@ pub fn ensure_bridge(name: &str, gateway: Ipv4Addr, prefix: u8) -> anyhow::Resul
     Ok(())
 }
 
-/// Step 2: the kube-dns Service and the EndpointSlice of the server at `server` on `node`.
+/// The DNS server's user, from its client certificate (`pki/dns.conf`).
+pub const KUBE_DNS_USER: &str = "system:kube-dns";
+
+/// Step 2: the ClusterRole `system:coredns` and its binding to [`KUBE_DNS_USER`], applied at
+/// every start, before the server starts.
+pub async fn apply_dns_rbac(kube: &kube::Client) -> anyhow::Result<()> {
+    let pp = PatchParams::apply(MANAGER).force();
+    let role: ClusterRole = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "system:coredns", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "rules": [
+            {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]}
+        ]
+    }))?;
+    Api::<ClusterRole>::all(kube.clone()).patch("system:coredns", &pp, &Patch::Apply(&role)).await.context("applying the ClusterRole system:coredns")?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "system:coredns", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBE_DNS_USER}]
+    }))?;
+    Api::<ClusterRoleBinding>::all(kube.clone()).patch("system:coredns", &pp, &Patch::Apply(&binding)).await.context("applying the ClusterRoleBinding system:coredns")?;
+    Ok(())
+}
+
+/// Step 3: the kube-dns Service and the EndpointSlice of the server at `server` on `node`.
 pub async fn apply_kube_dns(kube: &kube::Client, node: &str, server: Ipv4Addr) -> anyhow::Result<()> {
     let pp = PatchParams::apply(MANAGER).force();
     let svc: Service = serde_json::from_value(json!({

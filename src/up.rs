@@ -30,9 +30,9 @@ use tokio::sync::watch;
 
 /// The audit policy `kubelab up` starts with (`<data>/audit-policy.yaml`): the users' requests,
 /// writes with their bodies, secrets and config maps without theirs; not the cluster's own
-/// components (the node agent as `system:node:<name>`, the scheduler and the proxy as theirs, the
-/// others on the insecure port as `system:unsecured` until they have identities), nor health
-/// checks and discovery.
+/// components (the node agent as `system:node:<name>`, the scheduler, the proxy and the DNS as
+/// theirs, the controller manager on the insecure port as `system:unsecured`), nor health checks
+/// and discovery.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -42,7 +42,7 @@ rules:
 - level: None
   userGroups: [\"system:nodes\"]
 - level: None
-  users: [\"system:kube-scheduler\", \"system:kube-proxy\"]
+  users: [\"system:kube-scheduler\", \"system:kube-proxy\", \"system:kube-dns\"]
 - level: None
   nonResourceURLs: [\"/healthz*\", \"/livez*\", \"/readyz*\", \"/version\", \"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/openapi/*\"]
 - level: Metadata
@@ -66,7 +66,7 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 6443)]
     pub secure_port: u16,
     /// The API server's insecure (plain HTTP, superuser) port on 127.0.0.1, which the controller
-    /// manager and the cluster DNS use until they have identities of their own.
+    /// manager uses until its controllers have identities of their own.
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// The store's client port on 127.0.0.1 (etcdctl works against it).
@@ -588,7 +588,9 @@ async fn start(
             health_listen: ([127, 0, 0, 1], args.dns_health_port).into(),
             ..Default::default()
         };
-        let (conn, rx) = (conn.clone(), cp_rx.clone());
+        // As system:kube-dns over HTTPS (dns.conf), with what kubeadm's CoreDNS may read.
+        crate::addons::apply_dns_rbac(&kube).await?;
+        let (conn, rx) = (client::Connection::Kubeconfig(pki.join("dns.conf")), cp_rx.clone());
         s.control_plane.push(spawn_tokio("dns", move || async move { dns::run(opts, conn, until(rx)).await.map_err(Into::into) }));
     }
     crate::addons::apply_kube_dns(&kube, &node_name, cidr.gateway()).await?;

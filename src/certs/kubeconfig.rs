@@ -60,6 +60,10 @@ pub fn kubeconfig_specs(spec: &ClusterSpec) -> Vec<KubeConfigSpec> {
         // kubeadm gives kube-proxy a service account; kubelab's runs outside any pod, as the
         // user the default RBAC binds to system:node-proxier.
         KubeConfigSpec::new("proxy.conf", "system:kube-proxy", &[]),
+        // kubeadm's CoreDNS runs as the service account kube-system/coredns; kubelab's DNS server
+        // runs outside any pod, as this user, which `kubelab up` binds to kubeadm's
+        // system:coredns ClusterRole.
+        KubeConfigSpec::new("dns.conf", "system:kube-dns", &[]),
     ];
     for node in &spec.nodes {
         specs.push(KubeConfigSpec::new(format!("kubelet-{}.conf", node.name), format!("system:node:{}", node.name), &[NODES_GROUP]));
@@ -258,6 +262,7 @@ mod tests {
                 ("controller-manager.conf", "system:kube-controller-manager", vec![]),
                 ("scheduler.conf", "system:kube-scheduler", vec![]),
                 ("proxy.conf", "system:kube-proxy", vec![]),
+                ("dns.conf", "system:kube-dns", vec![]),
                 ("kubelet-cp.conf", "system:node:cp", vec!["system:nodes".to_string()]),
             ]
         );

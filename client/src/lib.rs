@@ -7,12 +7,17 @@
 //!   (client-go's `tools/leaderelection`).
 //! - [`record`]: an event recorder that never blocks its caller and folds repeats into a count
 //!   (client-go's `tools/record`).
+//! - [`token_source`]: a bearer token renewed in the background before it expires, and a client
+//!   that authenticates with it alone (client-go's `transport/token_source.go`; what
+//!   kube-controller-manager's `--use-service-account-credentials` gives each controller).
 //!
 //! Its whole public surface is these, plus [`client_as`] (a client that names its component in
-//! its User-Agent), [`hostname`] and [`Error`].
+//! its User-Agent), [`config_as`] (the configuration it is built from), [`hostname`] and
+//! [`Error`].
 
 pub mod leaderelection;
 pub mod record;
+pub mod token_source;
 
 use std::path::PathBuf;
 
@@ -60,6 +65,12 @@ pub async fn client(conn: &Connection) -> Result<kube::Client> {
 /// components do: the API server tells its watchers apart by it (`kubelab trace` shows which
 /// component a watch event went to).
 pub async fn client_as(conn: &Connection, component: &str) -> Result<kube::Client> {
+    kube::Client::try_from(config_as(conn, component).await?).map_err(Error::Kube)
+}
+
+/// The configuration [`client_as`] builds its client from: the API server's URL and CA, the
+/// credentials of `conn`, and the User-Agent of `component`.
+pub async fn config_as(conn: &Connection, component: &str) -> Result<kube::Config> {
     let mut config = match conn {
         Connection::Master(url) => {
             kube::Config::new(url.parse().map_err(|e| Error::Config(format!("--master {url:?}: {e}")))?)
@@ -75,7 +86,7 @@ pub async fn client_as(conn: &Connection, component: &str) -> Result<kube::Clien
     let agent = format!("{component}/v{}", env!("CARGO_PKG_VERSION"));
     let agent = http::HeaderValue::from_str(&agent).map_err(|e| Error::Config(format!("user agent {agent:?}: {e}")))?;
     config.headers.push((http::header::USER_AGENT, agent));
-    kube::Client::try_from(config).map_err(Error::Kube)
+    Ok(config)
 }
 
 /// This host's name, for leader identities and event sources.

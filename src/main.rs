@@ -539,6 +539,11 @@ struct ControllerManagerArgs {
     /// certificate-authority-data.
     #[arg(long)]
     root_ca_file: Option<PathBuf>,
+    /// If true, each controller authenticates as its own service account kube-system/<name>
+    /// (a TokenRequest token, renewed before it expires), and is allowed what its role
+    /// system:controller:<name> allows; else all use the controller manager's credentials.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    use_service_account_credentials: bool,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -844,6 +849,7 @@ fn main() -> anyhow::Result<()> {
                     },
                 },
                 root_ca_file: args.root_ca_file,
+                use_service_account_credentials: args.use_service_account_credentials,
                 ..controllers::Options::new(conn)
             };
             rt.block_on(controllers::run(opts, shutdown_signal())).context("kubelab controller-manager")?;

@@ -176,6 +176,7 @@
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 pub mod certificates;
+pub(crate) mod clientbuilder;
 pub(crate) mod clusterroleaggregation;
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
@@ -229,6 +230,10 @@ pub struct Options {
     /// `--root-ca-file`: the PEM CA bundle published in every namespace as `kube-root-ca.crt`;
     /// without it, the kubeconfig's `certificate-authority-data`.
     pub root_ca_file: Option<PathBuf>,
+    /// `--use-service-account-credentials`: each controller authenticates as its own service
+    /// account `kube-system/<controller>` ([`clientbuilder`]) instead of as the controller
+    /// manager.
+    pub use_service_account_credentials: bool,
 }
 
 impl Options {
@@ -242,6 +247,7 @@ impl Options {
             node_lifecycle: nodelifecycle::Options::default(),
             max_endpoints_per_slice: DEFAULT_MAX_ENDPOINTS_PER_SLICE,
             root_ca_file: None,
+            use_service_account_credentials: false,
         }
     }
 }
@@ -249,7 +255,13 @@ impl Options {
 /// Runs every controller until `shutdown` completes (steps 1–4 above).
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Step 1.
-    let client = client::client_as(&opts.connection, "kube-controller-manager").await?;
+    let config = client::config_as(&opts.connection, "kube-controller-manager").await?;
+    let client = kube::Client::try_from(config.clone()).map_err(client::Error::Kube)?;
+    let builder = if opts.use_service_account_credentials {
+        clientbuilder::ControllerClientBuilder::ServiceAccount { root: client.clone(), config }
+    } else {
+        clientbuilder::ControllerClientBuilder::Simple(client.clone())
+    };
     let root_ca = certificates::rootcacertpublisher::root_ca(opts.root_ca_file.as_deref(), &opts.connection).await?;
     if root_ca.is_none() {
         tracing::info!(target: "controllers", "not starting root-ca-cert-publisher: no --root-ca-file, and no certificate-authority-data in the kubeconfig");
@@ -257,7 +269,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
     // build would copy into every frame that moves it (the select, the elector) until the main
     // thread's stack runs out.
-    let work = Box::pin(run_controllers(client.clone(), opts.node_lifecycle.clone(), opts.max_endpoints_per_slice, root_ca));
+    let work = Box::pin(run_controllers(builder, opts.node_lifecycle.clone(), opts.max_endpoints_per_slice, root_ca));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {
@@ -279,38 +291,44 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     result
 }
 
-/// Every controller, concurrently (the root CA publisher when there is a CA to publish); the
-/// first error ends them all.
-async fn run_controllers(client: kube::Client, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize, root_ca: Option<String>) -> Result<()> {
+/// Every controller, concurrently (the root CA publisher when there is a CA to publish), each
+/// with the client `builder` gives it under its Kubernetes service account name; the first
+/// error ends them all.
+async fn run_controllers(builder: clientbuilder::ControllerClientBuilder, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize, root_ca: Option<String>) -> Result<()> {
     tracing::info!(
         target: "controllers",
         "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, clusterrole-aggregation, garbagecollector{}",
         if root_ca.is_some() { ", root-ca-cert-publisher" } else { "" }
     );
-    let root_ca_cert_publisher = root_ca.map(|ca| certificates::rootcacertpublisher::Publisher::new(client.clone(), ca));
+    let root_ca_cert_publisher = match root_ca {
+        Some(ca) => Some(certificates::rootcacertpublisher::Publisher::new(builder.client("root-ca-cert-publisher").await?, ca)),
+        None => None,
+    };
     tokio::try_join!(
-        namespace::NamespaceController::new(client.clone()).run(),
-        nodelifecycle::NodeLifecycleController::new(client.clone(), node_lifecycle).run(),
-        tainteviction::TaintEvictionController::new(client.clone()).run(),
-        disruption::DisruptionController::new(client.clone()).run(),
-        replicaset::ReplicaSetController::new(client.clone()).run(),
-        deployment::DeploymentController::new(client.clone()).run(),
+        namespace::NamespaceController::new(builder.client("namespace-controller").await?).run(),
+        nodelifecycle::NodeLifecycleController::new(builder.client("node-controller").await?, node_lifecycle).run(),
+        // As in Kubernetes, the taint eviction controller uses the node controller's account
+        // (and so its role): there is no taint-eviction-controller role.
+        tainteviction::TaintEvictionController::new(builder.client("node-controller").await?).run(),
+        disruption::DisruptionController::new(builder.client("disruption-controller").await?).run(),
+        replicaset::ReplicaSetController::new(builder.client("replicaset-controller").await?).run(),
+        deployment::DeploymentController::new(builder.client("deployment-controller").await?).run(),
         // Boxed: the workload controllers' futures are large, and the joined future holds them all.
-        Box::pin(daemon::DaemonSetsController::new(client.clone()).run()),
-        Box::pin(statefulset::StatefulSetController::new(client.clone()).run()),
-        Box::pin(job::JobController::new(client.clone()).run()),
-        Box::pin(ttlafterfinished::TtlAfterFinishedController::new(client.clone()).run()),
-        Box::pin(cronjob::CronJobController::new(client.clone()).run()),
-        Box::pin(endpoint::EndpointsController::new(client.clone()).run()),
-        Box::pin(endpointslice::EndpointSliceController::new(client.clone(), max_endpoints_per_slice).run()),
-        Box::pin(clusterroleaggregation::ClusterRoleAggregationController::new(client.clone()).run()),
+        Box::pin(daemon::DaemonSetsController::new(builder.client("daemon-set-controller").await?).run()),
+        Box::pin(statefulset::StatefulSetController::new(builder.client("statefulset-controller").await?).run()),
+        Box::pin(job::JobController::new(builder.client("job-controller").await?).run()),
+        Box::pin(ttlafterfinished::TtlAfterFinishedController::new(builder.client("ttl-after-finished-controller").await?).run()),
+        Box::pin(cronjob::CronJobController::new(builder.client("cronjob-controller").await?).run()),
+        Box::pin(endpoint::EndpointsController::new(builder.client("endpoint-controller").await?).run()),
+        Box::pin(endpointslice::EndpointSliceController::new(builder.client("endpointslice-controller").await?, max_endpoints_per_slice).run()),
+        Box::pin(clusterroleaggregation::ClusterRoleAggregationController::new(builder.client("clusterrole-aggregation-controller").await?).run()),
         Box::pin(async {
             match root_ca_cert_publisher {
                 Some(publisher) => publisher.run().await,
                 None => Ok(()),
             }
         }),
-        garbagecollector::GarbageCollector::new(client).run(),
+        garbagecollector::GarbageCollector::new(builder.client("generic-garbage-collector").await?).run(),
     )?;
     Ok(())
 }

@@ -67,13 +67,19 @@
 //!   rollback).
 //! - [`workqueue`]: client-go's work queue, from which the informer-driven controllers' workers
 //!   take keys (each key once, never by two workers, later or with backoff when asked).
+//! - [`clientbuilder`]: the client each controller gets — the controller manager's own, or with
+//!   `--use-service-account-credentials` one that authenticates as the controller's service
+//!   account `kube-system/<name>` (a TokenRequest token renewed before it expires), so that the
+//!   API server allows it only what the RBAC role `system:controller:<name>` allows.
 //!
 //! ## The flow of [`run`]
 //! 1. Connect to the API server; read the root CA to publish (`--root-ca-file` once, or the
-//!    kubeconfig's CA data; none: the publisher is not started, and one line says so).
+//!    kubeconfig's CA data; none: the publisher is not started, and one line says so). Choose
+//!    how controllers get their clients ([`clientbuilder`]); leader election always uses the
+//!    controller manager's own.
 //! 2. With `--leader-elect`, wait to hold the Lease `kube-system/kube-controller-manager`
 //!    (client-go's leader election): several replicas may run, one acts. Without it, act at once.
-//! 3. Run every controller concurrently, each with its own watches, until shutdown — or until
+//! 3. Run every controller concurrently, each with its own client and watches, until shutdown — or until
 //!    leadership is lost, which is an error: the process exits (and is restarted) rather than
 //!    risk two active replicas, as kube-controller-manager does.
 //! 4. On shutdown, give the Lease up (client-go's ReleaseOnCancel), so a standby takes over at
@@ -166,6 +172,16 @@
 //!   for, so the refusal is known by its message too.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
+//! - With `--use-service-account-credentials`, each controller's watches too go out under its
+//!   own identity (Kubernetes' shared informers use the controller manager's), and some
+//!   controllers write with a verb their Kubernetes role lacks, so these requests are refused:
+//!   the node lifecycle controller's watch of Leases, the disruption controller's of pods, the
+//!   root CA publisher's of namespaces and ConfigMaps (list/watch), the Deployment controller's
+//!   patches of a Deployment (revision annotation) and of its status, the DaemonSet controller's
+//!   patch of its status (`collisionCount`). Each renewal of a token reads the service account
+//!   (and creates it if it is gone) but does not create `kube-system` when missing (Kubernetes
+//!   does). A 401 asks for a new token at once unless the token is younger than ten seconds
+//!   (Kubernetes' ResetTokenOlderThan compares with the request's start).
 //!
 //! ## Public surface
 //! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name and

@@ -182,6 +182,8 @@
 //!   (and creates it if it is gone) but does not create `kube-system` when missing (Kubernetes
 //!   does). A 401 asks for a new token at once unless the token is younger than ten seconds
 //!   (Kubernetes' ResetTokenOlderThan compares with the request's start).
+//!   Through `--master` to the API server's insecure port the flag changes nothing the API server
+//!   looks at: that port authenticates no one (every request is `system:unsecured`).
 //!
 //! ## Public surface
 //! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name and

@@ -45,14 +45,18 @@ const TARGET: &str = "controllers::disruption";
 type Key = (String, String);
 
 pub struct DisruptionController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     recorder: client::record::EventRecorder,
 }
 
 impl DisruptionController {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "controllermanager", None);
-        Self { client, recorder }
+        Self { informers, client, recorder }
     }
 
     /// Watches budgets and pods into caches; one worker syncs the budgets the events name.
@@ -60,7 +64,7 @@ impl DisruptionController {
         let (pdbs, pdbs_w) = reflector::store::<PodDisruptionBudget>();
         let (pods, pods_w) = reflector::store::<Pod>();
         let queue: WorkQueue<Key> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         let informers = async {
             let on_pdb = |pdb: &PodDisruptionBudget| queue.add(key_of(&pdb.metadata));
             let on_pod = |pod: &Pod| {
@@ -71,8 +75,8 @@ impl DisruptionController {
                 }
             };
             tokio::join!(
-                drive("poddisruptionbudgets", reflector::reflector(pdbs_w, watcher(Api::<PodDisruptionBudget>::all(client.clone()), watcher::Config::default())), on_pdb),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
+                drive("poddisruptionbudgets", reflector::reflector(pdbs_w, watcher(Api::<PodDisruptionBudget>::all(informer_client.clone()), watcher::Config::default())), on_pdb),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
             );
         };
         let work = async {

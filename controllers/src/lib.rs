@@ -196,6 +196,7 @@
 pub mod certificates;
 pub(crate) mod clientbuilder;
 pub(crate) mod clusterroleaggregation;
+pub(crate) mod controller_context;
 pub(crate) mod controller_ref_manager;
 pub(crate) mod controller_utils;
 pub(crate) mod cronjob;
@@ -275,11 +276,12 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     // Step 1.
     let config = client::config_as(&opts.connection, "kube-controller-manager").await?;
     let client = kube::Client::try_from(config.clone()).map_err(client::Error::Kube)?;
-    let builder = if opts.use_service_account_credentials {
+    let client_builder = if opts.use_service_account_credentials {
         clientbuilder::ControllerClientBuilder::ServiceAccount { root: client.clone(), config }
     } else {
         clientbuilder::ControllerClientBuilder::Simple(client.clone())
     };
+    let ctx = controller_context::ControllerContext { informers: client.clone(), client_builder };
     let root_ca = certificates::rootcacertpublisher::root_ca(opts.root_ca_file.as_deref(), &opts.connection).await?;
     if root_ca.is_none() {
         tracing::info!(target: "controllers", "not starting root-ca-cert-publisher: no --root-ca-file, and no certificate-authority-data in the kubeconfig");
@@ -287,7 +289,7 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
     // build would copy into every frame that moves it (the select, the elector) until the main
     // thread's stack runs out.
-    let work = Box::pin(run_controllers(builder, opts.node_lifecycle.clone(), opts.max_endpoints_per_slice, root_ca));
+    let work = Box::pin(run_controllers(ctx, opts.node_lifecycle.clone(), opts.max_endpoints_per_slice, root_ca));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {
@@ -310,43 +312,43 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
 }
 
 /// Every controller, concurrently (the root CA publisher when there is a CA to publish), each
-/// with the client `builder` gives it under its Kubernetes service account name; the first
-/// error ends them all.
-async fn run_controllers(builder: clientbuilder::ControllerClientBuilder, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize, root_ca: Option<String>) -> Result<()> {
+/// watching with `ctx`'s informer client and acting with the client `ctx` gives it under its
+/// Kubernetes service account name; the first error ends them all.
+async fn run_controllers(ctx: controller_context::ControllerContext, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize, root_ca: Option<String>) -> Result<()> {
     tracing::info!(
         target: "controllers",
         "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, clusterrole-aggregation, garbagecollector{}",
         if root_ca.is_some() { ", root-ca-cert-publisher" } else { "" }
     );
     let root_ca_cert_publisher = match root_ca {
-        Some(ca) => Some(certificates::rootcacertpublisher::Publisher::new(builder.client("root-ca-cert-publisher").await?, ca)),
+        Some(ca) => Some(certificates::rootcacertpublisher::Publisher::new(ctx.informers.clone(), ctx.client("root-ca-cert-publisher").await?, ca)),
         None => None,
     };
     tokio::try_join!(
-        namespace::NamespaceController::new(builder.client("namespace-controller").await?).run(),
-        nodelifecycle::NodeLifecycleController::new(builder.client("node-controller").await?, node_lifecycle).run(),
+        namespace::NamespaceController::new(ctx.informers.clone(), ctx.client("namespace-controller").await?).run(),
+        nodelifecycle::NodeLifecycleController::new(ctx.informers.clone(), ctx.client("node-controller").await?, node_lifecycle).run(),
         // As in Kubernetes, the taint eviction controller uses the node controller's account
         // (and so its role): there is no taint-eviction-controller role.
-        tainteviction::TaintEvictionController::new(builder.client("node-controller").await?).run(),
-        disruption::DisruptionController::new(builder.client("disruption-controller").await?).run(),
-        replicaset::ReplicaSetController::new(builder.client("replicaset-controller").await?).run(),
-        deployment::DeploymentController::new(builder.client("deployment-controller").await?).run(),
+        tainteviction::TaintEvictionController::new(ctx.informers.clone(), ctx.client("node-controller").await?).run(),
+        disruption::DisruptionController::new(ctx.informers.clone(), ctx.client("disruption-controller").await?).run(),
+        replicaset::ReplicaSetController::new(ctx.informers.clone(), ctx.client("replicaset-controller").await?).run(),
+        deployment::DeploymentController::new(ctx.informers.clone(), ctx.client("deployment-controller").await?).run(),
         // Boxed: the workload controllers' futures are large, and the joined future holds them all.
-        Box::pin(daemon::DaemonSetsController::new(builder.client("daemon-set-controller").await?).run()),
-        Box::pin(statefulset::StatefulSetController::new(builder.client("statefulset-controller").await?).run()),
-        Box::pin(job::JobController::new(builder.client("job-controller").await?).run()),
-        Box::pin(ttlafterfinished::TtlAfterFinishedController::new(builder.client("ttl-after-finished-controller").await?).run()),
-        Box::pin(cronjob::CronJobController::new(builder.client("cronjob-controller").await?).run()),
-        Box::pin(endpoint::EndpointsController::new(builder.client("endpoint-controller").await?).run()),
-        Box::pin(endpointslice::EndpointSliceController::new(builder.client("endpointslice-controller").await?, max_endpoints_per_slice).run()),
-        Box::pin(clusterroleaggregation::ClusterRoleAggregationController::new(builder.client("clusterrole-aggregation-controller").await?).run()),
+        Box::pin(daemon::DaemonSetsController::new(ctx.informers.clone(), ctx.client("daemon-set-controller").await?).run()),
+        Box::pin(statefulset::StatefulSetController::new(ctx.informers.clone(), ctx.client("statefulset-controller").await?).run()),
+        Box::pin(job::JobController::new(ctx.informers.clone(), ctx.client("job-controller").await?).run()),
+        Box::pin(ttlafterfinished::TtlAfterFinishedController::new(ctx.informers.clone(), ctx.client("ttl-after-finished-controller").await?).run()),
+        Box::pin(cronjob::CronJobController::new(ctx.informers.clone(), ctx.client("cronjob-controller").await?).run()),
+        Box::pin(endpoint::EndpointsController::new(ctx.informers.clone(), ctx.client("endpoint-controller").await?).run()),
+        Box::pin(endpointslice::EndpointSliceController::new(ctx.informers.clone(), ctx.client("endpointslice-controller").await?, max_endpoints_per_slice).run()),
+        Box::pin(clusterroleaggregation::ClusterRoleAggregationController::new(ctx.informers.clone(), ctx.client("clusterrole-aggregation-controller").await?).run()),
         Box::pin(async {
             match root_ca_cert_publisher {
                 Some(publisher) => publisher.run().await,
                 None => Ok(()),
             }
         }),
-        garbagecollector::GarbageCollector::new(builder.client("generic-garbage-collector").await?).run(),
+        garbagecollector::GarbageCollector::new(ctx.informers.clone(), ctx.client("generic-garbage-collector").await?).run(),
     )?;
     Ok(())
 }

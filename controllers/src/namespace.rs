@@ -25,19 +25,23 @@ use crate::error::{Error, Result};
 const REQUEUE: Duration = Duration::from_secs(1);
 
 pub struct NamespaceController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
 }
 
 impl NamespaceController {
-    pub fn new(client: kube::Client) -> Self {
-        Self { client }
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
+        Self { informers, client }
     }
 
     /// Watches namespaces and works on the terminating ones; a periodic pass retries those that
     /// still had content.
     pub async fn run(self) -> Result<()> {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+        let mut events = watcher(Api::<Namespace>::all(self.informers.clone()), watcher::Config::default()).boxed();
         let mut pending: HashSet<String> = HashSet::new();
         let mut tick = tokio::time::interval(REQUEUE);
         loop {

@@ -316,6 +316,10 @@ fn node_reference(node: &Node) -> ObjectReference {
 }
 
 pub struct NodeLifecycleController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     recorder: client::record::EventRecorder,
     opts: Options,
@@ -327,9 +331,9 @@ pub struct NodeLifecycleController {
 }
 
 impl NodeLifecycleController {
-    pub fn new(client: kube::Client, opts: Options) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client, opts: Options) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "node-controller", None);
-        Self { client, recorder, opts, health: HashMap::new(), zone_states: HashMap::new(), limiters: ZoneLimiters::default() }
+        Self { informers, client, recorder, opts, health: HashMap::new(), zone_states: HashMap::new(), limiters: ZoneLimiters::default() }
     }
 
     /// Watches nodes, node Leases and pods into local caches (client-go's informers), waits until
@@ -338,18 +342,18 @@ impl NodeLifecycleController {
         let (nodes, nodes_w) = reflector::store::<Node>();
         let (leases, leases_w) = reflector::store::<Lease>();
         let (pods, pods_w) = reflector::store::<Pod>();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         let informers = async {
             tokio::join!(
-                drive("nodes", reflector::reflector(nodes_w, watcher(Api::<Node>::all(client.clone()), watcher::Config::default()))),
+                drive("nodes", reflector::reflector(nodes_w, watcher(Api::<Node>::all(informer_client.clone()), watcher::Config::default()))),
                 drive(
                     "leases",
                     reflector::reflector(
                         leases_w,
-                        watcher(Api::<Lease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE), watcher::Config::default())
+                        watcher(Api::<Lease>::namespaced(informer_client.clone(), NODE_LEASE_NAMESPACE), watcher::Config::default())
                     )
                 ),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()))),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default()))),
             );
         };
         let monitor = async {

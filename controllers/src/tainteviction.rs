@@ -94,6 +94,10 @@ pub fn eviction_base(taints: &[Taint], pod: &Pod) -> Option<Timestamp> {
 }
 
 pub struct TaintEvictionController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     recorder: client::record::EventRecorder,
     /// Pods whose eviction is waiting for its moment, by UID (for the log and the cancel event).
@@ -104,9 +108,9 @@ pub struct TaintEvictionController {
 }
 
 impl TaintEvictionController {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "taint-eviction-controller", None);
-        Self { client, recorder, scheduled: HashMap::new(), evicted: HashSet::new() }
+        Self { informers, client, recorder, scheduled: HashMap::new(), evicted: HashSet::new() }
     }
 
     /// Watches nodes and pods into caches, waits until both have listed, then works every
@@ -114,11 +118,11 @@ impl TaintEvictionController {
     pub async fn run(mut self) -> Result<()> {
         let (nodes, nodes_w) = reflector::store::<Node>();
         let (pods, pods_w) = reflector::store::<Pod>();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         let informers = async {
             tokio::join!(
-                drive("nodes", reflector::reflector(nodes_w, watcher(Api::<Node>::all(client.clone()), watcher::Config::default()))),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()))),
+                drive("nodes", reflector::reflector(nodes_w, watcher(Api::<Node>::all(informer_client.clone()), watcher::Config::default()))),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default()))),
             );
         };
         let work = async {

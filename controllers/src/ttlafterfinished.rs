@@ -29,6 +29,10 @@ const TARGET: &str = "controllers::ttlafterfinished";
 pub const CONCURRENT_TTL_SYNCS: usize = 5;
 
 pub struct TtlAfterFinishedController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
 }
 
@@ -54,8 +58,8 @@ fn key_of(job: &Job) -> String {
 }
 
 impl TtlAfterFinishedController {
-    pub fn new(client: kube::Client) -> Self {
-        Self { client }
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
+        Self { informers, client }
     }
 
     /// Watches Jobs; [`CONCURRENT_TTL_SYNCS`] workers process the keys queued.
@@ -63,7 +67,7 @@ impl TtlAfterFinishedController {
         let (jobs, jobs_w) = reflector::store::<Job>();
         let queue: WorkQueue<String> = WorkQueue::new();
         let informer = async {
-            let stream = reflector::reflector(jobs_w, watcher(Api::<Job>::all(self.client.clone()), watcher::Config::default())).default_backoff();
+            let stream = reflector::reflector(jobs_w, watcher(Api::<Job>::all(self.informers.clone()), watcher::Config::default())).default_backoff();
             let mut stream = std::pin::pin!(stream);
             while let Some(ev) = stream.next().await {
                 match ev {

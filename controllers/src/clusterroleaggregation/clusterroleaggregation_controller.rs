@@ -36,6 +36,10 @@ pub const WORKERS: usize = 5;
 pub const FIELD_MANAGER: &str = "clusterrole-aggregation-controller";
 
 pub struct ClusterRoleAggregationController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
 }
 
@@ -81,8 +85,8 @@ fn same_rule(a: &PolicyRule, b: &PolicyRule) -> bool {
 }
 
 impl ClusterRoleAggregationController {
-    pub fn new(client: kube::Client) -> Self {
-        Self { client }
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
+        Self { informers, client }
     }
 
     /// Watches ClusterRoles into a cache; [`WORKERS`] workers sync the aggregated ones queued.
@@ -90,7 +94,7 @@ impl ClusterRoleAggregationController {
         let (roles, roles_w) = reflector::store::<ClusterRole>();
         let queue: WorkQueue<String> = WorkQueue::new();
         let informer = async {
-            let stream = reflector::reflector(roles_w, watcher(Api::<ClusterRole>::all(self.client.clone()), watcher::Config::default())).default_backoff();
+            let stream = reflector::reflector(roles_w, watcher(Api::<ClusterRole>::all(self.informers.clone()), watcher::Config::default())).default_backoff();
             let mut stream = std::pin::pin!(stream);
             while let Some(ev) = stream.next().await {
                 match ev {

@@ -57,6 +57,10 @@ const TARGET: &str = "controllers::cronjob";
 pub const CONCURRENT_CRON_JOB_SYNCS: usize = 5;
 
 pub struct CronJobController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     recorder: client::record::EventRecorder,
 }
@@ -95,9 +99,9 @@ impl Outcome {
 }
 
 impl CronJobController {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "cronjob-controller", None);
-        Self { client, recorder }
+        Self { informers, client, recorder }
     }
 
     /// Watches CronJobs and Jobs into caches; [`CONCURRENT_CRON_JOB_SYNCS`] workers sync the
@@ -106,7 +110,7 @@ impl CronJobController {
         let (cron_jobs, cron_jobs_w) = reflector::store::<CronJob>();
         let (jobs, jobs_w) = reflector::store::<Job>();
         let queue: WorkQueue<String> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         // The schedule and time zone each CronJob was last seen with (updateCronJob compares).
         let seen: Mutex<HashMap<String, (String, Option<String>)>> = Mutex::new(HashMap::new());
         let informers = async {
@@ -123,8 +127,8 @@ impl CronJobController {
                 }
             };
             tokio::join!(
-                drive("cronjobs", reflector::reflector(cron_jobs_w, watcher(Api::<CronJob>::all(client.clone()), watcher::Config::default())), on_cron_job),
-                drive("jobs", reflector::reflector(jobs_w, watcher(Api::<Job>::all(client.clone()), watcher::Config::default())), on_job),
+                drive("cronjobs", reflector::reflector(cron_jobs_w, watcher(Api::<CronJob>::all(informer_client.clone()), watcher::Config::default())), on_cron_job),
+                drive("jobs", reflector::reflector(jobs_w, watcher(Api::<Job>::all(informer_client.clone()), watcher::Config::default())), on_job),
             );
         };
         let work = async {

@@ -201,6 +201,10 @@ impl Backoff {
 }
 
 pub struct DaemonSetsController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    pub(super) informers: kube::Client,
+    /// Everything else: the controller's own client.
     pub(super) client: kube::Client,
     pub(super) history: History,
     recorder: client::record::EventRecorder,
@@ -247,13 +251,14 @@ struct SeenPod {
 }
 
 impl DaemonSetsController {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "daemonset-controller", None);
         let (sets, sets_w) = reflector::store::<DaemonSet>();
         let (pods, pods_w) = reflector::store::<Pod>();
         let (nodes, nodes_w) = reflector::store::<Node>();
         Self {
             history: History::new(client.clone()),
+            informers,
             client,
             recorder,
             expectations: ControllerExpectations::default(),
@@ -270,7 +275,7 @@ impl DaemonSetsController {
     /// sync the keys their events queue.
     pub async fn run(self) -> Result<()> {
         let Some(w) = self.writers.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         let seen_pods: Mutex<HashMap<String, SeenPod>> = Mutex::new(HashMap::new());
         let seen_nodes: Mutex<HashMap<String, Node>> = Mutex::new(HashMap::new());
         let informers = async {
@@ -284,9 +289,9 @@ impl DaemonSetsController {
             let on_pod = |ev: Change<&Pod>| self.pod_changed(ev, &seen_pods);
             let on_node = |ev: Change<&Node>| self.node_changed(ev, &seen_nodes);
             tokio::join!(
-                drive("daemonsets", reflector::reflector(w.sets, watcher(Api::<DaemonSet>::all(client.clone()), watcher::Config::default())), on_set),
-                drive("pods", reflector::reflector(w.pods, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
-                drive("nodes", reflector::reflector(w.nodes, watcher(Api::<Node>::all(client.clone()), watcher::Config::default())), on_node),
+                drive("daemonsets", reflector::reflector(w.sets, watcher(Api::<DaemonSet>::all(informer_client.clone()), watcher::Config::default())), on_set),
+                drive("pods", reflector::reflector(w.pods, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
+                drive("nodes", reflector::reflector(w.nodes, watcher(Api::<Node>::all(informer_client.clone()), watcher::Config::default())), on_node),
             );
         };
         let work = async {

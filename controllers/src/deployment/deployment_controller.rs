@@ -45,6 +45,10 @@ pub struct Sets {
 }
 
 pub struct DeploymentController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    pub(super) informers: kube::Client,
+    /// Everything else: the controller's own client.
     pub(super) client: kube::Client,
     pub(super) recorder: client::record::EventRecorder,
     pub(super) pods: Store<Pod>,
@@ -63,10 +67,10 @@ pub(super) fn selector_of(d: &Deployment) -> Option<apimachinery::labels::Select
 }
 
 impl DeploymentController {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "deployment-controller", None);
         let (pods, pods_w) = reflector::store::<Pod>();
-        Self { client, recorder, pods, pods_w: Mutex::new(Some(pods_w)), notes: Mutex::new(HashMap::new()) }
+        Self { informers, client, recorder, pods, pods_w: Mutex::new(Some(pods_w)), notes: Mutex::new(HashMap::new()) }
     }
 
     /// Watches Deployments, ReplicaSets and pods; [`CONCURRENT_DEPLOYMENT_SYNCS`] workers sync
@@ -76,7 +80,7 @@ impl DeploymentController {
         let (sets, sets_w) = reflector::store::<ReplicaSet>();
         let Some(pods_w) = self.pods_w.lock().unwrap_or_else(|e| e.into_inner()).take() else { return Ok(()) };
         let queue: WorkQueue<String> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         let informers = async {
             let on_deployment = |d: &Deployment, _gone: bool| queue.add(key_of(d));
             let on_set = |rs: &ReplicaSet, _gone: bool| {
@@ -110,9 +114,9 @@ impl DeploymentController {
                 }
             };
             tokio::join!(
-                drive("deployments", reflector::reflector(deps_w, watcher(Api::<Deployment>::all(client.clone()), watcher::Config::default())), on_deployment),
-                drive("replicasets", reflector::reflector(sets_w, watcher(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default())), on_set),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
+                drive("deployments", reflector::reflector(deps_w, watcher(Api::<Deployment>::all(informer_client.clone()), watcher::Config::default())), on_deployment),
+                drive("replicasets", reflector::reflector(sets_w, watcher(Api::<ReplicaSet>::all(informer_client.clone()), watcher::Config::default())), on_set),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
             );
         };
         let work = async {

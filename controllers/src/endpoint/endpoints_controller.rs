@@ -58,13 +58,17 @@ pub const ANNOTATION_LAST_CHANGE_TRIGGER_TIME: &str = "endpoints.kubernetes.io/l
 const ANNOTATION_LEADER: &str = "control-plane.alpha.kubernetes.io/leader";
 
 pub struct EndpointsController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     trigger_times: TriggerTimeTracker,
 }
 
 impl EndpointsController {
-    pub fn new(client: kube::Client) -> Self {
-        Self { client, trigger_times: TriggerTimeTracker::default() }
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
+        Self { informers, client, trigger_times: TriggerTimeTracker::default() }
     }
 
     /// Watches Services, pods and Endpoints into caches; [`CONCURRENT_ENDPOINT_SYNCS`] workers
@@ -74,7 +78,7 @@ impl EndpointsController {
         let (pods, pods_w) = reflector::store::<Pod>();
         let (endpoints, endpoints_w) = reflector::store::<Endpoints>();
         let queue: WorkQueue<String> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         // The labels each pod (by namespace/name) was last seen with: an update's old object.
         let seen: Mutex<HashMap<String, BTreeMap<String, String>>> = Mutex::new(HashMap::new());
         let informers = async {
@@ -86,9 +90,9 @@ impl EndpointsController {
                 }
             };
             tokio::join!(
-                drive("services", reflector::reflector(services_w, watcher(Api::<Service>::all(client.clone()), watcher::Config::default())), on_service),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
-                drive("endpoints", reflector::reflector(endpoints_w, watcher(Api::<Endpoints>::all(client.clone()), watcher::Config::default())), on_endpoints),
+                drive("services", reflector::reflector(services_w, watcher(Api::<Service>::all(informer_client.clone()), watcher::Config::default())), on_service),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
+                drive("endpoints", reflector::reflector(endpoints_w, watcher(Api::<Endpoints>::all(informer_client.clone()), watcher::Config::default())), on_endpoints),
             );
         };
         let work = async {

@@ -46,6 +46,10 @@ pub const CONCURRENT_SERVICE_ENDPOINT_SYNCS: usize = 5;
 pub const DEFAULT_MAX_ENDPOINTS_PER_SLICE: usize = 100;
 
 pub struct EndpointSliceController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     max_endpoints_per_slice: usize,
     tracker: EndpointSliceTracker,
@@ -59,8 +63,8 @@ enum Synced {
 }
 
 impl EndpointSliceController {
-    pub fn new(client: kube::Client, max_endpoints_per_slice: usize) -> Self {
-        Self { client, max_endpoints_per_slice: max_endpoints_per_slice.max(1), tracker: EndpointSliceTracker::default() }
+    pub fn new(informers: kube::Client, client: kube::Client, max_endpoints_per_slice: usize) -> Self {
+        Self { informers, client, max_endpoints_per_slice: max_endpoints_per_slice.max(1), tracker: EndpointSliceTracker::default() }
     }
 
     /// Watches Services, pods, EndpointSlices and nodes into caches;
@@ -71,7 +75,7 @@ impl EndpointSliceController {
         let (slices, slices_w) = reflector::store::<EndpointSlice>();
         let (nodes, nodes_w) = reflector::store::<Node>();
         let queue: WorkQueue<String> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         // The labels each pod (by namespace/name) was last seen with: an update's old object.
         let seen: Mutex<HashMap<String, BTreeMap<String, String>>> = Mutex::new(HashMap::new());
         let informers = async {
@@ -94,10 +98,10 @@ impl EndpointSliceController {
                 }
             };
             tokio::join!(
-                drive("services", reflector::reflector(services_w, watcher(Api::<Service>::all(client.clone()), watcher::Config::default())), on_service),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
-                drive("endpointslices", reflector::reflector(slices_w, watcher(Api::<EndpointSlice>::all(client.clone()), watcher::Config::default())), on_slice),
-                drive("nodes", reflector::reflector(nodes_w, watcher(Api::<Node>::all(client.clone()), watcher::Config::default())), |_: &Node, _| {}),
+                drive("services", reflector::reflector(services_w, watcher(Api::<Service>::all(informer_client.clone()), watcher::Config::default())), on_service),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
+                drive("endpointslices", reflector::reflector(slices_w, watcher(Api::<EndpointSlice>::all(informer_client.clone()), watcher::Config::default())), on_slice),
+                drive("nodes", reflector::reflector(nodes_w, watcher(Api::<Node>::all(informer_client.clone()), watcher::Config::default())), |_: &Node, _| {}),
             );
         };
         let work = async {

@@ -57,6 +57,10 @@ enum Step {
 }
 
 pub struct GarbageCollector {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     graph: Mutex<Graph>,
     resources: Mutex<Resources>,
@@ -65,8 +69,8 @@ pub struct GarbageCollector {
 }
 
 impl GarbageCollector {
-    pub fn new(client: kube::Client) -> Self {
-        Self { client, graph: Mutex::new(Graph::default()), resources: Mutex::new(Resources::default()), delete_queue: WorkQueue::new(), orphan_queue: WorkQueue::new() }
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
+        Self { informers, client, graph: Mutex::new(Graph::default()), resources: Mutex::new(Resources::default()), delete_queue: WorkQueue::new(), orphan_queue: WorkQueue::new() }
     }
 
     fn graph(&self) -> std::sync::MutexGuard<'_, Graph> {
@@ -164,7 +168,7 @@ impl GarbageCollector {
 
     /// One resource's watch into the graph; `on_synced` once its first list is in.
     async fn watch(&self, ar: ApiResource, on_synced: impl Fn()) {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let api: Api<DynamicObject> = Api::all_with(self.informers.clone(), &ar);
         let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
         let mut synced = false;
         let resources = self.resources();

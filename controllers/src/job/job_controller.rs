@@ -74,6 +74,10 @@ pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 pub const REASON_COMPLETIONS_REACHED: &str = "CompletionsReached";
 
 pub struct JobController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     recorder: client::record::EventRecorder,
     expectations: ControllerExpectations,
@@ -297,9 +301,10 @@ struct SyncCtx {
 }
 
 impl JobController {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "job-controller", None);
         Self {
+            informers,
             client,
             recorder,
             expectations: ControllerExpectations::default(),
@@ -315,7 +320,7 @@ impl JobController {
         let (pods, pods_w) = reflector::store::<Pod>();
         let queue: WorkQueue<String> = WorkQueue::new();
         let orphans: WorkQueue<String> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         // The Job (name, uid) each pod uid was last seen controlled by.
         let seen: Mutex<HashMap<String, Option<(String, String)>>> = Mutex::new(HashMap::new());
         let informers = async {
@@ -334,8 +339,8 @@ impl JobController {
             };
             let on_pod = |pod: &Pod, gone: bool| self.pod_changed(pod, gone, &jobs, &queue, &orphans, &seen);
             tokio::join!(
-                drive("jobs", reflector::reflector(jobs_w, watcher(Api::<Job>::all(client.clone()), watcher::Config::default())), on_job),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
+                drive("jobs", reflector::reflector(jobs_w, watcher(Api::<Job>::all(informer_client.clone()), watcher::Config::default())), on_job),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
             );
         };
         let work = async {

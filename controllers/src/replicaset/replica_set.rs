@@ -46,6 +46,10 @@ const TARGET: &str = "controllers::replicaset";
 pub const CONCURRENT_REPLICASET_SYNCS: usize = 5;
 
 pub struct ReplicaSetController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     recorder: client::record::EventRecorder,
     expectations: ControllerExpectations,
@@ -66,9 +70,9 @@ fn selector_of(rs: &ReplicaSet) -> Option<apimachinery::labels::Selector> {
 }
 
 impl ReplicaSetController {
-    pub fn new(client: kube::Client) -> Self {
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
         let recorder = client::record::EventRecorder::new(client.clone(), "replicaset-controller", None);
-        Self { client, recorder, expectations: ControllerExpectations::default() }
+        Self { informers, client, recorder, expectations: ControllerExpectations::default() }
     }
 
     /// Watches ReplicaSets and pods into caches; [`CONCURRENT_REPLICASET_SYNCS`] workers sync
@@ -77,7 +81,7 @@ impl ReplicaSetController {
         let (sets, sets_w) = reflector::store::<ReplicaSet>();
         let (pods, pods_w) = reflector::store::<Pod>();
         let queue: WorkQueue<String> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         // What each pod's uid was last seen as: its controller, namespace, readiness.
         let seen: Mutex<HashMap<String, SeenPod>> = Mutex::new(HashMap::new());
         let informers = async {
@@ -91,8 +95,8 @@ impl ReplicaSetController {
             };
             let on_pod = |ev: Change<&Pod>| self.pod_changed(ev, &sets, &queue, &seen);
             tokio::join!(
-                drive("replicasets", reflector::reflector(sets_w, watcher(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default())), on_set),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
+                drive("replicasets", reflector::reflector(sets_w, watcher(Api::<ReplicaSet>::all(informer_client.clone()), watcher::Config::default())), on_set),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
             );
         };
         let work = async {

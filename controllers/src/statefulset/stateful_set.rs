@@ -44,6 +44,10 @@ const TARGET: &str = "controllers::statefulset";
 pub const CONCURRENT_STATEFULSET_SYNCS: usize = 5;
 
 pub struct StatefulSetController {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     control: StatefulSetControl,
 }
@@ -65,8 +69,8 @@ struct SeenPod {
 }
 
 impl StatefulSetController {
-    pub fn new(client: kube::Client) -> Self {
-        Self { control: StatefulSetControl::new(client.clone()), client }
+    pub fn new(informers: kube::Client, client: kube::Client) -> Self {
+        Self { informers, control: StatefulSetControl::new(client.clone()), client }
     }
 
     /// Watches StatefulSets and pods into caches; [`CONCURRENT_STATEFULSET_SYNCS`] workers sync
@@ -75,14 +79,14 @@ impl StatefulSetController {
         let (sets, sets_w) = reflector::store::<StatefulSet>();
         let (pods, pods_w) = reflector::store::<Pod>();
         let queue: WorkQueue<String> = WorkQueue::new();
-        let client = self.client.clone();
+        let informer_client = self.informers.clone();
         let seen: Mutex<HashMap<String, SeenPod>> = Mutex::new(HashMap::new());
         let informers = async {
             let on_set = |set: &StatefulSet, _deleted: bool| queue.add(key_of(set));
             let on_pod = |pod: &Pod, deleted: bool| pod_changed(pod, deleted, &sets, &queue, &seen);
             tokio::join!(
-                drive("statefulsets", reflector::reflector(sets_w, watcher(Api::<StatefulSet>::all(client.clone()), watcher::Config::default())), on_set),
-                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())), on_pod),
+                drive("statefulsets", reflector::reflector(sets_w, watcher(Api::<StatefulSet>::all(informer_client.clone()), watcher::Config::default())), on_set),
+                drive("pods", reflector::reflector(pods_w, watcher(Api::<Pod>::all(informer_client.clone()), watcher::Config::default())), on_pod),
             );
         };
         let work = async {

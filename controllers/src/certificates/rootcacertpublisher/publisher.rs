@@ -48,6 +48,10 @@ const NAMESPACE_TERMINATING_CAUSE: &str = "NamespaceTerminating";
 
 /// Publishes one root CA bundle (PEM) in every namespace.
 pub struct Publisher {
+    /// Lists and watches for the caches: the controller manager's own client (see
+    /// [`crate::controller_context`]).
+    informers: kube::Client,
+    /// Everything else: the controller's own client.
     client: kube::Client,
     root_ca: String,
 }
@@ -105,8 +109,8 @@ fn refused_as_terminating(e: &kube::Error) -> bool {
 }
 
 impl Publisher {
-    pub fn new(client: kube::Client, root_ca: String) -> Self {
-        Self { client, root_ca }
+    pub fn new(informers: kube::Client, client: kube::Client, root_ca: String) -> Self {
+        Self { informers, client, root_ca }
     }
 
     /// Watches namespaces and the `kube-root-ca.crt` ConfigMaps (those alone, by a field
@@ -135,8 +139,8 @@ impl Publisher {
             };
             let by_name = watcher::Config::default().fields(&format!("metadata.name={ROOT_CA_CERT_CONFIG_MAP_NAME}"));
             tokio::join!(
-                drive("namespaces", reflector::reflector(namespaces_w, watcher(Api::<Namespace>::all(self.client.clone()), watcher::Config::default())), on_namespace),
-                drive("configmaps", reflector::reflector(config_maps_w, watcher(Api::<ConfigMap>::all(self.client.clone()), by_name)), on_config_map),
+                drive("namespaces", reflector::reflector(namespaces_w, watcher(Api::<Namespace>::all(self.informers.clone()), watcher::Config::default())), on_namespace),
+                drive("configmaps", reflector::reflector(config_maps_w, watcher(Api::<ConfigMap>::all(self.informers.clone()), by_name)), on_config_map),
             );
         };
         let work = async {

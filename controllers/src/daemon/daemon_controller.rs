@@ -722,10 +722,15 @@ impl DaemonSetsController {
             let mut collision_count = before.unwrap_or(0);
             let created = self.history.create_controller_revision(&ds.metadata, &revision, &mut collision_count).await?;
             if Some(collision_count) != before && collision_count != 0 {
-                // The name was taken: remember the count so the next sync finds this revision.
+                // The name was taken: remember the count so the next sync finds this revision —
+                // as Kubernetes, by an update of the status of a fresh read (its role allows
+                // `update` of daemonsets/status, not `patch`); a Conflict goes back to the queue.
                 let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), ns);
-                let patch = json!({"status": {"collisionCount": collision_count}});
-                api.patch_status(ds.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await.map_err(Error::Kube)?;
+                let name = ds.metadata.name.as_deref().unwrap_or_default();
+                if let Some(mut fresh) = api.get_opt(name).await.map_err(Error::Kube)? {
+                    fresh.status.get_or_insert_with(DaemonSetStatus::default).collision_count = Some(collision_count);
+                    api.replace_status(name, &PostParams::default(), &fresh).await.map_err(Error::Kube)?;
+                }
             }
             tracing::info!(target: TARGET, daemonset = %key_of(ds), revision = ?created.metadata.name, number = next, "created a ControllerRevision");
             created

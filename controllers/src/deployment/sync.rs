@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, PostParams};
 
 use super::deployment_controller::{DeploymentController, Sets, TARGET, key_of};
 use super::progress::{self, PAUSED, RESUMED, calculate_status, condition, set_condition, update_progressing};
@@ -22,6 +21,9 @@ use crate::error::{Error, Result};
 
 /// The default `revisionHistoryLimit`.
 pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
+/// How many times a status update that met a Conflict is tried again on a fresh read of the
+/// same generation (client-go's `retry.DefaultRetry` tries five times; the queue retries after).
+const STATUS_UPDATE_RETRIES: usize = 3;
 
 /// How a scale reads in its event (`Scaled up replica set web-x from 1 to 3`).
 pub fn scaling_message(name: &str, from: i32, to: i32) -> String {
@@ -169,8 +171,11 @@ impl DeploymentController {
             return Ok(());
         }
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), d.metadata.namespace.as_deref().unwrap_or_default());
-        let patch = json!({"metadata": {"annotations": {REVISION_ANNOTATION: rev.to_string()}}});
-        match api.patch(d.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        // An update with the cached resourceVersion, as Kubernetes' (its role allows `update`,
+        // not `patch`): a Conflict goes back to the queue, whose next sync reads a fresh cache.
+        let mut updated = d.clone();
+        updated.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(REVISION_ANNOTATION.into(), rev.to_string());
+        match api.replace(d.metadata.name.as_deref().unwrap_or_default(), &PostParams::default(), &updated).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(Error::Kube(e)),
@@ -305,13 +310,31 @@ impl DeploymentController {
         Ok(requeue)
     }
 
+    /// An update of the status subresource (Kubernetes' `UpdateStatus`) with the cached
+    /// resourceVersion. A Conflict — often this sync's own revision annotation, written just
+    /// before — is met by a fresh read: of the same generation (the spec the status was computed
+    /// from), the status goes onto it, up to [`STATUS_UPDATE_RETRIES`] times; of a newer one, the
+    /// Conflict goes back to the queue.
     async fn write_status(&self, d: &Deployment, status: DeploymentStatus) -> Result<()> {
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), d.metadata.namespace.as_deref().unwrap_or_default());
-        let patch = json!({"status": status});
-        match api.patch_status(d.metadata.name.as_deref().unwrap_or_default(), &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(Error::Kube(e)),
+        let name = d.metadata.name.as_deref().unwrap_or_default();
+        let mut current = d.clone();
+        let mut retries = 0;
+        loop {
+            current.status = Some(status.clone());
+            match api.replace_status(name, &PostParams::default(), &current).await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 && retries < STATUS_UPDATE_RETRIES => {
+                    retries += 1;
+                    match api.get_opt(name).await.map_err(Error::Kube)? {
+                        None => return Ok(()),
+                        Some(fresh) if fresh.metadata.generation == d.metadata.generation => current = fresh,
+                        Some(_) => return Err(Error::Kube(kube::Error::Api(s))),
+                    }
+                }
+                Err(e) => return Err(Error::Kube(e)),
+            }
         }
     }
 }

@@ -540,8 +540,9 @@ struct ControllerManagerArgs {
     #[arg(long)]
     root_ca_file: Option<PathBuf>,
     /// If true, each controller authenticates as its own service account kube-system/<name>
-    /// (a TokenRequest token, renewed before it expires), and is allowed what its role
-    /// system:controller:<name> allows; else all use the controller manager's credentials.
+    /// (a TokenRequest token, renewed before it expires) for all but its watches, and is allowed
+    /// what its role system:controller:<name> allows; else all use the controller manager's
+    /// credentials.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     use_service_account_credentials: bool,
     #[command(flatten)]

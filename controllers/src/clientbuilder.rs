@@ -1,6 +1,7 @@
 //! Mirrors kube-controller-manager's pkg/controller/client_builder.go and controller-manager's
 //! clientbuilder/client_builder_dynamic.go: the client each controller talks to the API server
-//! with.
+//! with, for everything but its watches (those use the controller manager's own client, see
+//! [`crate::controller_context`]).
 //!
 //! Without `--use-service-account-credentials` every controller shares the controller manager's
 //! own client ([`ControllerClientBuilder::Simple`]). With it, each controller is a user of its own

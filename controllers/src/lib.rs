@@ -71,15 +71,20 @@
 //!   `--use-service-account-credentials` one that authenticates as the controller's service
 //!   account `kube-system/<name>` (a TokenRequest token renewed before it expires), so that the
 //!   API server allows it only what the RBAC role `system:controller:<name>` allows.
+//! - [`controller_context`]: what each controller is started with (kube-controller-manager's
+//!   `ControllerContext`): the client it lists and watches with — always the controller
+//!   manager's own, as Kubernetes' shared informers — and the [`clientbuilder`] whose client it
+//!   does everything else with.
 //!
 //! ## The flow of [`run`]
 //! 1. Connect to the API server; read the root CA to publish (`--root-ca-file` once, or the
 //!    kubeconfig's CA data; none: the publisher is not started, and one line says so). Choose
-//!    how controllers get their clients ([`clientbuilder`]); leader election always uses the
-//!    controller manager's own.
+//!    how controllers get their clients ([`clientbuilder`]); the watches and leader election
+//!    always use the controller manager's own ([`controller_context`]).
 //! 2. With `--leader-elect`, wait to hold the Lease `kube-system/kube-controller-manager`
 //!    (client-go's leader election): several replicas may run, one acts. Without it, act at once.
-//! 3. Run every controller concurrently, each with its own client and watches, until shutdown — or until
+//! 3. Run every controller concurrently, each with its own watches (as the controller manager)
+//!    and its own client for the rest, until shutdown — or until
 //!    leadership is lost, which is an error: the process exits (and is restarted) rather than
 //!    risk two active replicas, as kube-controller-manager does.
 //! 4. On shutdown, give the Lease up (client-go's ReleaseOnCancel), so a standby takes over at
@@ -96,9 +101,11 @@
 //!   not their metadata only; it verifies an owner by a live GET each time it judges a dependent
 //!   (Kubernetes trusts its graph for owners it has seen); it keeps no "absent owner" cache.
 //! - The pod-template-hash is FNV-32a of the template's JSON (Kubernetes hashes Go's printed
-//!   form of it), so a template's ReplicaSet name differs from a real cluster's. The Deployment
-//!   status is written as a merge patch of the whole status, not an update with a
-//!   resourceVersion (this controller is its only writer). No `rollbackTo` (extensions/v1beta1's
+//!   form of it), so a template's ReplicaSet name differs from a real cluster's. The revision
+//!   annotation is written by an update of the Deployment (Kubernetes writes it through
+//!   `deployments/status`, whose update keeps annotations there and ignores them here); a status
+//!   update that meets a Conflict is retried on a fresh read of the same generation (Kubernetes
+//!   leaves it to the queue). No `rollbackTo` (extensions/v1beta1's
 //!   server-side rollback): `kubectl rollout undo` rolls back on the client, as it does for apps/v1.
 //! - The ReplicaSet controller does not set `status.terminatingReplicas`, orders surplus pods
 //!   without Kubernetes' co-location rank (pods sharing a node with others of the set), and keeps
@@ -172,13 +179,7 @@
 //!   for, so the refusal is known by its message too.
 //! - The controllers keep their caches in memory and rebuild them on each start; a new leader
 //!   gives every node a fresh grace period (as Kubernetes does).
-//! - With `--use-service-account-credentials`, each controller's watches too go out under its
-//!   own identity (Kubernetes' shared informers use the controller manager's), and some
-//!   controllers write with a verb their Kubernetes role lacks, so these requests are refused:
-//!   the node lifecycle controller's watch of Leases, the disruption controller's of pods, the
-//!   root CA publisher's of namespaces and ConfigMaps (list/watch), the Deployment controller's
-//!   patches of a Deployment (revision annotation) and of its status, the DaemonSet controller's
-//!   patch of its status (`collisionCount`). Each renewal of a token reads the service account
+//! - With `--use-service-account-credentials`, each renewal of a token reads the service account
 //!   (and creates it if it is gone) but does not create `kube-system` when missing (Kubernetes
 //!   does). A 401 asks for a new token at once unless the token is younger than ten seconds
 //!   (Kubernetes' ResetTokenOlderThan compares with the request's start).
@@ -251,7 +252,7 @@ pub struct Options {
     pub root_ca_file: Option<PathBuf>,
     /// `--use-service-account-credentials`: each controller authenticates as its own service
     /// account `kube-system/<controller>` ([`clientbuilder`]) instead of as the controller
-    /// manager.
+    /// manager, for everything but its watches ([`controller_context`]).
     pub use_service_account_credentials: bool,
 }
 

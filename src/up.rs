@@ -30,9 +30,9 @@ use tokio::sync::watch;
 
 /// The audit policy `kubelab up` starts with (`<data>/audit-policy.yaml`): the users' requests,
 /// writes with their bodies, secrets and config maps without theirs; not the cluster's own
-/// components (the node agent as `system:node:<name>`, the scheduler, the proxy and the DNS as
-/// theirs, the controller manager on the insecure port as `system:unsecured`), nor health checks
-/// and discovery.
+/// components (the node agent as `system:node:<name>`, the scheduler, the proxy, the DNS and the
+/// controller manager as theirs, the controllers as their service accounts in kube-system, and
+/// `system:unsecured` on the insecure port if it is opened), nor health checks and discovery.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
@@ -42,7 +42,9 @@ rules:
 - level: None
   userGroups: [\"system:nodes\"]
 - level: None
-  users: [\"system:kube-scheduler\", \"system:kube-proxy\", \"system:kube-dns\"]
+  users: [\"system:kube-scheduler\", \"system:kube-proxy\", \"system:kube-dns\", \"system:kube-controller-manager\"]
+- level: None
+  userGroups: [\"system:serviceaccounts:kube-system\"]
 - level: None
   nonResourceURLs: [\"/healthz*\", \"/livez*\", \"/readyz*\", \"/version\", \"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/openapi/*\"]
 - level: Metadata
@@ -65,9 +67,10 @@ pub struct UpArgs {
     /// The API server's HTTPS port on 127.0.0.1: the one the kubeconfig names.
     #[arg(long, default_value_t = 6443)]
     pub secure_port: u16,
-    /// The API server's insecure (plain HTTP, superuser) port on 127.0.0.1, which the controller
-    /// manager uses until its controllers have identities of their own.
-    #[arg(long, default_value_t = 8080)]
+    /// The API server's insecure port on 127.0.0.1 (plain HTTP, where every request is a
+    /// superuser's), for teaching only: 0, the default, leaves it closed. Nothing of the cluster
+    /// uses it: every component has an identity of its own on the secure port.
+    #[arg(long, default_value_t = 0)]
     pub port: u16,
     /// The store's client port on 127.0.0.1 (etcdctl works against it).
     #[arg(long, default_value_t = 2379)]
@@ -161,13 +164,14 @@ fn check_prerequisites(args: &UpArgs, image_dir: &Path) -> anyhow::Result<()> {
     if !image_dir.join("pause.tar").is_file() {
         bail!("no pause image in {}: run `make images` (or pass --image-dir)", image_dir.display());
     }
-    for (port, flag) in [
-        (args.port, "--port"),
+    let insecure = (args.port != 0).then_some((args.port, "--port"));
+    for (port, flag) in insecure.into_iter().chain([
+
         (args.store_port, "--store-port"),
         (args.store_peer_port, "--store-peer-port"),
         (args.agent_port, "--agent-port"),
         (args.stream_port, "--stream-port"),
-    ] {
+    ]) {
         if let Err(e) = TcpListener::bind(("127.0.0.1", port)) {
             bail!("port {port} on 127.0.0.1 is not free ({e}): is another cluster running? Choose another with {flag}");
         }
@@ -225,6 +229,20 @@ async fn wait_healthy(port: u16, path: &str, timeout: Duration) -> anyhow::Resul
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     bail!("127.0.0.1:{port}{path} did not answer 200 within {timeout:?} (last: {last:?})")
+}
+
+/// Whether `kube`'s user may list pods (a SelfSubjectAccessReview; false when it cannot be asked).
+async fn may_list_pods(kube: &kube::Client) -> bool {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes { verb: Some("list".into()), resource: Some("pods".into()), ..Default::default() }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = kube::Api::<SelfSubjectAccessReview>::all(kube.clone()).create(&kube::api::PostParams::default(), &review).await;
+    answer.ok().and_then(|r| r.status).is_some_and(|s| s.allowed)
 }
 
 /// A future that completes when `rx` turns true.
@@ -462,7 +480,6 @@ async fn start(
     agent_rx: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let node_name = args.node_name.clone().unwrap_or_else(client::hostname).to_lowercase();
-    let api_url = format!("http://127.0.0.1:{}", args.port);
 
     // The cluster's PKI (kubeadm's certs and kubeconfig phases): made once, kept, renewed when
     // near expiry or when what it names changed.
@@ -548,12 +565,23 @@ async fn start(
         let rx = cp_rx.clone();
         s.control_plane.push(spawn_actix("apiserver", actix_rt::System::new, move || async move { apiserver::run(api_opts, until(rx)).await.map_err(Into::into) }));
     }
-    let conn = client::Connection::Master(api_url.clone());
-    let kube = client::client(&conn).await?;
+    // kubelab up's own requests (waiting for the server, the DNS add-on, the node's readiness)
+    // are the administrator's.
+    let kube = client::client(&client::Connection::Kubeconfig(pki.join("admin.conf"))).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     while kube.apiserver_version().await.is_err() {
         if Instant::now() > deadline {
             bail!("the API server did not answer within 60 s; see {}", data.join("logs").display());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The default RBAC policy in the authorizer (what /readyz waits for), or every component's
+    // first requests would be refused: asked as the scheduler whether it may list pods, which
+    // answers 403 until the policy is there, then yes (a SelfSubjectAccessReview).
+    let scheduler = client::client(&client::Connection::Kubeconfig(pki.join("scheduler.conf"))).await?;
+    while !may_list_pods(&scheduler).await {
+        if Instant::now() > deadline {
+            bail!("the API server's RBAC policy was not in place within 60 s; see {}", data.join("logs").display());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -573,7 +601,14 @@ async fn start(
         };
         let rx = cp_rx.clone();
         s.control_plane.push(spawn_tokio("scheduler", move || async move { scheduler::run(opts, until(rx)).await.map_err(Into::into) }));
-        let opts = controllers::Options { root_ca_file: Some(pki.join("ca.crt")), ..controllers::Options::new(conn.clone()) };
+        // As kubeadm runs it: system:kube-controller-manager (controller-manager.conf) for its
+        // watches, leader lease and the controllers' service accounts, and each controller as
+        // its own service account kube-system/<controller>.
+        let opts = controllers::Options {
+            root_ca_file: Some(pki.join("ca.crt")),
+            use_service_account_credentials: true,
+            ..controllers::Options::new(client::Connection::Kubeconfig(pki.join("controller-manager.conf")))
+        };
         let rx = cp_rx.clone();
         s.control_plane.push(spawn_tokio("controller-manager", move || async move { controllers::run(opts, until(rx)).await.map_err(Into::into) }));
     }

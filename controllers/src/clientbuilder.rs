@@ -15,6 +15,9 @@
 //!    at 80 % of the token's life, at once after a 401 ([`client::token_source`]). Each renewal
 //!    repeats steps 1 and 2, so a deleted service account comes back.
 //!
+//! Until steps 1 and 2 first succeed (the API server starting, its RBAC policy not loaded yet)
+//! they are retried, from half a second doubling to 30 s: the controller waits for its identity.
+//!
 //! The API server's RBAC bootstrap policy binds each such account, `kube-system/<name>`, to
 //! the ClusterRole `system:controller:<name>`: a controller may then do only what its role says.
 
@@ -55,7 +58,19 @@ impl ControllerClientBuilder {
                     service_accounts: Api::namespaced(root.clone(), SERVICE_ACCOUNT_NAMESPACE),
                     name: name.to_string(),
                 };
-                let token = client::token_source::CachedTokenSource::new(source).await?;
+                // Until the account and its first token can be had (the API server may still be
+                // starting, or its RBAC policy not loaded): the controller cannot run without.
+                let mut wait = FIRST_TOKEN_RETRY;
+                let token = loop {
+                    match client::token_source::CachedTokenSource::new(source.clone()).await {
+                        Ok(token) => break token,
+                        Err(e) => {
+                            tracing::warn!(target: "controllers", controller = name, error = %e, retry_in = ?wait, "cannot get the service account's token yet");
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(FIRST_TOKEN_RETRY_MAX);
+                        }
+                    }
+                };
                 tracing::info!(target: "controllers", controller = name, service_account = %format!("{SERVICE_ACCOUNT_NAMESPACE}/{name}"), "using service account credentials");
                 Ok(client::token_source::client_with_token(config.clone(), token)?)
             }
@@ -63,7 +78,12 @@ impl ControllerClientBuilder {
     }
 }
 
+/// The first wait when a controller's first token cannot be had; doubled up to the maximum.
+const FIRST_TOKEN_RETRY: Duration = Duration::from_millis(500);
+const FIRST_TOKEN_RETRY_MAX: Duration = Duration::from_secs(30);
+
 /// Tokens of one controller's service account (the dynamic builder's `tokenSourceImpl`).
+#[derive(Clone)]
 struct ServiceAccountTokenSource {
     service_accounts: Api<ServiceAccount>,
     name: String,

@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use crate::authentication::user::UserInfo;
-use crate::error::Result;
-use crate::registry::generic::strategy::ResourceInfo;
+use crate::error::{Error, Result};
+use crate::registry::generic::strategy::{ResourceInfo, qualified};
 use crate::registry::generic::typed::Object;
 
 /// What the request does to the object (Kubernetes also has Connect: no plugin here handles it,
@@ -57,6 +57,21 @@ impl Attributes<'_> {
     /// Whether the request is for `group`'s `plural` (`("", "pods")`).
     pub fn is_for(&self, group: &str, plural: &str) -> bool {
         self.resource.group == group && self.resource.plural == plural
+    }
+
+    /// A plugin's refusal (`admission.NewForbidden`): 403, `<resource> "<name>" is forbidden:
+    /// <why>`, the object named by the request's name, else the object's name or generateName,
+    /// else `Unknown`.
+    pub fn forbidden(&self, why: &str) -> Error {
+        let meta = |f: &str| self.object.and_then(|o| o.pointer(&format!("/metadata/{f}"))).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let name = Some(self.name).filter(|n| !n.is_empty()).or_else(|| meta("name")).or_else(|| meta("generateName")).unwrap_or("Unknown");
+        let resource = qualified(self.resource.plural, self.resource.group);
+        Error::ForbiddenRequest {
+            group: self.resource.group.to_string(),
+            resource: self.resource.plural.to_string(),
+            name: name.to_string(),
+            message: format!("{resource} \"{name}\" is forbidden: {why}"),
+        }
     }
 }
 

@@ -37,7 +37,6 @@ use crate::authorization::node::graph::{VertexType, pod_node_name, visit_pod_ref
 use crate::error::{Error, Result};
 use crate::registry::coordination::lease::strategy::NAMESPACE_NODE_LEASE;
 use crate::registry::generic::store::Registry;
-use crate::registry::generic::strategy::qualified;
 
 pub const NAME: &str = "NodeRestriction";
 /// The annotation that marks a mirror pod (`api.MirrorPodAnnotationKey`).
@@ -87,27 +86,27 @@ impl NodeRestriction {
                 };
                 // A pod that is gone is the store's to answer for (404).
                 match existing {
-                    Some(pod) if pod_node_name(&pod) != Some(node) => Err(forbidden(a, &format!("node {node:?} can only delete pods with spec.nodeName set to itself"))),
+                    Some(pod) if pod_node_name(&pod) != Some(node) => Err(a.forbidden(&format!("node {node:?} can only delete pods with spec.nodeName set to itself"))),
                     _ => Ok(()),
                 }
             }
-            ("", op) => Err(forbidden(a, &format!("unexpected operation {:?}, node {node:?} can only create and delete mirror pods", op.as_str()))),
+            ("", op) => Err(a.forbidden(&format!("unexpected operation {:?}, node {node:?} can only create and delete mirror pods", op.as_str()))),
             ("status", Operation::Update) => match a.old_object {
                 Some(pod) if pod_node_name(pod) == Some(node) => Ok(()),
-                _ => Err(forbidden(a, &format!("node {node:?} can only update pod status for pods with spec.nodeName set to itself"))),
+                _ => Err(a.forbidden(&format!("node {node:?} can only update pod status for pods with spec.nodeName set to itself"))),
             },
-            ("status", op) => Err(forbidden(a, &format!("unexpected operation {:?}", op.as_str()))),
+            ("status", op) => Err(a.forbidden(&format!("unexpected operation {:?}", op.as_str()))),
             ("eviction", Operation::Create) => {
                 let name = Some(a.name).filter(|n| !n.is_empty()).or_else(|| a.object.and_then(|e| e.pointer("/metadata/name")).and_then(Value::as_str));
-                let Some(name) = name.filter(|n| !n.is_empty()) else { return Err(forbidden(a, "could not determine pod from request data")) };
+                let Some(name) = name.filter(|n| !n.is_empty()) else { return Err(a.forbidden("could not determine pod from request data")) };
                 match self.pods.pod(a.namespace.unwrap_or("default"), name).await? {
-                    Some(pod) if pod_node_name(&pod) != Some(node) => Err(forbidden(a, &format!("node {node:?} can only evict pods with spec.nodeName set to itself"))),
+                    Some(pod) if pod_node_name(&pod) != Some(node) => Err(a.forbidden(&format!("node {node:?} can only evict pods with spec.nodeName set to itself"))),
                     // A pod that is gone is the eviction's to answer for (404).
                     _ => Ok(()),
                 }
             }
-            ("eviction", op) => Err(forbidden(a, &format!("unexpected operation {:?}", op.as_str()))),
-            (other, _) => Err(forbidden(a, &format!("unexpected pod subresource {other:?}, only 'status' and 'eviction' are allowed"))),
+            ("eviction", op) => Err(a.forbidden(&format!("unexpected operation {:?}", op.as_str()))),
+            (other, _) => Err(a.forbidden(&format!("unexpected pod subresource {other:?}, only 'status' and 'eviction' are allowed"))),
         }
     }
 
@@ -119,7 +118,7 @@ impl NodeRestriction {
         let reference = a.object.and_then(|tr| tr.pointer("/spec/boundObjectRef"));
         let field = |f: &str| reference.and_then(|r| r.get(f)).and_then(Value::as_str).unwrap_or("");
         if reference.is_none() || field("apiVersion") != "v1" || field("kind") != "Pod" || field("name").is_empty() {
-            return Err(forbidden(a, "node requested token not bound to a pod"));
+            return Err(a.forbidden("node requested token not bound to a pod"));
         }
         let namespace = a.namespace.unwrap_or("default");
         let Some(pod) = self.pods.pod(namespace, field("name")).await? else {
@@ -127,13 +126,11 @@ impl NodeRestriction {
         };
         let uid = field("uid");
         if !uid.is_empty() && pod.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
-            return Err(forbidden(
-                a,
-                &format!("the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"),
+            return Err(a.forbidden(&format!("the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"),
             ));
         }
         if pod_node_name(&pod) != Some(node) {
-            return Err(forbidden(a, "node requested token bound to a pod scheduled on a different node"));
+            return Err(a.forbidden("node requested token bound to a pod scheduled on a different node"));
         }
         Ok(())
     }
@@ -144,13 +141,13 @@ impl NodeRestriction {
 fn admit_pod_create(node: &str, a: &Attributes<'_>) -> Result<()> {
     let Some(pod) = a.object else { return Ok(()) };
     if pod.pointer("/metadata/annotations").and_then(Value::as_object).is_none_or(|annotations| !annotations.contains_key(MIRROR_POD_ANNOTATION_KEY)) {
-        return Err(forbidden(a, &format!("pod does not have {MIRROR_POD_ANNOTATION_KEY:?} annotation, node {node:?} can only create mirror pods")));
+        return Err(a.forbidden(&format!("pod does not have {MIRROR_POD_ANNOTATION_KEY:?} annotation, node {node:?} can only create mirror pods")));
     }
     if pod_node_name(pod) != Some(node) {
-        return Err(forbidden(a, &format!("node {node:?} can only create pods with spec.nodeName set to itself")));
+        return Err(a.forbidden(&format!("node {node:?} can only create pods with spec.nodeName set to itself")));
     }
     if pod.pointer("/spec/serviceAccountName").and_then(Value::as_str).is_some_and(|sa| !sa.is_empty()) {
-        return Err(forbidden(a, &format!("node {node:?} can not create pods that reference a service account")));
+        return Err(a.forbidden(&format!("node {node:?} can not create pods that reference a service account")));
     }
     let mut uses = Vec::new();
     visit_pod_references(pod, &mut |kind, _| {
@@ -159,7 +156,7 @@ fn admit_pod_create(node: &str, a: &Attributes<'_>) -> Result<()> {
     });
     for (kind, what) in [(VertexType::Secret, "secrets"), (VertexType::ConfigMap, "configmaps"), (VertexType::PersistentVolumeClaim, "persistentvolumeclaims")] {
         if uses.contains(&kind) {
-            return Err(forbidden(a, &format!("node {node:?} can not create pods that reference {what}")));
+            return Err(a.forbidden(&format!("node {node:?} can not create pods that reference {what}")));
         }
     }
     Ok(())
@@ -169,7 +166,7 @@ fn admit_pod_create(node: &str, a: &Attributes<'_>) -> Result<()> {
 fn admit_node(node: &str, a: &Attributes<'_>) -> Result<()> {
     let requested = if a.name.is_empty() { a.object.and_then(|n| n.pointer("/metadata/name")).and_then(Value::as_str).unwrap_or("") } else { a.name };
     if requested != node {
-        return Err(forbidden(a, &format!("node {node:?} is not allowed to modify node {requested:?}")));
+        return Err(a.forbidden(&format!("node {node:?} is not allowed to modify node {requested:?}")));
     }
     let labels = |obj: Option<&Value>| obj.and_then(|o| o.pointer("/metadata/labels")).and_then(Value::as_object).cloned().unwrap_or_default();
     match a.operation {
@@ -177,7 +174,7 @@ fn admit_node(node: &str, a: &Attributes<'_>) -> Result<()> {
             let labels = labels(a.object);
             let forbidden_labels: Vec<&String> = labels.keys().filter(|k| is_node_restriction_label(k)).collect();
             if !forbidden_labels.is_empty() {
-                return Err(forbidden(a, &format!("node {node:?} is not allowed to set the following labels: {}", join(&forbidden_labels))));
+                return Err(a.forbidden(&format!("node {node:?} is not allowed to set the following labels: {}", join(&forbidden_labels))));
             }
         }
         Operation::Update if a.subresource.is_empty() => {
@@ -185,11 +182,11 @@ fn admit_node(node: &str, a: &Attributes<'_>) -> Result<()> {
             let keys: std::collections::BTreeSet<&String> = new.keys().chain(old.keys()).collect();
             let modified: Vec<&String> = keys.into_iter().filter(|k| new.get(*k) != old.get(*k) && is_node_restriction_label(k)).collect();
             if !modified.is_empty() {
-                return Err(forbidden(a, &format!("node {node:?} is not allowed to modify labels: {}", join(&modified))));
+                return Err(a.forbidden(&format!("node {node:?} is not allowed to modify labels: {}", join(&modified))));
             }
             let taints = |obj: Option<&Value>| obj.and_then(|o| o.pointer("/spec/taints")).filter(|t| !t.is_null() && t.as_array().is_none_or(|t| !t.is_empty())).cloned();
             if taints(a.object) != taints(a.old_object) {
-                return Err(forbidden(a, &format!("node {node:?} is not allowed to modify taints")));
+                return Err(a.forbidden(&format!("node {node:?} is not allowed to modify taints")));
             }
         }
         _ => {}
@@ -207,7 +204,7 @@ fn admit_lease(node: &str, a: &Attributes<'_>) -> Result<()> {
         _ => a.name,
     };
     if name != node {
-        return Err(forbidden(a, "can only access node lease with the same name as the requesting node"));
+        return Err(a.forbidden("can only access node lease with the same name as the requesting node"));
     }
     Ok(())
 }
@@ -226,20 +223,6 @@ fn join(keys: &[&String]) -> String {
     keys.join(", ")
 }
 
-/// `admission.NewForbidden`: the object named by the request's name, the object's name or
-/// generateName, or `Unknown`.
-fn forbidden(a: &Attributes<'_>, why: &str) -> Error {
-    let meta = |f: &str| a.object.and_then(|o| o.pointer(&format!("/metadata/{f}"))).and_then(Value::as_str).filter(|s| !s.is_empty());
-    let name = Some(a.name).filter(|n| !n.is_empty()).or_else(|| meta("name")).or_else(|| meta("generateName")).unwrap_or("Unknown");
-    let resource = qualified(a.resource.plural, a.resource.group);
-    Error::ForbiddenRequest {
-        group: a.resource.group.to_string(),
-        resource: a.resource.plural.to_string(),
-        name: name.to_string(),
-        message: format!("{resource} \"{name}\" is forbidden: {why}"),
-    }
-}
-
 impl MutationInterface for NodeRestriction {
     fn name(&self) -> &'static str {
         NAME
@@ -254,7 +237,7 @@ impl MutationInterface for NodeRestriction {
         Box::pin(async move {
             let Some(node) = node_identity(a.user) else { return Ok(()) };
             if node.is_empty() {
-                return Err(forbidden(a, &format!("could not determine node from user {:?}", a.user.name)));
+                return Err(a.forbidden(&format!("could not determine node from user {:?}", a.user.name)));
             }
             match (a.resource.group, a.resource.plural) {
                 ("", "pods") => self.admit_pod(node, a).await,

@@ -42,7 +42,6 @@ use serde_json::Value;
 use super::interfaces::{Attributes, MutationInterface, Operation};
 use crate::error::{Error, Result};
 use crate::registry::generic::store::{Registry, generated_name, resource_version_of};
-use crate::registry::generic::strategy::qualified;
 use crate::registry::generic::typed::Object;
 
 pub const NAME: &str = "ServiceAccount";
@@ -118,7 +117,7 @@ impl ServiceAccount {
                 return Ok(());
             }
         }
-        Err(forbidden(a, pod, &format!("error looking up service account {namespace}/{name}: serviceaccount \"{name}\" not found")))
+        Err(a.forbidden(&format!("error looking up service account {namespace}/{name}: serviceaccount \"{name}\" not found")))
     }
 }
 
@@ -172,19 +171,6 @@ fn requested_account(pod: &Value) -> &str {
 
 fn is_mirror(pod: &Value) -> bool {
     pod.pointer("/metadata/annotations").and_then(Value::as_object).is_some_and(|a| a.contains_key(api::pod::kubelet_types::CONFIG_MIRROR_ANNOTATION_KEY))
-}
-
-/// `admission.NewForbidden`: the pod named by its name, its generateName, or `Unknown`.
-fn forbidden(a: &Attributes<'_>, pod: &Value, why: &str) -> Error {
-    let meta = |f: &str| pod.pointer(&format!("/metadata/{f}")).and_then(Value::as_str).filter(|s| !s.is_empty());
-    let name = meta("name").or_else(|| meta("generateName")).unwrap_or("Unknown");
-    let resource = qualified(a.resource.plural, a.resource.group);
-    Error::ForbiddenRequest {
-        group: a.resource.group.to_string(),
-        resource: a.resource.plural.to_string(),
-        name: name.to_string(),
-        message: format!("{resource} \"{name}\" is forbidden: {why}"),
-    }
 }
 
 /// Every pod runs as some service account. `serviceAccount` is the deprecated alias the API keeps
@@ -345,8 +331,10 @@ mod tests {
     use crate::admission::interfaces::testing::{NOBODY, minimal};
     use crate::registry::core::pod::strategy::PODS;
 
+    /// A create of `pod`, named as the create handler names it (empty for a generateName).
     fn attributes<'a>(pod: &'a Value) -> Attributes<'a> {
-        Attributes { operation: Operation::Create, user: &NOBODY, resource: &PODS, subresource: "", namespace: Some("default"), name: "web", dry_run: false, object: Some(pod), old_object: None }
+        let name = crate::registry::generic::store::name_of(pod);
+        Attributes { operation: Operation::Create, user: &NOBODY, resource: &PODS, subresource: "", namespace: Some("default"), name, dry_run: false, object: Some(pod), old_object: None }
     }
 
     /// The plugin's two steps on `json` (defaulted between them as the store does).

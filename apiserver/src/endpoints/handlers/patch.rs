@@ -73,11 +73,13 @@ pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: 
             }
             Err(e) => Err(e),
             Ok(current) => {
-                admit_update(api, &user, t, name, dry_run, &current, |current| {
-                    let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
-                    Ok(decode(reg, merged, q)?.0)
-                })
-                .await?;
+                if needs_admission(api, &user, t, name, dry_run) {
+                    admit_update(api, &user, t, name, dry_run, &current, |current| {
+                        let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
+                        Ok(decode(reg, merged, q)?.0)
+                    })
+                    .await?;
+                }
                 let updated = reg
                     .guaranteed_update_with(ns, name, sub, dry_run, |current| {
                         let merged = apimachinery::managedfields::apply(Some(current), &applied, manager, force, &meta, &now).map_err(|e| apply_error(e, kind, name))?;
@@ -133,13 +135,10 @@ fn needs_admission(api: &Api, user: &UserInfo, t: &Target, name: &str, dry_run: 
     api.admission.handles(&update_attributes(user, t, name, dry_run))
 }
 
-/// Mutating admission of an update by patch, when a plugin handles it: `patched` is what the patch
-/// makes of `current`.
+/// Mutating admission of an update by patch (called when [`needs_admission`]): `patched` is what
+/// the patch makes of `current`.
 async fn admit_update(api: &Api, user: &UserInfo, t: &Target, name: &str, dry_run: bool, current: &Value, patched: impl FnOnce(&Value) -> Result<Value>) -> Result<()> {
     let attributes = update_attributes(user, t, name, dry_run);
-    if !api.admission.handles(&attributes) {
-        return Ok(());
-    }
     let new = patched(current)?;
     api.admission.admit(&Attributes { object: Some(&new), old_object: Some(current), ..attributes }).await
 }

@@ -565,9 +565,11 @@ async fn start(
         let rx = cp_rx.clone();
         s.control_plane.push(spawn_actix("apiserver", actix_rt::System::new, move || async move { apiserver::run(api_opts, until(rx)).await.map_err(Into::into) }));
     }
+    // Every component reaches the API server with a kubeconfig of its own identity (pki/*.conf).
+    let connect_as = |file: &str| client::Connection::Kubeconfig(pki.join(file));
     // kubelab up's own requests (waiting for the server, the DNS add-on, the node's readiness)
     // are the administrator's.
-    let kube = client::client(&client::Connection::Kubeconfig(pki.join("admin.conf"))).await?;
+    let kube = client::client(&connect_as("admin.conf")).await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     while kube.apiserver_version().await.is_err() {
         if Instant::now() > deadline {
@@ -578,7 +580,7 @@ async fn start(
     // The default RBAC policy in the authorizer (what /readyz waits for), or every component's
     // first requests would be refused: asked as the scheduler whether it may list pods, which
     // answers 403 until the policy is there, then yes (a SelfSubjectAccessReview).
-    let scheduler = client::client(&client::Connection::Kubeconfig(pki.join("scheduler.conf"))).await?;
+    let scheduler = client::client(&connect_as("scheduler.conf")).await?;
     while !may_list_pods(&scheduler).await {
         if Instant::now() > deadline {
             bail!("the API server's RBAC policy was not in place within 60 s; see {}", data.join("logs").display());
@@ -591,7 +593,7 @@ async fn start(
     // manager.
     {
         let opts = scheduler::Options {
-            connection: client::Connection::Kubeconfig(pki.join("scheduler.conf")),
+            connection: connect_as("scheduler.conf"),
             config: None,
             scheduler_name: None,
             leader_elect: false,
@@ -607,7 +609,7 @@ async fn start(
         let opts = controllers::Options {
             root_ca_file: Some(pki.join("ca.crt")),
             use_service_account_credentials: true,
-            ..controllers::Options::new(client::Connection::Kubeconfig(pki.join("controller-manager.conf")))
+            ..controllers::Options::new(connect_as("controller-manager.conf"))
         };
         let rx = cp_rx.clone();
         s.control_plane.push(spawn_tokio("controller-manager", move || async move { controllers::run(opts, until(rx)).await.map_err(Into::into) }));
@@ -625,7 +627,7 @@ async fn start(
         };
         // As system:kube-dns over HTTPS (dns.conf), with what kubeadm's CoreDNS may read.
         crate::addons::apply_dns_rbac(&kube).await?;
-        let (conn, rx) = (client::Connection::Kubeconfig(pki.join("dns.conf")), cp_rx.clone());
+        let (conn, rx) = (connect_as("dns.conf"), cp_rx.clone());
         s.control_plane.push(spawn_tokio("dns", move || async move { dns::run(opts, conn, until(rx)).await.map_err(Into::into) }));
     }
     crate::addons::apply_kube_dns(&kube, &node_name, cidr.gateway()).await?;
@@ -638,7 +640,7 @@ async fn start(
     {
         // As system:kube-proxy over HTTPS (proxy.conf), which the default policy makes a
         // system:node-proxier.
-        let mut opts = proxy::Options::new(client::Connection::Kubeconfig(pki.join("proxy.conf")));
+        let mut opts = proxy::Options::new(connect_as("proxy.conf"));
         opts.hostname_override = Some(node_name.clone());
         opts.cluster_cidr = Some(proxy::Ipv4Cidr::parse(&cidr.to_string()).map_err(anyhow::Error::msg)?);
         opts.service_cluster_ip_range = Some(proxy::Ipv4Cidr::parse(SERVICE_CLUSTER_IP_RANGE).map_err(anyhow::Error::msg)?);
@@ -656,7 +658,7 @@ async fn start(
     // The node agent, as its node (system:node:<name> in system:nodes, over HTTPS): the Node
     // authorizer and NodeRestriction give it its own pods' objects and nothing else.
     let mut opts = nodeagent::Options::new(node_name.clone());
-    opts.connection = Some(client::Connection::Kubeconfig(pki.join(format!("kubelet-{node_name}.conf"))));
+    opts.connection = Some(connect_as(&format!("kubelet-{node_name}.conf")));
     opts.runtime_endpoint = endpoint;
     opts.root_dir = data.join("kubelet");
     opts.pod_logs_dir = data.join("pod-logs");

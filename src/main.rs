@@ -157,12 +157,45 @@ struct NodeagentArgs {
     /// Where the runtime reads CNI network configs (containerd's CRI conf_dir).
     #[arg(long, default_value = "/etc/cni/net.d")]
     cni_conf_dir: PathBuf,
-    /// Address of the agent's HTTP server (logs, /pods, /healthz, /metrics).
+    /// Address of the agent's HTTPS server (logs, exec, attach, port-forward, /pods, /healthz, /metrics).
     #[arg(long, default_value = "0.0.0.0")]
     address: std::net::IpAddr,
-    /// Port of the agent's HTTP server.
+    /// Port of the agent's HTTPS server.
     #[arg(long, default_value_t = 10250)]
     port: u16,
+    /// The serving certificate (PEM). Without it and --tls-private-key-file, the agent signs one
+    /// itself and keeps it in --cert-dir.
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long)]
+    tls_private_key_file: Option<PathBuf>,
+    /// Where the self-signed serving certificate is kept (default: <root-dir>/pki).
+    #[arg(long)]
+    cert_dir: Option<PathBuf>,
+    /// Client certificates signed by a CA in this bundle authenticate their subject (CN the user,
+    /// O the groups).
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Requests without credentials go on as system:anonymous (else they get 401).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// Bearer tokens are authenticated by the API server (TokenReview).
+    #[arg(long)]
+    authentication_token_webhook: bool,
+    /// How long a TokenReview's answer is kept.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    authentication_token_webhook_cache_ttl: Duration,
+    /// AlwaysAllow, or Webhook: each request is authorized by a SubjectAccessReview on
+    /// nodes/<subresource> (proxy, log, stats, metrics, spec).
+    #[arg(long, default_value = "AlwaysAllow")]
+    authorization_mode: nodeagent::server::auth::AuthorizationMode,
+    /// How long an allowed SubjectAccessReview answer is kept.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long a denied SubjectAccessReview answer is kept.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    authorization_webhook_cache_unauthorized_ttl: Duration,
     /// The IP address the node reports (default: the source address of the default route).
     #[arg(long)]
     node_ip: Option<std::net::IpAddr>,
@@ -246,6 +279,20 @@ impl NodeagentArgs {
         o.cni_conf_dir = self.cni_conf_dir;
         o.address = self.address;
         o.port = self.port;
+        o.tls = nodeagent::server::tls::TlsOptions {
+            cert_file: self.tls_cert_file,
+            private_key_file: self.tls_private_key_file,
+            cert_dir: self.cert_dir,
+            client_ca_file: self.client_ca_file,
+        };
+        o.auth = nodeagent::server::auth::AuthOptions {
+            anonymous: self.anonymous_auth,
+            token_webhook: self.authentication_token_webhook,
+            token_webhook_cache_ttl: self.authentication_token_webhook_cache_ttl,
+            mode: self.authorization_mode,
+            authorized_ttl: self.authorization_webhook_cache_authorized_ttl,
+            unauthorized_ttl: self.authorization_webhook_cache_unauthorized_ttl,
+        };
         o.node_ip = self.node_ip;
         o.max_pods = self.max_pods;
         for l in self.node_labels {
@@ -421,6 +468,16 @@ struct ApiserverArgs {
     /// name is the user, the organizations its groups.
     #[arg(long)]
     client_ca_file: Option<PathBuf>,
+    /// The client certificate presented to node agents (PEM), for logs, exec, attach,
+    /// port-forward and nodes/proxy.
+    #[arg(long)]
+    kubelet_client_certificate: Option<PathBuf>,
+    /// The key of --kubelet-client-certificate (PEM).
+    #[arg(long)]
+    kubelet_client_key: Option<PathBuf>,
+    /// The CA bundle the node agents' serving certificates are verified with (unverified without it).
+    #[arg(long)]
+    kubelet_certificate_authority: Option<PathBuf>,
     /// Requests without credentials go on as system:anonymous (else they get 401).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     anonymous_auth: bool,
@@ -805,6 +862,9 @@ fn main() -> anyhow::Result<()> {
                 tls_cert_file: args.tls_cert_file,
                 tls_private_key_file: args.tls_private_key_file,
                 client_ca_file: args.client_ca_file,
+                kubelet_client_certificate: args.kubelet_client_certificate,
+                kubelet_client_key: args.kubelet_client_key,
+                kubelet_certificate_authority: args.kubelet_certificate_authority,
                 anonymous_auth: args.anonymous_auth,
                 token_auth_file: args.token_auth_file,
                 audit_policy_file: args.audit_policy_file,

@@ -550,6 +550,11 @@ async fn start(
         tls_cert_file: Some(pki.join("apiserver.crt")),
         tls_private_key_file: Some(pki.join("apiserver.key")),
         client_ca_file: Some(pki.join("ca.crt")),
+        // kubeadm's: the API server calls node agents as kube-apiserver-kubelet-client, and checks
+        // their serving certificates (kubelab signs them with the cluster CA).
+        kubelet_client_certificate: Some(pki.join("apiserver-kubelet-client.crt")),
+        kubelet_client_key: Some(pki.join("apiserver-kubelet-client.key")),
+        kubelet_certificate_authority: Some(pki.join("ca.crt")),
         service_account_issuer: vec![apiserver::serviceaccount::DEFAULT_ISSUER.into()],
         service_account_signing_key_file: Some(pki.join("sa.key")),
         service_account_key_file: vec![pki.join("sa.pub")],
@@ -667,6 +672,21 @@ async fn start(
     opts.cluster_dns = vec![crate::addons::KUBE_DNS_IP.into()];
     opts.address = [127, 0, 0, 1].into();
     opts.port = args.agent_port;
+    // As kubeadm's KubeletConfiguration: serving with its certificate of the cluster CA, callers
+    // authenticated by client certificate or TokenReview (no anonymous) and authorized by a
+    // SubjectAccessReview on nodes/<subresource>.
+    opts.tls = nodeagent::server::tls::TlsOptions {
+        cert_file: Some(pki.join(format!("kubelet-{node_name}.crt"))),
+        private_key_file: Some(pki.join(format!("kubelet-{node_name}.key"))),
+        cert_dir: None,
+        client_ca_file: Some(pki.join("ca.crt")),
+    };
+    opts.auth = nodeagent::server::auth::AuthOptions {
+        anonymous: false,
+        token_webhook: true,
+        mode: nodeagent::server::auth::AuthorizationMode::Webhook,
+        ..Default::default()
+    };
     opts.node_ip = Some([127, 0, 0, 1].into());
     opts.image_dir = Some(image_dir.to_path_buf());
     opts.cgroup_root = args.cgroup_root.clone();

@@ -15,6 +15,7 @@ use crate::authorization::authorizer::Authorizer;
 use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::error::Error;
 use crate::options::Options;
+use crate::kubelet_client::KubeletClient;
 use crate::registry::generic::rest::Registries;
 use crate::registry::generic::store::{Registry, name_of};
 use crate::registry::generic::strategy::Writer;
@@ -26,8 +27,10 @@ use crate::storage::store::Storage;
 pub struct Api {
     pub registries: Registries,
     pub storage: Storage,
-    /// For the node agents (pods/log, `kubelab trace`).
+    /// For the proxies' `/debug/trace` (`kubelab trace` of a Service).
     pub http: reqwest::Client,
+    /// For the node agents (logs, exec, attach, port-forward, nodes/proxy, `kubelab trace`).
+    pub kubelet: KubeletClient,
     pub options: Options,
     pub admission: Chain,
     /// The authorizers of `--authorization-mode`, after the privileged groups.

@@ -24,7 +24,8 @@
 //!    pods/exec ([`registry::generic::rest::SubresourceRest`]); or, for a resource with no store
 //!    (the reviews: `kubectl auth can-i`, `whoami`), its create
 //!    ([`registry::generic::rest::CreateOnly`]), which answers and writes nothing; an upgrade is passed to the node
-//!    agent by [`proxy`]. (kubectl's plain SPDY port-forward never reaches actix-web: the server
+//!    agent by [`proxy`], over HTTPS with the API server's client certificate
+//!    ([`kubelet_client`], `--kubelet-client-certificate`). (kubectl's plain SPDY port-forward never reaches actix-web: the server
 //!    takes it off the listener and tunnels it, [`registry::core::pod::portforward::serve_spdy`].)
 //! 3. The handler decodes the body through the typed object (k8s-openapi; JSON, YAML or, for the
 //!    kinds kubectl's generators send, protobuf: [`serializer::protobuf`]) — unknown fields
@@ -141,6 +142,7 @@ pub mod controlplane;
 pub mod endpoints;
 pub mod error;
 pub mod filters;
+pub mod kubelet_client;
 pub mod options;
 pub mod printers;
 pub mod proxy;

@@ -22,6 +22,14 @@ pub struct Options {
     /// `--client-ca-file`: client certificates signed by it authenticate their subject (CN the
     /// user, O the groups). Without it, no client certificate is asked for.
     pub client_ca_file: Option<PathBuf>,
+    /// `--kubelet-client-certificate` and `--kubelet-client-key`: what the API server presents
+    /// to the node agents it calls (logs, exec, attach, port-forward, `nodes/proxy`); without
+    /// them it calls them as nobody.
+    pub kubelet_client_certificate: Option<PathBuf>,
+    pub kubelet_client_key: Option<PathBuf>,
+    /// `--kubelet-certificate-authority`: verifies the node agents' serving certificates; without
+    /// it they are not verified (Kubernetes' default too).
+    pub kubelet_certificate_authority: Option<PathBuf>,
     /// `--anonymous-auth`: a request without credentials goes on as `system:anonymous` (true, as
     /// Kubernetes' default), or is a 401.
     pub anonymous_auth: bool,
@@ -89,6 +97,9 @@ impl Default for Options {
             tls_cert_file: None,
             tls_private_key_file: None,
             client_ca_file: None,
+            kubelet_client_certificate: None,
+            kubelet_client_key: None,
+            kubelet_certificate_authority: None,
             anonymous_auth: true,
             token_auth_file: None,
             audit_policy_file: None,

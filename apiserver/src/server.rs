@@ -34,6 +34,7 @@ use crate::endpoints::metrics::Metrics;
 use crate::endpoints::{discovery, openapi, status};
 use crate::error::{Error, Result};
 use crate::filters;
+use crate::kubelet_client::KubeletClient;
 use crate::options::Options;
 use crate::registry::apps::controllerrevision::strategy::ControllerRevisionStrategy;
 use crate::registry::apps::daemonset::strategy::DAEMONSET_STRATEGY;
@@ -242,7 +243,7 @@ async fn metrics_text(metrics: web::Data<Metrics>) -> HttpResponse {
 
 async fn debug_trace(req: HttpRequest, path: web::Path<(String, String)>, api: web::Data<Api>) -> HttpResponse {
     let (namespace, name) = path.into_inner();
-    pod::trace::serve(&req, &api.registries, &api.http, &namespace, &name).await
+    pod::trace::serve(&req, &api.registries, &api.kubelet.http, &namespace, &name).await
 }
 
 async fn debug_trace_service(req: HttpRequest, path: web::Path<(String, String)>, api: web::Data<Api>) -> HttpResponse {
@@ -333,7 +334,8 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), registries.of(&PODS), token_issuer.is_some(), &opts);
     let authenticator = authenticator(&opts, &registries, token_issuer.as_ref()).map_err(Error::Internal)?;
     let auditor = auditor(&opts).map_err(Error::Internal)?;
-    let api = web::Data::new(Api { registries, storage, http, options: opts.clone(), admission, authorizer, rule_resolver, authenticator, token_issuer, auditor, rbac_bootstrapped: Default::default() });
+    let kubelet = KubeletClient::new(&opts).map_err(Error::Internal)?;
+    let api = web::Data::new(Api { registries, storage, http, kubelet, options: opts.clone(), admission, authorizer, rule_resolver, authenticator, token_issuer, auditor, rbac_bootstrapped: Default::default() });
     let metrics = web::Data::new(Metrics::new());
     // The store may come up after us: keep trying to create the system namespaces; then keep the
     // default/kubernetes Service and the pools of Service allocations right.

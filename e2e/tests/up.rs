@@ -211,6 +211,7 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     up.wait_kubectl(&["logs", "hello"], "hello's logs", Duration::from_secs(30), |s| s.contains("hello from kubelab up"));
     let token_kubeconfig = check_service_account_token(&up, "hello");
     check_node_identity(&up, "hello");
+    check_kubelet_api(&up, "hello", &token_kubeconfig);
     // Each controller acts as its own service account (there is no insecure port to fall back on,
     // and the controller manager's own user may not write pods): the accounts exist.
     let accounts = up.kubectl_ok(&["get", "serviceaccounts", "-n", "kube-system", "-o", "name"]);
@@ -328,6 +329,55 @@ fn check_node_identity(up: &Up, pod: &str) {
         assert!(!ok && err.contains("Forbidden") && err.contains("node-restriction.kubernetes.io/"), "kubectl 1.{minor}: {err}");
     }
     up.kubectl_ok(&["delete", "secret", "unrelated"]);
+}
+
+/// The node agent's own port, set up as kubeadm sets up a kubelet: HTTPS with its certificate of
+/// the cluster CA; a caller without credentials is 401, a certificate of another CA fails the
+/// handshake, `pod`'s service account token (reviewed by the API server) is refused exec with
+/// the kubelet's 403, and the API server's client certificate (system:masters) is let in — as
+/// it is when kubectl's exec, logs and `nodes/proxy` go through the API server.
+fn check_kubelet_api(up: &Up, pod: &str, token_kubeconfig: &str) {
+    let port = up.args.iter().position(|a| a == "--agent-port").map(|i| up.args[i + 1].clone()).expect("--agent-port");
+    let pki = up.dir.join("data/pki");
+    let kubeconfig = std::fs::read_to_string(token_kubeconfig).expect("the pod's kubeconfig");
+    let token = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("token: ")).expect("a token").to_string();
+    let identity = |name: &str| {
+        let pem = [std::fs::read(pki.join(format!("{name}.crt"))).expect("crt"), std::fs::read(pki.join(format!("{name}.key"))).expect("key")].concat();
+        reqwest::Identity::from_pem(&pem).expect("identity")
+    };
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(pki.join("ca.crt")).expect("ca")).expect("ca");
+    let client = |id: Option<reqwest::Identity>| {
+        let b = reqwest::Client::builder().add_root_certificate(ca.clone());
+        match id {
+            Some(id) => b.identity(id),
+            None => b,
+        }
+        .build()
+        .expect("client")
+    };
+    let exec = format!("https://127.0.0.1:{port}/exec/default/{pod}/{pod}?command=id&output=1");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let answer = |r: reqwest::Response| async move { (r.status().as_u16(), r.text().await.unwrap_or_default()) };
+        let r = client(None).get(format!("https://127.0.0.1:{port}/pods")).send().await.expect("the agent answers over HTTPS");
+        assert_eq!(answer(r).await, (401, "Unauthorized".to_string()));
+        let r = client(None).post(&exec).send().await.expect("exec");
+        assert_eq!(answer(r).await, (401, "Unauthorized".to_string()), "no exec without credentials");
+        let r = client(None).post(&exec).bearer_auth(&token).send().await.expect("exec with a token");
+        let forbidden = "Forbidden (user=system:serviceaccount:default:default, verb=create, resource=nodes, subresource=proxy)";
+        assert_eq!(answer(r).await, (403, forbidden.to_string()));
+        let r = client(None).get(format!("https://127.0.0.1:{port}/metrics")).bearer_auth("not-a-token").send().await.expect("metrics");
+        assert_eq!(r.status().as_u16(), 401, "a token the API server does not take");
+        let e = client(Some(identity("etcd/healthcheck-client"))).get(format!("https://127.0.0.1:{port}/pods")).send().await;
+        assert!(e.is_err(), "a certificate of the etcd CA fails the handshake: {e:?}");
+        let r = client(Some(identity("apiserver-kubelet-client"))).get(format!("https://127.0.0.1:{port}/pods")).send().await.expect("pods");
+        let (status, body) = answer(r).await;
+        assert!(status == 200 && body.contains(&format!("\"name\":\"{pod}\"")), "the API server's certificate: {status} {body}");
+    });
+    for minor in e2e::apiserver::KUBECTL_MINORS {
+        let out = up.kubectl_v_ok(minor, &["get", "--raw", "/api/v1/nodes/up-node/proxy/healthz"], None);
+        assert_eq!(out.trim(), "ok", "kubectl 1.{minor}: nodes/proxy through the API server's kubelet client");
+    }
 }
 
 /// `kubelab trace <args>`'s output (the test fails if it does).

@@ -54,7 +54,8 @@ pub enum Error {
     #[error("building the HTTP probe client: {0}")]
     ProbeClient(#[source] reqwest::Error),
     /// A flag the node agent cannot start with (`--pod-cidr`, `--image-gc-*`,
-    /// `--housekeeping-interval`); the message names the flag.
+    /// `--housekeeping-interval`, the TLS files, a webhook mode without an API server); the
+    /// message names the flag.
     #[error("{0}")]
     InvalidFlag(String),
     /// A host the node agent cannot manage the cgroups of (none mounted, controllers not

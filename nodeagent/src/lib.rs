@@ -27,9 +27,11 @@
 //! 7. **Status manager** ([`status`]): the source of truth for pod status, written to the API
 //!    server's `pods/status`.
 //! 8. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
-//! 9. **HTTP server** ([`server`]): container logs, exec and attach, port-forward (carried to
+//! 9. **HTTPS server** ([`server`]): container logs, exec and attach, port-forward (carried to
 //!    containerd's CRI PortForward, which dials inside the pod's network namespace), `/healthz`,
-//!    `/pods`, `/metrics`.
+//!    `/pods`, `/metrics` — over TLS ([`server::tls`]), each request authenticated (client
+//!    certificate, a bearer token the API server reviews, or anonymous) and authorized (always,
+//!    or by a SubjectAccessReview on `nodes/<subresource>`) first ([`server::auth`]).
 //! 10. **Garbage collection and eviction**: dead containers and sandboxes every minute
 //!     ([`kuberuntime::kuberuntime_gc`]), unused images when the image filesystem fills
 //!     ([`images::image_gc_manager`]), and the eviction manager ([`eviction`]), which reports
@@ -48,7 +50,7 @@
 //!
 //! The order of work at start ([`run()`]): connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources,
-//! the Kubelet (built from one [`kubelet::Dependencies`]), the HTTP server, garbage collection
+//! the Kubelet (built from one [`kubelet::Dependencies`]), the HTTPS server, garbage collection
 //! and the eviction manager, then run the sync loop until shutdown.
 //!
 //! ## Public surface
@@ -67,6 +69,8 @@
 //! - [`cm`]: [`cm::CgroupDriver`] (`--cgroup-driver`, and [`cm::CgroupDriver::detect`], which
 //!   containerd's configs ask to set `SystemdCgroup` to match), [`cm::CgroupVersion`],
 //!   [`cm::cgroup_version`] (which hierarchy the host mounts) and [`cm::check_host`].
+//! - [`server`]: [`server::tls::TlsOptions`] and [`server::auth::AuthOptions`] with
+//!   [`server::auth::AuthorizationMode`] (the port's certificate and who may call it).
 //! - [`eviction`]: [`eviction::Config`] with its [`eviction::Threshold`]s,
 //!   [`eviction::parse_threshold_config`] (`--eviction-hard`, failing with an
 //!   [`eviction::ThresholdError`]) and [`eviction::DEFAULT_EVICTION_HARD`].
@@ -84,6 +88,10 @@
 //!   node's resolv.conf, as the kubelet does. The node's resolv.conf is read once, at start.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
+//! - The HTTPS server ([`server::auth`]): a client certificate of another CA fails the handshake
+//!   (the kubelet answers 401); only the stable subresources are authorized (no fine-grained
+//!   `nodes/pods`, `nodes/healthz`); a self-signed serving certificate is never rotated and none
+//!   is asked for by CSR; no read-only port.
 
 // Every item is `pub(crate)` unless it is on the public surface listed above.
 #![warn(unreachable_pub)]
@@ -112,7 +120,7 @@ pub(crate) mod pod;
 pub(crate) mod pod_workers;
 pub(crate) mod prober;
 mod run;
-pub(crate) mod server;
+pub mod server;
 pub(crate) mod stats;
 pub(crate) mod status;
 pub(crate) mod token;

@@ -46,9 +46,16 @@ pub struct Options {
     pub pod_cidr: Option<String>,
     /// `--cni-conf-dir`: where containerd's CRI plugin reads CNI configs (its `conf_dir`).
     pub cni_conf_dir: PathBuf,
-    /// `--address` / `--port`: the agent's HTTP server (logs, /pods, /healthz, /metrics).
+    /// `--address` / `--port`: the agent's HTTPS server (logs, exec, attach, port-forward,
+    /// /pods, /healthz, /metrics).
     pub address: IpAddr,
     pub port: u16,
+    /// Its serving certificate and client CA (`--tls-cert-file`, `--tls-private-key-file`,
+    /// `--cert-dir`, `--client-ca-file`).
+    pub tls: crate::server::tls::TlsOptions,
+    /// Who may call it (`--anonymous-auth`, `--authentication-token-webhook`,
+    /// `--authorization-mode`, and their cache TTLs).
+    pub auth: crate::server::auth::AuthOptions,
     /// `--node-ip`: the InternalIP to report (default: the source address of the default route).
     pub node_ip: Option<IpAddr>,
     /// `--max-pods` (110).
@@ -104,6 +111,8 @@ impl Options {
             cni_conf_dir: "/etc/cni/net.d".into(),
             address: IpAddr::from([0, 0, 0, 0]),
             port: 10250,
+            tls: Default::default(),
+            auth: Default::default(),
             node_ip: None,
             max_pods: 110,
             node_labels: BTreeMap::new(),
@@ -373,6 +382,8 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     // Probes: exec through the runtime, HTTP and TCP from the node; results feed the status.
     let prober = crate::prober::Prober::new(cri.clone(), recorder.clone())?;
     let probes = crate::prober::ProberManager::new(Arc::new(prober), status.clone());
+    // The HTTPS server's addresses, for a certificate of its own.
+    let addresses: Vec<IpAddr> = host_ip.parse().into_iter().chain(opts.node_ip).collect();
     let kubelet = Arc::new(Kubelet::new(Dependencies {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
@@ -390,10 +401,14 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         pressure: pressure_rx,
     }));
 
+    // The HTTPS server: its certificate (the agent's own unless given one) and who may call it.
+    let tls = crate::server::tls::server_config(&opts.tls, &opts.root_dir, &opts.node_name, &addresses).map_err(Error::InvalidFlag)?;
+    let reviewer = client.clone().map(|c| Arc::new(crate::server::auth::ApiReviewer(c)) as Arc<dyn crate::server::auth::Reviewer>);
+    let auth = crate::server::auth::KubeletAuth::new(opts.auth.clone(), opts.node_name.clone(), reviewer).map_err(Error::InvalidFlag)?;
     let listener = std::net::TcpListener::bind(SocketAddr::new(opts.address, opts.port))
         .map_err(|e| Error::io(format!("{}:{}", opts.address, opts.port), e))?;
     let provider = Arc::new(ServerProvider { kubelet: kubelet.clone(), runtime: cri.clone(), pleg_health });
-    tokio::spawn(crate::server::serve(listener, provider, shutdown.clone()));
+    tokio::spawn(crate::server::serve(listener, tls, Arc::new(auth), provider, shutdown.clone()));
 
     let config = Arc::new(config);
     let sources_ready = {

@@ -129,7 +129,7 @@ fn subresource_rest<'a>(req: &'a HttpRequest, api: &'a Api, t: &'a Target) -> Op
     let (name, sub) = (t.name.as_deref()?, t.subresource.as_deref()?);
     let rest = api.registries.subresource(&t.registry, sub)?;
     let namespace = t.namespace.as_deref().unwrap_or("default");
-    Some((rest, RestRequest { req, registries: &api.registries, http: &api.http, token_issuer: api.token_issuer.as_ref(), registry: &t.registry, namespace, name, subresource: sub }))
+    Some((rest, RestRequest { req, registries: &api.registries, kubelet: &api.kubelet, token_issuer: api.token_issuer.as_ref(), registry: &t.registry, namespace, name, subresource: sub }))
 }
 
 /// Whether `t` is a connect (exec, attach): the connection is handed over, so the body must not

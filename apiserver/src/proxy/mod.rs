@@ -5,7 +5,10 @@
 //!   [`location`] reads what its id names.
 //! - [`streamtunnel`]: a plain SPDY upgrade (kubectl ≤ 1.30 port-forward), taken off the
 //!   listener before actix-web sees it, carried to the agent inside a websocket.
+//! - [`dial`]: the connections of the upgrades, plain or TLS (to a node agent: the kubelet
+//!   client's, with the API server's client certificate).
 
+pub mod dial;
 pub mod location;
 pub mod streamtunnel;
 pub mod upgradeaware;

@@ -15,10 +15,9 @@
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rand::Rng;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 
+use super::dial::{Dialer, Stream};
 use super::upgradeaware::{read_error_body, read_response_head, refusal};
 use crate::error::{Error, Result};
 
@@ -35,18 +34,17 @@ const MAX_FRAME: usize = 16 << 20;
 
 /// The agent's end of an open tunnel.
 pub struct Tunnel {
-    read: OwnedReadHalf,
-    write: OwnedWriteHalf,
+    read: ReadHalf<Stream>,
+    write: WriteHalf<Stream>,
     /// Bytes the agent sent right after its 101.
     early: BytesMut,
 }
 
-/// Step 1: upgrade a connection to the agent at `authority` to a websocket on `path`.
-pub async fn dial(authority: &str, path: &str, protocol: &str, pod: &str) -> Result<Tunnel> {
+/// Step 1: upgrade a connection to the agent at `authority` (reached with `dialer`) to a
+/// websocket on `path`.
+pub async fn dial(dialer: &Dialer, authority: &str, path: &str, protocol: &str, pod: &str) -> Result<Tunnel> {
     let dial_err = |e: std::io::Error| Error::Internal(format!("error dialing backend: {e}"));
-    let stream = TcpStream::connect(authority).await.map_err(dial_err)?;
-    stream.set_nodelay(true).map_err(dial_err)?;
-    let (mut read, mut write) = stream.into_split();
+    let (mut read, mut write) = tokio::io::split(dialer.dial(authority).await?);
     let head = format!(
         "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {}\r\nSec-WebSocket-Protocol: {protocol}\r\n\r\n",
         websocket_key()
@@ -252,7 +250,7 @@ mod tests {
             s.write_all(&[0x88, 2, 0x03, 0xe8]).await.expect("close");
             payload
         });
-        let tunnel = dial(&addr.to_string(), "/portForward/ns/web", "SPDY/3.1+portforward.k8s.io", "web").await.expect("dial");
+        let tunnel = dial(&crate::proxy::dial::Dialer::plain(), &addr.to_string(), "/portForward/ns/web", "SPDY/3.1+portforward.k8s.io", "web").await.expect("dial");
         let (client, mut kubectl) = tokio::io::duplex(1 << 16);
         let relay = tokio::spawn(relay(client, Bytes::new(), tunnel));
         kubectl.write_all(b"hello").await.expect("write");
@@ -273,7 +271,7 @@ mod tests {
             let _ = s.read(&mut b).await;
             let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 19\r\n\r\npod \"web\" not there").await;
         });
-        match dial(&addr.to_string(), "/portForward/ns/web", "x", "web").await {
+        match dial(&crate::proxy::dial::Dialer::plain(), &addr.to_string(), "/portForward/ns/web", "x", "web").await {
             Err(Error::BadRequest(msg)) => assert_eq!(msg, "pod \"web\" not there"),
             Err(e) => panic!("unexpected error {e}"),
             Ok(_) => panic!("a refusal must fail"),

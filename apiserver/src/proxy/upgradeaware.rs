@@ -29,9 +29,9 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use super::dial::{DIAL_TIMEOUT, Dialer};
 use crate::error::{Error, Result};
 
 /// Request headers that carry the upgrade to the node agent (nothing else is passed on:
@@ -40,23 +40,17 @@ const UPGRADE_HEADERS: &[&str] =
     &["upgrade", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol", "x-stream-protocol-version"];
 /// Response headers of the agent's 101 passed back to the client.
 const UPGRADE_RESPONSE_HEADERS: &[&str] = &["sec-websocket-accept", "sec-websocket-protocol", "x-stream-protocol-version"];
-/// Dialling the agent; then its answer, which includes the runtime's CRI call and stream setup.
-const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The agent's answer, which includes the runtime's CRI call and stream setup.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_RESPONSE_HEAD: usize = 16 << 10;
 const MAX_ERROR_BODY: usize = 64 << 10;
 
-/// Proxy the upgrade `req` to `path` on the agent at `authority` (`host:port`). `pod` and `node`
-/// name the target in errors and logs.
-pub async fn proxy(req: &HttpRequest, payload: web::Payload, authority: &str, path: &str, pod: &str, node: &str) -> Result<HttpResponse> {
+/// Proxy the upgrade `req` to `path` on the agent at `authority` (`host:port`), reached with
+/// `dialer` (the kubelet client's TLS). `pod` and `node` name the target in errors and logs.
+pub async fn proxy(req: &HttpRequest, payload: web::Payload, dialer: &Dialer, authority: &str, path: &str, pod: &str, node: &str) -> Result<HttpResponse> {
     // Step 1.
     let dial_err = |e: std::io::Error| Error::Internal(format!("error dialing backend: {e}"));
-    let stream = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(authority))
-        .await
-        .map_err(|_| Error::Internal(format!("error dialing backend: timed out connecting to {authority}")))?
-        .map_err(dial_err)?;
-    stream.set_nodelay(true).map_err(dial_err)?;
-    let (mut read, mut write) = stream.into_split();
+    let (mut read, mut write) = tokio::io::split(dialer.dial(authority).await?);
     let head = request_head(req, authority, path);
     write.write_all(head.as_bytes()).await.map_err(dial_err)?;
 
@@ -113,10 +107,10 @@ const HOP_HEADERS: &[&str] = &[
 /// Request body chunks buffered between actix's payload and the backend's request.
 const BODY_CHANNEL_CAPACITY: usize = 8;
 
-/// The client for proxied requests: redirects go back to the client as they are (a proxy never
-/// follows them), and a backend's certificate is not checked — as kube-apiserver's proxy
-/// transport to pods and services does not.
-fn proxy_client() -> &'static reqwest::Client {
+/// The client for proxied requests to pods and services: redirects go back to the client as they
+/// are (a proxy never follows them), and a backend's certificate is not checked — as
+/// kube-apiserver's proxy transport to pods and services does not.
+pub fn proxy_client() -> &'static reqwest::Client {
     static CLIENT: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
     CLIENT.get_or_init(|| {
         reqwest::Client::builder()
@@ -128,12 +122,14 @@ fn proxy_client() -> &'static reqwest::Client {
     })
 }
 
-/// Pass a plain request on to `url` (scheme, host, port and path; the client's query is added).
-pub async fn proxy_http(req: &HttpRequest, payload: web::Payload, url: &str) -> Result<HttpResponse> {
+/// Pass a plain request on to `url` (scheme, host, port and path; the client's query is added)
+/// with `client` ([`proxy_client`], or the kubelet client's for a node agent). It must not follow
+/// redirects.
+pub async fn proxy_http(client: &reqwest::Client, req: &HttpRequest, payload: web::Payload, url: &str) -> Result<HttpResponse> {
     let query = req.query_string();
     let target = if query.is_empty() { url.to_string() } else { format!("{url}?{query}") };
     let method = reqwest::Method::from_bytes(req.method().as_str().as_bytes()).map_err(|e| Error::BadRequest(e.to_string()))?;
-    let mut forward = proxy_client().request(method, &target);
+    let mut forward = client.request(method, &target);
     for (name, value) in req.headers() {
         if !HOP_HEADERS.contains(&name.as_str()) {
             forward = forward.header(name.as_str(), value.as_bytes());
@@ -218,7 +214,7 @@ pub(crate) struct ResponseHead {
 }
 
 /// Read up to the end of the response head; the bytes after it are returned too.
-pub(crate) async fn read_response_head(read: &mut tokio::net::tcp::OwnedReadHalf) -> Result<(ResponseHead, Bytes)> {
+pub(crate) async fn read_response_head(read: &mut (impl AsyncRead + Unpin)) -> Result<(ResponseHead, Bytes)> {
     let bad = || Error::Internal("the node agent sent a malformed HTTP response".into());
     let mut buf = BytesMut::with_capacity(1024);
     loop {
@@ -253,7 +249,7 @@ pub(crate) async fn read_response_head(read: &mut tokio::net::tcp::OwnedReadHalf
 }
 
 /// The agent's error text (bounded; a body without a length is read until the agent closes).
-pub(crate) async fn read_error_body(read: &mut tokio::net::tcp::OwnedReadHalf, rest: Bytes, content_length: Option<usize>) -> String {
+pub(crate) async fn read_error_body(read: &mut (impl AsyncRead + Unpin), rest: Bytes, content_length: Option<usize>) -> String {
     let want = content_length.unwrap_or(MAX_ERROR_BODY).min(MAX_ERROR_BODY);
     let mut buf = BytesMut::from(&rest[..]);
     while buf.len() < want {

@@ -1,8 +1,12 @@
-//! Mirrors kubelet's pkg/kubelet/server/server.go: the node agent's HTTP server — `/healthz`,
+//! Mirrors kubelet's pkg/kubelet/server/server.go: the node agent's HTTPS server — `/healthz`,
 //! `/pods`, `/metrics` and `/containerLogs/{namespace}/{pod}/{container}`, which is what the API
 //! server proxies `kubectl logs` to; `/exec/…` and `/attach/…` are routed to [`super::exec`],
 //! `/portForward/…` to [`super::portforward`], and what they need from the rest of the agent is
 //! [`super::host_interface`].
+//!
+//! Every connection is TLS ([`super::tls`]) and every request passes the auth filter first
+//! (`InstallAuthFilter`, [`super::auth`]): 401 without credentials the agent accepts, 403 when
+//! the API server says the caller may not.
 //!
 //! Serving a container's log, step by step:
 //! 1. Find the pod among the pods the agent runs (404 if it runs no such pod).
@@ -17,14 +21,23 @@ use std::convert::Infallible;
 use std::path::Path;
 use std::sync::Arc;
 
+use actix_service::{Service as _, ServiceFactory as _};
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::StatusCode;
-use actix_web::{App, HttpResponse, HttpServer, web};
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::middleware::{Next, from_fn};
+use actix_web::{App, HttpResponse, web};
 use futures::StreamExt;
 use k8s_cri::v1 as api;
 use k8s_openapi::api::core::v1::Pod;
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 
+use super::auth::{Credentials, KubeletAuth};
 use super::{exec, portforward};
 use super::host_interface::{Provider, container_selector, find_pod_container, select_instance, text};
 use crate::kuberuntime::logs::{ContainerLog, LogOptions};
@@ -36,18 +49,31 @@ const SHUTDOWN_TIMEOUT_SECS: u64 = 2;
 /// reader down instead of growing memory.
 const LOG_CHANNEL_CAPACITY: usize = 16;
 
-/// Serve on `listener` until `shutdown` turns true (or its sender is dropped), then stop
-/// gracefully: stop accepting, give open requests [`SHUTDOWN_TIMEOUT_SECS`] to finish.
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The subject of the client certificate the handshake verified, kept with the connection.
+#[derive(Clone)]
+struct PeerSubject(pki::Subject);
+
+/// Serve on `listener` with `tls` and `auth` until `shutdown` turns true (or its sender is
+/// dropped), then stop gracefully: stop accepting, give open requests [`SHUTDOWN_TIMEOUT_SECS`]
+/// to finish.
 pub(crate) async fn serve(
     listener: std::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    auth: Arc<KubeletAuth>,
     provider: Arc<dyn Provider>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let address = listener.local_addr()?;
     let provider = web::Data::from(provider);
-    let server = HttpServer::new(move || {
+    let auth = web::Data::from(auth);
+    let app = move || {
         App::new()
             .app_data(provider.clone())
+            .app_data(auth.clone())
+            .wrap(from_fn(auth_filter))
             .route("/healthz", web::get().to(healthz))
             .route("/pods", web::get().to(pods))
             .route("/metrics", web::get().to(metrics))
@@ -56,11 +82,45 @@ pub(crate) async fn serve(
             .route("/exec/{namespace}/{pod}/{container}", web::route().to(exec::exec))
             .route("/attach/{namespace}/{pod}/{container}", web::route().to(exec::attach))
             .route("/portForward/{namespace}/{pod}", web::route().to(portforward::port_forward))
-    })
-    .listen(listener)?
-    .shutdown_timeout(SHUTDOWN_TIMEOUT_SECS)
-    .disable_signals()
-    .run();
+    };
+    let acceptor = TlsAcceptor::from(tls);
+    let server = actix_server::Server::build()
+        .listen("kubelet", listener, move || {
+            let http = actix_http::HttpService::build()
+                .on_connect_ext(|conn: &TlsStream<TcpStream>, data: &mut actix_http::Extensions| {
+                    if let Some(subject) = peer_subject(conn) {
+                        data.insert(PeerSubject(subject));
+                    }
+                })
+                .finish(actix_service::map_config(app(), |_: ()| actix_web::dev::AppConfig::default()));
+            let acceptor = acceptor.clone();
+            actix_service::fn_factory(move || {
+                let http = http.new_service(());
+                let acceptor = acceptor.clone();
+                async move {
+                    let http = std::rc::Rc::new(http.await.map_err(|_| ())?);
+                    Ok::<_, ()>(actix_service::fn_service(move |tcp: TcpStream| {
+                        let (http, acceptor) = (http.clone(), acceptor.clone());
+                        async move {
+                            let peer = tcp.peer_addr().ok();
+                            let _ = tcp.set_nodelay(true);
+                            let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                                Ok(Ok(stream)) => stream,
+                                Ok(Err(e)) => {
+                                    tracing::debug!(target: "kubelet::server", ?peer, error = %e, "TLS handshake failed");
+                                    return Ok(());
+                                }
+                                Err(_) => return Ok(()),
+                            };
+                            http.call((stream, actix_http::Protocol::Http1, peer)).await.map_err(|_| ())
+                        }
+                    }))
+                }
+            })
+        })?
+        .shutdown_timeout(SHUTDOWN_TIMEOUT_SECS)
+        .disable_signals()
+        .run();
     let handle = server.handle();
     tracing::info!(target: "kubelet::server", %address, "serving /healthz, /pods, /metrics, /containerLogs, /exec, /attach, /portForward");
     tokio::select! {
@@ -70,6 +130,34 @@ pub(crate) async fn serve(
             handle.stop(true).await;
             tracing::info!(target: "kubelet::server", %address, "stopped");
             Ok(())
+        }
+    }
+}
+
+/// The subject of a verified client certificate (the handshake verifies any that is offered).
+fn peer_subject(conn: &TlsStream<TcpStream>) -> Option<pki::Subject> {
+    let leaf = conn.get_ref().1.peer_certificates()?.first()?;
+    pki::subject_from_der(leaf).ok()
+}
+
+/// `InstallAuthFilter`: every request is authenticated and authorized before it is routed.
+async fn auth_filter(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let Some(auth) = req.app_data::<web::Data<KubeletAuth>>().cloned() else {
+        return Err(actix_web::error::ErrorInternalServerError("no authenticator"));
+    };
+    let credentials = match (req.conn_data::<PeerSubject>(), req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+        (Some(PeerSubject(subject)), _) if !subject.common_name.is_empty() => Credentials::Certificate(subject.clone()),
+        (_, Some(header)) => match header.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => Credentials::Bearer(token.trim().to_string()),
+            _ => Credentials::None,
+        },
+        _ => Credentials::None,
+    };
+    match auth.check(credentials, req.method().as_str(), req.path()).await {
+        Ok(_) => Ok(next.call(req).await?.map_into_left_body()),
+        Err(refusal) => {
+            let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            Ok(req.into_response(text(status, refusal.message)).map_into_right_body())
         }
     }
 }
@@ -178,6 +266,12 @@ mod tests {
 
     const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 
+    /// A GET as the API server makes it without `--kubelet-certificate-authority` (the serving
+    /// certificate is self-signed).
+    async fn get(url: String) -> reqwest::Result<reqwest::Response> {
+        reqwest::Client::builder().danger_accept_invalid_certs(true).build()?.get(url).send().await
+    }
+
     struct TestProvider {
         pods: Vec<Pod>,
         runtime: RemoteRuntime,
@@ -244,13 +338,17 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stop_rx) = watch::channel(false);
-        let server = tokio::spawn(serve(listener, provider.clone(), stop_rx));
+        let tls = super::super::tls::server_config(&Default::default(), dir.path(), "n1", &[]).expect("tls");
+        // The kubelet's defaults: anyone, anything (the auth filter's own tests are in auth.rs and
+        // the end-to-end tests).
+        let auth = Arc::new(KubeletAuth::new(Default::default(), "n1".into(), None).expect("auth"));
+        let server = tokio::spawn(serve(listener, tls, auth, provider.clone(), stop_rx));
         Node { _dir: dir, log_dir, fake, _fake_server: fake_server, provider, sandbox, sandbox_config, addr, stop, server }
     }
 
     impl Node {
         fn url(&self, path: &str) -> String {
-            format!("http://{}{path}", self.addr)
+            format!("https://{}{path}", self.addr)
         }
 
         /// Create (and start) attempt `attempt` of `name`, its log file holding `log`.
@@ -279,7 +377,7 @@ mod tests {
         }
 
         async fn get(&self, path: &str) -> (u16, String) {
-            let resp = reqwest::get(self.url(path)).await.expect("request");
+            let resp = get(self.url(path)).await.expect("request");
             let status = resp.status().as_u16();
             (status, resp.text().await.expect("body"))
         }
@@ -298,19 +396,20 @@ mod tests {
         assert_eq!((list["kind"].as_str(), list["apiVersion"].as_str()), (Some("PodList"), Some("v1")));
         assert_eq!(list["items"][0]["metadata"]["name"], "web");
 
-        let resp = reqwest::get(node.url("/metrics")).await.expect("metrics");
+        let resp = get(node.url("/metrics")).await.expect("metrics");
         let content_type = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
         assert!(content_type.starts_with("text/plain; version=0.0.4"), "{content_type}");
         let body = resp.text().await.expect("body");
         assert!(body.contains("kubelet_runtime_operations_duration_seconds_bucket"), "{body}");
 
+        let healthz = node.url("/healthz");
         node.stop.send(true).expect("signal shutdown");
         tokio::time::timeout(Duration::from_secs(5), node.server)
             .await
             .expect("stops in time")
             .expect("join")
             .expect("serve");
-        assert!(reqwest::get(format!("http://{}/healthz", node.addr)).await.is_err(), "still serving after shutdown");
+        assert!(get(healthz).await.is_err(), "still serving after shutdown");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,7 +424,7 @@ mod tests {
         )
         .await;
 
-        let resp = reqwest::get(node.url("/containerLogs/shop/web/app")).await.expect("logs");
+        let resp = get(node.url("/containerLogs/shop/web/app")).await.expect("logs");
         assert_eq!(resp.status().as_u16(), 200);
         assert!(resp.headers().get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/plain")));
         assert_eq!(resp.text().await.expect("body"), "one\ntwo\nthree\n");
@@ -365,7 +464,7 @@ mod tests {
     async fn follow_streams_until_the_container_exits() {
         let node = start().await;
         let id = node.container("app", 0, "2024-05-01T10:00:00Z stdout F hello\n").await;
-        let resp = reqwest::get(node.url("/containerLogs/shop/web/app?follow=true")).await.expect("logs");
+        let resp = get(node.url("/containerLogs/shop/web/app?follow=true")).await.expect("logs");
         assert_eq!(resp.status().as_u16(), 200);
         let mut body = resp.bytes_stream();
         let mut next = async || {

@@ -16,6 +16,7 @@ use super::strategy::ResourceInfo;
 use crate::authentication::Authenticator;
 use crate::authentication::user::UserInfo;
 use crate::authorization::authorizer::Authorizer;
+use crate::kubelet_client::KubeletClient;
 use crate::serviceaccount::jwt::TokenIssuer;
 use crate::error::Result;
 
@@ -64,7 +65,7 @@ pub enum SubresourceRest {
 pub struct RestRequest<'a> {
     pub req: &'a HttpRequest,
     pub registries: &'a Registries,
-    pub http: &'a reqwest::Client,
+    pub kubelet: &'a KubeletClient,
     /// What signs service account tokens (`--service-account-signing-key-file`), if anything.
     pub token_issuer: Option<&'a TokenIssuer>,
     pub registry: &'a Registry,

@@ -76,7 +76,7 @@ async fn serve(r: RestRequest<'_>, payload: web::Payload) -> Result<HttpResponse
     let authority = node_agent_authority(r.registries, node_name).await?;
 
     // Step 3.
-    upgradeaware::proxy(req, payload, &authority, &format!("/{subresource}/{namespace}/{name}/{container}"), name, node_name).await
+    upgradeaware::proxy(req, payload, &r.kubelet.dialer, &authority, &format!("/{subresource}/{namespace}/{name}/{container}"), name, node_name).await
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ async fn serve(r: RestRequest<'_>) -> Result<HttpResponse> {
         url.push('?');
         url.push_str(&passed.join("&"));
     }
-    let resp = r.http.get(&url).send().await.map_err(|e| {
+    let resp = r.kubelet.http.get(&url).send().await.map_err(|e| {
         Error::Unavailable(format!("the node agent of node {node_name} at {base} is not answering: {e}"))
     })?;
     let code = resp.status().as_u16();

@@ -79,7 +79,7 @@ async fn serve(r: RestRequest<'_>, payload: web::Payload) -> Result<HttpResponse
     // Step 2.
     let authority = node_agent_authority(r.registries, &node_name).await?;
     // Step 3.
-    upgradeaware::proxy(req, payload, &authority, &format!("/portForward/{namespace}/{name}"), name, &node_name).await
+    upgradeaware::proxy(req, payload, &r.kubelet.dialer, &authority, &format!("/portForward/{namespace}/{name}"), name, &node_name).await
 }
 
 /// The websocket subprotocol the agent is asked for: SPDY's bytes in binary messages.
@@ -118,7 +118,7 @@ pub async fn serve_spdy(mut io: impl AsyncRead + AsyncWrite + Unpin, connection:
         let pod = api.registries.of(&PODS).get(Some(&namespace), &name).await?;
         let node = check(&pod, &name, &query)?;
         let authority = node_agent_authority(&api.registries, &node).await?;
-        let tunnel = streamtunnel::dial(&authority, &format!("/portForward/{namespace}/{name}"), TUNNEL_PROTOCOL, &name).await?;
+        let tunnel = streamtunnel::dial(&api.kubelet.dialer, &authority, &format!("/portForward/{namespace}/{name}"), TUNNEL_PROTOCOL, &name).await?;
         Ok::<_, Error>((early, tunnel, node))
     }
     .await;

@@ -57,7 +57,7 @@ async fn serve(r: RestRequest<'_>, payload: web::Payload) -> Result<HttpResponse
     let port = resolve_port(&pod, port)?;
     // Step 4.
     let url = format!("{scheme}://{}{}", join_host_port(ip, &port), proxy_path(r.req.path(), r.name));
-    upgradeaware::proxy_http(r.req, payload, &url).await
+    upgradeaware::proxy_http(upgradeaware::proxy_client(), r.req, payload, &url).await
 }
 
 #[cfg(test)]

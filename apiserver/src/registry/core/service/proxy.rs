@@ -90,7 +90,7 @@ async fn serve(r: RestRequest<'_>, payload: web::Payload) -> Result<HttpResponse
     };
     // Step 5.
     let url = format!("{scheme}://{endpoint}{}", proxy_path(r.req.path(), r.name));
-    upgradeaware::proxy_http(r.req, payload, &url).await
+    upgradeaware::proxy_http(upgradeaware::proxy_client(), r.req, payload, &url).await
 }
 
 #[cfg(test)]

@@ -508,6 +508,10 @@ struct ApiserverArgs {
     /// Where audit events are appended, a JSON line each ("-": standard output).
     #[arg(long)]
     audit_log_path: Option<PathBuf>,
+    /// Which resources are encrypted in the store, and with which keys: an
+    /// apiserver.config.k8s.io/v1 EncryptionConfiguration (YAML; aescbc, secretbox, identity).
+    #[arg(long)]
+    encryption_provider_config: Option<PathBuf>,
     /// The authorizers, in order (comma-separated): AlwaysAllow, AlwaysDeny, RBAC, Node
     /// (usually `Node,RBAC`).
     #[arg(long, default_value = "AlwaysAllow", value_delimiter = ',')]
@@ -869,6 +873,7 @@ fn main() -> anyhow::Result<()> {
                 token_auth_file: args.token_auth_file,
                 audit_policy_file: args.audit_policy_file,
                 audit_log_path: args.audit_log_path,
+                encryption_provider_config: args.encryption_provider_config,
                 service_account_issuer: args.service_account_issuer,
                 service_account_signing_key_file: args.service_account_signing_key_file,
                 service_account_key_file: args.service_account_key_file,

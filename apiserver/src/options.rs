@@ -85,6 +85,10 @@ pub struct Options {
     /// `--proxy-healthz-port` (kubelab's): where each node's proxy serves its steps for `kubelab
     /// trace svc/<name>`, on the node's InternalIP (kube-proxy's health port, 10256, by default).
     pub proxy_healthz_port: u16,
+    /// `--encryption-provider-config`: an `apiserver.config.k8s.io/v1` EncryptionConfiguration
+    /// saying which resources are encrypted in the store, and with which keys
+    /// ([`crate::server::encryptionconfig`]); none: everything is stored as it is.
+    pub encryption_provider_config: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -122,6 +126,7 @@ impl Default for Options {
             service_node_port_range: "30000-32767".into(),
             advertise_address: None,
             proxy_healthz_port: 10256,
+            encryption_provider_config: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! one) and k8s.io/apiserver/pkg/server/genericapiserver.go (`PrepareRun` and `Run`: the HTTP
 //! server, its routes, and the tasks that run beside it).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,8 +10,10 @@ use actix_service::{Service, ServiceFactory};
 use actix_web::{App, HttpRequest, HttpResponse, web};
 use serde_json::json;
 
+pub mod encryptionconfig;
 pub mod secure_serving;
 
+use encryptionconfig::EncryptionConfig;
 use secure_serving::{Conn, Tls};
 
 use crate::admission::chain::Chain;
@@ -36,6 +39,7 @@ use crate::error::{Error, Result};
 use crate::filters;
 use crate::kubelet_client::KubeletClient;
 use crate::options::Options;
+use crate::storage::value::PrefixTransformers;
 use crate::registry::apps::controllerrevision::strategy::ControllerRevisionStrategy;
 use crate::registry::apps::daemonset::strategy::DAEMONSET_STRATEGY;
 use crate::registry::apps::deployment::strategy::DEPLOYMENT_STRATEGY;
@@ -305,6 +309,22 @@ fn auditor(opts: &Options) -> std::result::Result<Option<Auditor>, String> {
     Ok(Some(Auditor { policy: Policy::from_file(policy)?, backend: Backend::open(path)? }))
 }
 
+/// Each installed resource's transformers from `--encryption-provider-config`, by its key
+/// segment in the store (none without the flag: every value is stored as it is).
+fn transformers(opts: &Options, resources: &[Resource]) -> std::result::Result<HashMap<String, Arc<PrefixTransformers>>, String> {
+    let Some(path) = &opts.encryption_provider_config else { return Ok(HashMap::new()) };
+    let config = EncryptionConfig::from_file(path)?;
+    let mut transformers = HashMap::new();
+    for r in resources {
+        let info = r.strategy.info();
+        if let Some(t) = config.transformer_for(info.group, info.plural) {
+            tracing::info!(target: "apiserver::storage", group = info.group, resource = info.plural, "values encrypted at rest");
+            transformers.insert(info.storage_name.to_string(), t);
+        }
+    }
+    Ok(transformers)
+}
+
 /// The secure port's TLS, from the flags.
 fn tls(opts: &Options) -> Result<Tls> {
     let (Some(cert), Some(key)) = (&opts.tls_cert_file, &opts.tls_private_key_file) else {
@@ -317,8 +337,11 @@ fn tls(opts: &Options) -> Result<Tls> {
 /// Runs the API server until `shutdown` completes. Must run inside an actix system.
 pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()> {
     let alloc = allocators(&opts)?;
+    let resources = resources(&opts, &alloc);
+    let transformers = transformers(&opts, &resources).map_err(Error::Internal)?;
     let storage = Storage::connect(&opts.etcd_servers, &opts.etcd_prefix).await.map_err(|e| Error::Internal(format!("cannot reach the store at {:?}: {e}", opts.etcd_servers)))?;
-    let installed = install(resources(&opts, &alloc), &storage, &opts);
+    let storage = storage.with_transformers(transformers);
+    let installed = install(resources, &storage, &opts);
     for r in &installed {
         actix_web::rt::spawn(r.registry.cache.clone().run(storage.clone()));
     }

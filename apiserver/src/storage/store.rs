@@ -5,6 +5,11 @@
 //! the value, only set on the way out. Writes are Txns conditioned on the key's mod_revision, so
 //! a create of an existing name and an update from a stale version both fail instead of
 //! overwriting (optimistic concurrency).
+//!
+//! Between the JSON and the store sit the resource's transformers ([`super::value`], from
+//! `--encryption-provider-config`): every value written is transformed to storage, every value
+//! read (a get, a list, a conflicting write's current object, a watch event) from storage, with
+//! the key as its context, as etcd3's store does in `prepareObjectForStorage` and `decode`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +21,7 @@ use tracing::Instrument as _;
 use tokio::sync::Mutex;
 
 use crate::error::{Error, Result};
+use super::value::PrefixTransformers;
 
 /// The largest store response accepted (a list of every object of a resource).
 const MAX_RESPONSE_BYTES: usize = 2 << 30;
@@ -26,6 +32,9 @@ pub struct Stored {
     pub key: String,
     pub value: Value,
     pub mod_revision: i64,
+    /// Read by a transformer other than the resource's first: the next update writes it again
+    /// even when nothing in it changed (etcd3 store's `stale`), which is how keys are rotated.
+    pub stale: bool,
 }
 
 pub struct ListResult {
@@ -53,6 +62,9 @@ pub struct Storage {
     leases: Arc<LeaseManager>,
     /// [`Storage::progress_notify_reliable`], once the store has said its version.
     progress_reliable: Arc<std::sync::OnceLock<bool>>,
+    /// Each encrypted resource's transformers, by its key segment (`secrets`); the others' values
+    /// are stored as they are.
+    transformers: Arc<HashMap<String, Arc<PrefixTransformers>>>,
 }
 
 /// Whether a store of this version sends progress notifications only for revisions its watch has
@@ -77,14 +89,13 @@ pub fn with_resource_version(mut value: Value, rev: i64) -> Value {
     value
 }
 
-fn decode(key: &[u8], value: &[u8], mod_revision: i64) -> Result<Stored> {
-    let key = String::from_utf8_lossy(key).into_owned();
+fn decode_json(key: String, value: &[u8], mod_revision: i64, stale: bool) -> Result<Stored> {
     let value: Value = serde_json::from_slice(value)
         .map_err(|e| Error::Internal(format!("object at {key} is not JSON: {e}")))?;
-    Ok(Stored { value: with_resource_version(value, mod_revision), key, mod_revision })
+    Ok(Stored { value: with_resource_version(value, mod_revision), key, mod_revision, stale })
 }
 
-fn encode(value: &Value) -> Result<Vec<u8>> {
+fn encode_json(value: &Value) -> Result<Vec<u8>> {
     // The resourceVersion is the store's revision, not part of the stored object.
     if value.pointer("/metadata/resourceVersion").is_none() {
         return serde_json::to_vec(value).map_err(|e| Error::Internal(e.to_string()));
@@ -121,7 +132,51 @@ impl Storage {
             prefix: prefix.trim_end_matches('/').to_string(),
             leases: Arc::new(LeaseManager::default()),
             progress_reliable: Arc::new(std::sync::OnceLock::new()),
+            transformers: Arc::new(HashMap::new()),
         })
+    }
+
+    /// The same store, transforming the values of the resources in `transformers` (by key
+    /// segment: `secrets`) on their way in and out.
+    pub fn with_transformers(mut self, transformers: HashMap<String, Arc<PrefixTransformers>>) -> Self {
+        self.transformers = Arc::new(transformers);
+        self
+    }
+
+    /// The transformers of the resource `key` belongs to: its segment after the prefix.
+    fn transformer(&self, key: &[u8]) -> Option<&PrefixTransformers> {
+        if self.transformers.is_empty() {
+            return None;
+        }
+        let rest = key.strip_prefix(self.prefix.as_bytes())?.strip_prefix(b"/")?;
+        let segment = rest.split(|b| *b == b'/').next()?;
+        self.transformers.get(std::str::from_utf8(segment).ok()?).map(|t| &**t)
+    }
+
+    /// A key and value as the store holds them, into an object: transformed from storage, then
+    /// decoded (etcd3 store's `decode` after `transformer.TransformFromStorage`). A value no
+    /// transformer reads is an Internal error naming the key; the value stays as it is.
+    pub fn decode(&self, key: &[u8], value: &[u8], mod_revision: i64) -> Result<Stored> {
+        let Some(transformer) = self.transformer(key) else {
+            return decode_json(String::from_utf8_lossy(key).into_owned(), value, mod_revision, false);
+        };
+        let key = String::from_utf8_lossy(key).into_owned();
+        match transformer.transform_from_storage(value, key.as_bytes()) {
+            Ok(read) => decode_json(key, &read.data, mod_revision, read.stale),
+            Err(e) => {
+                tracing::error!(target: "apiserver::storage", key, error = %e, "value not transformed from storage");
+                Err(Error::Internal(format!("unable to transform key {key:?}: {e}")))
+            }
+        }
+    }
+
+    /// An object into the value the store keeps under `key`.
+    fn encode(&self, key: &str, value: &Value) -> Result<Vec<u8>> {
+        let data = encode_json(value)?;
+        let Some(transformer) = self.transformer(key.as_bytes()) else { return Ok(data) };
+        transformer
+            .transform_to_storage(&data, key.as_bytes())
+            .map_err(|e| Error::Internal(format!("unable to transform key {key:?} to storage: {e}")))
     }
 
     /// Whether the watch cache may serve a consistent list once a progress notification says it
@@ -162,7 +217,7 @@ impl Storage {
 
     pub async fn get(&self, key: &str) -> Result<Option<Stored>> {
         let resp = self.kv().get(key, None).await?;
-        resp.kvs().first().map(|kv| decode(kv.key(), kv.value(), kv.mod_revision())).transpose()
+        resp.kvs().first().map(|kv| self.decode(kv.key(), kv.value(), kv.mod_revision())).transpose()
     }
 
     /// The store's current revision (a quorum read).
@@ -190,7 +245,7 @@ impl Storage {
         let revision = if revision > 0 { revision } else { resp.header().map_or(0, |h| h.revision()) };
         let mut items = Vec::with_capacity(resp.kvs().len());
         for kv in resp.kvs() {
-            items.push(decode(kv.key(), kv.value(), kv.mod_revision())?);
+            items.push(self.decode(kv.key(), kv.value(), kv.mod_revision())?);
         }
         let remaining = resp.count() - items.len() as i64;
         let next_key = if resp.more() { items.last().map(|s| format!("{}\u{0}", s.key)) } else { None };
@@ -205,7 +260,7 @@ impl Storage {
         }
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, encode(value)?, put)])
+            .and_then([TxnOp::put(key, self.encode(key, value)?, put)])
             .or_else([TxnOp::get(key, None)]);
         self.write(txn, key, Some(value)).await
     }
@@ -214,7 +269,7 @@ impl Storage {
     /// written again (the API servers' master leases: each renews its own key).
     pub async fn put_with_ttl(&self, key: &str, value: &Value, ttl: i64) -> Result<()> {
         let lease = self.client.lease_client().grant(ttl, None).await?;
-        self.kv().put(key, encode(value)?, Some(PutOptions::new().with_lease(lease.id()))).await?;
+        self.kv().put(key, self.encode(key, value)?, Some(PutOptions::new().with_lease(lease.id()))).await?;
         Ok(())
     }
 
@@ -222,7 +277,7 @@ impl Storage {
     pub async fn update(&self, key: &str, value: &Value, expected: i64) -> Result<WriteOutcome> {
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, expected)])
-            .and_then([TxnOp::put(key, encode(value)?, None)])
+            .and_then([TxnOp::put(key, self.encode(key, value)?, None)])
             .or_else([TxnOp::get(key, None)]);
         self.write(txn, key, Some(value)).await
     }
@@ -250,7 +305,7 @@ impl Storage {
             return Ok(WriteOutcome::Written(rev));
         }
         let current = resp.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(g) => g.kvs().first().map(|kv| decode(kv.key(), kv.value(), kv.mod_revision())),
+            TxnOpResponse::Get(g) => g.kvs().first().map(|kv| self.decode(kv.key(), kv.value(), kv.mod_revision())),
             _ => None,
         });
         let _ = key;
@@ -332,9 +387,9 @@ mod tests {
     #[test]
     fn resource_version_is_never_stored() {
         let v = serde_json::json!({"metadata": {"name": "x", "resourceVersion": "5"}});
-        let bytes = encode(&v).unwrap();
+        let bytes = encode_json(&v).unwrap();
         assert!(!String::from_utf8(bytes.clone()).unwrap().contains("resourceVersion"));
-        let back = decode(b"k", &bytes, 9).unwrap();
+        let back = decode_json("k".into(), &bytes, 9, false).unwrap();
         assert_eq!(back.value["metadata"]["resourceVersion"], "9");
     }
 }

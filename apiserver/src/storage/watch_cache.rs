@@ -169,8 +169,9 @@ impl WatchCache {
                         let key = String::from_utf8_lossy(kv.key()).into_owned();
                         let rev = kv.mod_revision();
                         match e.event_type() {
-                            StoreEvent::Put => match serde_json::from_slice::<Value>(kv.value()) {
-                                Ok(v) => self.apply(key, Some(with_resource_version(v, rev)), rev),
+                            // Transformed from storage (decrypted) as a get's value is.
+                            StoreEvent::Put => match storage.decode(kv.key(), kv.value(), rev) {
+                                Ok(stored) => self.apply(key, Some(stored.value), rev),
                                 Err(err) => tracing::error!(target: "apiserver::watch_cache", key, error = %err, "undecodable object skipped"),
                             },
                             StoreEvent::Delete => self.apply(key, None, rev),

@@ -268,8 +268,10 @@ impl Registry {
                 m.remove("managedFields");
             }
         }
-        if cmp_new == cmp_old {
-            return Ok(current.value.clone()); // a no-op update writes nothing
+        // A no-op update writes nothing — unless the object was read with a key other than
+        // the first (stale): then it is written again, which rotates it to the first key.
+        if cmp_new == cmp_old && !current.stale {
+            return Ok(current.value.clone());
         }
         let mut new = new;
         let finish = self.strategy.begin_update(&self.storage, &mut new, &current.value, dry_run).await?;

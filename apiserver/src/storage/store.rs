@@ -230,6 +230,18 @@ impl Storage {
 
     /// Lists a prefix at `revision` (0 = now), starting at `start` (a key, inclusive).
     pub async fn list(&self, prefix: &str, revision: i64, limit: i64, start: Option<&str>) -> Result<ListResult> {
+        self.list_with(prefix, revision, limit, start, false).await
+    }
+
+    /// Every object under `prefix` now, for a watch cache: an object that cannot be decoded (its
+    /// key is not in `--encryption-provider-config`) is left out, with an error logged, rather
+    /// than keeping the whole resource's cache, and so the server's readiness, from filling. A
+    /// GET of it still answers the error.
+    pub async fn list_for_cache(&self, prefix: &str) -> Result<ListResult> {
+        self.list_with(prefix, 0, 0, None, true).await
+    }
+
+    async fn list_with(&self, prefix: &str, revision: i64, limit: i64, start: Option<&str>, skip_undecodable: bool) -> Result<ListResult> {
         let from = start.unwrap_or(prefix).to_string();
         let mut opts = GetOptions::new().with_range(prefix_end(prefix));
         if revision > 0 {
@@ -245,7 +257,12 @@ impl Storage {
         let revision = if revision > 0 { revision } else { resp.header().map_or(0, |h| h.revision()) };
         let mut items = Vec::with_capacity(resp.kvs().len());
         for kv in resp.kvs() {
-            items.push(self.decode(kv.key(), kv.value(), kv.mod_revision())?);
+            match self.decode(kv.key(), kv.value(), kv.mod_revision()) {
+                Ok(item) => items.push(item),
+                // decode has logged it.
+                Err(_) if skip_undecodable => {}
+                Err(e) => return Err(e),
+            }
         }
         let remaining = resp.count() - items.len() as i64;
         let next_key = if resp.more() { items.last().map(|s| format!("{}\u{0}", s.key)) } else { None };

@@ -143,7 +143,7 @@ impl WatchCache {
     }
 
     async fn sync(&self, storage: &Storage) -> Result<()> {
-        let list = storage.list(&self.prefix, 0, 0, None).await?;
+        let list = storage.list_for_cache(&self.prefix).await?;
         self.replace(list.items.into_iter().map(|s| (s.key, s.value, s.mod_revision)).collect(), list.revision);
         let mut stream = storage.watch(&self.prefix, list.revision + 1).await?;
         let mut progress = tokio::time::interval(Duration::from_secs(5));

@@ -28,6 +28,14 @@ use nodeagent::cri::RemoteRuntime;
 use nodeagent::cri::containerd_config::{self, ContainerdConfig};
 use tokio::sync::watch;
 
+/// Writes a new file only its owner may read (mode 0600 from its creation, never wider).
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
 /// The audit policy `kubelab up` starts with (`<data>/audit-policy.yaml`): the users' requests,
 /// writes with their bodies, secrets and config maps without theirs; not the cluster's own
 /// components (the node agent as `system:node:<name>`, the scheduler, the proxy, the DNS and the
@@ -506,6 +514,14 @@ async fn start(
         std::fs::write(&audit_policy, AUDIT_POLICY).with_context(|| format!("writing {}", audit_policy.display()))?;
     }
 
+    // Secrets are encrypted in the store (kube-apiserver's --encryption-provider-config): a random
+    // aescbc key made the first time, kept beside the data it protects, readable by root only.
+    let encryption_config = data.join("encryption-config.yaml");
+    if !encryption_config.exists() {
+        write_private(&encryption_config, &apiserver::server::encryptionconfig::generate_aescbc("key1").map_err(anyhow::Error::msg)?)?;
+        println!("encryption at rest: secrets are encrypted with a new aescbc key (key1) in {}", encryption_config.display());
+    }
+
     // containerd, a child process in our mount namespace.
     let containerd_dir = data.join("containerd");
     let driver = cgroup_driver(args);
@@ -560,6 +576,7 @@ async fn start(
         service_account_key_file: vec![pki.join("sa.pub")],
         audit_policy_file: Some(audit_policy.clone()),
         audit_log_path: Some(data.join("logs/audit.log")),
+        encryption_provider_config: Some(encryption_config),
         authorization_mode: vec!["Node".into(), "RBAC".into()],
         insecure_bind_address: "127.0.0.1".into(),
         insecure_port: args.port,

@@ -155,6 +155,18 @@ impl EncryptionConfig {
     }
 }
 
+/// A configuration that encrypts `secrets` with a fresh random 256-bit aescbc key named
+/// `key_name`, then reads what was stored before it with identity (the kube-apiserver docs'
+/// first example; `kubelab up` writes it once).
+pub fn generate_aescbc(key_name: &str) -> Result<String, String> {
+    let mut key = [0u8; 32];
+    aws_lc_rs::rand::fill(&mut key).map_err(|_| "no random bytes for an encryption key".to_string())?;
+    let secret = base64::engine::general_purpose::STANDARD.encode(key);
+    Ok(format!(
+        "apiVersion: {API_VERSION}\nkind: {KIND}\nresources:\n  - resources:\n      - secrets\n    providers:\n      - aescbc:\n          keys:\n            - name: {key_name}\n              secret: {secret}\n      - identity: {{}}\n"
+    ))
+}
+
 /// One provider element: exactly one kind, each of its keys a transformer, in order.
 fn provider_transformers(p: &ProviderConfiguration, field: &str) -> Result<Vec<PrefixTransformer>, String> {
     let set = [p.aescbc.is_some(), p.secretbox.is_some(), p.identity.is_some(), p.aesgcm.is_some(), p.kms.is_some()];
@@ -240,6 +252,16 @@ mod tests {
         assert_eq!(c.transformer_for("apps", "deployments").unwrap().transform_to_storage(b"x", b"").unwrap(), b"x");
         // A group-qualified name is not the core resource.
         assert!(c.transformer_for("other", "secrets").is_none());
+    }
+
+    #[test]
+    fn a_generated_configuration_reads_back() {
+        let text = generate_aescbc("key1").unwrap();
+        assert_ne!(text, generate_aescbc("key1").unwrap());
+        let c = EncryptionConfig::parse(&text).unwrap();
+        let secrets = c.transformer_for("", "secrets").unwrap();
+        assert!(secrets.transform_to_storage(b"x", b"").unwrap().starts_with(b"k8s:enc:aescbc:v1:key1:"));
+        assert_eq!(secrets.transform_from_storage(b"{}", b"").unwrap().data, b"{}");
     }
 
     #[test]

@@ -47,7 +47,13 @@
 //!    runs every step but that write and answers what the write would have.
 //! 6. [`storage`]: the store itself ([`storage::store`]); lists and watches with a
 //!    resourceVersion are served by the resource's watch cache ([`storage::watch_cache`]): one
-//!    store watch per resource, fanned out to every watcher.
+//!    store watch per resource, fanned out to every watcher. Between the JSON and the store sit
+//!    the resource's transformers ([`storage::value`], from `--encryption-provider-config`:
+//!    [`server::encryptionconfig`]): the values of the resources it names (Secrets, in `kubelab
+//!    up`) are encrypted on every write and decrypted on every read, the watch cache's included,
+//!    as `k8s:enc:aescbc:v1:<key>:` or `k8s:enc:secretbox:v1:<key>:` and ciphertext. A value read
+//!    with any key but the first is stale and its next update is written even if unchanged: a
+//!    key is rotated by putting the new one first and replacing every object.
 //! 7. The answer is written in the first media type the client offers that the server writes
 //!    ([`endpoints::negotiation`], decided before the handler runs; 406 when there is none): JSON,
 //!    YAML, metadata only (`PartialObjectMetadata`), or a Table ([`printers`], with each resource's columns in its registry folder) when
@@ -88,11 +94,19 @@
 //!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview), bearer
 //!   tokens: service account tokens ([`serviceaccount`], issued by TokenRequest) and static ones
 //!   (`--token-auth-file`); the audit log ([`audit`]: JSON lines, no rotation). Not yet: bootstrap
-//!   tokens and CSRs, tokens projected into pods, encryption at rest; the serving certificate is read once at
+//!   tokens and CSRs, tokens projected into pods; the serving certificate is read once at
 //!   start (kube-apiserver reloads it when the file changes), and a connection's client
 //!   certificate is verified when it is made. kubectl validates a review it is given with
 //!   `create -f` on its own side (it finds no PATCH of one in OpenAPI), which lists CRDs, which
 //!   kubelab does not serve: such a create needs `--validate=false`.
+//! - Encryption at rest: the `aescbc`, `secretbox` and `identity` providers only (no KMS, no
+//!   `aesgcm`: refused at start). The keys are in a file beside the data (`kubelab up`'s
+//!   `<data>/encryption-config.yaml`, mode 0600): a copy of the store is protected, the machine
+//!   is not. The file is read once at start; nothing rewrites data under an old key by itself
+//!   (a rotation is a replace of every object). Data whose key is gone stays in the store
+//!   untouched and is a 500 on its GET and on a list read from the store; the watch cache leaves
+//!   it out (with an error logged) so that the rest of the resource, and the server's
+//!   readiness, are not held up — Kubernetes' cacher keeps failing its list instead.
 //! - Defaults are applied on create only (to the new object, in BeforeCreate, before the
 //!   admission plugins that change it) — except for the workload kinds and the RBAC bindings,
 //!   whose strategies default updates too; Kubernetes' decoder applies them to every object it decodes, updates and

@@ -20,7 +20,18 @@ fn key(seed: u8) -> String {
 /// An EncryptionConfiguration for secrets with these aescbc keys, in order, then identity.
 fn config(keys: &[(&str, u8)]) -> String {
     let keys: String = keys.iter().map(|(name, seed)| format!("            - name: {name}\n              secret: {}\n", key(*seed))).collect();
-    format!("apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n  - resources:\n      - secrets\n    providers:\n      - aescbc:\n          keys:\n{keys}      - identity: {{}}\n")
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1
+kind: EncryptionConfiguration
+resources:
+  - resources:
+      - secrets
+    providers:
+      - aescbc:
+          keys:
+{keys}      - identity: {{}}
+"
+    )
 }
 
 fn raw(etcdctl: &Etcdctl, key: &str) -> Vec<u8> {

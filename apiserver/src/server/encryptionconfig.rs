@@ -163,7 +163,18 @@ pub fn generate_aescbc(key_name: &str) -> Result<String, String> {
     aws_lc_rs::rand::fill(&mut key).map_err(|_| "no random bytes for an encryption key".to_string())?;
     let secret = base64::engine::general_purpose::STANDARD.encode(key);
     Ok(format!(
-        "apiVersion: {API_VERSION}\nkind: {KIND}\nresources:\n  - resources:\n      - secrets\n    providers:\n      - aescbc:\n          keys:\n            - name: {key_name}\n              secret: {secret}\n      - identity: {{}}\n"
+        "apiVersion: {API_VERSION}
+kind: {KIND}
+resources:
+  - resources:
+      - secrets
+    providers:
+      - aescbc:
+          keys:
+            - name: {key_name}
+              secret: {secret}
+      - identity: {{}}
+"
     ))
 }
 
@@ -242,7 +253,24 @@ mod tests {
     #[test]
     fn reads_the_kubernetes_docs_example() {
         let c = config(&format!(
-            "resources:\n  - resources: [secrets, configmaps]\n    providers:\n      - aescbc:\n          keys:\n            - name: key1\n              secret: {KEY32}\n            - name: key2\n              secret: {KEY16}\n      - secretbox:\n          keys:\n            - name: box\n              secret: {KEY32}\n      - identity: {{}}\n  - resources: ['*.apps']\n    providers:\n      - identity: {{}}\n"
+            "resources:
+  - resources: [secrets, configmaps]
+    providers:
+      - aescbc:
+          keys:
+            - name: key1
+              secret: {KEY32}
+            - name: key2
+              secret: {KEY16}
+      - secretbox:
+          keys:
+            - name: box
+              secret: {KEY32}
+      - identity: {{}}
+  - resources: ['*.apps']
+    providers:
+      - identity: {{}}
+"
         ))
         .unwrap();
         let secrets = c.transformer_for("", "secrets").unwrap();
@@ -267,7 +295,14 @@ mod tests {
     #[test]
     fn wildcards_and_the_first_rule_win() {
         let c = config(&format!(
-            "resources:\n  - resources: [configmaps]\n    providers: [{{identity: {{}}}}]\n  - resources: ['*.']\n    providers: [{{secretbox: {{keys: [{{name: a, secret: {KEY32}}}]}}}}]\n  - resources: ['*.*']\n    providers: [{{aescbc: {{keys: [{{name: b, secret: {KEY32}}}]}}}}]\n"
+            "resources:
+  - resources: [configmaps]
+    providers: [{{identity: {{}}}}]
+  - resources: ['*.']
+    providers: [{{secretbox: {{keys: [{{name: a, secret: {KEY32}}}]}}}}]
+  - resources: ['*.*']
+    providers: [{{aescbc: {{keys: [{{name: b, secret: {KEY32}}}]}}}}]
+"
         ))
         .unwrap();
         assert_eq!(c.transformer_for("", "configmaps").unwrap().transform_to_storage(b"x", b"").unwrap(), b"x");

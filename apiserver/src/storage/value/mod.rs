@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(rotated.transform_from_storage(&stored, KEY).unwrap(), Read { data: b"payload".to_vec(), stale: true });
         let rewritten = rotated.transform_to_storage(b"payload", KEY).unwrap();
         assert!(rewritten.starts_with(b"k8s:enc:aescbc:v1:key2:"));
-        assert_eq!(rotated.transform_from_storage(&rewritten, KEY).unwrap().stale, false);
+        assert!(!rotated.transform_from_storage(&rewritten, KEY).unwrap().stale);
         // Once key1 is gone, only the rewritten data reads.
         let after = PrefixTransformers::new(vec![aescbc("key2", &[2; 32]), identity()]);
         assert_eq!(after.transform_from_storage(&rewritten, KEY).unwrap().data, b"payload");

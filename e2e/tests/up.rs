@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use e2e::ports;
 use e2e::process::{Process, run_to_completion};
 
@@ -244,6 +245,24 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     };
     assert!(!events.iter().any(component), "no component's request is audited");
 
+    // Secrets are encrypted at rest with the key up made (readable by root only), a ConfigMap is not.
+    let encryption_config = up.dir.join("data/encryption-config.yaml");
+    let made = std::fs::read_to_string(&encryption_config).expect("up's encryption configuration");
+    assert!(made.contains("kind: EncryptionConfiguration") && made.contains("name: key1"), "{made}");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&encryption_config).expect("its metadata").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", encryption_config.display());
+    }
+    up.kubectl_ok(&["create", "secret", "generic", "keep", "--from-literal=password=up-plaintext-value"]);
+    let store_port = up.args[up.args.iter().position(|a| a == "--store-port").expect("--store-port") + 1].clone();
+    let etcdctl = e2e::etcdctl::Etcdctl::new(&[format!("http://127.0.0.1:{store_port}")]).expect("etcdctl");
+    // As JSON, where the value is base64: ciphertext is not text.
+    let out = etcdctl.run(&["get", "/registry/secrets/default/keep", "-w", "json"]).expect("etcdctl get");
+    let value = serde_json::from_str::<serde_json::Value>(&out.stdout).ok().and_then(|v| v["kvs"][0]["value"].as_str().map(str::to_string));
+    let raw = value.and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok()).unwrap_or_else(|| panic!("the Secret in the store: {}", out.describe()));
+    assert!(raw.starts_with(b"k8s:enc:aescbc:v1:key1:") && !raw.windows(18).any(|w| w == b"up-plaintext-value"), "{}", String::from_utf8_lossy(&raw));
+
     // Objects to find again after a restart.
     up.kubectl_ok(&["create", "configmap", "keep", "--from-literal=k=v"]);
     up.kubectl_ok(&["run", "durable", "--image=docker.io/library/busybox:1.36", "--", "sh", "-c", "while true; do echo alive; sleep 1; done"]);
@@ -256,6 +275,9 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     up.wait_ready();
     let cm = up.kubectl_ok(&["get", "configmap", "keep", "-o", "jsonpath={.data.k}"]);
     assert_eq!(cm, "v");
+    // The same key: the Secret written before the restart reads.
+    assert_eq!(std::fs::read_to_string(&encryption_config).expect("up's encryption configuration"), made, "the key is kept");
+    assert_eq!(up.kubectl_ok(&["get", "secret", "keep", "-o", "jsonpath={.data.password}"]), "dXAtcGxhaW50ZXh0LXZhbHVl");
     up.wait_kubectl(&["get", "pod", "durable", "-o", "jsonpath={.status.phase}"], "durable Running again", Duration::from_secs(90), |s| s == "Running");
     up.wait_kubectl(&["logs", "durable"], "durable's logs after the restart", Duration::from_secs(30), |s| s.contains("alive"));
     up.stop();

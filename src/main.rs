@@ -687,6 +687,30 @@ struct StoreArgs {
     /// Duration of periodic watch progress notifications (e.g. 10m, 5s).
     #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m", value_parser = parse_duration)]
     watch_progress_notify_interval: Duration,
+    /// Path to the client server TLS cert file (served on https:// client URLs).
+    #[arg(long)]
+    cert_file: Option<PathBuf>,
+    /// Path to the client server TLS key file.
+    #[arg(long)]
+    key_file: Option<PathBuf>,
+    /// Path to the client server TLS trusted CA cert file.
+    #[arg(long)]
+    trusted_ca_file: Option<PathBuf>,
+    /// Enable client cert authentication: clients need a certificate the trusted CA signed.
+    #[arg(long)]
+    client_cert_auth: bool,
+    /// Path to the peer server TLS cert file (served on https:// peer URLs, presented to peers).
+    #[arg(long)]
+    peer_cert_file: Option<PathBuf>,
+    /// Path to the peer server TLS key file.
+    #[arg(long)]
+    peer_key_file: Option<PathBuf>,
+    /// Path to the peer server TLS trusted CA file.
+    #[arg(long)]
+    peer_trusted_ca_file: Option<PathBuf>,
+    /// Enable peer client cert authentication: peers need a certificate the peer CA signed.
+    #[arg(long)]
+    peer_client_cert_auth: bool,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -726,6 +750,20 @@ impl StoreArgs {
             heartbeat_interval: Duration::from_millis(self.heartbeat_interval),
             election_timeout: Duration::from_millis(self.election_timeout),
             watch_progress_notify_interval: self.watch_progress_notify_interval,
+            client_tls_info: store::tlsinfo::TlsInfo {
+                side: store::tlsinfo::Side::Client,
+                cert_file: self.cert_file,
+                key_file: self.key_file,
+                trusted_ca_file: self.trusted_ca_file,
+                client_cert_auth: self.client_cert_auth,
+            },
+            peer_tls_info: store::tlsinfo::TlsInfo {
+                side: store::tlsinfo::Side::Peer,
+                cert_file: self.peer_cert_file,
+                key_file: self.peer_key_file,
+                trusted_ca_file: self.peer_trusted_ca_file,
+                client_cert_auth: self.peer_client_cert_auth,
+            },
             name: self.name,
         })
     }

@@ -553,6 +553,8 @@ async fn start(
         heartbeat_interval: Duration::from_millis(100),
         election_timeout: Duration::from_millis(1000),
         watch_progress_notify_interval: Duration::from_secs(600),
+        client_tls_info: store::tlsinfo::TlsInfo::default(),
+        peer_tls_info: store::tlsinfo::TlsInfo::peer(),
     };
     {
         let rx = cp_rx.clone();

@@ -4,12 +4,18 @@
 //! sorted member ids: both stay the same whatever URLs the members are reached at. The data
 //! directory records both; starting on a data directory of another member or another cluster is
 //! refused (etcd's "member ... has already been bootstrapped" class of errors).
+//!
+//! A URL's scheme decides TLS, as in etcd: `https://` client URLs are served with
+//! [`Config::client_tls_info`], `https://` peer URLs (listened on or dialed) with
+//! [`Config::peer_tls_info`]; an `https://` URL without a certificate and key is refused with
+//! etcd's error, and `http://` stays plain whatever certificates are given.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::tlsinfo::TlsInfo;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peer {
@@ -36,6 +42,11 @@ pub struct Config {
     pub election_timeout: Duration,
     /// Interval of progress notifications to watches that ask for them.
     pub watch_progress_notify_interval: Duration,
+    /// `--cert-file`, `--key-file`, `--trusted-ca-file`, `--client-cert-auth`: the client port.
+    pub client_tls_info: TlsInfo,
+    /// `--peer-cert-file`, `--peer-key-file`, `--peer-trusted-ca-file`,
+    /// `--peer-client-cert-auth`: the peer port and the connections to the peers.
+    pub peer_tls_info: TlsInfo,
 }
 
 /// FNV-1a: a stable hash (std's `DefaultHasher` may change between Rust releases).
@@ -95,6 +106,27 @@ impl Config {
         for u in self.listen_client_urls.iter().chain(&self.listen_peer_urls).chain(&self.listen_metrics_urls) {
             parse_url(u)?;
         }
+        // etcd's errors for an https URL without a certificate (embed/etcd.go and the peer
+        // listener of client/pkg/transport).
+        for u in self.listen_client_urls.iter().chain(&self.advertise_client_urls) {
+            if is_https(u) && self.client_tls_info.is_empty() {
+                return Err(Error::Config(format!(
+                    "TLS key/cert (--cert-file, --key-file) must be provided for client url {u} with HTTPS scheme"
+                )));
+            }
+        }
+        let peer_urls = self.initial_cluster.iter().flat_map(|p| &p.peer_urls);
+        for u in self.listen_peer_urls.iter().chain(peer_urls) {
+            if is_https(u) && self.peer_tls_info.is_empty() {
+                let host = u.trim_start_matches("https://").trim_end_matches('/');
+                return Err(Error::Config(format!("cannot listen on TLS for {host}: KeyFile and CertFile are not presented")));
+            }
+        }
+        for u in &self.listen_metrics_urls {
+            if is_https(u) {
+                return Err(Error::Config(format!("{u:?}: --listen-metrics-urls are served over plain http only")));
+            }
+        }
         if self.snapshot_count == 0 {
             return Err(Error::Config("--snapshot-count must be at least 1".into()));
         }
@@ -124,11 +156,18 @@ pub fn parse_initial_cluster(s: &str, token: &str) -> Result<Vec<Peer>> {
     Ok(peers)
 }
 
-/// Parses an `http://host:port` URL into a socket address (names are resolved).
+/// Whether a URL asks for TLS.
+pub fn is_https(url: &str) -> bool {
+    url.starts_with("https://")
+}
+
+/// Parses an `http://host:port` or `https://host:port` URL into a socket address (names are
+/// resolved).
 pub fn parse_url(url: &str) -> Result<SocketAddr> {
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| Error::Config(format!("{url:?}: only http:// URLs are supported (TLS comes later)")))?;
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| Error::Config(format!("{url:?}: only http:// and https:// URLs are supported")))?;
     let hostport = rest.trim_end_matches('/');
     use std::net::ToSocketAddrs;
     hostport
@@ -153,6 +192,42 @@ mod tests {
         assert_eq!(a.iter().map(|p| p.id).collect::<Vec<_>>(), b.iter().map(|p| p.id).collect::<Vec<_>>());
         assert_ne!(member_id("a", "t"), member_id("a", "u"));
         assert!(parse_initial_cluster("a:http://x", "t").is_err());
-        assert!(parse_initial_cluster("a=https://127.0.0.1:1", "t").is_err());
+        assert!(parse_initial_cluster("a=unix://x", "t").is_err());
+        assert!(parse_initial_cluster("a=https://127.0.0.1:1", "t").is_ok());
+    }
+
+    fn config(client: &str, peer: &str) -> Config {
+        Config {
+            name: "a".into(),
+            data_dir: PathBuf::from("unused"),
+            listen_client_urls: vec![client.into()],
+            advertise_client_urls: vec![client.into()],
+            listen_peer_urls: vec![peer.into()],
+            initial_cluster: parse_initial_cluster(&format!("a={peer}"), "t").unwrap(),
+            new_cluster: true,
+            cluster_token: "t".into(),
+            snapshot_count: 10,
+            max_request_bytes: 1024,
+            listen_metrics_urls: Vec::new(),
+            heartbeat_interval: Duration::from_millis(100),
+            election_timeout: Duration::from_millis(1000),
+            watch_progress_notify_interval: Duration::from_secs(600),
+            client_tls_info: TlsInfo::default(),
+            peer_tls_info: TlsInfo::peer(),
+        }
+    }
+
+    #[test]
+    fn an_https_url_needs_a_certificate_and_key_as_in_etcd() {
+        config("http://127.0.0.1:1", "http://127.0.0.1:2").validate().unwrap();
+        let err = config("https://127.0.0.1:1", "http://127.0.0.1:2").validate().unwrap_err().to_string();
+        assert!(err.contains("TLS key/cert (--cert-file, --key-file) must be provided for client url https://127.0.0.1:1 with HTTPS scheme"), "{err}");
+        let err = config("http://127.0.0.1:1", "https://127.0.0.1:2").validate().unwrap_err().to_string();
+        assert!(err.contains("cannot listen on TLS for 127.0.0.1:2: KeyFile and CertFile are not presented"), "{err}");
+        let mut c = config("https://127.0.0.1:1", "https://127.0.0.1:2");
+        let files = |side| TlsInfo { side, cert_file: Some("c".into()), key_file: Some("k".into()), ..TlsInfo::default() };
+        c.client_tls_info = files(crate::tlsinfo::Side::Client);
+        c.peer_tls_info = files(crate::tlsinfo::Side::Peer);
+        c.validate().unwrap();
     }
 }

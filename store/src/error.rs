@@ -38,6 +38,9 @@ pub enum Error {
     ForeignDataDir { dir: String, found: String, wanted: String },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A certificate, key or CA file a TLS flag names cannot be used (`tlsinfo`).
+    #[error("{flag} {path}: {reason}")]
+    Tls { flag: String, path: String, reason: String },
     /// The write-ahead log could not be read or written (a full disk, an I/O error).
     #[error("WAL {path}: {source}")]
     Wal {

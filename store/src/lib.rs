@@ -66,6 +66,7 @@ pub(crate) mod netutil;
 pub mod raft_node;
 pub mod raft_storage;
 pub(crate) mod server;
+pub mod tlsinfo;
 pub(crate) mod traceutil;
 pub mod transport;
 pub mod v3rpc;
@@ -80,7 +81,6 @@ pub use server::Node;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio_stream::wrappers::TcpListenerStream;
 
 async fn listen(url: &str, what: &str) -> Result<TcpListener> {
     let addr = config::parse_url(url)?;
@@ -89,22 +89,37 @@ async fn listen(url: &str, what: &str) -> Result<TcpListener> {
     })
 }
 
-/// Accepted connections with the socket options of [`netutil::tune`] (tonic's own `tcp_nodelay`
-/// only applies to listeners it binds itself).
-fn incoming(l: TcpListener) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use futures::StreamExt;
-    TcpListenerStream::new(l).map(|s| {
-        let s = s?;
-        netutil::tune(&s)?;
-        Ok(s)
-    })
+/// A listener of the client or peer port, and for an `https://` URL what its connections'
+/// TLS handshakes are made with.
+struct Listener {
+    tcp: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
-/// Client connections: as [`incoming`], read through [`authority::AuthorityFix`] so that etcd
-/// clients whose `:authority` h2 would refuse are served.
-fn incoming_clients(l: TcpListener) -> impl futures::Stream<Item = std::io::Result<authority::AuthorityFix<tokio::net::TcpStream>>> {
+/// Binds `urls`; the `https://` ones serve TLS with `tls` (built once for all of them).
+async fn listen_all(urls: &[String], what: &str, tls: &tlsinfo::TlsInfo) -> Result<Vec<Listener>> {
+    let mut acceptor = None;
+    let mut out = Vec::new();
+    for url in urls {
+        let tls = if config::is_https(url) {
+            if acceptor.is_none() {
+                acceptor = Some(tokio_rustls::TlsAcceptor::from(tls.server_config()?));
+            }
+            acceptor.clone()
+        } else {
+            None
+        };
+        out.push(Listener { tcp: listen(url, what).await?, tls });
+    }
+    Ok(out)
+}
+
+/// Client connections: as [`netutil::accept`] hands them out, read through
+/// [`authority::AuthorityFix`] so that etcd clients whose `:authority` h2 would refuse are
+/// served (over TLS it reads the decrypted stream).
+fn incoming_clients(l: Listener) -> impl futures::Stream<Item = std::io::Result<authority::AuthorityFix<netutil::Accepted>>> {
     use futures::StreamExt;
-    incoming(l).map(|s| s.map(authority::AuthorityFix::new))
+    netutil::accept(l.tcp, l.tls, "client").map(|s| s.map(authority::AuthorityFix::new))
 }
 
 /// Answers any gRPC method we do not serve with UNIMPLEMENTED naming the method.
@@ -116,14 +131,10 @@ async fn unimplemented_method(uri: axum::http::Uri) -> axum::http::Response<axum
 pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> {
     cfg.validate()?;
     // Bind first: a port in use is reported before the data directory is touched.
-    let mut client_listeners = Vec::new();
-    for url in &cfg.listen_client_urls {
-        client_listeners.push(listen(url, "clients").await?);
-    }
-    let mut peer_listeners = Vec::new();
-    for url in &cfg.listen_peer_urls {
-        peer_listeners.push(listen(url, "peers").await?);
-    }
+    // Certificates are read here too: a missing or bad file is reported before the data
+    // directory is touched.
+    let client_listeners = listen_all(&cfg.listen_client_urls, "clients", &cfg.client_tls_info).await?;
+    let peer_listeners = listen_all(&cfg.listen_peer_urls, "peers", &cfg.peer_tls_info).await?;
     let mut metrics_listeners = Vec::new();
     for url in &cfg.listen_metrics_urls {
         metrics_listeners.push(listen(url, "metrics").await?);
@@ -150,7 +161,7 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
                 .http2_keepalive_interval(Some(Duration::from_secs(1)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(2)))
                 .add_service(svc)
-                .serve_with_incoming_shutdown(incoming(l), async move {
+                .serve_with_incoming_shutdown(netutil::accept(l.tcp, l.tls, "peer"), async move {
                     let _ = stop.wait_for(|s| *s).await;
                 })
                 .await
@@ -195,6 +206,8 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         cluster = %format!("{:x}", node.cluster_id()),
         clients = ?cfg.listen_client_urls,
         peers = ?cfg.listen_peer_urls,
+        client_cert_auth = cfg.client_tls_info.client_cert_auth,
+        peer_client_cert_auth = cfg.peer_tls_info.client_cert_auth,
         "store member serving"
     );
 

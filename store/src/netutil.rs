@@ -12,13 +12,133 @@
 //!   in fifty took 10 to 100 ms instead of 2 (BENCHMARKS.md). There is no network on loopback for
 //!   congestion control to protect, so such connections use CUBIC (Linux's default), or Reno
 //!   where CUBIC cannot be had. A machine's own choice stands for every other connection.
+//!
+//! And TLS, as etcd's listeners and dialers add it for `https://` URLs: [`accept`] hands out
+//! connections whose handshake is done (one that fails is logged and never reaches the server,
+//! etcd's "rejected connection"), [`dial`] makes one to a peer. Either way a connection is a
+//! [`Conn`], plain or TLS, so that the servers and the transport have one type for both.
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::Once;
+use std::pin::Pin;
+use std::sync::{Arc, Once};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// How long a TLS handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress at once on one listener; more connections wait to be accepted.
+const MAX_HANDSHAKES: usize = 256;
+
+/// A connection of the store's: plain TCP, or TLS over TCP (`T` is tokio-rustls' server or
+/// client stream).
+#[derive(Debug)]
+pub enum Conn<T> {
+    Plain(TcpStream),
+    Tls(Box<T>),
+}
+
+/// An accepted connection.
+pub type Accepted = Conn<tokio_rustls::server::TlsStream<TcpStream>>;
+/// A connection dialed to a peer.
+pub type Dialed = Conn<tokio_rustls::client::TlsStream<TcpStream>>;
+
+impl<T: AsyncRead + Unpin> AsyncRead for Conn<T> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Conn<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Conn::Plain(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl tonic::transport::server::Connected for Accepted {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        match self {
+            Conn::Plain(s) => s.connect_info(),
+            Conn::Tls(s) => s.get_ref().0.connect_info(),
+        }
+    }
+}
+
+/// The connections of a listener, tuned ([`tune`]) and, with `tls`, past their handshake. A
+/// client the handshake refuses (no certificate, or one the trusted CA did not sign, under
+/// `--client-cert-auth`) is logged and dropped; slow handshakes do not hold up others.
+pub fn accept(listener: TcpListener, tls: Option<TlsAcceptor>, what: &'static str) -> impl futures::Stream<Item = io::Result<Accepted>> {
+    use futures::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(listener)
+        .map(move |s| {
+            let tls = tls.clone();
+            async move {
+                let s = match s {
+                    Ok(s) => s,
+                    Err(e) => return Some(Err(e)),
+                };
+                if let Err(e) = tune(&s) {
+                    return Some(Err(e));
+                }
+                let Some(tls) = tls else { return Some(Ok(Conn::Plain(s))) };
+                let remote = s.peer_addr().ok();
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(s)).await {
+                    Ok(Ok(t)) => Some(Ok(Conn::Tls(Box::new(t)))),
+                    Ok(Err(e)) => {
+                        tracing::warn!(target: "store::tls", port = what, remote = ?remote, error = %e, "rejected connection");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(target: "store::tls", port = what, remote = ?remote, "rejected connection: TLS handshake timed out");
+                        None
+                    }
+                }
+            }
+        })
+        .buffer_unordered(MAX_HANDSHAKES)
+        .filter_map(futures::future::ready)
+}
 
 /// Congestion control algorithms a loopback connection is moved to from BBR, best first. Reno
 /// is built into every Linux kernel and allowed to unprivileged processes.
@@ -33,16 +153,22 @@ pub fn tune(stream: &TcpStream) -> io::Result<()> {
     Ok(())
 }
 
-/// Dials a peer's URL (`http://host:port`) with the options above: the connector of the peer
-/// transport's channels.
-pub async fn dial(uri: tonic::transport::Uri) -> io::Result<hyper_util::rt::TokioIo<TcpStream>> {
+/// Dials a peer's URL with the options above and, with `tls`, makes a TLS connection to it
+/// whose certificate must name the URL's host: the connector of the peer transport's channels.
+pub async fn dial(uri: tonic::transport::Uri, tls: Option<Arc<rustls::ClientConfig>>) -> io::Result<hyper_util::rt::TokioIo<Dialed>> {
     let invalid = || io::Error::new(io::ErrorKind::InvalidInput, format!("no host and port in peer URL {uri}"));
     let host = uri.host().ok_or_else(invalid)?.trim_start_matches('[').trim_end_matches(']');
     let port = uri.port_u16().ok_or_else(invalid)?;
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
     let stream = TcpStream::connect(&addrs[..]).await?;
     tune(&stream)?;
-    Ok(hyper_util::rt::TokioIo::new(stream))
+    let Some(tls) = tls else { return Ok(hyper_util::rt::TokioIo::new(Conn::Plain(stream))) };
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("peer URL {uri}: {e}")))?;
+    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, TlsConnector::from(tls).connect(name, stream))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+    Ok(hyper_util::rt::TokioIo::new(Conn::Tls(Box::new(stream))))
 }
 
 /// Moves a connection off BBR. Nothing changes when it does not use BBR, and a refusal is only
@@ -122,9 +248,10 @@ mod tests {
     async fn dial_connects_to_a_peer_url_with_nagle_off() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let uri: tonic::transport::Uri = format!("http://{}", l.local_addr().unwrap()).parse().unwrap();
-        let io = dial(uri).await.unwrap();
-        assert!(io.inner().nodelay().unwrap());
+        let io = dial(uri, None).await.unwrap();
+        let Conn::Plain(s) = io.inner() else { panic!("plain without TLS") };
+        assert!(s.nodelay().unwrap());
         let no_port: tonic::transport::Uri = "http://127.0.0.1".parse().unwrap();
-        assert_eq!(dial(no_port).await.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(dial(no_port, None).await.unwrap_err().kind(), io::ErrorKind::InvalidInput);
     }
 }

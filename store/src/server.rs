@@ -249,7 +249,14 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
     let storage = PeerStorage::open(&wal_dir, engine.clone(), sm.clone())?;
     let mut raft = RaftNode::open(id, voters, storage, sm.clone(), opts.clone(), metrics.clone(), &crate::raft_node::logger())?;
     let (inputs, rx) = std_mpsc::channel();
-    let transport = Transport::start(cfg.peers().cloned().collect(), cluster_id, id, Arc::new(inputs.clone()), rt, metrics.clone());
+    // Peers at https:// URLs are dialed with this member's peer certificate (`--peer-cert-file`),
+    // and theirs is verified against `--peer-trusted-ca-file`.
+    let peer_tls = match cfg.peers().any(|p| p.peer_urls.iter().any(|u| crate::config::is_https(u))) {
+        true => Some(cfg.peer_tls_info.client_config()?),
+        false => None,
+    };
+    let transport =
+        Transport::start(cfg.peers().cloned().collect(), cluster_id, id, Arc::new(inputs.clone()), rt, metrics.clone(), peer_tls);
     // The WAL writer sends what waited for a write itself (a follower's append responses leave
     // without a detour through the raft thread) and reports to the raft thread.
     let (wal_transport, wal_inputs) = (transport.clone(), inputs.clone());

@@ -7,6 +7,10 @@
 //! unreachable so it stops pipelining to it. A snapshot goes in a call of its own, and its
 //! outcome is reported back to raft.
 //!
+//! A peer at an `https://` URL is dialed over TLS with this member's peer certificate, and its
+//! own is verified against the peer CA (`netutil::dial`); the peer port's TLS and client
+//! certificate check are the listener's (`netutil::accept`).
+//!
 //! Receiving: the `RaftPeer` service checks every batch (our cluster, addressed to us, from a
 //! member, every message decodable) before any message of it reaches the raft loop.
 //!
@@ -67,12 +71,13 @@ impl Transport {
         raft: Arc<dyn Raft>,
         rt: &tokio::runtime::Handle,
         metrics: Arc<Metrics>,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Self {
         let mut queues = HashMap::new();
         for peer in peers {
             let (tx, rx) = mpsc::channel(PEER_QUEUE);
             queues.insert(peer.id, tx);
-            rt.spawn(peer_sender(peer, cluster_id, my_id, rx, raft.clone(), metrics.clone()));
+            rt.spawn(peer_sender(peer, cluster_id, my_id, rx, raft.clone(), metrics.clone(), tls.clone()));
         }
         Self { peers: queues, raft }
     }
@@ -100,9 +105,15 @@ async fn peer_sender(
     rx: mpsc::Receiver<Message>,
     raft: Arc<dyn Raft>,
     metrics: Arc<Metrics>,
+    tls: Option<Arc<rustls::ClientConfig>>,
 ) {
     let mut backoff = MIN_BACKOFF;
-    let url = peer.peer_urls[0].clone();
+    // TLS is the connector's (netutil::dial), so tonic is given the URL as http://: it would
+    // refuse an https:// one without a TLS configuration of its own.
+    let (url, tls) = match peer.peer_urls[0].strip_prefix("https://") {
+        Some(rest) => (format!("http://{rest}"), tls),
+        None => (peer.peer_urls[0].clone(), None),
+    };
     // The queue outlives each connection: the stream of the current call reads it.
     let rx = Arc::new(Mutex::new(rx));
     loop {
@@ -122,7 +133,9 @@ async fn peer_sender(
         };
         let started = tokio::time::Instant::now();
         // Dialed by `netutil::dial`, which sets the socket options accepted connections get.
-        if let Ok(channel) = endpoint.connect_with_connector(tower::service_fn(crate::netutil::dial)).await {
+        let tls = tls.clone();
+        let connector = tower::service_fn(move |uri| crate::netutil::dial(uri, tls.clone()));
+        if let Ok(channel) = endpoint.connect_with_connector(connector).await {
             tracing::debug!(target: "store::transport", peer = %peer.name, "connected");
             let mut client = RaftPeerClient::new(channel)
                 .max_decoding_message_size(MAX_PEER_MESSAGE)

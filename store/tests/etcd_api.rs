@@ -38,6 +38,8 @@ fn config(name: &str, dir: &std::path::Path, client: u16, peer: u16) -> store::C
         heartbeat_interval: Duration::from_millis(50),
         election_timeout: Duration::from_millis(500),
         watch_progress_notify_interval: Duration::from_millis(300),
+        client_tls_info: store::tlsinfo::TlsInfo::default(),
+        peer_tls_info: store::tlsinfo::TlsInfo::peer(),
     }
 }
 

@@ -449,6 +449,15 @@ struct ApiserverArgs {
     /// The store (or etcd) servers to connect to, comma-separated.
     #[arg(long, default_value = "http://127.0.0.1:2379")]
     etcd_servers: String,
+    /// SSL Certificate Authority file used to secure etcd communication (https:// servers).
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// SSL certification file used to secure etcd communication.
+    #[arg(long)]
+    etcd_certfile: Option<PathBuf>,
+    /// SSL key file used to secure etcd communication.
+    #[arg(long)]
+    etcd_keyfile: Option<PathBuf>,
     /// The prefix of every key in the store.
     #[arg(long, default_value = "/registry")]
     etcd_prefix: String,
@@ -898,6 +907,11 @@ fn main() -> anyhow::Result<()> {
             drop(rt);
             let opts = apiserver::Options {
                 etcd_servers: store::config::split_urls(&args.etcd_servers),
+                etcd_transport: apiserver::storage::store::TransportConfig {
+                    trusted_ca_file: args.etcd_cafile,
+                    cert_file: args.etcd_certfile,
+                    key_file: args.etcd_keyfile,
+                },
                 etcd_prefix: args.etcd_prefix,
                 bind_address: args.bind_address,
                 secure_port: args.secure_port,

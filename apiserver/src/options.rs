@@ -10,6 +10,8 @@ use crate::admission::default_toleration_seconds::DefaultTolerationSeconds;
 #[derive(Clone, Debug)]
 pub struct Options {
     pub etcd_servers: Vec<String>,
+    /// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`: TLS to `https://` etcd servers.
+    pub etcd_transport: crate::storage::store::TransportConfig,
     pub etcd_prefix: String,
     /// `--bind-address`: where the secure port listens.
     pub bind_address: String,
@@ -95,6 +97,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             etcd_servers: vec!["http://127.0.0.1:2379".into()],
+            etcd_transport: Default::default(),
             etcd_prefix: "/registry".into(),
             bind_address: "0.0.0.0".into(),
             secure_port: 6443,

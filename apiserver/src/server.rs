@@ -339,7 +339,9 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let alloc = allocators(&opts)?;
     let resources = resources(&opts, &alloc);
     let transformers = transformers(&opts, &resources).map_err(Error::Internal)?;
-    let storage = Storage::connect(&opts.etcd_servers, &opts.etcd_prefix).await.map_err(|e| Error::Internal(format!("cannot reach the store at {:?}: {e}", opts.etcd_servers)))?;
+    let storage = Storage::connect(&opts.etcd_servers, &opts.etcd_prefix, &opts.etcd_transport)
+        .await
+        .map_err(|e| Error::Internal(format!("cannot reach the store at {:?}: {e}", opts.etcd_servers)))?;
     let storage = storage.with_transformers(transformers);
     let installed = install(resources, &storage, &opts);
     for r in &installed {

@@ -12,6 +12,7 @@
 //! the key as its context, as etcd3's store does in `prepareObjectForStorage` and `decode`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,11 +54,49 @@ pub enum WriteOutcome {
     Mismatch(Option<Stored>),
 }
 
+/// Mirrors k8s.io/apiserver/pkg/storage/storagebackend's `TransportConfig`: how the API server
+/// reaches `https://` etcd servers — the CA their certificates must chain to (`--etcd-cafile`)
+/// and the client certificate it presents (`--etcd-certfile`, `--etcd-keyfile`). Unused for
+/// `http://` servers.
+#[derive(Clone, Debug, Default)]
+pub struct TransportConfig {
+    pub trusted_ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+impl TransportConfig {
+    /// The TLS configuration for `endpoints`: none when none of them is `https://`. Every
+    /// file is read here, so a missing one is a startup error that names its flag.
+    pub fn tls(&self, endpoints: &[String]) -> Result<Option<etcd_client::TlsOptions>> {
+        if !endpoints.iter().any(|e| e.starts_with("https://")) {
+            return Ok(None);
+        }
+        let read = |flag: &str, path: &PathBuf| {
+            std::fs::read(path).map_err(|e| Error::Internal(format!("{flag} {}: {e}", path.display())))
+        };
+        let mut tls = etcd_client::TlsOptions::new();
+        if let Some(ca) = &self.trusted_ca_file {
+            tls = tls.ca_certificate(etcd_client::Certificate::from_pem(read("--etcd-cafile", ca)?));
+        }
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                tls = tls.identity(etcd_client::Identity::from_pem(read("--etcd-certfile", cert)?, read("--etcd-keyfile", key)?));
+            }
+            (None, None) => {}
+            _ => return Err(Error::Internal("--etcd-certfile and --etcd-keyfile go together".into())),
+        }
+        Ok(Some(tls))
+    }
+}
+
 #[derive(Clone)]
 pub struct Storage {
     client: Client,
     /// `--etcd-servers`, for the store's debug service (`kubelab trace`).
     endpoints: Arc<Vec<String>>,
+    /// How `endpoints` are reached over TLS, for the same.
+    tls: Option<etcd_client::TlsOptions>,
     prefix: String,
     leases: Arc<LeaseManager>,
     /// [`Storage::progress_notify_reliable`], once the store has said its version.
@@ -120,15 +159,20 @@ pub fn prefix_end(prefix: &str) -> Vec<u8> {
 }
 
 impl Storage {
-    pub async fn connect(endpoints: &[String], prefix: &str) -> Result<Self> {
-        let opts = etcd_client::ConnectOptions::new()
+    pub async fn connect(endpoints: &[String], prefix: &str, transport: &TransportConfig) -> Result<Self> {
+        let tls = transport.tls(endpoints)?;
+        let mut opts = etcd_client::ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
             .with_timeout(Duration::from_secs(10))
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        if let Some(tls) = &tls {
+            opts = opts.with_tls(tls.clone());
+        }
         let client = Client::connect(endpoints, Some(opts)).await?;
         Ok(Self {
             client,
             endpoints: Arc::new(endpoints.to_vec()),
+            tls,
             prefix: prefix.trim_end_matches('/').to_string(),
             leases: Arc::new(LeaseManager::default()),
             progress_reliable: Arc::new(std::sync::OnceLock::new()),
@@ -205,6 +249,12 @@ impl Storage {
     /// The store's client URLs, as `--etcd-servers` gave them.
     pub fn endpoints(&self) -> &[String] {
         &self.endpoints
+    }
+
+    /// What `https://` endpoints are reached with (`--etcd-cafile`, `--etcd-certfile`,
+    /// `--etcd-keyfile`).
+    pub fn tls(&self) -> Option<&etcd_client::TlsOptions> {
+        self.tls.as_ref()
     }
 
     /// `<prefix>/<resource>/[<namespace>/]<name>`; with an empty name, the prefix of a list.

@@ -75,7 +75,7 @@ async fn gather(registries: &Registries, http: &reqwest::Client, namespace: &str
     let (pod, uid) = traced_object(registries, &PODS, namespace, name, uid).await?;
     let mut steps = podtrace::recorder().steps(&uid, OWN_COMPONENTS);
     let mut warnings = Vec::new();
-    let (store, store_warnings) = store_steps(pods.storage.endpoints(), &steps).await;
+    let (store, store_warnings) = store_steps(pods.storage.endpoints(), pods.storage.tls(), &steps).await;
     steps.extend(store);
     warnings.extend(store_warnings);
     if let Some(pod) = &pod {
@@ -134,7 +134,7 @@ const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 /// What each store member did for the revisions of the pod's store writes (the `store write`
 /// steps carry the key and the revision the write got). Members that do not have the debug
 /// service (a real etcd) are skipped silently; members that do not answer are warned about.
-pub(crate) async fn store_steps(endpoints: &[String], steps: &[Step]) -> (Vec<Step>, Vec<String>) {
+pub(crate) async fn store_steps(endpoints: &[String], tls: Option<&etcd_client::TlsOptions>, steps: &[Step]) -> (Vec<Step>, Vec<String>) {
     let writes: Vec<(i64, &str)> = steps
         .iter()
         .filter(|s| s.component == "apiserver" && s.name == "store write" && s.error.is_none())
@@ -147,7 +147,7 @@ pub(crate) async fn store_steps(endpoints: &[String], steps: &[Step]) -> (Vec<St
     let asked = RevisionsRequest { revisions: writes.iter().map(|(r, _)| *r).collect() };
     let answers = futures::future::join_all(endpoints.iter().map(|ep| {
         let asked = asked.clone();
-        async move { (ep, tokio::time::timeout(STORE_TIMEOUT, ask_member(ep, asked)).await) }
+        async move { (ep, tokio::time::timeout(STORE_TIMEOUT, ask_member(ep, tls, asked)).await) }
     }))
     .await;
     let (mut out, mut warnings) = (Vec::new(), Vec::new());
@@ -189,10 +189,14 @@ pub(crate) async fn store_steps(endpoints: &[String], steps: &[Step]) -> (Vec<St
 }
 
 /// One member's answer. `--etcd-servers` may name a member without a scheme, as etcdctl allows.
-async fn ask_member(endpoint: &str, asked: RevisionsRequest) -> std::result::Result<proto::debugpb::RevisionsResponse, tonic::Status> {
+async fn ask_member(endpoint: &str, tls: Option<&etcd_client::TlsOptions>, asked: RevisionsRequest) -> std::result::Result<proto::debugpb::RevisionsResponse, tonic::Status> {
     let url = if endpoint.contains("://") { endpoint.to_string() } else { format!("http://{endpoint}") };
-    let channel = tonic::transport::Endpoint::from_shared(url)
-        .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
+    let mut channel = tonic::transport::Endpoint::from_shared(url.clone()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+    // An https:// member is asked with the API server's etcd client certificate.
+    if let (true, Some(tls)) = (url.starts_with("https://"), tls) {
+        channel = channel.tls_config(tls.clone()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+    }
+    let channel = channel
         .connect_timeout(STORE_TIMEOUT)
         .connect()
         .await

@@ -40,7 +40,7 @@ async fn gather(registries: &Registries, http: &reqwest::Client, proxy_port: u16
     // Step 2: this API server's steps and the store members'.
     let mut steps = podtrace::recorder().steps(&uid, OWN_COMPONENTS);
     let nodes = registries.of(&NODES);
-    let (store, mut warnings) = store_steps(nodes.storage.endpoints(), &steps).await;
+    let (store, mut warnings) = store_steps(nodes.storage.endpoints(), nodes.storage.tls(), &steps).await;
     steps.extend(store);
     // Step 3: every node's proxy, at once.
     let listed = nodes.list(None, &ListOptions::default()).await?;

@@ -90,6 +90,10 @@ pub struct ApiOptions {
     /// [`SERVICE_ACCOUNT_ISSUER`], signed with `sa.key`) authenticate, RBAC authorizes. The insecure
     /// port ([`ApiCluster::url`]) stays, for the harness and the tests' superuser.
     pub secure: bool,
+    /// Run the store (kubelab's) on https with client certificate authentication and the
+    /// etcd certificates of the PKI in `<tmp>/pki`; the API server reaches it with
+    /// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile` (kubeadm's apiserver-etcd-client).
+    pub store_tls: bool,
 }
 
 impl Default for ApiOptions {
@@ -104,6 +108,7 @@ impl Default for ApiOptions {
             store_args: Vec::new(),
             kubectl_minor: None,
             secure: false,
+            store_tls: false,
         }
     }
 }
@@ -153,17 +158,27 @@ impl ApiCluster {
             Flavor::Kubelab => 1,
             Flavor::Etcd => 3,
         };
-        let store_opts = StoreOptions {
-            proxy: false,
-            extra_args: opts.store_args.clone(),
-            ..StoreOptions::for_flavor(opts.flavor)
-        };
-        let store = StoreCluster::start(members, store_opts).await?;
         let root = tempfile::Builder::new()
             .prefix(&format!("kubelab-e2e-api-{}-", opts.flavor))
             .tempdir()?;
         std::fs::create_dir_all(root.path().join("home"))?;
         std::fs::create_dir_all(root.path().join("work"))?;
+        let pki = root.path().join("pki");
+        let file = |name: &str| pki.join(name).display().to_string();
+        let secure_port = if opts.secure { Some(ports::reserve()?) } else { None };
+        if opts.secure || opts.store_tls {
+            let port = secure_port.as_ref().map_or(6443, |p| p.port);
+            let server = format!("https://127.0.0.1:{port}");
+            let out = Command::new(&bin).args(["certs", "generate", "--cert-dir"]).arg(&pki).args(["--server", &server]).output()?;
+            anyhow::ensure!(out.status.success(), "kubelab certs generate: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let store_opts = StoreOptions {
+            proxy: false,
+            extra_args: opts.store_args.clone(),
+            tls: opts.store_tls.then(|| crate::StoreTls { pki: pki.clone() }),
+            ..StoreOptions::for_flavor(opts.flavor)
+        };
+        let store = StoreCluster::start(members, store_opts).await?;
         let port = ports::reserve()?;
         let mut args: Vec<String> = vec![
             "apiserver".into(),
@@ -174,15 +189,19 @@ impl ApiCluster {
             "--insecure-port".into(),
             port.port.to_string(),
         ];
-        let secure_port = if opts.secure { Some(ports::reserve()?) } else { None };
+        if opts.store_tls {
+            args.extend([
+                "--etcd-cafile".into(),
+                file("etcd/ca.crt"),
+                "--etcd-certfile".into(),
+                file("apiserver-etcd-client.crt"),
+                "--etcd-keyfile".into(),
+                file("apiserver-etcd-client.key"),
+            ]);
+        }
         match &secure_port {
             None => args.extend(["--secure-port".into(), "0".into()]),
             Some(secure) => {
-                let pki = root.path().join("pki");
-                let server = format!("https://127.0.0.1:{}", secure.port);
-                let out = Command::new(&bin).args(["certs", "generate", "--cert-dir"]).arg(&pki).args(["--server", &server]).output()?;
-                anyhow::ensure!(out.status.success(), "kubelab certs generate: {}", String::from_utf8_lossy(&out.stderr));
-                let file = |name: &str| pki.join(name).display().to_string();
                 args.extend([
                     "--bind-address".into(),
                     "127.0.0.1".into(),

@@ -55,6 +55,49 @@ pub struct StoreOptions {
     pub extra_args: Vec<String>,
     /// Extra environment for every member.
     pub env: Vec<(String, String)>,
+    /// Serve clients and peers over TLS with client certificate authentication on both.
+    pub tls: Option<StoreTls>,
+}
+
+/// The etcd certificates of a PKI `kubelab certs generate` made (kubeadm's layout): what a TLS
+/// store serves and dials with, and the client certificate the harness presents.
+#[derive(Clone, Debug)]
+pub struct StoreTls {
+    /// The `--cert-dir` (`etcd/ca.crt`, `etcd/server.*`, `etcd/peer.*`, …).
+    pub pki: PathBuf,
+}
+
+impl StoreTls {
+    /// `<pki>/etcd/<name>`.
+    pub fn etcd(&self, name: &str) -> PathBuf {
+        self.pki.join("etcd").join(name)
+    }
+
+    /// etcd's TLS flags as kubeadm's etcd static pod gives them.
+    fn flags(&self) -> Vec<String> {
+        let f = |name: &str| self.etcd(name).display().to_string();
+        [
+            ("--cert-file", f("server.crt")),
+            ("--key-file", f("server.key")),
+            ("--trusted-ca-file", f("ca.crt")),
+            ("--client-cert-auth", String::new()),
+            ("--peer-cert-file", f("peer.crt")),
+            ("--peer-key-file", f("peer.key")),
+            ("--peer-trusted-ca-file", f("ca.crt")),
+            ("--peer-client-cert-auth", String::new()),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| if v.is_empty() { vec![k.to_string()] } else { vec![k.to_string(), v] })
+        .collect()
+    }
+
+    /// etcd-client's TLS: the etcd CA, and the healthcheck client's certificate.
+    pub fn client_tls(&self) -> anyhow::Result<etcd_client::TlsOptions> {
+        let read = |name: &str| std::fs::read(self.etcd(name)).with_context(|| format!("reading {}", self.etcd(name).display()));
+        Ok(etcd_client::TlsOptions::new()
+            .ca_certificate(etcd_client::Certificate::from_pem(read("ca.crt")?))
+            .identity(etcd_client::Identity::from_pem(read("healthcheck-client.crt")?, read("healthcheck-client.key")?)))
+    }
 }
 
 impl Default for StoreOptions {
@@ -70,6 +113,7 @@ impl Default for StoreOptions {
             extra_args: Vec::new(),
             // Logs go to files: no ANSI colour codes in them (tracing-subscriber honours NO_COLOR).
             env: vec![("NO_COLOR".into(), "1".into())],
+            tls: None,
         }
     }
 }
@@ -99,6 +143,8 @@ pub struct Member {
     pub metrics_port: u16,
     /// `<root>/<name>`: holds `data/` and the logs.
     pub dir: PathBuf,
+    /// `http` or `https`.
+    scheme: &'static str,
     args: Vec<String>,
     process: Option<Process>,
     _ports: Vec<Port>,
@@ -106,7 +152,7 @@ pub struct Member {
 
 impl Member {
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.client_port)
     }
     pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")
@@ -167,6 +213,7 @@ impl StoreCluster {
             None
         };
         let names: Vec<String> = (0..n).map(|i| format!("member-{i}")).collect();
+        let scheme = if opts.tls.is_some() { "https" } else { "http" };
 
         let mut members = Vec::new();
         for (i, ps) in ports_of.into_iter().enumerate() {
@@ -177,14 +224,14 @@ impl StoreCluster {
                         Some(p) if j != i => p.port(i, j),
                         _ => peer_ports[j],
                     };
-                    format!("{}=http://127.0.0.1:{port}", names[j])
+                    format!("{}={scheme}://127.0.0.1:{port}", names[j])
                 })
                 .collect::<Vec<_>>()
                 .join(",");
             let dir = root.path().join(&names[i]);
             std::fs::create_dir_all(&dir)?;
-            let client = format!("http://127.0.0.1:{client_port}");
-            let peer = format!("http://127.0.0.1:{peer_port}");
+            let client = format!("{scheme}://127.0.0.1:{client_port}");
+            let peer = format!("{scheme}://127.0.0.1:{peer_port}");
             let mut args = Vec::new();
             if opts.flavor == Flavor::Kubelab {
                 args.push("store".to_string());
@@ -216,6 +263,9 @@ impl StoreCluster {
                 flag("logger", "zap".into());
                 flag("log-outputs", "stderr".into());
             }
+            if let Some(tls) = &opts.tls {
+                args.extend(tls.flags());
+            }
             args.extend(opts.extra_args.iter().cloned());
             members.push(Member {
                 name: names[i].clone(),
@@ -223,6 +273,7 @@ impl StoreCluster {
                 peer_port,
                 metrics_port,
                 dir,
+                scheme,
                 args,
                 process: None,
                 _ports: ps,
@@ -363,7 +414,10 @@ impl StoreCluster {
 
     /// A client connected to member `i` only.
     pub async fn client(&self, i: usize) -> anyhow::Result<etcd_client::Client> {
-        crate::connect(&[self.endpoint(i)], RPC_TIMEOUT).await
+        match &self.opts.tls {
+            None => crate::connect(&[self.endpoint(i)], RPC_TIMEOUT).await,
+            Some(tls) => crate::connect_tls(&[self.endpoint(i)], RPC_TIMEOUT, Some(tls.client_tls()?)).await,
+        }
     }
 
     /// Maintenance.Status of member `i`, asked of member `i` alone.

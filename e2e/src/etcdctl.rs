@@ -34,6 +34,8 @@ pub use crate::process::Output;
 pub struct Etcdctl {
     bin: PathBuf,
     endpoints: String,
+    /// `--cacert`, `--cert`, `--key` and their values, for https:// endpoints.
+    tls: Vec<String>,
 }
 
 impl Etcdctl {
@@ -41,7 +43,19 @@ impl Etcdctl {
         Ok(Self {
             bin: etcdctl_bin()?,
             endpoints: endpoints.join(","),
+            tls: Vec::new(),
         })
+    }
+
+    /// The same etcdctl verifying the server against `cacert` and, with `cert_key`, presenting
+    /// that client certificate.
+    pub fn with_tls(&self, cacert: &std::path::Path, cert_key: Option<(&std::path::Path, &std::path::Path)>) -> Self {
+        let mut tls = vec![format!("--cacert={}", cacert.display())];
+        if let Some((cert, key)) = cert_key {
+            tls.push(format!("--cert={}", cert.display()));
+            tls.push(format!("--key={}", key.display()));
+        }
+        Self { tls, ..self.clone() }
     }
 
     /// The same etcdctl pointed at other endpoints.
@@ -49,6 +63,7 @@ impl Etcdctl {
         Self {
             bin: self.bin.clone(),
             endpoints: endpoints.join(","),
+            tls: self.tls.clone(),
         }
     }
 
@@ -58,9 +73,11 @@ impl Etcdctl {
             .arg(format!("--endpoints={}", self.endpoints))
             .arg("--dial-timeout=5s")
             .arg("--command-timeout=10s")
+            .args(&self.tls)
             .args(args);
+        let tls: String = self.tls.iter().map(|t| format!("{t} ")).collect();
         let shown = format!(
-            "ETCDCTL_API=3 etcdctl --endpoints={} {}",
+            "ETCDCTL_API=3 etcdctl --endpoints={} {tls}{}",
             self.endpoints,
             args.join(" ")
         );

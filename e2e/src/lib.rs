@@ -77,7 +77,7 @@ pub mod writers;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use cluster::{Flavor, StoreCluster, StoreOptions};
+pub use cluster::{Flavor, StoreCluster, StoreOptions, StoreTls};
 
 /// How long a single client RPC may take before the harness gives up on it.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(5);
@@ -168,10 +168,22 @@ pub async fn connect(
     endpoints: &[String],
     timeout: Duration,
 ) -> anyhow::Result<etcd_client::Client> {
+    connect_tls(endpoints, timeout, None).await
+}
+
+/// [`connect`] to `https://` endpoints with `tls` (a CA and a client certificate).
+pub async fn connect_tls(
+    endpoints: &[String],
+    timeout: Duration,
+    tls: Option<etcd_client::TlsOptions>,
+) -> anyhow::Result<etcd_client::Client> {
     let timeout = scaled(timeout);
-    let opts = etcd_client::ConnectOptions::new()
+    let mut opts = etcd_client::ConnectOptions::new()
         .with_connect_timeout(scaled(Duration::from_secs(2)))
         .with_timeout(timeout);
+    if let Some(tls) = tls {
+        opts = opts.with_tls(tls);
+    }
     let fut = etcd_client::Client::connect(endpoints, Some(opts));
     match tokio::time::timeout(timeout, fut).await {
         Ok(r) => Ok(r?),

@@ -80,7 +80,8 @@ pub struct UpArgs {
     /// uses it: every component has an identity of its own on the secure port.
     #[arg(long, default_value_t = 0)]
     pub port: u16,
-    /// The store's client port on 127.0.0.1 (etcdctl works against it).
+    /// The store's client port on 127.0.0.1: HTTPS, for clients with a certificate of the etcd
+    /// CA (etcdctl with pki/etcd/healthcheck-client.crt, as kubeadm's etcd probe uses it).
     #[arg(long, default_value_t = 2379)]
     pub store_port: u16,
     /// The store's peer port on 127.0.0.1.
@@ -537,14 +538,16 @@ async fn start(
     let leftovers = remove_all_pods(&cri).await;
     step(started, &format!("containerd{}", if leftovers > 0 { format!(" ({leftovers} old sandboxes removed)") } else { String::new() }));
 
-    // The store: one member, embedded.
+    // The store: one member, embedded, on HTTPS with client certificate authentication on both
+    // ports, with kubeadm's etcd certificates (as kubeadm's etcd static pod runs etcd).
+    let store_url = format!("https://127.0.0.1:{}", args.store_port);
     let store_cfg = store::Config {
         name: "kubelab".into(),
         data_dir: data.join("store"),
-        listen_client_urls: vec![format!("http://127.0.0.1:{}", args.store_port)],
-        advertise_client_urls: vec![format!("http://127.0.0.1:{}", args.store_port)],
-        listen_peer_urls: vec![format!("http://127.0.0.1:{}", args.store_peer_port)],
-        initial_cluster: store::config::parse_initial_cluster(&format!("kubelab=http://127.0.0.1:{}", args.store_peer_port), "kubelab-up")?,
+        listen_client_urls: vec![store_url.clone()],
+        advertise_client_urls: vec![store_url.clone()],
+        listen_peer_urls: vec![format!("https://127.0.0.1:{}", args.store_peer_port)],
+        initial_cluster: store::config::parse_initial_cluster(&format!("kubelab=https://127.0.0.1:{}", args.store_peer_port), "kubelab-up")?,
         new_cluster: true,
         cluster_token: "kubelab-up".into(),
         snapshot_count: 100_000,
@@ -553,8 +556,20 @@ async fn start(
         heartbeat_interval: Duration::from_millis(100),
         election_timeout: Duration::from_millis(1000),
         watch_progress_notify_interval: Duration::from_secs(600),
-        client_tls_info: store::tlsinfo::TlsInfo::default(),
-        peer_tls_info: store::tlsinfo::TlsInfo::peer(),
+        client_tls_info: store::tlsinfo::TlsInfo {
+            side: store::tlsinfo::Side::Client,
+            cert_file: Some(pki.join("etcd/server.crt")),
+            key_file: Some(pki.join("etcd/server.key")),
+            trusted_ca_file: Some(pki.join("etcd/ca.crt")),
+            client_cert_auth: true,
+        },
+        peer_tls_info: store::tlsinfo::TlsInfo {
+            side: store::tlsinfo::Side::Peer,
+            cert_file: Some(pki.join("etcd/peer.crt")),
+            key_file: Some(pki.join("etcd/peer.key")),
+            trusted_ca_file: Some(pki.join("etcd/ca.crt")),
+            client_cert_auth: true,
+        },
     };
     {
         let rx = cp_rx.clone();
@@ -562,7 +577,14 @@ async fn start(
     }
     // The API server.
     let api_opts = apiserver::Options {
-        etcd_servers: vec![format!("http://127.0.0.1:{}", args.store_port)],
+        etcd_servers: vec![store_url],
+        // kube-apiserver's flags as kubeadm writes them: the etcd CA, and the client certificate
+        // the etcd CA signed for the API server.
+        etcd_transport: apiserver::storage::store::TransportConfig {
+            trusted_ca_file: Some(pki.join("etcd/ca.crt")),
+            cert_file: Some(pki.join("apiserver-etcd-client.crt")),
+            key_file: Some(pki.join("apiserver-etcd-client.key")),
+        },
         bind_address: "127.0.0.1".into(),
         secure_port: args.secure_port,
         tls_cert_file: Some(pki.join("apiserver.crt")),
@@ -749,7 +771,15 @@ async fn start(
     println!("  kubectl logs -f hello");
     println!();
     println!("Who did what: {} (one JSON line per request; the policy is {}).", data.join("logs/audit.log").display(), audit_policy.display());
-    println!("etcdctl --endpoints=127.0.0.1:{} talks to the store. Ctrl-C stops the cluster (its state stays in {}).", args.store_port, data.display());
+    let etcd = pki.join("etcd");
+    println!(
+        "etcdctl --endpoints=127.0.0.1:{} --cacert={} --cert={} --key={} talks to the store. Ctrl-C stops the cluster (its state stays in {}).",
+        args.store_port,
+        etcd.join("ca.crt").display(),
+        etcd.join("healthcheck-client.crt").display(),
+        etcd.join("healthcheck-client.key").display(),
+        data.display()
+    );
 
     Ok(())
 }

@@ -192,6 +192,7 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     let out = up.stdout();
     assert!(out.contains("✓ store and API server") && out.contains("node up-node Ready"), "progress lines:\n{out}");
     up.wait_kubectl(&["get", "nodes"], "node Ready", Duration::from_secs(30), |s| s.contains("up-node") && s.contains(" Ready"));
+    check_store_tls(&up.stdout());
 
     // kubelab gives up transparent huge pages; the containerd it starts gets them back.
     let pid = up.process.as_ref().expect("running").pid();
@@ -289,6 +290,24 @@ fn up_runs_pods_and_resumes_after_a_restart() {
 /// kubectl authenticates with the token as the pod's service account, bound to the pod. A pod
 /// that names a missing service account is refused. Returns the path of a kubeconfig holding
 /// the pod's token and CA.
+/// The store is on https with client certificate authentication, as kubeadm runs etcd: the
+/// etcdctl command `kubelab up` prints (the etcd CA, the healthcheck client's certificate) reads
+/// the cluster's objects; without the client certificate etcdctl is refused.
+fn check_store_tls(out: &str) {
+    let line = out.lines().find(|l| l.starts_with("etcdctl --endpoints=")).unwrap_or_else(|| panic!("no etcdctl line in:\n{out}"));
+    let command = line.split(" talks to the store").next().unwrap_or_default();
+    let flag = |name: &str| {
+        command.split_whitespace().find_map(|a| a.strip_prefix(&format!("--{name}="))).unwrap_or_else(|| panic!("no --{name} in {line}")).to_string()
+    };
+    let (ca, cert, key) = (PathBuf::from(flag("cacert")), PathBuf::from(flag("cert")), PathBuf::from(flag("key")));
+    assert!(ca.ends_with("pki/etcd/ca.crt") && cert.ends_with("pki/etcd/healthcheck-client.crt"), "{line}");
+    let ctl = e2e::etcdctl::Etcdctl::new(&[flag("endpoints")]).expect("etcdctl").with_tls(&ca, Some((&cert, &key)));
+    let keys = ctl.run(&["get", "/registry/namespaces/default", "--keys-only"]).and_then(|o| o.ok()).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(keys.trim(), "/registry/namespaces/default", "etcdctl as kubelab up prints it");
+    let refused = ctl.with_tls(&ca, None).run(&["get", "/registry/namespaces/default", "--keys-only"]).expect("etcdctl runs");
+    assert!(!refused.success, "the store served a client without a certificate: {}", refused.describe());
+}
+
 fn check_service_account_token(up: &Up, pod: &str) -> String {
     const DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
     let read = |file: &str| up.kubectl_ok(&["exec", pod, "--", "cat", &format!("{DIR}/{file}")]);

@@ -25,10 +25,23 @@
 //! serializable. The log is compacted every `--snapshot-count` entries; a member behind the
 //! compacted log receives a snapshot of the state machine.
 //!
+//! ## TLS
+//! As in etcd, a URL's scheme decides: `https://` client URLs are served over TLS with
+//! `--cert-file`/`--key-file`, and with `--client-cert-auth` a client without a certificate
+//! `--trusted-ca-file` signed is refused during the handshake; `https://` peer URLs the same with
+//! the `--peer-` flags, and a member dials `https://` peers presenting its peer certificate and
+//! verifying theirs against the peer CA. [`tlsinfo`] reads the files and builds the
+//! configurations (etcd's `TLSInfo`); [`netutil`] makes the handshakes, accepted and dialed, so
+//! that [`authority`] still reads a client's HTTP/2 stream (decrypted). `--listen-metrics-urls`
+//! stay plain HTTP.
+//!
 //! ## Implementation caveats
 //! - Membership is fixed by `--initial-cluster`: no MemberAdd/Remove/Update/Promote, no learners.
 //!   A member that lost its disk can rejoin with `--initial-cluster-state existing`.
-//! - No TLS and no authentication (the Auth service answers UNIMPLEMENTED), no alarms (NOSPACE).
+//! - TLS, but no etcd authentication: the Auth service answers UNIMPLEMENTED (no users or roles,
+//!   and a client certificate's common name is no user); no alarms (NOSPACE). Certificates are
+//!   read once, at start (etcd reads them again for each handshake, so a renewed one needs no
+//!   restart); no `--peer-cert-allowed-cn`, `--cipher-suites`, CRLs or `--auto-tls`.
 //! - The key space since the last compaction is held in memory, as etcd's index is (etcd keeps
 //!   values in bbolt's mmap). The API server (kubelab's or Kubernetes') compacts every five
 //!   minutes; there is no `--auto-compaction-*`.
@@ -49,9 +62,10 @@
 //!   `kubelab store`, `kubelab up` and the end-to-end tests use.
 //! - The layers a member is built from, public for the store's own integration tests
 //!   (`store/tests/`) and the end-to-end tests that drive them directly: [`apply`], [`config`],
-//!   [`engine`], [`metrics`], [`raft_node`], [`raft_storage`], [`transport`], [`v3rpc`], [`wal`].
-//!   The rest (the raft thread's server, MVCC, the HTTP endpoints, socket options, the
-//!   `:authority` repair, the revision trace) is the crate's own.
+//!   [`engine`], [`metrics`], [`raft_node`], [`raft_storage`], [`tlsinfo`], [`transport`],
+//!   [`v3rpc`], [`wal`].
+//!   The rest (the raft thread's server, MVCC, the HTTP endpoints, socket options and TLS
+//!   handshakes, the `:authority` repair, the revision trace) is the crate's own.
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 pub mod apply;

@@ -121,6 +121,9 @@ async fn listen_all(urls: &[String], what: &str, tls: &tlsinfo::TlsInfo) -> Resu
             }
             acceptor.clone()
         } else {
+            if !tls.is_empty() {
+                tracing::warn!(target: "store::tls", url = %url, "scheme is HTTP while key and cert files are present; ignoring key and cert files");
+            }
             None
         };
         out.push(Listener { tcp: listen(url, what).await?, tls });

@@ -245,6 +245,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_tls_listener_with_client_cert_auth_hands_out_only_clients_of_its_ca() {
+        use futures::StreamExt;
+        use crate::tlsinfo::{Side, TlsInfo};
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = crate::tlsinfo::tests::write_pki(dir.path());
+        let info = TlsInfo { side: Side::Peer, cert_file: Some(cert), key_file: Some(key), trusted_ca_file: Some(ca.clone()), client_cert_auth: true };
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: tonic::transport::Uri = format!("http://{}", l.local_addr().unwrap()).parse().unwrap();
+        let mut accepted = Box::pin(accept(l, Some(TlsAcceptor::from(info.server_config().unwrap())), "peer"));
+
+        // A client that trusts the CA but has no certificate of its own: its side of the
+        // handshake ends, the listener's refuses it and hands out nothing.
+        let mut roots = rustls::RootCertStore::empty();
+        use rustls::pki_types::pem::PemObject;
+        roots.add(rustls::pki_types::CertificateDer::from_pem_file(&ca).unwrap()).unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut anonymous = rustls::ClientConfig::builder_with_provider(provider).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots).with_no_client_auth();
+        anonymous.alpn_protocols = vec![b"h2".to_vec()];
+        let (refused, next) =
+            tokio::join!(dial(uri.clone(), Some(Arc::new(anonymous))), tokio::time::timeout(Duration::from_millis(500), accepted.next()));
+        assert!(matches!(refused.unwrap().inner(), Conn::Tls(_)));
+        assert!(next.is_err(), "a client without a certificate was handed out");
+
+        // A member's certificate: handed out, past its handshake.
+        let (dialed, got) = tokio::join!(dial(uri, Some(info.client_config().unwrap())), accepted.next());
+        assert!(matches!(dialed.unwrap().inner(), Conn::Tls(_)));
+        let got = got.expect("a connection").expect("accepted");
+        let Conn::Tls(t) = &got else { panic!("a plain connection on a TLS listener") };
+        assert!(t.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty()));
+    }
+
+    #[tokio::test]
     async fn dial_connects_to_a_peer_url_with_nagle_off() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let uri: tonic::transport::Uri = format!("http://{}", l.local_addr().unwrap()).parse().unwrap();

@@ -160,11 +160,11 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A CA and a certificate for 127.0.0.1 it signed, written as PEM files in `dir`.
-    fn write_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    pub(crate) fn write_pki(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);

@@ -145,6 +145,17 @@ fn an_https_url_without_a_certificate_and_a_missing_file_are_refused_at_start() 
     let missing: PathBuf = dir.path().join("server.crt");
     let err = run(&["--cert-file", &missing.display().to_string(), "--key-file", "/dev/null"]);
     assert!(err.contains(&format!("--cert-file {}", missing.display())), "{err}");
+    // A member that dials https:// peers needs the peer CA to verify them.
+    let tls = pki(&dir.path().join("pki"));
+    let f = |name: &str| tls.etcd(name).display().to_string();
+    let (cert, key) = (f("server.crt"), f("server.key"));
+    let (peer_cert, peer_key) = (f("peer.crt"), f("peer.key"));
+    let err = run(&[
+        "--cert-file", &cert, "--key-file", &key,
+        "--initial-cluster", "tls=http://127.0.0.1:0,other=https://127.0.0.1:1",
+        "--peer-cert-file", &peer_cert, "--peer-key-file", &peer_key,
+    ]);
+    assert!(err.contains("--peer-trusted-ca-file is needed"), "{err}");
     assert!(!dir.path().join("data").exists(), "the data directory was made before the flags were checked");
 }
 

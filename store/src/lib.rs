@@ -157,8 +157,15 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         metrics_listeners.push(listen(url, "metrics").await?);
     }
 
+    // Peers at https:// URLs are dialed with this member's peer certificate (`--peer-cert-file`),
+    // and theirs is verified against `--peer-trusted-ca-file`.
+    let peer_tls = match cfg.peers().any(|p| p.peer_urls.iter().any(|u| config::is_https(u))) {
+        true => Some(cfg.peer_tls_info.client_config()?),
+        false => None,
+    };
+
     let rt = tokio::runtime::Handle::current();
-    let (node, raft_thread) = server::start(cfg.clone(), &rt)?;
+    let (node, raft_thread) = server::start(cfg.clone(), &rt, peer_tls)?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
 

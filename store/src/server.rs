@@ -210,9 +210,14 @@ fn check_identity(engine: &dyn Engine, cfg: &Config) -> Result<bool> {
 }
 
 /// Opens the data directory — `member/db` (sled: the state machine and the member's identity)
-/// and `member/wal` (the raft log) — and starts the raft thread and the transport. The gRPC
-/// services are started by the caller (see `crate::run`) with the returned handle.
-pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thread::JoinHandle<()>)> {
+/// and `member/wal` (the raft log) — and starts the raft thread and the transport, which dials
+/// `https://` peers with `peer_tls`. The gRPC services are started by the caller (see
+/// `crate::run`) with the returned handle.
+pub fn start(
+    cfg: Config,
+    rt: &tokio::runtime::Handle,
+    peer_tls: Option<Arc<rustls::ClientConfig>>,
+) -> Result<(Node, std::thread::JoinHandle<()>)> {
     cfg.validate()?;
     let dir = cfg.data_dir.join("member");
     std::fs::create_dir_all(&dir)?;
@@ -249,12 +254,6 @@ pub fn start(cfg: Config, rt: &tokio::runtime::Handle) -> Result<(Node, std::thr
     let storage = PeerStorage::open(&wal_dir, engine.clone(), sm.clone())?;
     let mut raft = RaftNode::open(id, voters, storage, sm.clone(), opts.clone(), metrics.clone(), &crate::raft_node::logger())?;
     let (inputs, rx) = std_mpsc::channel();
-    // Peers at https:// URLs are dialed with this member's peer certificate (`--peer-cert-file`),
-    // and theirs is verified against `--peer-trusted-ca-file`.
-    let peer_tls = match cfg.peers().any(|p| p.peer_urls.iter().any(|u| crate::config::is_https(u))) {
-        true => Some(cfg.peer_tls_info.client_config()?),
-        false => None,
-    };
     let transport =
         Transport::start(cfg.peers().cloned().collect(), cluster_id, id, Arc::new(inputs.clone()), rt, metrics.clone(), peer_tls);
     // The WAL writer sends what waited for a write itself (a follower's append responses leave

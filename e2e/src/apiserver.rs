@@ -251,6 +251,11 @@ impl ApiCluster {
         c.wait_ready().await?;
         if c.opts.controller_manager {
             let mut args = vec!["controller-manager".to_string(), "--master".into(), c.url()];
+            if c.opts.secure {
+                // As kubeadm's: pods' service account volumes take the cluster's CA from the
+                // kube-root-ca.crt ConfigMap it publishes.
+                args.extend(["--root-ca-file".into(), c.pki_dir().join("ca.crt").display().to_string()]);
+            }
             args.extend(c.opts.controller_manager_args.iter().cloned());
             let dir = c.root().join("controller-manager");
             let mut env = env();

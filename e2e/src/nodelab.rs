@@ -27,6 +27,9 @@ pub const BUSYBOX: &str = "docker.io/library/busybox:1.36";
 pub struct Components {
     pub scheduler: bool,
     pub controller_manager: bool,
+    /// The API server also serves HTTPS with a PKI of its own ([`ApiOptions::secure`]), for
+    /// clients that connect as users do (the components stay on the insecure port).
+    pub secure: bool,
 }
 
 /// Fields drop in order: the agent (and its containerd, whose directory lives in the API
@@ -45,7 +48,7 @@ impl NodeLab {
         if let Err(e) = crate::containerd::prerequisites() {
             panic!("the node agent tests need: {e}");
         }
-        let mut api = ApiCluster::start(ApiOptions { controller_manager: with.controller_manager, ..ApiOptions::default() }).await.expect("store + API server");
+        let mut api = ApiCluster::start(ApiOptions { controller_manager: with.controller_manager, secure: with.secure, ..ApiOptions::default() }).await.expect("store + API server");
         if with.scheduler {
             api.start_scheduler(&[]).expect("scheduler");
         }

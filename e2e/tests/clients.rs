@@ -2,13 +2,16 @@
 //! JavaScript client (@kubernetes/client-node 1.1.2) each run their suite in e2e/clients/ against
 //! an API server with a controller manager (its garbage collector finishes foreground deletes,
 //! its workload controllers roll Deployments and run Jobs), a scheduler, and a node agent on a
-//! private containerd (for pods, logs and exec). A suite prints one line
-//! per check; the test fails when the suite does, and prints everything it said.
+//! private containerd (for pods, logs and exec). Each suite connects as a user does: the
+//! client's own kubeconfig loader reads `$KUBECONFIG`, a kubeconfig for the API server's HTTPS
+//! port with a client certificate of the cluster's CA (in `system:masters`) and the CA the
+//! server's certificate is checked against. A suite prints one line per check; the test fails
+//! when the suite does, and prints everything it said.
 //!
 //! The clients come pinned from `make deps` (scripts/fetch-clients.sh) in
 //! /var/cache/kubelab/clients (or `$KUBELAB_CLIENTS_DIR`); a missing install fails the test with
 //! the command that installs it. The suites get a cleared environment: no proxy settings, no
-//! kubeconfig, only the API server's loopback URL.
+//! kubeconfig but the one they are given.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,7 +51,7 @@ fn run_suite(lab: &NodeLab, what: &str, interpreter: &str, script: &Path, cwd: &
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", &home)
-        .env("KUBELAB_API_URL", lab.api.url())
+        .env("KUBECONFIG", lab.api.user_kubeconfig(&format!("client-{what}"), &["system:masters"]))
         .env("KUBELAB_NODE", &lab.node)
         .env("KUBELAB_IMAGE", BUSYBOX)
         .env("KUBELAB_CLIENTS_DIR", clients_dir())
@@ -77,7 +80,7 @@ fn run_suite(lab: &NodeLab, what: &str, interpreter: &str, script: &Path, cwd: &
 async fn python_client_suite() {
     let dir = clients_dir().join("python");
     require_install(&dir.join("kubernetes").join("__init__.py"), "python3");
-    let lab = NodeLab::start("client-python", 61, Components { controller_manager: true, scheduler: true }).await;
+    let lab = NodeLab::start("client-python", 61, Components { controller_manager: true, scheduler: true, secure: true }).await;
     let suite = suites_dir().join("python");
     run_suite(&lab, "python", "python3", &suite.join("suite.py"), &suite, &[("PYTHONPATH", dir.to_string_lossy().into_owned()), ("PYTHONDONTWRITEBYTECODE", "1".into())]);
 }
@@ -86,7 +89,7 @@ async fn python_client_suite() {
 async fn javascript_client_suite() {
     let dir = clients_dir().join("js");
     require_install(&dir.join("node_modules").join("@kubernetes").join("client-node").join("package.json"), "node");
-    let lab = NodeLab::start("client-js", 62, Components { controller_manager: true, scheduler: true }).await;
+    let lab = NodeLab::start("client-js", 62, Components { controller_manager: true, scheduler: true, secure: true }).await;
     let suite = suites_dir().join("js");
     // The suite imports the client from NODE_PATH's directory itself (an ES module import does
     // not search NODE_PATH).

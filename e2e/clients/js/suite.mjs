@@ -1,13 +1,15 @@
 // kubelab's client suite for the official Kubernetes JavaScript client (@kubernetes/client-node 1.1.2).
 //
-// Each check is one thing a user of the client does, against the API server at $KUBELAB_API_URL
-// (plain HTTP, no credentials), in a namespace of its own. It prints one line per check:
+// Each check is one thing a user of the client does, against the API server of $KUBECONFIG
+// (loaded as a user's kubeconfig is: HTTPS, a client certificate, the cluster's CA) or else at
+// $KUBELAB_API_URL (plain HTTP, no credentials), in a namespace of its own. It prints one line per check:
 // `ok <name>`, `FAIL <name>: <why>`, or `xfail <name>: <gap> (<why>)` for a check listed in
 // KNOWN_GAPS, and exits 1 if any check failed — including a listed check that passed, so that the
 // list is emptied as the server catches up.
 //
 // Environment:
-//   KUBELAB_API_URL      the API server, e.g. http://127.0.0.1:8080 (required)
+//   KUBECONFIG           the kubeconfig to connect with (its current context)
+//   KUBELAB_API_URL      without KUBECONFIG: the API server, e.g. http://127.0.0.1:8080
 //   KUBELAB_NODE         the node the pods run on (required: pods name it in spec.nodeName)
 //   KUBELAB_IMAGE        the image the pods run (default docker.io/library/busybox:1.36)
 //   KUBELAB_CLIENTS_DIR  where scripts/fetch-clients.sh installed the clients
@@ -109,19 +111,23 @@ const names = (items) => items.map((i) => i.metadata.name).sort();
 
 class Suite {
     constructor() {
-        this.url = process.env.KUBELAB_API_URL;
         this.node = process.env.KUBELAB_NODE;
         this.image = process.env.KUBELAB_IMAGE || 'docker.io/library/busybox:1.36';
         this.ns = 'client-js-' + randomBytes(3).toString('hex');
         this.kc = new k8s.KubeConfig();
-        this.kc.loadFromOptions({
-            // The client refuses a plain http:// server unless TLS verification is off (there is
-            // no TLS to verify).
-            clusters: [{ name: 'kubelab', server: this.url, skipTLSVerify: true }],
-            users: [{ name: 'suite' }],
-            contexts: [{ name: 'kubelab', cluster: 'kubelab', user: 'suite' }],
-            currentContext: 'kubelab',
-        });
+        if (process.env.KUBECONFIG) {
+            this.kc.loadFromFile(process.env.KUBECONFIG);
+        } else {
+            this.kc.loadFromOptions({
+                // The client refuses a plain http:// server unless TLS verification is off (there
+                // is no TLS to verify).
+                clusters: [{ name: 'kubelab', server: process.env.KUBELAB_API_URL, skipTLSVerify: true }],
+                users: [{ name: 'suite' }],
+                contexts: [{ name: 'kubelab', cluster: 'kubelab', user: 'suite' }],
+                currentContext: 'kubelab',
+            });
+        }
+        this.url = this.kc.getCurrentCluster().server;
         this.core = this.kc.makeApiClient(k8s.CoreV1Api);
         this.coordination = this.kc.makeApiClient(k8s.CoordinationV1Api);
         this.apps = this.kc.makeApiClient(k8s.AppsV1Api);
@@ -912,11 +918,13 @@ function describe(e) {
 }
 
 async function main() {
-    for (const v of ['KUBELAB_API_URL', 'KUBELAB_NODE']) {
-        if (!process.env[v]) {
-            console.error(`${v} is not set`);
-            return 2;
-        }
+    if (!process.env.KUBELAB_NODE) {
+        console.error('KUBELAB_NODE is not set');
+        return 2;
+    }
+    if (!process.env.KUBECONFIG && !process.env.KUBELAB_API_URL) {
+        console.error('neither KUBECONFIG nor KUBELAB_API_URL is set');
+        return 2;
     }
     const all = CHECKS.map(([n]) => n);
     const only = (process.env.KUBELAB_CHECKS || '').split(',').filter((n) => n);

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """kubelab's client suite for the official Kubernetes Python client (kubernetes 32.0.1).
 
-Each check is one thing a user of the client does, against the API server at $KUBELAB_API_URL
-(plain HTTP, no credentials), in a namespace of its own. It prints one line per check:
+Each check is one thing a user of the client does, against the API server of $KUBECONFIG (loaded
+as a user's kubeconfig is: HTTPS, a client certificate, the cluster's CA) or else at
+$KUBELAB_API_URL (plain HTTP, no credentials), in a namespace of its own. It prints one line per check:
 `ok <name>`, `FAIL <name>: <why>`, or `xfail <name>: <gap> (<why>)` for a check listed in
 KNOWN_GAPS, and exits 1 if any check failed — including a listed check that passed, so that the
 list is emptied as the server catches up.
 
 Environment:
-  KUBELAB_API_URL      the API server, e.g. http://127.0.0.1:8080 (required)
+  KUBECONFIG           the kubeconfig to connect with (its current context)
+  KUBELAB_API_URL      without KUBECONFIG: the API server, e.g. http://127.0.0.1:8080
   KUBELAB_NODE         the node the pods run on (required: pods name it in spec.nodeName)
   KUBELAB_IMAGE        the image the pods run (default docker.io/library/busybox:1.36)
   KUBELAB_CLIENTS_DIR  where scripts/fetch-clients.sh installed the clients
@@ -36,7 +38,7 @@ CLIENTS_DIR = os.environ.get("KUBELAB_CLIENTS_DIR", "/var/cache/kubelab/clients"
 sys.path.insert(0, os.path.join(CLIENTS_DIR, "python"))
 try:
     import kubernetes
-    from kubernetes import client, watch
+    from kubernetes import client, config, watch
     from kubernetes.client.rest import ApiException
     from kubernetes.dynamic import DynamicClient
     from kubernetes.stream import stream
@@ -82,12 +84,15 @@ def check(name):
 
 class Suite:
     def __init__(self):
-        self.url = os.environ["KUBELAB_API_URL"]
         self.node = os.environ["KUBELAB_NODE"]
         self.image = os.environ.get("KUBELAB_IMAGE", "docker.io/library/busybox:1.36")
         self.ns = "client-python-" + uuid.uuid4().hex[:6]
         conf = client.Configuration()
-        conf.host = self.url
+        if os.environ.get("KUBECONFIG"):
+            config.load_kube_config(config_file=os.environ["KUBECONFIG"], client_configuration=conf)
+        else:
+            conf.host = os.environ["KUBELAB_API_URL"]
+        self.url = conf.host
         if os.environ.get("KUBELAB_CLIENT_DEBUG") == "1":
             conf.debug = True
         self.api = client.ApiClient(conf)
@@ -854,9 +859,10 @@ def describe(e):
 def main():
     if os.environ.get("KUBELAB_CLIENT_DEBUG") == "1":
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
-    for var in ("KUBELAB_API_URL", "KUBELAB_NODE"):
-        if not os.environ.get(var):
-            sys.exit(f"{var} is not set")
+    if not os.environ.get("KUBELAB_NODE"):
+        sys.exit("KUBELAB_NODE is not set")
+    if not os.environ.get("KUBECONFIG") and not os.environ.get("KUBELAB_API_URL"):
+        sys.exit("neither KUBECONFIG nor KUBELAB_API_URL is set")
     names = [n for n, _ in CHECKS]
     unknown = sorted(set(KNOWN_GAPS) - set(names))
     only = [n for n in os.environ.get("KUBELAB_CHECKS", "").split(",") if n]

@@ -52,8 +52,8 @@
 //!   `system:coredns` ClusterRole).
 //! - The API server's certificate also names `localhost` and `127.0.0.1`, where `kubelab up`
 //!   serves it.
-//! - The etcd certificates are made as kubeadm makes them, though kubelab's store serves
-//!   without TLS for now.
+//! - The etcd certificates are made as kubeadm makes them; `kubelab up` runs its store on them
+//!   (client and peer TLS with client-certificate authentication), the lab's stores not yet.
 //! - A certificate within `renew_before` of its end ([`pki::DEFAULT_RENEW_BEFORE`], 30 days) is
 //!   renewed by the next run; kubeadm renews on `kubeadm certs renew` or an upgrade. And a
 //!   certificate that no longer matches the spec is issued again, where kubeadm's init stops.

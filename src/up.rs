@@ -72,7 +72,9 @@ pub struct UpArgs {
     /// Where the cluster keeps its state (store, containerd, pods, logs, kubeconfig).
     #[arg(long, default_value = "/var/lib/kubelab")]
     pub data_dir: PathBuf,
-    /// The API server's HTTPS port on 127.0.0.1: the one the kubeconfig names.
+    /// The API server's HTTPS port, on every address of the machine (kube-apiserver's
+    /// default): the kubeconfig names 127.0.0.1, pods the `kubernetes` Service, which leads to
+    /// the pods' bridge.
     #[arg(long, default_value_t = 6443)]
     pub secure_port: u16,
     /// The API server's insecure port on 127.0.0.1 (plain HTTP, where every request is a
@@ -493,7 +495,12 @@ async fn start(
     // The cluster's PKI (kubeadm's certs and kubeconfig phases): made once, kept, renewed when
     // near expiry or when what it names changed.
     let pki = data.join("pki");
+    // Pods reach the API server through the `kubernetes` Service at the pod network's gateway
+    // (this machine's address on the pods' bridge): it is the advertise address, and the
+    // serving certificate names it beside 127.0.0.1, kubernetes.default.svc and 10.96.0.1.
+    let cidr = nodeagent::network::cni::PodCidr::parse(&args.pod_cidr)?;
     let mut spec = crate::certs::ClusterSpec::new(format!("https://127.0.0.1:{}", args.secure_port), node_name.clone());
+    spec.advertise_addresses = vec![cidr.gateway().into()];
     spec.nodes = vec![crate::certs::NodeSpec { name: node_name.clone(), ips: vec![std::net::Ipv4Addr::LOCALHOST.into()] }];
     let made = tokio::task::spawn_blocking({
         let pki = pki.clone();
@@ -585,7 +592,10 @@ async fn start(
             cert_file: Some(pki.join("apiserver-etcd-client.crt")),
             key_file: Some(pki.join("apiserver-etcd-client.key")),
         },
-        bind_address: "127.0.0.1".into(),
+        // kube-apiserver's default: every address of the machine, so that the pods' bridge is
+        // one (callers are authenticated there as anywhere).
+        bind_address: "0.0.0.0".into(),
+        advertise_address: Some(cidr.gateway().into()),
         secure_port: args.secure_port,
         tls_cert_file: Some(pki.join("apiserver.crt")),
         tls_private_key_file: Some(pki.join("apiserver.key")),
@@ -663,7 +673,6 @@ async fn start(
     step(started, "scheduler and controller manager");
 
     // The cluster DNS, on the pods' bridge, behind the kube-dns Service (src/addons.rs).
-    let cidr = nodeagent::network::cni::PodCidr::parse(&args.pod_cidr)?;
     crate::addons::ensure_bridge(&nodeagent::network::cni::bridge_name(&cidr), cidr.gateway(), cidr.prefix())?;
     {
         let opts = dns::Options {

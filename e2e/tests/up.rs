@@ -214,6 +214,7 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     let token_kubeconfig = check_service_account_token(&up, "hello");
     check_node_identity(&up, "hello");
     check_kubelet_api(&up, "hello", &token_kubeconfig);
+    check_anonymous(&up);
     // Each controller acts as its own service account (there is no insecure port to fall back on,
     // and the controller manager's own user may not write pods): the accounts exist.
     let accounts = up.kubectl_ok(&["get", "serviceaccounts", "-n", "kube-system", "-o", "name"]);
@@ -257,7 +258,11 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     }
     up.kubectl_ok(&["create", "secret", "generic", "keep", "--from-literal=password=up-plaintext-value"]);
     let store_port = up.args[up.args.iter().position(|a| a == "--store-port").expect("--store-port") + 1].clone();
-    let etcdctl = e2e::etcdctl::Etcdctl::new(&[format!("http://127.0.0.1:{store_port}")]).expect("etcdctl");
+    // The store serves on https with client certificates: etcdctl as up's line says.
+    let pki = up.dir.join("data/pki");
+    let etcdctl = e2e::etcdctl::Etcdctl::new(&[format!("https://127.0.0.1:{store_port}")])
+        .expect("etcdctl")
+        .with_tls(&pki.join("etcd/ca.crt"), Some((&pki.join("etcd/healthcheck-client.crt"), &pki.join("etcd/healthcheck-client.key"))));
     // As JSON, where the value is base64: ciphertext is not text.
     let out = etcdctl.run(&["get", "/registry/secrets/default/keep", "-w", "json"]).expect("etcdctl get");
     let value = serde_json::from_str::<serde_json::Value>(&out.stdout).ok().and_then(|v| v["kvs"][0]["value"].as_str().map(str::to_string));
@@ -343,9 +348,57 @@ fn check_service_account_token(up: &Up, pod: &str) -> String {
         let (ok, _, err) = up.kubectl_v(minor, &["--kubeconfig", &kubeconfig, "get", "pods"], None);
         assert!(!ok && err.contains("Forbidden") && err.contains("system:serviceaccount:default:default"), "kubectl 1.{minor}: {err}");
     }
+    check_pod_calls_the_api(up, pod, &dir.join("ca.crt"), &token);
     let (ok, out, err) = up.kubectl(&["run", "nobody", "--image=docker.io/library/busybox:1.36", "--overrides", r#"{"spec":{"serviceAccountName":"robot"}}"#], None);
     assert!(!ok && err.contains(r#"pods "nobody" is forbidden: error looking up service account default/robot: serviceaccount "robot" not found"#), "{out}{err}");
     kubeconfig
+}
+
+/// A pod calls the API as in-cluster clients do: `kubernetes.default.svc` (the cluster DNS), the
+/// `kubernetes` Service's ClusterIP (the proxy's rules to the advertise address, the pods'
+/// bridge), its projected token. busybox's wget does not check certificates, so the check of the
+/// server against the projected CA is curl's, run in the pod's network namespace: the same
+/// route, the pod's files.
+fn check_pod_calls_the_api(up: &Up, pod: &str, ca: &std::path::Path, token: &str) {
+    let env = up.kubectl_ok(&["exec", pod, "--", "env"]);
+    assert!(env.lines().any(|l| l == "KUBERNETES_SERVICE_HOST=10.96.0.1") && env.lines().any(|l| l == "KUBERNETES_SERVICE_PORT=443"), "{env}");
+    let wget = |header: &str| {
+        let script = format!("wget -q -O- --no-check-certificate {header} https://kubernetes.default.svc/api/v1/namespaces/default/pods 2>&1; true");
+        up.kubectl_ok(&["exec", pod, "--", "sh", "-c", &script])
+    };
+    // Authenticated as its service account, which may not list pods: 403, not 401.
+    let out = wget("--header \"Authorization: Bearer $(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\"");
+    assert!(out.contains("403 Forbidden"), "the pod's request with its token: {out}");
+    let out = wget("");
+    assert!(out.contains("403 Forbidden"), "the pod's anonymous request: {out}");
+    // The same from the pod's network namespace with curl, checking the server with ca.crt.
+    let id = up.kubectl_ok(&["get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].containerID}"]);
+    let id = id.trim().trim_start_matches("containerd://").to_string();
+    let pid = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|cg| cg.contains(&id)))
+        .unwrap_or_else(|| up.fail(&format!("no process of container {id}")));
+    let curl = |extra: &[&str]| {
+        let out = Command::new("nsenter")
+            .arg(format!("--net=/proc/{pid}/ns/net"))
+            .args(["curl", "-sS", "--resolve", "kubernetes.default.svc:443:10.96.0.1", "--cacert"])
+            .arg(ca)
+            .args(["-H", &format!("Authorization: Bearer {token}")])
+            .args(extra)
+            .arg("https://kubernetes.default.svc/apis/authentication.k8s.io/v1/selfsubjectreviews")
+            .args(["-X", "POST", "-H", "Content-Type: application/json", "-d", r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#])
+            .output()
+            .expect("nsenter curl");
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, out, err) = curl(&[]);
+    assert!(ok && out.contains(r#""username":"system:serviceaccount:default:default""#), "curl from the pod's network: {out}{err}");
+    // A CA that did not sign the server's certificate: the handshake fails.
+    let other = up.dir.join("pod-credentials/other-ca.crt");
+    std::fs::write(&other, std::fs::read_to_string(up.dir.join("data/pki/etcd/ca.crt")).expect("etcd CA")).expect("write");
+    let (ok, out, err) = curl(&["--cacert", other.to_str().expect("utf-8")]);
+    assert!(!ok && err.contains("certificate"), "curl with another CA: {out}{err}");
 }
 
 /// The node agent talks to the API server as its node (`pki/kubelet-<node>.conf`): the Node
@@ -422,6 +475,23 @@ fn check_kubelet_api(up: &Up, pod: &str, token_kubeconfig: &str) {
 }
 
 /// `kubelab trace <args>`'s output (the test fails if it does).
+/// Without credentials a caller is `system:anonymous`: the default policy lets it read
+/// `/version` and `/healthz` and nothing else (`curl -k`, as the issue's reader would try it).
+fn check_anonymous(up: &Up) {
+    let port = &up.args[up.args.iter().position(|a| a == "--secure-port").expect("--secure-port") + 1];
+    let curl = |path: &str| -> (String, String) {
+        let out = Command::new("curl").args(["-sk", "-w", "\n%{http_code}", &format!("https://127.0.0.1:{port}{path}")]).output().expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or((&text, ""));
+        (code.to_string(), body.to_string())
+    };
+    let (code, body) = curl("/api/v1/pods");
+    assert_eq!(code, "403", "anonymous GET /api/v1/pods: {body}");
+    assert!(body.contains(r#"pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" at the cluster scope"#), "{body}");
+    let (code, body) = curl("/version");
+    assert!(code == "200" && body.contains("gitVersion"), "anonymous GET /version: {code} {body}");
+}
+
 fn kubelab_trace(up: &Up, args: &[&str]) -> String {
     let mut cmd = Command::new(&up.bin);
     cmd.arg("trace").args(args).env("KUBECONFIG", up.kubeconfig());

@@ -12,6 +12,7 @@ mod certs;
 mod otel;
 mod service;
 mod trace;
+mod token;
 mod up;
 
 /// Every component allocates and frees many small JSON values per request; mimalloc does that
@@ -60,6 +61,9 @@ enum Command {
     /// The cluster's certificates, keys and kubeconfigs, as kubeadm makes them: `generate` makes
     /// or renews them, `check-expiration` shows when each ends.
     Certs(certs::CertsArgs),
+    /// Bootstrap tokens, with which a new node's agent asks for its client certificate
+    /// (kubeadm token): create, list, delete, generate.
+    Token(token::TokenArgs),
 }
 
 /// Flags as containerd names its own (`containerd --root --state --address`), each overriding
@@ -799,7 +803,7 @@ impl Command {
             Command::Scheduler(a) => (&a.otlp, &[C::Scheduler]),
             Command::Nodeagent(a) => (&a.otlp, &[C::Nodeagent]),
             Command::Up(a) => (&a.otlp, C::ALL),
-            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Certs(_) | Command::Dns(_) | Command::Proxy(_) => return None,
+            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Certs(_) | Command::Token(_) | Command::Dns(_) | Command::Proxy(_) => return None,
         };
         Some((args.otlp_endpoint.as_deref()?, components))
     }
@@ -896,6 +900,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Command::Certs(args) = cli.command {
         return certs::cmd::run(args).context("kubelab certs");
+    }
+    if let Command::Token(args) = cli.command {
+        return token::run(args).context("kubelab token");
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the async runtime")?;
     match cli.command {
@@ -999,7 +1006,7 @@ fn main() -> anyhow::Result<()> {
             };
             rt.block_on(dns::run(opts, conn, shutdown_signal())).context("kubelab dns")?;
         }
-        Command::Up(_) | Command::ContainerdConfig(_) | Command::Certs(_) => unreachable!("handled above"),
+        Command::Up(_) | Command::ContainerdConfig(_) | Command::Certs(_) | Command::Token(_) => unreachable!("handled above"),
         Command::Proxy(args) if args.cleanup => {
             let (chains, table) = proxy::cleanup().context("kubelab proxy --cleanup")?;
             tracing::info!(target: "proxy", chains, nftables_table = table, "cleanup: every chain, table and jump rule removed");

@@ -643,6 +643,9 @@ async fn start(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // kubeadm's TLS bootstrap RBAC: a node with a bootstrap token of `kubelab token create` may
+    // ask for its client certificate, which the controller manager approves and signs.
+    crate::token::apply_tls_bootstrap_rbac(&kube).await?;
     step(started, "store and API server");
 
     // The scheduler (as system:kube-scheduler over HTTPS, scheduler.conf) and the controller

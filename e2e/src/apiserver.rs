@@ -87,7 +87,8 @@ pub struct ApiOptions {
     pub kubectl_minor: Option<u32>,
     /// Also serve HTTPS ([`ApiCluster::secure_url`]) with the PKI `kubelab certs generate`
     /// makes in `<tmp>/pki`: client certificates and service account tokens (of
-    /// [`SERVICE_ACCOUNT_ISSUER`], signed with `sa.key`) authenticate, RBAC authorizes. The insecure
+    /// [`SERVICE_ACCOUNT_ISSUER`], signed with `sa.key`) authenticate, the Node authorizer and RBAC
+    /// authorize (kubeadm's `--authorization-mode`). The insecure
     /// port ([`ApiCluster::url`]) stays, for the harness and the tests' superuser.
     pub secure: bool,
     /// Run the store (kubelab's) on https with client certificate authentication and the
@@ -220,7 +221,7 @@ impl ApiCluster {
                     "--service-account-key-file".into(),
                     file("sa.pub"),
                     "--authorization-mode".into(),
-                    "RBAC".into(),
+                    "Node,RBAC".into(),
                 ]);
             }
         }

@@ -215,6 +215,7 @@ fn up_runs_pods_and_resumes_after_a_restart() {
     check_node_identity(&up, "hello");
     check_kubelet_api(&up, "hello", &token_kubeconfig);
     check_anonymous(&up);
+    check_bootstrap_token(&up);
     // Each controller acts as its own service account (there is no insecure port to fall back on,
     // and the controller manager's own user may not write pods): the accounts exist.
     let accounts = up.kubectl_ok(&["get", "serviceaccounts", "-n", "kube-system", "-o", "name"]);
@@ -490,6 +491,31 @@ fn check_anonymous(up: &Up) {
     assert!(body.contains(r#"pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" at the cluster scope"#), "{body}");
     let (code, body) = curl("/version");
     assert!(code == "200" && body.contains("gitVersion"), "anonymous GET /version: {code} {body}");
+}
+
+/// `kubelab token create` makes a bootstrap token the API server takes
+/// (`--enable-bootstrap-token-auth`) as `system:bootstrap:<id>`, with the kubeconfig a node
+/// agent's `--bootstrap-kubeconfig` reads; deleted, it is refused.
+fn check_bootstrap_token(up: &Up) {
+    let conf = up.dir.join("bootstrap-kubelet.conf");
+    let out = Command::new(&up.bin)
+        .args(["token", "create", "--kubeconfig"])
+        .arg(up.dir.join("data/pki/admin.conf"))
+        .arg("--bootstrap-kubeconfig")
+        .arg(&conf)
+        .output()
+        .expect("kubelab token create");
+    assert!(out.status.success(), "kubelab token create: {}", String::from_utf8_lossy(&out.stderr));
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let id = token.split('.').next().unwrap_or_default().to_string();
+    let conf = conf.to_string_lossy().into_owned();
+    for minor in e2e::apiserver::KUBECTL_MINORS {
+        let out = up.kubectl_v_ok(minor, &["--kubeconfig", &conf, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"], None);
+        assert!(out.starts_with(&format!("system:bootstrap:{id} ")) && out.contains("system:bootstrappers:kubeadm:default-node-token"), "kubectl 1.{minor} auth whoami with a bootstrap token: {out}");
+    }
+    let out = Command::new(&up.bin).args(["token", "delete", &id, "--kubeconfig"]).arg(up.dir.join("data/pki/admin.conf")).output().expect("kubelab token delete");
+    assert!(out.status.success(), "kubelab token delete: {}", String::from_utf8_lossy(&out.stderr));
+    up.wait_kubectl_fails(&["--kubeconfig", &conf, "auth", "whoami"], "the deleted bootstrap token refused", |e| e.contains("Unauthorized"));
 }
 
 fn kubelab_trace(up: &Up, args: &[&str]) -> String {

@@ -497,6 +497,10 @@ struct ApiserverArgs {
     /// Static bearer tokens, a CSV file of `token,user,uid,"group1,group2"` lines (for teaching).
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
+    /// Bootstrap tokens (`bootstrap.kubernetes.io/token` Secrets of kube-system, `kubeadm token
+    /// create`) authenticate as system:bootstrap:<token-id> in system:bootstrappers.
+    #[arg(long)]
+    enable_bootstrap_token_auth: bool,
     /// The issuer (`iss`) of the service account tokens this server issues; repeat to also
     /// accept tokens of other issuers (the first is the one it signs as).
     #[arg(long)]
@@ -930,6 +934,7 @@ fn main() -> anyhow::Result<()> {
                 kubelet_certificate_authority: args.kubelet_certificate_authority,
                 anonymous_auth: args.anonymous_auth,
                 token_auth_file: args.token_auth_file,
+                enable_bootstrap_token_auth: args.enable_bootstrap_token_auth,
                 audit_policy_file: args.audit_policy_file,
                 audit_log_path: args.audit_log_path,
                 encryption_provider_config: args.encryption_provider_config,

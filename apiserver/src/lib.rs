@@ -93,8 +93,8 @@
 //!   [`authorization::node`] and [`admission::node_restriction`]; `kubelab up` runs `Node,RBAC`), the review APIs (SubjectAccessReview, LocalSubjectAccessReview,
 //!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview), bearer
 //!   tokens: service account tokens ([`serviceaccount`], issued by TokenRequest) and static ones
-//!   (`--token-auth-file`); the audit log ([`audit`]: JSON lines, no rotation). Not yet: bootstrap
-//!   tokens and CSRs, tokens projected into pods; the serving certificate is read once at
+//!   (`--token-auth-file`), bootstrap tokens (`--enable-bootstrap-token-auth`); the audit log
+//!   ([`audit`]: JSON lines, no rotation). Not yet: CSRs, tokens projected into pods; the serving certificate is read once at
 //!   start (kube-apiserver reloads it when the file changes), and a connection's client
 //!   certificate is verified when it is made. kubectl validates a review it is given with
 //!   `create -f` on its own side (it finds no PATCH of one in OpenAPI), which lists CRDs, which

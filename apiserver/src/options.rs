@@ -37,6 +37,9 @@ pub struct Options {
     pub anonymous_auth: bool,
     /// `--token-auth-file`: static bearer tokens (CSV: `token,user,uid,"group1,group2"`).
     pub token_auth_file: Option<PathBuf>,
+    /// `--enable-bootstrap-token-auth`: bootstrap tokens (`bootstrap.kubernetes.io/token` Secrets
+    /// of `kube-system`) authenticate as `system:bootstrap:<token-id>` (off, as Kubernetes' default).
+    pub enable_bootstrap_token_auth: bool,
     /// `--service-account-issuer`: the `iss` of the service account tokens this server issues
     /// (the first) and accepts (any). Empty: no service account tokens.
     pub service_account_issuer: Vec<String>,
@@ -109,6 +112,7 @@ impl Default for Options {
             kubelet_certificate_authority: None,
             anonymous_auth: true,
             token_auth_file: None,
+            enable_bootstrap_token_auth: false,
             audit_policy_file: None,
             audit_log_path: None,
             service_account_issuer: Vec::new(),

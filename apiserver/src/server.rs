@@ -22,6 +22,7 @@ use crate::audit::log::Backend;
 use crate::audit::policy::Policy;
 use crate::authentication::Authenticator;
 use crate::authentication::request::x509::Verifier;
+use crate::authentication::token::bootstrap::{self, BootstrapTokenAuthenticator};
 use crate::authentication::token::tokenfile::TokenFile;
 use crate::authentication::token::{TokenAuthenticator, Union as TokenUnion};
 use crate::authorization::config::new_authorizer;
@@ -78,6 +79,7 @@ use crate::registry::core::pod::strategy::PODS;
 use crate::registry::core::secret::strategy::SECRETS;
 use crate::registry::core::serviceaccount::strategy::SERVICEACCOUNTS;
 use crate::serviceaccount::jwt::{JwtTokenAuthenticator, PublicKey, TokenGenerator, TokenIssuer};
+use crate::registry::core::secret::lister::WatchCacheSecretLister;
 use crate::registry::core::serviceaccount::tokengetter::WatchCacheGetter;
 use crate::storage::store::Storage;
 use crate::storage::watch_cache::WatchCache;
@@ -279,13 +281,17 @@ fn token_issuer(opts: &Options) -> std::result::Result<Option<TokenIssuer>, Stri
     Ok(Some(TokenIssuer { generator, audiences, max_expiration_seconds: opts.service_account_max_token_expiration.as_secs() as i64 }))
 }
 
-/// What authenticates requests beyond their connection: `--token-auth-file`, service account
-/// tokens of `--service-account-issuer` (verified with `--service-account-key-file`, else the
-/// signing key), and anonymous requests.
+/// What authenticates requests beyond their connection: `--token-auth-file`, bootstrap tokens
+/// (`--enable-bootstrap-token-auth`), service account tokens of `--service-account-issuer`
+/// (verified with `--service-account-key-file`, else the signing key), and anonymous requests.
 fn authenticator(opts: &Options, registries: &Registries, issuer: Option<&TokenIssuer>) -> std::result::Result<Authenticator, String> {
     let mut tokens: Vec<Box<dyn TokenAuthenticator>> = Vec::new();
     if let Some(file) = &opts.token_auth_file {
         tokens.push(Box::new(TokenFile::from_file(file)?));
+    }
+    if opts.enable_bootstrap_token_auth {
+        let lister = WatchCacheSecretLister { secrets: registries.of(&SECRETS), namespace: bootstrap::NAMESPACE.into() };
+        tokens.push(Box::new(BootstrapTokenAuthenticator { lister: Box::new(lister) }));
     }
     if !opts.service_account_issuer.is_empty() {
         let mut keys = Vec::new();

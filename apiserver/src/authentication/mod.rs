@@ -7,7 +7,9 @@
 //! 2. [`token`]: a bearer token (`Authorization: Bearer …`): a static token of
 //!    `--token-auth-file`, or a service account token ([`crate::serviceaccount`]) for one of the
 //!    API's audiences (`--api-audiences`, by default the issuers). A bearer token that none of
-//!    them recognizes is a 401. (Bootstrap tokens: to come.)
+//!    them recognizes is a 401. With `--enable-bootstrap-token-auth`, a bootstrap token
+//!    (`<id>.<secret>`, [`token::bootstrap`]) is the user `system:bootstrap:<id>` of its
+//!    `kube-system` Secret `bootstrap-token-<id>`: how a joining node asks for its certificate.
 //! 3. Anonymous (`--anonymous-auth`, on by default): a request with no credentials is
 //!    `system:anonymous` in `system:unauthenticated`, which the default RBAC policy lets read
 //!    only `/healthz`, `/livez`, `/readyz` and `/version`. Credentials that are wrong are never

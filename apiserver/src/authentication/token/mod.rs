@@ -4,8 +4,11 @@
 //! first that finds a user wins.
 //!
 //! - [`tokenfile`]: `--token-auth-file`, static tokens for teaching.
+//! - [`bootstrap`]: `--enable-bootstrap-token-auth`, the bootstrap tokens of `kube-system`'s
+//!   `bootstrap.kubernetes.io/token` Secrets, with which a joining node asks for its certificate.
 //! - Service account tokens: [`crate::serviceaccount::jwt::JwtTokenAuthenticator`].
 
+pub mod bootstrap;
 pub mod tokenfile;
 
 use apimachinery::error::aggregate;

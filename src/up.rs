@@ -611,6 +611,8 @@ async fn start(
         audit_policy_file: Some(audit_policy.clone()),
         audit_log_path: Some(data.join("logs/audit.log")),
         encryption_provider_config: Some(encryption_config),
+        // kubeadm's: a node may join with a bootstrap token (`kubelab token create`).
+        enable_bootstrap_token_auth: true,
         authorization_mode: vec!["Node".into(), "RBAC".into()],
         insecure_bind_address: "127.0.0.1".into(),
         insecure_port: args.port,

@@ -49,7 +49,8 @@ async fn a_node_joins_with_a_bootstrap_token() {
     if let Err(e) = e2e::containerd::prerequisites() {
         panic!("the node agent tests need: {e}");
     }
-    let api = ApiCluster::start(ApiOptions { secure: true, controller_manager: true, ..ApiOptions::default() }).await.expect("store + API server");
+    let options = ApiOptions { secure: true, controller_manager: true, extra_args: vec!["--enable-bootstrap-token-auth".into()], ..ApiOptions::default() };
+    let api = ApiCluster::start(options).await.expect("store + API server");
     let admin = api.user_kubeconfig("kubernetes-admin", &["system:masters"]);
     let applied = api.kubectl_with(&["apply", "-f", "-"], &[], Some(BOOTSTRAP_RBAC));
     assert!(applied.success, "kubectl apply: {}", applied.describe());

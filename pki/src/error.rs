@@ -54,6 +54,10 @@ pub enum Error {
     /// A certificate loaded as a CA that is not one (no basicConstraints CA:TRUE).
     #[error("{}: not a certificate authority", path.display())]
     NotCa { path: PathBuf },
+    /// A certificate signing request that cannot be read, whose signature is not its key's, or
+    /// that asks for usages Kubernetes does not know (the words are Kubernetes').
+    #[error("{reason}")]
+    CertificateRequest { reason: String },
     /// A certificate configuration that cannot be issued.
     #[error("certificate {common_name:?}: {reason}")]
     Config { common_name: String, reason: String },

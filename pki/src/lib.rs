@@ -6,7 +6,8 @@
 //! subject common name is the user's name and its organizations are the user's groups
 //! (`CN=system:node:n1, O=system:nodes`). This crate makes and checks those certificates and
 //! keys. It mirrors client-go's `util/cert` and `util/keyutil` ([`cert`], [`keyutil`]) and
-//! kubeadm's `pkiutil` ([`pki_helpers`]) and `phases/certs/certs.go` ([`certs`]); which
+//! kubeadm's `pkiutil` ([`pki_helpers`]) and `phases/certs/certs.go` ([`certs`]), and
+//! kube-controller-manager's certificate authority ([`authority`]); which
 //! certificates a cluster has is the caller's list (kubelab's is in `src/certs/`, as kubeadm's
 //! is in `certlist.go`).
 //!
@@ -46,8 +47,13 @@
 //!   certificate has a fresh key, so they differ); kubeadm draws random ones.
 //! - Fixed validity: a year for certificates, ten for CAs (kubeadm's defaults, which its
 //!   ClusterConfiguration can change). CAs are never renewed automatically, nor by kubeadm.
-//! - No certificate signing requests, no external-CA mode, no intermediate CAs, no encrypted
-//!   keys.
+//! - Certificate signing requests are signed ([`authority`]) but never made here (the node
+//!   agent makes its own). rcgen reads a request's subject with one value per attribute type,
+//!   so a signed certificate carries one organization even when the request had several (the
+//!   controllers read all of them with [`parse_csr`] and refuse such a node's request first);
+//!   a request with extensions other than alternative names, key usages and basic constraints
+//!   is refused (rcgen cannot read them; Go ignores them).
+//! - No external-CA mode, no intermediate CAs, no encrypted keys.
 //!
 //! ## Public surface
 //! - Making and keeping: [`ensure_ca`], [`ensure_cert`], [`ensure_service_account_key_pair`],
@@ -56,9 +62,13 @@
 //! - Describing and reading: [`Config`], [`AltNames`], [`Usage`], [`Subject`], [`CertInfo`],
 //!   [`subject_from_der`], [`parse_der`], [`parse_certs_pem`], [`certs_from_file`],
 //!   [`info_from_file`].
+//! - Certificate signing requests: [`parse_csr`], [`CertificateRequest`],
+//!   [`CertificateAuthority::sign_csr`], [`key_usages_from_strings`], [`boundaries`],
+//!   [`CSR_BACKDATE`], [`SHORT_CERTIFICATE`].
 //! - [`Error`], [`Result`], and the constants below.
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
+mod authority;
 mod cert;
 mod certs;
 pub mod error;
@@ -67,6 +77,7 @@ mod pki_helpers;
 
 use std::time::Duration;
 
+pub use authority::{CSR_BACKDATE, CertificateRequest, SHORT_CERTIFICATE, boundaries, key_usages_from_strings, parse_csr};
 pub use cert::{AltNames, CertInfo, Config, Subject, Usage, certs_from_file, info_from_file, parse_certs_pem, parse_der, subject_from_der};
 pub use certs::{
     Outcome, RenewReason, SERVICE_ACCOUNT_KEY_BASE_NAME, ensure_ca, ensure_cert, ensure_service_account_key_pair, renewal_reason,

@@ -71,10 +71,10 @@ impl CertAndKey {
 pub struct CertificateAuthority {
     cert_pem: String,
     cert_der: CertificateDer<'static>,
-    info: CertInfo,
+    pub(crate) info: CertInfo,
     /// rcgen's signer. It is built from the certificate's own DER, so the issuer name of what it
     /// signs is the CA's subject as encoded there (see [`CertificateAuthority::sign`]).
-    issuer: Issuer<'static, KeyPair>,
+    pub(crate) issuer: Issuer<'static, KeyPair>,
 }
 
 impl fmt::Debug for CertificateAuthority {
@@ -199,7 +199,7 @@ impl CertificateAuthority {
         cert.issuer().as_raw() == ca.subject().as_raw() && cert.verify_signature(Some(ca.public_key())).is_ok()
     }
 
-    fn issuer_matches(&self, cert_der: &[u8]) -> bool {
+    pub(crate) fn issuer_matches(&self, cert_der: &[u8]) -> bool {
         match (cert::parse_full(cert_der, "certificate"), cert::parse_full(&self.cert_der, "CA")) {
             (Ok(cert), Ok(ca)) => cert.issuer().as_raw() == ca.subject().as_raw(),
             _ => false,

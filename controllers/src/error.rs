@@ -9,6 +9,24 @@ pub enum Error {
     Kube(#[source] kube::Error),
     #[error(transparent)]
     LeadershipLost(#[from] client::leaderelection::LeadershipLost),
+    /// A certificate or a certificate signing request that cannot be read or signed.
+    #[error("{what}: {source}")]
+    Pki {
+        what: String,
+        #[source]
+        source: pki::Error,
+    },
+    /// A failed step, in Kubernetes' words (the API server's answer inside them).
+    #[error("{0}")]
+    Message(String),
+    /// What the certificate controllers retry quietly (Kubernetes' `IgnorableError`): the
+    /// approver recognized a request its requester may not make, which a new role binding may
+    /// change.
+    #[error("{0}")]
+    Ignorable(String),
+    /// A flag that cannot be honoured (`--controllers` naming an unknown controller).
+    #[error("{0}")]
+    Flag(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -20,7 +38,8 @@ impl Error {
         match self {
             Error::Client(e) => e.is_retryable(),
             Error::Kube(_) => true,
-            Error::LeadershipLost(_) => false,
+            Error::LeadershipLost(_) | Error::Pki { .. } | Error::Flag(_) => false,
+            Error::Message(_) | Error::Ignorable(_) => true,
         }
     }
 

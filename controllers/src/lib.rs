@@ -194,6 +194,7 @@
 //! names and the root CA's lookup).
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
+pub mod bootstrap;
 pub mod certificates;
 pub(crate) mod clientbuilder;
 pub(crate) mod clusterroleaggregation;
@@ -210,6 +211,7 @@ pub mod error;
 pub(crate) mod garbagecollector;
 pub(crate) mod history;
 pub(crate) mod job;
+pub mod names;
 pub(crate) mod namespace;
 pub mod nodelifecycle;
 pub(crate) mod replicaset;
@@ -221,6 +223,7 @@ pub mod zone_disruption;
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use error::{Error, Result};
 
@@ -233,6 +236,8 @@ pub const DEFAULT_LEASE_NAME: &str = "kube-controller-manager";
 /// `--max-endpoints-per-slice`'s default: the most endpoints the EndpointSlice controller puts in
 /// one slice.
 pub const DEFAULT_MAX_ENDPOINTS_PER_SLICE: usize = endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE;
+/// `--cluster-signing-duration`'s default: 8760h, a year.
+pub const DEFAULT_CLUSTER_SIGNING_DURATION: Duration = certificates::signer::signer::DEFAULT_CLUSTER_SIGNING_DURATION;
 
 /// `kubelab controller-manager`'s options, named after kube-controller-manager's flags.
 #[derive(Clone, Debug)]
@@ -254,6 +259,14 @@ pub struct Options {
     /// account `kube-system/<controller>` ([`clientbuilder`]) instead of as the controller
     /// manager, for everything but its watches ([`controller_context`]).
     pub use_service_account_credentials: bool,
+    /// `--controllers`: which controllers run ([`names`]); `*` is every one on by default.
+    pub controllers: Vec<String>,
+    /// `--cluster-signing-cert-file` / `--cluster-signing-key-file`: the CA the CSR signer signs
+    /// with; without both, the signer does not run.
+    pub cluster_signing_cert_file: Option<PathBuf>,
+    pub cluster_signing_key_file: Option<PathBuf>,
+    /// `--cluster-signing-duration`: the longest certificate the signer issues.
+    pub cluster_signing_duration: Duration,
 }
 
 impl Options {
@@ -268,6 +281,10 @@ impl Options {
             max_endpoints_per_slice: DEFAULT_MAX_ENDPOINTS_PER_SLICE,
             root_ca_file: None,
             use_service_account_credentials: false,
+            controllers: vec!["*".into()],
+            cluster_signing_cert_file: None,
+            cluster_signing_key_file: None,
+            cluster_signing_duration: DEFAULT_CLUSTER_SIGNING_DURATION,
         }
     }
 }
@@ -283,14 +300,33 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
         clientbuilder::ControllerClientBuilder::Simple(client.clone())
     };
     let ctx = controller_context::ControllerContext { informers: client.clone(), client_builder };
+    let controllers = names::canonical(&opts.controllers).map_err(Error::Flag)?;
     let root_ca = certificates::rootcacertpublisher::root_ca(opts.root_ca_file.as_deref(), &opts.connection).await?;
     if root_ca.is_none() {
         tracing::info!(target: "controllers", "not starting root-ca-cert-publisher: no --root-ca-file, and no certificate-authority-data in the kubeconfig");
     }
+    // The signer's CA, read once (Kubernetes reloads the files when they change).
+    let signing_ca = match (&opts.cluster_signing_cert_file, &opts.cluster_signing_key_file) {
+        (Some(cert), Some(key)) if names::is_controller_enabled(names::CSR_SIGNING, &controllers) => {
+            Some(std::sync::Arc::new(certificates::signer::signer::Signer::load_ca(cert, key)?))
+        }
+        _ => {
+            tracing::info!(target: "controllers", "not starting csrsigning: no --cluster-signing-cert-file and --cluster-signing-key-file");
+            None
+        }
+    };
+    let started = Started {
+        node_lifecycle: opts.node_lifecycle.clone(),
+        max_endpoints_per_slice: opts.max_endpoints_per_slice,
+        root_ca,
+        signing_ca,
+        cluster_signing_duration: opts.cluster_signing_duration,
+        controllers,
+    };
     // On the heap: the joined controllers make a future of hundreds of kilobytes, which a debug
     // build would copy into every frame that moves it (the select, the elector) until the main
     // thread's stack runs out.
-    let work = Box::pin(run_controllers(ctx, opts.node_lifecycle.clone(), opts.max_endpoints_per_slice, root_ca));
+    let work = Box::pin(run_controllers(ctx, started));
     tokio::pin!(shutdown);
     if !opts.leader_elect {
         return tokio::select! {
@@ -312,44 +348,114 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     result
 }
 
-/// Every controller, concurrently (the root CA publisher when there is a CA to publish), each
-/// watching with `ctx`'s informer client and acting with the client `ctx` gives it under its
-/// Kubernetes service account name; the first error ends them all.
-async fn run_controllers(ctx: controller_context::ControllerContext, node_lifecycle: nodelifecycle::Options, max_endpoints_per_slice: usize, root_ca: Option<String>) -> Result<()> {
-    tracing::info!(
-        target: "controllers",
-        "starting controllers: namespace, nodelifecycle, tainteviction, disruption, replicaset, deployment, daemonset, statefulset, job, ttlafterfinished, cronjob, endpoint, endpointslice, clusterrole-aggregation, garbagecollector{}",
-        if root_ca.is_some() { ", root-ca-cert-publisher" } else { "" }
-    );
-    let root_ca_cert_publisher = match root_ca {
-        Some(ca) => Some(certificates::rootcacertpublisher::Publisher::new(ctx.informers.clone(), ctx.client("root-ca-cert-publisher").await?, ca)),
-        None => None,
-    };
+/// What [`run_controllers`] starts the controllers with, read in step 1.
+struct Started {
+    node_lifecycle: nodelifecycle::Options,
+    max_endpoints_per_slice: usize,
+    root_ca: Option<String>,
+    signing_ca: Option<std::sync::Arc<pki::CertificateAuthority>>,
+    cluster_signing_duration: Duration,
+    /// `--controllers`, canonical.
+    controllers: Vec<String>,
+}
+
+/// A controller's run when `--controllers` turns it on; its client is asked for only then.
+async fn run_if(enabled: bool, run: impl Future<Output = Result<()>>) -> Result<()> {
+    if enabled { run.await } else { Ok(()) }
+}
+
+/// Every controller `--controllers` turns on, concurrently (the root CA publisher when there is
+/// a CA to publish, the CSR signer when there is one to sign with), each watching with `ctx`'s
+/// informer client and acting with the client `ctx` gives it under its Kubernetes service
+/// account name; the first error ends them all.
+async fn run_controllers(ctx: controller_context::ControllerContext, s: Started) -> Result<()> {
+    let on = |name: &str| names::is_controller_enabled(name, &s.controllers);
+    let running: Vec<&str> = names::CONTROLLERS
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|n| on(n))
+        .filter(|n| *n != names::ROOT_CA_CERTIFICATE_PUBLISHER || s.root_ca.is_some())
+        .filter(|n| *n != names::CSR_SIGNING || s.signing_ca.is_some())
+        .collect();
+    tracing::info!(target: "controllers", controllers = %running.join(", "), "starting controllers");
+    let ctx = &ctx;
     tokio::try_join!(
-        namespace::NamespaceController::new(ctx.informers.clone(), ctx.client("namespace-controller").await?).run(),
-        nodelifecycle::NodeLifecycleController::new(ctx.informers.clone(), ctx.client("node-controller").await?, node_lifecycle).run(),
+        Box::pin(run_if(on(names::NAMESPACE), async { namespace::NamespaceController::new(ctx.informers.clone(), ctx.client("namespace-controller").await?).run().await })),
+        Box::pin(run_if(on(names::NODE_LIFECYCLE), async {
+            nodelifecycle::NodeLifecycleController::new(ctx.informers.clone(), ctx.client("node-controller").await?, s.node_lifecycle.clone()).run().await
+        })),
         // As in Kubernetes, the taint eviction controller uses the node controller's account
         // (and so its role): there is no taint-eviction-controller role.
-        tainteviction::TaintEvictionController::new(ctx.informers.clone(), ctx.client("node-controller").await?).run(),
-        disruption::DisruptionController::new(ctx.informers.clone(), ctx.client("disruption-controller").await?).run(),
-        replicaset::ReplicaSetController::new(ctx.informers.clone(), ctx.client("replicaset-controller").await?).run(),
-        deployment::DeploymentController::new(ctx.informers.clone(), ctx.client("deployment-controller").await?).run(),
-        // Boxed: the workload controllers' futures are large, and the joined future holds them all.
-        Box::pin(daemon::DaemonSetsController::new(ctx.informers.clone(), ctx.client("daemon-set-controller").await?).run()),
-        Box::pin(statefulset::StatefulSetController::new(ctx.informers.clone(), ctx.client("statefulset-controller").await?).run()),
-        Box::pin(job::JobController::new(ctx.informers.clone(), ctx.client("job-controller").await?).run()),
-        Box::pin(ttlafterfinished::TtlAfterFinishedController::new(ctx.informers.clone(), ctx.client("ttl-after-finished-controller").await?).run()),
-        Box::pin(cronjob::CronJobController::new(ctx.informers.clone(), ctx.client("cronjob-controller").await?).run()),
-        Box::pin(endpoint::EndpointsController::new(ctx.informers.clone(), ctx.client("endpoint-controller").await?).run()),
-        Box::pin(endpointslice::EndpointSliceController::new(ctx.informers.clone(), ctx.client("endpointslice-controller").await?, max_endpoints_per_slice).run()),
-        Box::pin(clusterroleaggregation::ClusterRoleAggregationController::new(ctx.informers.clone(), ctx.client("clusterrole-aggregation-controller").await?).run()),
-        Box::pin(async {
-            match root_ca_cert_publisher {
-                Some(publisher) => publisher.run().await,
+        Box::pin(run_if(on(names::TAINT_EVICTION), async {
+            tainteviction::TaintEvictionController::new(ctx.informers.clone(), ctx.client("node-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::DISRUPTION), async {
+            disruption::DisruptionController::new(ctx.informers.clone(), ctx.client("disruption-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::REPLICASET), async {
+            replicaset::ReplicaSetController::new(ctx.informers.clone(), ctx.client("replicaset-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::DEPLOYMENT), async {
+            deployment::DeploymentController::new(ctx.informers.clone(), ctx.client("deployment-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::DAEMONSET), async {
+            daemon::DaemonSetsController::new(ctx.informers.clone(), ctx.client("daemon-set-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::STATEFULSET), async {
+            statefulset::StatefulSetController::new(ctx.informers.clone(), ctx.client("statefulset-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::JOB), async { job::JobController::new(ctx.informers.clone(), ctx.client("job-controller").await?).run().await })),
+        Box::pin(run_if(on(names::TTL_AFTER_FINISHED), async {
+            ttlafterfinished::TtlAfterFinishedController::new(ctx.informers.clone(), ctx.client("ttl-after-finished-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::CRONJOB), async {
+            cronjob::CronJobController::new(ctx.informers.clone(), ctx.client("cronjob-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::ENDPOINTS), async {
+            endpoint::EndpointsController::new(ctx.informers.clone(), ctx.client("endpoint-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::ENDPOINTSLICE), async {
+            endpointslice::EndpointSliceController::new(ctx.informers.clone(), ctx.client("endpointslice-controller").await?, s.max_endpoints_per_slice)
+                .run()
+                .await
+        })),
+        Box::pin(run_if(on(names::CLUSTERROLE_AGGREGATION), async {
+            clusterroleaggregation::ClusterRoleAggregationController::new(ctx.informers.clone(), ctx.client("clusterrole-aggregation-controller").await?)
+                .run()
+                .await
+        })),
+        Box::pin(run_if(on(names::ROOT_CA_CERTIFICATE_PUBLISHER), async {
+            match &s.root_ca {
+                Some(ca) => {
+                    certificates::rootcacertpublisher::Publisher::new(ctx.informers.clone(), ctx.client("root-ca-cert-publisher").await?, ca.clone())
+                        .run()
+                        .await
+                }
                 None => Ok(()),
             }
-        }),
-        garbagecollector::GarbageCollector::new(ctx.informers.clone(), ctx.client("generic-garbage-collector").await?).run(),
+        })),
+        Box::pin(run_if(on(names::GARBAGE_COLLECTOR), async {
+            garbagecollector::GarbageCollector::new(ctx.informers.clone(), ctx.client("generic-garbage-collector").await?).run().await
+        })),
+        // The three CSR controllers act as one account, as in Kubernetes.
+        Box::pin(run_if(on(names::CSR_APPROVING), async {
+            certificates::approver::sarapprove::SarApprover::controller(ctx.informers.clone(), ctx.client("certificate-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::CSR_SIGNING), async {
+            match &s.signing_ca {
+                Some(ca) => {
+                    let client = ctx.client("certificate-controller").await?;
+                    certificates::signer::signer::Signer::controller(ctx.informers.clone(), client, ca.clone(), s.cluster_signing_duration).run().await
+                }
+                None => Ok(()),
+            }
+        })),
+        Box::pin(run_if(on(names::CSR_CLEANER), async {
+            certificates::cleaner::cleaner::CsrCleanerController::new(ctx.informers.clone(), ctx.client("certificate-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::TOKEN_CLEANER), async {
+            bootstrap::tokencleaner::TokenCleaner::new(ctx.informers.clone(), ctx.client("token-cleaner").await?).run().await
+        })),
     )?;
     Ok(())
 }

@@ -58,7 +58,7 @@
 //! ## Public surface
 //! - Making and keeping: [`ensure_ca`], [`ensure_cert`], [`ensure_service_account_key_pair`],
 //!   [`renewal_reason`], [`Outcome`], [`RenewReason`]; [`CertificateAuthority`] (new, load,
-//!   sign, write, signed), [`CertAndKey`], [`paths_for_cert_and_key`], [`write_key`].
+//!   load_files, sign, write, signed), [`CertAndKey`], [`paths_for_cert_and_key`], [`write_key`].
 //! - Describing and reading: [`Config`], [`AltNames`], [`Usage`], [`Subject`], [`CertInfo`],
 //!   [`subject_from_der`], [`parse_der`], [`parse_certs_pem`], [`certs_from_file`],
 //!   [`info_from_file`].

@@ -108,6 +108,13 @@ impl CertificateAuthority {
     /// must be a CA and its key. kubeadm's RSA CAs load too.
     pub fn load(dir: &Path, name: &str) -> Result<CertificateAuthority> {
         let (crt, key_path) = paths_for_cert_and_key(dir, name);
+        CertificateAuthority::load_files(&crt, &key_path)
+    }
+
+    /// A CA from a certificate file and a key file named as they are (kube-controller-manager's
+    /// `--cluster-signing-cert-file` and `--cluster-signing-key-file`), checked as [`Self::load`].
+    pub fn load_files(crt: &Path, key_path: &Path) -> Result<CertificateAuthority> {
+        let (crt, key_path) = (crt.to_path_buf(), key_path.to_path_buf());
         let certs = cert::certs_from_file(&crt)?;
         let cert_der = certs.into_iter().next().expect("certs_from_file returns at least one");
         let key = keyutil::private_key_from_file(&key_path)?;

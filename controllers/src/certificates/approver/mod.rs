@@ -1,0 +1,3 @@
+//! Mirrors pkg/controller/certificates/approver: the CSR approving controller ([`sarapprove`]).
+
+pub mod sarapprove;

@@ -37,7 +37,8 @@ enum Command {
     Store(StoreArgs),
     /// The API server: kubectl-compatible REST API over the store (or a real etcd).
     Apiserver(ApiserverArgs),
-    /// The controller manager: the namespace and node lifecycle controllers (leader-elected).
+    /// The controller manager: the namespace, node lifecycle, workload, endpoint, certificate and
+    /// other controllers (leader-elected).
     ControllerManager(ControllerManagerArgs),
     /// The scheduler: binds each pending pod to a node (filter and score plugins).
     Scheduler(SchedulerArgs),
@@ -623,6 +624,22 @@ struct ControllerManagerArgs {
     /// credentials.
     #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     use_service_account_credentials: bool,
+    /// A list of controllers to enable. '*' enables all on-by-default controllers, 'foo'
+    /// enables the controller named 'foo', '-foo' disables the controller named 'foo'.
+    /// Off by default: bootstrapsigner (not implemented), tokencleaner.
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
+    /// Filename containing a PEM-encoded X509 CA certificate used to issue cluster-scoped
+    /// certificates. Without it and --cluster-signing-key-file, the CSR signer does not run.
+    #[arg(long)]
+    cluster_signing_cert_file: Option<PathBuf>,
+    /// Filename containing a PEM-encoded private key used to sign cluster-scoped certificates.
+    #[arg(long)]
+    cluster_signing_key_file: Option<PathBuf>,
+    /// The max length of duration signed certificates will be given. Individual CSRs may request
+    /// shorter certs by setting spec.expirationSeconds.
+    #[arg(long, default_value = "8760h", value_parser = parse_duration)]
+    cluster_signing_duration: Duration,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
 }
@@ -980,6 +997,10 @@ fn main() -> anyhow::Result<()> {
                 },
                 root_ca_file: args.root_ca_file,
                 use_service_account_credentials: args.use_service_account_credentials,
+                controllers: args.controllers,
+                cluster_signing_cert_file: args.cluster_signing_cert_file,
+                cluster_signing_key_file: args.cluster_signing_key_file,
+                cluster_signing_duration: args.cluster_signing_duration,
                 ..controllers::Options::new(conn)
             };
             rt.block_on(controllers::run(opts, shutdown_signal())).context("kubelab controller-manager")?;

@@ -666,10 +666,15 @@ async fn start(
         s.control_plane.push(spawn_tokio("scheduler", move || async move { scheduler::run(opts, until(rx)).await.map_err(Into::into) }));
         // As kubeadm runs it: system:kube-controller-manager (controller-manager.conf) for its
         // watches, leader lease and the controllers' service accounts, and each controller as
-        // its own service account kube-system/<controller>.
+        // its own service account kube-system/<controller>; the token cleaner on, and the CSR
+        // signer signing with the cluster CA (--controllers=*,bootstrapsigner,tokencleaner,
+        // --cluster-signing-cert-file/--cluster-signing-key-file).
         let opts = controllers::Options {
             root_ca_file: Some(pki.join("ca.crt")),
             use_service_account_credentials: true,
+            controllers: ["*", "bootstrapsigner", "tokencleaner"].map(String::from).to_vec(),
+            cluster_signing_cert_file: Some(pki.join("ca.crt")),
+            cluster_signing_key_file: Some(pki.join("ca.key")),
             ..controllers::Options::new(connect_as("controller-manager.conf"))
         };
         let rx = cp_rx.clone();

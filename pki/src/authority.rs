@@ -33,6 +33,10 @@ pub const CSR_BACKDATE: Duration = Duration::from_secs(5 * 60);
 /// controller's `Short`: five minutes are about 1 % of eight hours).
 pub const SHORT_CERTIFICATE: Duration = Duration::from_secs(8 * 3600);
 
+/// Why a request whose subject has several organizations is not signed (see the crate's
+/// caveats).
+pub const ONE_ORGANIZATION: &str = "kubelab signs certificates with one subject organization at most";
+
 /// What a certificate signing request asks for, as the approver and the signer judge it (the
 /// fields of Go's `x509.CertificateRequest` they read).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -178,6 +182,10 @@ impl CertificateAuthority {
     fn sign_csr_at<S: AsRef<str>>(&self, csr_pem: &[u8], usages: &[S], ttl: Duration, now: DateTime<Utc>) -> Result<String> {
         // Step 1.
         let request = parse_csr(csr_pem)?;
+        if request.subject.organizations.len() > 1 {
+            // rcgen would keep only the last one: a user would silently lose groups.
+            return Err(csr_error(ONE_ORGANIZATION));
+        }
         let cn = request.subject.common_name.clone();
         let sign_err = |source| Error::Sign { what: format!("certificate request {cn:?}"), source };
         // Step 2: rcgen reads the request again for what it signs (subject, names, key).

@@ -48,9 +48,9 @@
 //! - Fixed validity: a year for certificates, ten for CAs (kubeadm's defaults, which its
 //!   ClusterConfiguration can change). CAs are never renewed automatically, nor by kubeadm.
 //! - Certificate signing requests are signed ([`authority`]) but never made here (the node
-//!   agent makes its own). rcgen reads a request's subject with one value per attribute type,
-//!   so a signed certificate carries one organization even when the request had several (the
-//!   controllers read all of them with [`parse_csr`] and refuse such a node's request first);
+//!   agent makes its own). rcgen holds one value per subject attribute type, so a request
+//!   with several organizations (a user in several groups) is refused ([`ONE_ORGANIZATION`])
+//!   rather than signed with one; Kubernetes signs it;
 //!   a request with extensions other than alternative names, key usages and basic constraints
 //!   is refused (rcgen cannot read them; Go ignores them).
 //! - No external-CA mode, no intermediate CAs, no encrypted keys.
@@ -63,7 +63,7 @@
 //!   [`subject_from_der`], [`parse_der`], [`parse_certs_pem`], [`certs_from_file`],
 //!   [`info_from_file`].
 //! - Certificate signing requests: [`parse_csr`], [`CertificateRequest`],
-//!   [`CertificateAuthority::sign_csr`], [`key_usages_from_strings`], [`boundaries`],
+//!   [`CertificateAuthority::sign_csr`], [`key_usages_from_strings`], [`boundaries`], [`ONE_ORGANIZATION`],
 //!   [`CSR_BACKDATE`], [`SHORT_CERTIFICATE`].
 //! - [`Error`], [`Result`], and the constants below.
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
@@ -77,7 +77,7 @@ mod pki_helpers;
 
 use std::time::Duration;
 
-pub use authority::{CSR_BACKDATE, CertificateRequest, SHORT_CERTIFICATE, boundaries, key_usages_from_strings, parse_csr};
+pub use authority::{CSR_BACKDATE, CertificateRequest, ONE_ORGANIZATION, SHORT_CERTIFICATE, boundaries, key_usages_from_strings, parse_csr};
 pub use cert::{AltNames, CertInfo, Config, Subject, Usage, certs_from_file, info_from_file, parse_certs_pem, parse_der, subject_from_der};
 pub use certs::{
     Outcome, RenewReason, SERVICE_ACCOUNT_KEY_BASE_NAME, ensure_ca, ensure_cert, ensure_service_account_key_pair, renewal_reason,

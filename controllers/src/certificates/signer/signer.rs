@@ -44,15 +44,20 @@ pub const SIGNER_NAMES: [&str; 4] =
 
 /// Step 4, `getCSRVerificationFuncForSignerName` and its checks: `None` for a signer name not
 /// signed here; otherwise whether the request may be signed, or why not.
+/// kubelab adds one rule for all: one subject organization at most ([`pki::ONE_ORGANIZATION`]).
 pub fn validate_for_signer(signer_name: &str, req: &CertificateRequest, usages: &[String]) -> Option<Result<(), String>> {
-    Some(match signer_name {
+    let checked = match signer_name {
         KUBELET_SERVING_SIGNER_NAME => validate_kubelet_serving_csr(req, &usages_to_set(usages)),
         KUBE_APISERVER_CLIENT_KUBELET_SIGNER_NAME => validate_kubelet_client_csr(req, &usages_to_set(usages)),
         KUBE_APISERVER_CLIENT_SIGNER_NAME => valid_api_server_client_usages(usages),
         // No restrictions, for compatibility with certificates.k8s.io/v1beta1.
         LEGACY_UNKNOWN_SIGNER_NAME => Ok(()),
         _ => return None,
-    })
+    };
+    if checked.is_ok() && req.subject.organizations.len() > 1 {
+        return Some(Err(pki::ONE_ORGANIZATION.to_string()));
+    }
+    Some(checked)
 }
 
 /// The signer's `duration`: `--cluster-signing-duration` unless `spec.expirationSeconds` asks
@@ -169,6 +174,9 @@ mod tests {
         assert_eq!(validate_for_signer(KUBE_APISERVER_CLIENT_SIGNER_NAME, &alice, &client), Some(Ok(())));
         assert_eq!(validate_for_signer(KUBE_APISERVER_CLIENT_SIGNER_NAME, &alice, &serving), Some(Err("invalid usage for client certificate: server auth".into())));
         assert_eq!(validate_for_signer(LEGACY_UNKNOWN_SIGNER_NAME, &alice, &serving), Some(Ok(())));
+        let mut two_groups = alice.clone();
+        two_groups.subject.organizations.push("ops".into());
+        assert_eq!(validate_for_signer(KUBE_APISERVER_CLIENT_SIGNER_NAME, &two_groups, &client), Some(Err(pki::ONE_ORGANIZATION.into())));
         assert_eq!(validate_for_signer("example.com/mine", &alice, &client), None);
     }
 

@@ -56,7 +56,15 @@
 //! - [`certificates`]: the root CA certificate publisher, which keeps a ConfigMap
 //!   `kube-root-ca.crt` holding the cluster's CA bundle (`ca.crt`) in every namespace that is not
 //!   terminating, for pods to verify the API server with; the CA comes from `--root-ca-file`, or
-//!   the kubeconfig's `certificate-authority-data`.
+//!   the kubeconfig's `certificate-authority-data`. And the certificate signing request
+//!   controllers of TLS bootstrap: the approver (`csrapproving`) approves a kubelet's request
+//!   for a node client certificate when a SubjectAccessReview as its requester allows it; the
+//!   signer (`csrsigning`) issues approved requests of the built-in signers with the cluster CA
+//!   (`--cluster-signing-cert-file`/`--cluster-signing-key-file`, `--cluster-signing-duration`),
+//!   failing those its signer's rules refuse; the cleaner (`csrcleaner`) deletes old ones.
+//! - [`bootstrap`]: the token cleaner (`tokencleaner`, off by default), which deletes bootstrap
+//!   token Secrets once their `expiration` passes.
+//! - [`names`]: the controllers' names and `--controllers`, which chooses those that run.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
 //!   once its blocking dependents have.
@@ -77,25 +85,36 @@
 //!   does everything else with.
 //!
 //! ## The flow of [`run`]
-//! 1. Connect to the API server; read the root CA to publish (`--root-ca-file` once, or the
-//!    kubeconfig's CA data; none: the publisher is not started, and one line says so). Choose
+//! 1. Connect to the API server; check `--controllers`; read the root CA to publish
+//!    (`--root-ca-file` once, or the kubeconfig's CA data; none: the publisher is not started,
+//!    and one line says so) and the CA to sign with (both `--cluster-signing-*-file`s, once;
+//!    without them the CSR signer is not started, and one line says so). Choose
 //!    how controllers get their clients ([`clientbuilder`]); the watches and leader election
 //!    always use the controller manager's own ([`controller_context`]).
 //! 2. With `--leader-elect`, wait to hold the Lease `kube-system/kube-controller-manager`
 //!    (client-go's leader election): several replicas may run, one acts. Without it, act at once.
-//! 3. Run every controller concurrently, each with its own watches (as the controller manager)
-//!    and its own client for the rest, until shutdown — or until
+//! 3. Run every controller `--controllers` turns on concurrently, each with its own watches (as
+//!    the controller manager) and its own client for the rest, until shutdown — or until
 //!    leadership is lost, which is an error: the process exits (and is restarted) rather than
 //!    risk two active replicas, as kube-controller-manager does.
 //! 4. On shutdown, give the Lease up (client-go's ReleaseOnCancel), so a standby takes over at
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Sixteen controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//! - Twenty controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
 //!   Deployment, DaemonSet, StatefulSet, Job, TTL-after-finished, CronJob, Endpoints,
-//!   EndpointSlice, ClusterRole aggregation, garbage collector, root CA certificate publisher):
-//!   no EndpointSlice mirroring, service account, token, CSR signing/approving/cleaning, pod
-//!   garbage collector (a pod bound to a deleted node stays) or PersistentVolume controllers.
+//!   EndpointSlice, ClusterRole aggregation, garbage collector, root CA certificate publisher,
+//!   CSR approving, signing and cleaning, bootstrap token cleaner): no EndpointSlice mirroring,
+//!   service account, service account token, bootstrap signer (accepted in `--controllers`, not
+//!   run), pod garbage collector (a pod bound to a deleted node stays) or PersistentVolume
+//!   controllers.
+//! - The CSR controllers need the API server's `certificates.k8s.io/v1`; without it their
+//!   watches fail and retry. One signing controller signs for the four built-in signers with
+//!   one CA (Kubernetes runs one per signer and has per-signer `--cluster-signing-*-cert-file`
+//!   flags, not here); the CA is read once (Kubernetes reloads changed files); a request whose
+//!   subject has several organizations fails (pki signs one at most; Kubernetes signs it). The
+//!   approver and signer record no events. The token cleaner
+//!   watches `kube-system`'s Secrets only (Kubernetes' informer holds all).
 //! - The garbage collector discovers resources once, at start (Kubernetes re-discovers every
 //!   30 s, so a kind added later is not collected until a restart); it watches whole objects,
 //!   not their metadata only; it verifies an owner by a live GET each time it judges a dependent
@@ -187,11 +206,13 @@
 //!   looks at: that port authenticates no one (every request is `system:unsecured`).
 //!
 //! ## Public surface
-//! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name and
-//! `--max-endpoints-per-slice` ([`DEFAULT_MAX_ENDPOINTS_PER_SLICE`]), and
+//! [`run`], [`Options`], [`Connection`], [`Error`]/[`Result`], the default Lease name,
+//! `--max-endpoints-per-slice` ([`DEFAULT_MAX_ENDPOINTS_PER_SLICE`]) and
+//! `--cluster-signing-duration` ([`DEFAULT_CLUSTER_SIGNING_DURATION`]), [`names`], and
 //! [`nodelifecycle`]'s options (its timings, which the end-to-end tests shorten),
-//! [`zone_disruption`]'s rates, [`workqueue`] and [`certificates`] (the `kube-root-ca.crt`
-//! names and the root CA's lookup).
+//! [`zone_disruption`]'s rates, [`workqueue`], [`certificates`] (the `kube-root-ca.crt`
+//! names and the root CA's lookup; the CSR controllers and their pure deciders) and
+//! [`bootstrap`] (the token cleaner and `get_expiration`).
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 pub mod bootstrap;

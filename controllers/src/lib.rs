@@ -328,9 +328,8 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     }
     // The signer's CA, read once (Kubernetes reloads the files when they change).
     let signing_ca = match (&opts.cluster_signing_cert_file, &opts.cluster_signing_key_file) {
-        (Some(cert), Some(key)) if names::is_controller_enabled(names::CSR_SIGNING, &controllers) => {
-            Some(std::sync::Arc::new(certificates::signer::signer::Signer::load_ca(cert, key)?))
-        }
+        _ if !names::is_controller_enabled(names::CSR_SIGNING, &controllers) => None,
+        (Some(cert), Some(key)) => Some(std::sync::Arc::new(certificates::signer::signer::Signer::load_ca(cert, key)?)),
         _ => {
             tracing::info!(target: "controllers", "not starting csrsigning: no --cluster-signing-cert-file and --cluster-signing-key-file");
             None

@@ -256,6 +256,10 @@ impl ApiCluster {
                 // As kubeadm's: pods' service account volumes take the cluster's CA from the
                 // kube-root-ca.crt ConfigMap it publishes.
                 args.extend(["--root-ca-file".into(), c.pki_dir().join("ca.crt").display().to_string()]);
+                // And it signs certificate requests with the cluster CA (kubelet TLS bootstrap).
+                for (flag, file) in [("--cluster-signing-cert-file", "ca.crt"), ("--cluster-signing-key-file", "ca.key")] {
+                    args.extend([flag.into(), c.pki_dir().join(file).display().to_string()]);
+                }
             }
             args.extend(c.opts.controller_manager_args.iter().cloned());
             let dir = c.root().join("controller-manager");

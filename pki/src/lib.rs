@@ -24,7 +24,13 @@
 //!    place), keys with mode 0600.
 //! 4. [`ensure_service_account_key_pair`] makes `sa.key` and `sa.pub` once; the API server
 //!    signs service account tokens with the first and verifies them with the second.
-//! 5. Reading: [`subject_from_der`] is what the API server calls on every TLS client
+//! 5. Asking for a certificate ([`csr`], client-go's `util/cert/csr.go`): [`make_private_key_pem`]
+//!    makes a key and [`make_csr`] a PKCS#10 request for `CN=…, O=…` signed by it — what a node
+//!    agent sends in a `CertificateSigningRequest` when it bootstraps with a token.
+//! 6. Signing a request ([`authority`], kube-controller-manager's signer): [`parse_csr`] checks
+//!    its self-signature and reads it, [`CertificateAuthority::sign_csr`] issues a certificate
+//!    for its subject and key with the usages and lifetime asked, within the CA's own.
+//! 7. Reading: [`subject_from_der`] is what the node agent calls on every TLS client
 //!    certificate, for the user and groups; [`parse_der`], [`info_from_file`] and
 //!    [`CertAndKey::info`] give the rest (`kubelab certs check-expiration`).
 //!
@@ -47,12 +53,13 @@
 //!   certificate has a fresh key, so they differ); kubeadm draws random ones.
 //! - Fixed validity: a year for certificates, ten for CAs (kubeadm's defaults, which its
 //!   ClusterConfiguration can change). CAs are never renewed automatically, nor by kubeadm.
-//! - Certificate signing requests are signed ([`authority`]) but never made here (the node
-//!   agent makes its own). rcgen holds one value per subject attribute type, so a request
-//!   with several organizations (a user in several groups) is refused ([`ONE_ORGANIZATION`])
-//!   rather than signed with one; Kubernetes signs it;
-//!   a request with extensions other than alternative names, key usages and basic constraints
-//!   is refused (rcgen cannot read them; Go ignores them).
+//! - Certificate signing requests are made ([`make_csr`], without alternative names or
+//!   extensions: a client certificate's request needs none) and signed ([`authority`]).
+//!   rcgen holds one value per subject attribute type, so a request with several
+//!   organizations (a user in several groups) is neither made nor signed
+//!   ([`ONE_ORGANIZATION`]), where Kubernetes signs it; a request with extensions other than
+//!   alternative names, key usages and basic constraints is refused (rcgen cannot read them;
+//!   Go ignores them).
 //! - No external-CA mode, no intermediate CAs, no encrypted keys.
 //!
 //! ## Public surface
@@ -62,15 +69,17 @@
 //! - Describing and reading: [`Config`], [`AltNames`], [`Usage`], [`Subject`], [`CertInfo`],
 //!   [`subject_from_der`], [`parse_der`], [`parse_certs_pem`], [`certs_from_file`],
 //!   [`info_from_file`].
-//! - Certificate signing requests: [`parse_csr`], [`CertificateRequest`],
-//!   [`CertificateAuthority::sign_csr`], [`key_usages_from_strings`], [`boundaries`], [`ONE_ORGANIZATION`],
-//!   [`CSR_BACKDATE`], [`SHORT_CERTIFICATE`].
+//! - Certificate signing requests: [`make_private_key_pem`], [`make_csr`] (requesting);
+//!   [`parse_csr`], [`CertificateRequest`], [`CertificateAuthority::sign_csr`],
+//!   [`key_usages_from_strings`], [`boundaries`], [`ONE_ORGANIZATION`], [`CSR_BACKDATE`],
+//!   [`SHORT_CERTIFICATE`] (signing).
 //! - [`Error`], [`Result`], and the constants below.
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
 mod authority;
 mod cert;
 mod certs;
+mod csr;
 pub mod error;
 mod keyutil;
 mod pki_helpers;
@@ -82,6 +91,7 @@ pub use cert::{AltNames, CertInfo, Config, Subject, Usage, certs_from_file, info
 pub use certs::{
     Outcome, RenewReason, SERVICE_ACCOUNT_KEY_BASE_NAME, ensure_ca, ensure_cert, ensure_service_account_key_pair, renewal_reason,
 };
+pub use csr::{make_csr, make_private_key_pem};
 pub use error::{Error, Result};
 pub use keyutil::write_key;
 pub use pki_helpers::{CertAndKey, CertificateAuthority, paths_for_cert_and_key};

@@ -135,6 +135,11 @@ struct NodeagentArgs {
     /// --master) the agent runs static pods only.
     #[arg(long, conflicts_with = "master")]
     kubeconfig: Option<PathBuf>,
+    /// A kubeconfig with a bootstrap token: when --kubeconfig is missing or its client
+    /// certificate is missing or expired, the agent asks the API server for a certificate with a
+    /// CertificateSigningRequest, keeps it in --cert-dir and writes --kubeconfig for it.
+    #[arg(long, requires = "kubeconfig")]
+    bootstrap_kubeconfig: Option<PathBuf>,
     /// The API server's URL (overrides any kubeconfig).
     #[arg(long)]
     master: Option<String>,
@@ -175,7 +180,8 @@ struct NodeagentArgs {
     /// The serving certificate's private key (PEM).
     #[arg(long)]
     tls_private_key_file: Option<PathBuf>,
-    /// Where the self-signed serving certificate is kept (default: <root-dir>/pki).
+    /// Where the self-signed serving certificate, and the client certificate of TLS bootstrap
+    /// (kubelet-client-current.pem), are kept (default: <root-dir>/pki).
     #[arg(long)]
     cert_dir: Option<PathBuf>,
     /// Client certificates signed by a CA in this bundle authenticate their subject (CN the user,
@@ -275,6 +281,7 @@ impl NodeagentArgs {
             (None, None) => None,
             (m, k) => Some(client::Connection::from_flags(m, k)?),
         };
+        o.bootstrap_kubeconfig = self.bootstrap_kubeconfig;
         o.runtime_endpoint = self.container_runtime_endpoint;
         o.root_dir = self.root_dir;
         o.pod_logs_dir = self.pod_logs_dir;

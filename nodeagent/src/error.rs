@@ -53,6 +53,11 @@ pub enum Error {
     /// The HTTP client the probes use could not be built (TLS set-up).
     #[error("building the HTTP probe client: {0}")]
     ProbeClient(#[source] reqwest::Error),
+    /// TLS bootstrap (`--bootstrap-kubeconfig`) could not get the node its client certificate:
+    /// a kubeconfig or certificate file that cannot be read or written, a request denied or
+    /// failed, or no certificate in time.
+    #[error("{0}")]
+    CertificateBootstrap(String),
     /// A flag the node agent cannot start with (`--pod-cidr`, `--image-gc-*`,
     /// `--housekeeping-interval`, the TLS files, a webhook mode without an API server); the
     /// message names the flag.

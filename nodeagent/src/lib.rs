@@ -48,7 +48,10 @@
 //! [`api::core::v1::helper::qos`]), which the API server, the scheduler and the controllers
 //! share.
 //!
-//! The order of work at start ([`run()`]): connect to the runtime, import images, write the CNI
+//! The order of work at start ([`run()`]): TLS bootstrap when `--bootstrap-kubeconfig` is given
+//! and `--kubeconfig` has no good client certificate ([`certificate::bootstrap`]: a
+//! CertificateSigningRequest for `system:node:<name>`, waited for, stored in `--cert-dir` as
+//! `kubelet-client-current.pem`, and `--kubeconfig` written for it), connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources,
 //! the Kubelet (built from one [`kubelet::Dependencies`]), the HTTPS server, garbage collection
 //! and the eviction manager, then run the sync loop until shutdown.
@@ -92,6 +95,9 @@
 //!   (the kubelet answers 401); only the stable subresources are authorized (no fine-grained
 //!   `nodes/pods`, `nodes/healthz`); a self-signed serving certificate is never rotated and none
 //!   is asked for by CSR; no read-only port.
+//! - TLS bootstrap ([`certificate`]) runs once, at start: no client certificate rotation
+//!   (`--rotate-certificates`), a request named by `generateName` rather than the kubelet's
+//!   digest of key, subject and usages, and no wait for the API server's `/healthz` first.
 
 // Every item is `pub(crate)` unless it is on the public surface listed above.
 #![warn(unreachable_pub)]
@@ -99,6 +105,7 @@
 // `cargo doc -p nodeagent --document-private-items`.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub(crate) mod certificate;
 pub mod cm;
 pub(crate) mod config;
 pub(crate) mod container;

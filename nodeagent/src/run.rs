@@ -30,6 +30,10 @@ use crate::volumemanager::VolumeManager;
 pub struct Options {
     /// `--kubeconfig` / `--master`; `None` runs static pods only (standalone mode).
     pub connection: Option<client::Connection>,
+    /// `--bootstrap-kubeconfig`: when `--kubeconfig` is missing or its client certificate is
+    /// missing or expired, get one with this kubeconfig's bootstrap token (TLS bootstrap,
+    /// [`crate::certificate::bootstrap`]) and write `--kubeconfig` for it.
+    pub bootstrap_kubeconfig: Option<PathBuf>,
     /// `--node-name` (default: the hostname).
     pub node_name: String,
     /// `--container-runtime-endpoint` (unix:///run/containerd/containerd.sock).
@@ -101,6 +105,7 @@ impl Options {
     pub fn new(node_name: String) -> Options {
         Options {
             connection: None,
+            bootstrap_kubeconfig: None,
             node_name,
             runtime_endpoint: "unix:///run/containerd/containerd.sock".into(),
             root_dir: crate::kubelet::getters::DEFAULT_ROOT_DIR.into(),
@@ -138,6 +143,9 @@ impl Options {
         self.image_gc.validate().map_err(Error::InvalidFlag)?;
         if self.eviction.monitoring_interval.is_zero() {
             return Err(Error::InvalidFlag("--housekeeping-interval must be more than zero".into()));
+        }
+        if self.bootstrap_kubeconfig.is_some() && !matches!(self.connection, Some(client::Connection::Kubeconfig(_))) {
+            return Err(Error::InvalidFlag("--bootstrap-kubeconfig needs --kubeconfig (the file it writes)".into()));
         }
         Ok(())
     }
@@ -211,6 +219,11 @@ impl crate::server::Provider for ServerProvider {
 pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     tracing::info!(target: "kubelet", node = %opts.node_name, endpoint = %opts.runtime_endpoint, root_dir = %opts.root_dir.display(), "starting the node agent");
     opts.validate()?;
+    // TLS bootstrap comes first: every client below connects with the kubeconfig it writes.
+    if let (Some(bootstrap), Some(client::Connection::Kubeconfig(kubeconfig))) = (&opts.bootstrap_kubeconfig, &opts.connection) {
+        let cert_dir = opts.tls.cert_dir.clone().unwrap_or_else(|| opts.root_dir.join("pki"));
+        crate::certificate::bootstrap::load_client_cert(kubeconfig, bootstrap, &cert_dir, &opts.node_name).await?;
+    }
     let cidr = opts.pod_cidr.as_deref().map(cni::PodCidr::parse).transpose()?;
     for d in [&opts.root_dir, &opts.pod_logs_dir] {
         tokio::fs::create_dir_all(d).await.map_err(|e| Error::io(d.clone(), e))?;

@@ -234,6 +234,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
+    use std::sync::{Arc, Mutex};
 
     use super::*;
 
@@ -307,6 +308,144 @@ mod tests {
         assert!(kube::Client::try_from(config).is_ok(), "a client with the certificate and key");
         use std::os::unix::fs::PermissionsExt as _;
         assert_eq!(std::fs::metadata(&kubeconfig).expect("written").permissions().mode() & 0o777, 0o600);
+    }
+
+    /// A fake API server for one CertificateSigningRequest, under `#[cfg(test)]` only: a create
+    /// answers with the request named `node-csr-test` (uid `u1`); a list gives it pending; a watch
+    /// sends one MODIFIED event with `status`. Every request is recorded (request line, the
+    /// Authorization header, the body).
+    async fn fake_apiserver(status: serde_json::Value, seen: Arc<Mutex<Vec<(String, String, String)>>>) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let created = Arc::new(Mutex::new(serde_json::Value::Null));
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let (status, seen, created) = (status.clone(), seen.clone(), created.clone());
+                tokio::spawn(async move {
+                    // One request a connection is enough for kube's client; read its head and body.
+                    let mut data = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    let head_end = loop {
+                        let n = sock.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                        if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&data[..head_end]).to_string();
+                    let header = |name: &str| {
+                        head.lines().find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string()))
+                    };
+                    let length: usize = header("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+                    while data.len() < head_end + length {
+                        let n = sock.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        data.extend_from_slice(&buf[..n]);
+                    }
+                    let body = String::from_utf8_lossy(&data[head_end..]).to_string();
+                    let line = head.lines().next().unwrap_or_default().to_string();
+                    seen.lock().expect("lock").push((line.clone(), header("authorization").unwrap_or_default(), body.clone()));
+                    let (code, answer) = if line.starts_with("POST ") {
+                        let mut csr: serde_json::Value = serde_json::from_str(&body).expect("a JSON request");
+                        csr["metadata"] = serde_json::json!({"name": "node-csr-test", "uid": "u1", "resourceVersion": "1"});
+                        *created.lock().expect("lock") = csr.clone();
+                        ("201 Created", csr.to_string())
+                    } else if line.contains("watch=true") {
+                        let mut csr = created.lock().expect("lock").clone();
+                        csr["metadata"]["resourceVersion"] = "2".into();
+                        csr["status"] = status;
+                        ("200 OK", format!("{}\n", serde_json::json!({"type": "MODIFIED", "object": csr})))
+                    } else {
+                        let csr = created.lock().expect("lock").clone();
+                        let list = serde_json::json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequestList", "metadata": {"resourceVersion": "1"}, "items": [csr]});
+                        ("200 OK", list.to_string())
+                    };
+                    let resp = format!("HTTP/1.1 {code}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}", answer.len());
+                    let _ = sock.write_all(resp.as_bytes()).await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    fn token_kubeconfig(dir: &Path, server: &str) -> PathBuf {
+        let path = dir.join("bootstrap-kubelet.conf");
+        let text = format!("apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {server}\nusers:\n- name: tls-bootstrap-token-user\n  user:\n    token: abcdef.0123456789abcdef\ncontexts:\n- name: ctx\n  context:\n    cluster: lab\n    user: tls-bootstrap-token-user\ncurrent-context: ctx\n");
+        std::fs::write(&path, text).expect("the bootstrap kubeconfig");
+        path
+    }
+
+    #[tokio::test]
+    async fn a_node_without_a_certificate_requests_one_and_writes_its_kubeconfig() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let issued = signed("system:node:n1").cert_pem;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let status = serde_json::json!({
+            "conditions": [{"type": "Approved", "status": "True", "reason": "AutoApproved", "message": "Auto approving kubelet client certificate after SubjectAccessReview."}],
+            "certificate": base64_of(&issued),
+        });
+        let server = fake_apiserver(status, seen.clone()).await;
+        let bootstrap = token_kubeconfig(dir.path(), &server);
+        let (kubeconfig, cert_dir) = (dir.path().join("kubelet.conf"), dir.path().join("pki"));
+        load_client_cert(&kubeconfig, &bootstrap, &cert_dir, "n1").await.expect("bootstrapped");
+
+        // The request: the bootstrap token, generateName, the signer, the usages, a PKCS#10 request.
+        let requests = seen.lock().expect("lock").clone();
+        let (line, auth, body) = requests.iter().find(|(l, _, _)| l.starts_with("POST ")).expect("a create");
+        assert!(line.starts_with("POST /apis/certificates.k8s.io/v1/certificatesigningrequests"), "{line}");
+        assert_eq!(auth, "Bearer abcdef.0123456789abcdef");
+        let csr: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(csr["metadata"]["generateName"], "node-csr-");
+        assert_eq!(csr["spec"]["signerName"], "kubernetes.io/kube-apiserver-client-kubelet");
+        assert_eq!(csr["spec"]["usages"], serde_json::json!(["digital signature", "client auth"]));
+        let request = String::from_utf8(base64_decode(csr["spec"]["request"].as_str().expect("base64"))).expect("PEM");
+        assert!(request.starts_with("-----BEGIN CERTIFICATE REQUEST-----"), "{request}");
+        assert!(requests.iter().any(|(l, _, _)| l.contains("watch=true") && l.contains("fieldSelector=metadata.name%3Dnode-csr-test")), "{requests:?}");
+
+        // The store, the temporary key gone, and a kubeconfig that is now valid.
+        let current = cert_dir.join("kubelet-client-current.pem");
+        let target = std::fs::read_link(&current).expect("a symlink");
+        assert!(target.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("kubelet-client-2") && n.ends_with(".pem")), "{target:?}");
+        let stored = std::fs::read_to_string(&current).expect("the pair");
+        assert!(stored.starts_with(issued.trim_end()) && stored.contains("PRIVATE KEY-----"), "{stored}");
+        assert!(!cert_dir.join(TMP_PRIVATE_KEY_FILE).exists());
+        assert_eq!(client_config_validity(&kubeconfig, Utc::now()), Validity::Valid);
+        let kc = Kubeconfig::read_from(&kubeconfig).expect("a kubeconfig");
+        assert_eq!(kc.clusters[0].cluster.as_ref().and_then(|c| c.server.as_deref()), Some(server.as_str()));
+
+        // A second start finds the kubeconfig good and asks for nothing.
+        let before = seen.lock().expect("lock").len();
+        load_client_cert(&kubeconfig, &bootstrap, &cert_dir, "n1").await.expect("nothing to do");
+        assert_eq!(seen.lock().expect("lock").len(), before);
+    }
+
+    #[tokio::test]
+    async fn a_denied_request_stops_the_agent_with_the_reason() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let status = serde_json::json!({"conditions": [{"type": "Denied", "status": "True", "reason": "NotOurNode", "message": "no such machine"}]});
+        let server = fake_apiserver(status, Arc::new(Mutex::new(Vec::new()))).await;
+        let bootstrap = token_kubeconfig(dir.path(), &server);
+        let (kubeconfig, cert_dir) = (dir.path().join("kubelet.conf"), dir.path().join("pki"));
+        let err = load_client_cert(&kubeconfig, &bootstrap, &cert_dir, "n1").await.expect_err("denied").to_string();
+        assert_eq!(err, "certificate signing request is denied, reason: NotOurNode, message: no such machine");
+        assert!(!kubeconfig.exists());
+        assert!(cert_dir.join(TMP_PRIVATE_KEY_FILE).exists(), "the key is kept for the next attempt");
+    }
+
+    fn base64_of(s: &str) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    fn base64_decode(s: &str) -> Vec<u8> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.decode(s).expect("base64")
     }
 
     #[test]

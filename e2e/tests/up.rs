@@ -357,21 +357,15 @@ fn check_service_account_token(up: &Up, pod: &str) -> String {
 
 /// A pod calls the API as in-cluster clients do: `kubernetes.default.svc` (the cluster DNS), the
 /// `kubernetes` Service's ClusterIP (the proxy's rules to the advertise address, the pods'
-/// bridge), its projected token. busybox's wget does not check certificates, so the check of the
-/// server against the projected CA is curl's, run in the pod's network namespace: the same
+/// bridge), its projected token, the server checked with its projected CA. busybox's TLS client
+/// offers no signature scheme for an ECDSA certificate (the server answers its hello with
+/// handshake_failure), so the call is curl's, run in the pod's network namespace: the pod's
 /// route, the pod's files.
 fn check_pod_calls_the_api(up: &Up, pod: &str, ca: &std::path::Path, token: &str) {
     let env = up.kubectl_ok(&["exec", pod, "--", "env"]);
     assert!(env.lines().any(|l| l == "KUBERNETES_SERVICE_HOST=10.96.0.1") && env.lines().any(|l| l == "KUBERNETES_SERVICE_PORT=443"), "{env}");
-    let wget = |header: &str| {
-        let script = format!("wget -q -O- --no-check-certificate {header} https://kubernetes.default.svc/api/v1/namespaces/default/pods 2>&1; true");
-        up.kubectl_ok(&["exec", pod, "--", "sh", "-c", &script])
-    };
-    // Authenticated as its service account, which may not list pods: 403, not 401.
-    let out = wget("--header \"Authorization: Bearer $(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\"");
-    assert!(out.contains("403 Forbidden"), "the pod's request with its token: {out}");
-    let out = wget("");
-    assert!(out.contains("403 Forbidden"), "the pod's anonymous request: {out}");
+    let found = up.kubectl_ok(&["exec", pod, "--", "nslookup", "kubernetes.default.svc.cluster.local"]);
+    assert!(found.contains("Address: 10.96.0.1"), "the pod's lookup of kubernetes.default.svc: {found}");
     // The same from the pod's network namespace with curl, checking the server with ca.crt.
     let id = up.kubectl_ok(&["get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].containerID}"]);
     let id = id.trim().trim_start_matches("containerd://").to_string();
@@ -380,25 +374,34 @@ fn check_pod_calls_the_api(up: &Up, pod: &str, ca: &std::path::Path, token: &str
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .find(|pid| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|cg| cg.contains(&id)))
         .unwrap_or_else(|| up.fail(&format!("no process of container {id}")));
-    let curl = |extra: &[&str]| {
+    let curl = |args: &[&str]| {
         let out = Command::new("nsenter")
             .arg(format!("--net=/proc/{pid}/ns/net"))
             .args(["curl", "-sS", "--resolve", "kubernetes.default.svc:443:10.96.0.1", "--cacert"])
             .arg(ca)
-            .args(["-H", &format!("Authorization: Bearer {token}")])
-            .args(extra)
-            .arg("https://kubernetes.default.svc/apis/authentication.k8s.io/v1/selfsubjectreviews")
-            .args(["-X", "POST", "-H", "Content-Type: application/json", "-d", r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#])
+            .args(args)
             .output()
             .expect("nsenter curl");
         (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
-    let (ok, out, err) = curl(&[]);
+    let bearer = format!("Authorization: Bearer {token}");
+    let review = [
+        "-H", &bearer, "-X", "POST", "-H", "Content-Type: application/json",
+        "-d", r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
+        "https://kubernetes.default.svc/apis/authentication.k8s.io/v1/selfsubjectreviews",
+    ];
+    let (ok, out, err) = curl(&review);
     assert!(ok && out.contains(r#""username":"system:serviceaccount:default:default""#), "curl from the pod's network: {out}{err}");
+    // Its service account may not list pods (403, Kubernetes' message); without the token the
+    // caller is system:anonymous.
+    let (ok, out, err) = curl(&["-H", &bearer, "https://kubernetes.default.svc/api/v1/namespaces/default/pods"]);
+    assert!(ok && out.contains(r#"User \"system:serviceaccount:default:default\" cannot list resource \"pods\""#), "{out}{err}");
+    let (ok, out, err) = curl(&["https://kubernetes.default.svc/api/v1/namespaces/default/pods"]);
+    assert!(ok && out.contains(r#"User \"system:anonymous\" cannot list resource \"pods\""#), "{out}{err}");
     // A CA that did not sign the server's certificate: the handshake fails.
     let other = up.dir.join("pod-credentials/other-ca.crt");
     std::fs::write(&other, std::fs::read_to_string(up.dir.join("data/pki/etcd/ca.crt")).expect("etcd CA")).expect("write");
-    let (ok, out, err) = curl(&["--cacert", other.to_str().expect("utf-8")]);
+    let (ok, out, err) = curl(&["--cacert", other.to_str().expect("utf-8"), "https://kubernetes.default.svc/version"]);
     assert!(!ok && err.contains("certificate"), "curl with another CA: {out}{err}");
 }
 
@@ -897,4 +900,89 @@ fn http_get(addr: &str) -> String {
             Err(_) => std::thread::sleep(Duration::from_millis(500)),
         }
     }
+}
+
+/// The exercise of `docs/labs/09-follow-a-request.md`, as the page tells a reader to do it, on
+/// `kubelab up` (the lab's API servers do not authenticate yet): a new user's request refused by
+/// RBAC, allowed after a RoleBinding, refused and then changed by admission, and each decision
+/// found again in `kubelab trace` and the audit log. Its outputs are printed for the page.
+#[test]
+fn lab_09_follow_a_request() {
+    let mut up = Up::new(92);
+    up.start();
+    up.wait_ready();
+    let pki = up.dir.join("data/pki");
+    let secure_port = up.args[up.args.iter().position(|a| a == "--secure-port").expect("--secure-port") + 1].clone();
+    let show = |what: &str, out: &str| eprintln!("[lab 09] {what}:\n{out}");
+
+    // 1. A user: a client certificate of the cluster's CA, CN=jane, O=developers.
+    let out = Command::new(&up.bin)
+        .args(["certs", "kubeconfig", "--cert-dir", pki.to_str().expect("utf-8"), "--client-name", "jane", "--org", "developers", "--server", &format!("https://127.0.0.1:{secure_port}")])
+        .output()
+        .expect("kubelab certs kubeconfig");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let jane = up.dir.join("jane.conf");
+    std::fs::write(&jane, &out.stdout).expect("jane.conf");
+    let jane = jane.to_str().expect("utf-8").to_string();
+    let whoami = up.kubectl_ok(&["--kubeconfig", &jane, "auth", "whoami"]);
+    show("kubectl --kubeconfig jane.conf auth whoami", &whoami);
+    assert!(whoami.contains("jane") && whoami.contains("[developers system:authenticated]"), "{whoami}");
+
+    let out = Command::new("curl").args(["-k", &format!("https://127.0.0.1:{secure_port}/api/v1/namespaces/default/pods")]).output().expect("curl");
+    let body = String::from_utf8_lossy(&out.stdout);
+    show("curl -k …/api/v1/namespaces/default/pods", &body);
+    let message = r#"pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""#;
+    assert!(body.contains(message) && body.contains(r#""code": 403"#), "{body}");
+
+    // 2. Authorization: nothing is granted to jane yet.
+    let run = ["--kubeconfig", jane.as_str(), "run", "web", "--image=docker.io/library/busybox:1.36", "--", "sleep", "3600"];
+    let (ok, out, err) = up.kubectl(&run, None);
+    show("jane's kubectl run web", &format!("{out}{err}"));
+    assert!(!ok && err.contains(r#"pods is forbidden: User "jane" cannot create resource "pods" in API group "" in the namespace "default""#), "{out}{err}");
+    let (_, can, _) = up.kubectl(&["auth", "can-i", "create", "pods", "--as", "jane"], None);
+    assert_eq!(can.trim(), "no");
+    up.kubectl_ok(&["create", "rolebinding", "jane-edit", "--clusterrole=edit", "--user=jane", "--namespace=default"]);
+    up.wait_kubectl(&["auth", "can-i", "create", "pods", "--as", "jane"], "jane may create pods", Duration::from_secs(10), |s| s.trim() == "yes");
+
+    // 3. Admission: a service account that does not exist is refused by the ServiceAccount
+    //    plugin; the pod that goes through comes out changed by the plugins.
+    let (ok, out, err) = up.kubectl(&["--kubeconfig", &jane, "run", "web", "--image=docker.io/library/busybox:1.36", "--overrides", r#"{"spec":{"serviceAccountName":"robot"}}"#, "--", "sleep", "3600"], None);
+    show("jane's kubectl run web with serviceAccountName robot", &format!("{out}{err}"));
+    assert!(!ok && err.contains(r#"pods "web" is forbidden: error looking up service account default/robot: serviceaccount "robot" not found"#), "{out}{err}");
+    let created = up.kubectl_ok(&run);
+    assert_eq!(created.trim(), "pod/web created");
+    up.wait_kubectl(&["get", "pod", "web"], "web Running", Duration::from_secs(60), |s| s.contains("Running"));
+    let admitted = up.kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.spec.serviceAccountName} {.spec.priority} {.spec.tolerations[*].key} {.spec.volumes[0].name}"]);
+    show("what admission added", &admitted);
+    assert!(admitted.starts_with("default 0 node.kubernetes.io/not-ready node.kubernetes.io/unreachable kube-api-access-"), "{admitted}");
+
+    // 4. kubelab trace: who created it, and what let them.
+    let table = kubelab_trace(&up, &["pod/web"]);
+    let steps: String = table.lines().filter(|l| l.contains("apiserver authentication") || l.contains("apiserver authorization")).map(|l| format!("{l}\n")).collect();
+    show("kubelab trace pod/web (authentication, authorization)", &steps);
+    assert!(steps.contains("user=jane") && steps.contains("groups=developers,system:authenticated"), "{table}");
+    assert!(steps.contains(r#"allowed_by=RBAC: allowed by RoleBinding "jane-edit/default" of ClusterRole "edit" to User "jane""#), "{table}");
+
+    // 5. The audit log: the refused create and the allowed one.
+    let audit = std::fs::read_to_string(up.dir.join("data/logs/audit.log")).expect("the audit log");
+    let creates: Vec<serde_json::Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["verb"] == "create" && e["objectRef"]["resource"] == "pods" && e["user"]["username"] == "jane")
+        .collect();
+    let codes: Vec<i64> = creates.iter().filter_map(|e| e["responseStatus"]["code"].as_i64()).collect();
+    assert_eq!(codes, [403, 403, 201], "jane's creates in the audit log:\n{audit}");
+    let (refused, allowed) = (&creates[0], &creates[2]);
+    show("the refused create's record", &serde_json::to_string_pretty(refused).unwrap_or_default());
+    show("the allowed create's record", &serde_json::to_string_pretty(allowed).unwrap_or_default());
+    assert_eq!(refused["annotations"]["authorization.k8s.io/decision"], "forbid");
+    assert_eq!(creates[1]["annotations"]["authorization.k8s.io/decision"], "allow", "admission refused the second, after authorization allowed it");
+    assert_eq!(allowed["annotations"]["authorization.k8s.io/decision"], "allow");
+    assert_eq!(allowed["annotations"]["authorization.k8s.io/reason"], r#"RBAC: allowed by RoleBinding "jane-edit/default" of ClusterRole "edit" to User "jane""#);
+    assert_eq!((allowed["level"].as_str(), allowed["requestObject"]["metadata"]["name"].as_str()), (Some("Request"), Some("web")));
+    assert_eq!(allowed["user"]["groups"], serde_json::json!(["developers", "system:authenticated"]));
+
+    // Clean up, as the page does.
+    up.kubectl_ok(&["delete", "pod", "web", "--grace-period=1"]);
+    up.kubectl_ok(&["delete", "rolebinding", "jane-edit"]);
 }

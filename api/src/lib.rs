@@ -120,6 +120,7 @@
 pub mod apps;
 pub mod authorization;
 pub mod batch;
+pub mod certificates;
 pub mod coordination;
 pub mod core;
 pub mod discovery;

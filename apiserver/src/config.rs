@@ -33,8 +33,9 @@ pub struct Api {
     pub kubelet: KubeletClient,
     pub options: Options,
     pub admission: Chain,
-    /// The authorizers of `--authorization-mode`, after the privileged groups.
-    pub authorizer: Box<dyn Authorizer>,
+    /// The authorizers of `--authorization-mode`, after the privileged groups (shared with the
+    /// admission plugins that ask them: CertificateApproval, CertificateSigning).
+    pub authorizer: std::sync::Arc<dyn Authorizer>,
     /// RBAC's rules over the watch caches, for the escalation checks of writes of roles and
     /// bindings (whatever the authorization mode, as in Kubernetes).
     pub rule_resolver: DefaultRuleResolver,

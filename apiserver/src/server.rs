@@ -32,7 +32,11 @@ use crate::authorization::rbac::listers::WatchCacheListers;
 use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
 use crate::admission::node_restriction::NodeRestriction;
+use crate::admission::certificates::approval::CertificateApproval;
+use crate::admission::certificates::signing::CertificateSigning;
+use crate::admission::certificates::subjectrestriction::CertificateSubjectRestriction;
 use crate::admission::{priority, service_account};
+use crate::authorization::authorizer::Authorizer;
 use crate::config::Api;
 use crate::endpoints::metrics::Metrics;
 use crate::endpoints::{discovery, openapi, status};
@@ -49,6 +53,7 @@ use crate::registry::apps::scale::SCALE;
 use crate::registry::apps::statefulset::strategy::STATEFULSET_STRATEGY;
 use crate::registry::batch::cronjob::strategy::CRONJOB_STRATEGY;
 use crate::registry::batch::job::strategy::JobStrategy;
+use crate::registry::certificates::certificatesigningrequest::strategy::CertificateSigningRequestStrategy;
 use crate::registry::coordination::lease::strategy::LeaseStrategy;
 use crate::controlplane::kubernetesservice;
 use crate::registry::core::configmap::strategy::ConfigMapStrategy;
@@ -130,6 +135,7 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
         Resource::new(JobStrategy),
         Resource::new(CRONJOB_STRATEGY),
         Resource::new(PodDisruptionBudgetStrategy),
+        Resource::new(CertificateSigningRequestStrategy),
         Resource::new(ClusterRoleBindingStrategy),
         Resource::new(ClusterRoleStrategy),
         Resource::new(RoleBindingStrategy),
@@ -181,7 +187,8 @@ fn install(resources: Vec<Resource>, storage: &Storage, opts: &Options) -> Vec<I
 }
 
 /// The admission chain, in kube-apiserver's plugin order.
-fn admission(namespaces: Arc<Registry>, service_accounts: Arc<Registry>, pods: Arc<Registry>, issues_tokens: bool, opts: &Options) -> Chain {
+/// The certificate plugins ask `authorizer` who may approve and sign.
+fn admission(namespaces: Arc<Registry>, service_accounts: Arc<Registry>, pods: Arc<Registry>, issues_tokens: bool, authorizer: Arc<dyn Authorizer>, opts: &Options) -> Chain {
     Chain::new(
         vec![
             Box::new(NamespaceLifecycle::new(namespaces)),
@@ -189,8 +196,10 @@ fn admission(namespaces: Arc<Registry>, service_accounts: Arc<Registry>, pods: A
             Box::new(NodeRestriction::new(Box::new(pods))),
             Box::new(priority::PLUGIN),
             Box::new(opts.default_toleration_seconds),
+            Box::new(CertificateApproval::new(authorizer.clone())),
+            Box::new(CertificateSigning::new(authorizer)),
         ],
-        vec![],
+        vec![Box::new(CertificateSubjectRestriction)],
     )
 }
 
@@ -359,10 +368,10 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let registries = Registries { stored: installed, create_only: create_only_resources() };
     let node_listers = || Box::new(NodeListers { pods: registries.of(&PODS) }) as Box<dyn PodSource>;
-    let authorizer = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries)), node_listers).map_err(Error::Internal)?;
+    let authorizer: Arc<dyn Authorizer> = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries)), node_listers).map_err(Error::Internal)?.into();
     let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
     let token_issuer = token_issuer(&opts).map_err(Error::Internal)?;
-    let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), registries.of(&PODS), token_issuer.is_some(), &opts);
+    let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), registries.of(&PODS), token_issuer.is_some(), authorizer.clone(), &opts);
     let authenticator = authenticator(&opts, &registries, token_issuer.as_ref()).map_err(Error::Internal)?;
     let auditor = auditor(&opts).map_err(Error::Internal)?;
     let kubelet = KubeletClient::new(&opts).map_err(Error::Internal)?;
@@ -515,6 +524,6 @@ mod tests {
                 assert!(info.subresources.iter().any(|s| s.name == *name), "{}/{name} is served but not in discovery", info.plural);
             }
         }
-        assert_eq!(seen.len(), 23);
+        assert_eq!(seen.len(), 24);
     }
 }

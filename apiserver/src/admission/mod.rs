@@ -52,6 +52,7 @@
 //! - Priority knows only the built-in classes; any other `priorityClassName` is left for the caller
 //!   to resolve. There is no global-default PriorityClass.
 
+pub mod certificates;
 pub mod chain;
 pub mod default_toleration_seconds;
 pub mod interfaces;

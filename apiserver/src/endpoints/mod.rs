@@ -217,10 +217,10 @@ async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target, q: &Hash
             }
             get::list(&t, q, output).await
         }
-        ("GET", Some(name), None | Some("status")) => get::get(&t, name, output).await,
+        ("GET", Some(name), None | Some("status") | Some("approval")) => get::get(&t, name, output).await,
         ("POST", None, None) => create::create(req, &body, api, &t, q).await,
-        ("PUT", Some(name), None | Some("status") | Some("finalize")) => update::update(req, &body, api, &t, name, q).await,
-        ("PATCH", Some(name), None | Some("status")) => patch::patch(req, &body, api, &t, name, q).await,
+        ("PUT", Some(name), None | Some("status") | Some("finalize") | Some("approval")) => update::update(req, &body, api, &t, name, q).await,
+        ("PATCH", Some(name), None | Some("status") | Some("approval")) => patch::patch(req, &body, api, &t, name, q).await,
         ("DELETE", Some(name), None) => delete::delete(req, &body, api, &t, name, q).await,
         ("DELETE", None, None) => delete::delete_collection(req, &body, api, &t, q).await,
         _ => Err(not_allowed()),

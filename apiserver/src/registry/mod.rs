@@ -1,6 +1,6 @@
 //! Mirrors Kubernetes' pkg/registry: the storage of every resource — the generic store and the
 //! strategy interface ([`generic`]), and one folder per resource, by API group ([`core`],
-//! [`apps`], [`batch`], [`policy`], [`rbac`], [`coordination`]): its `strategy.rs` (its `ResourceInfo` and `Strategy`), its `printer.rs`
+//! [`apps`], [`batch`], [`policy`], [`rbac`], [`coordination`], [`certificates`]): its `strategy.rs` (its `ResourceInfo` and `Strategy`), its `printer.rs`
 //! (`kubectl get`'s columns), and the code of its subresources. The reviews of [`authentication`]
 //! and [`authorization`] have no store: one file each, its `ResourceInfo` and its create.
 
@@ -8,6 +8,7 @@ pub mod apps;
 pub mod authentication;
 pub mod authorization;
 pub mod batch;
+pub mod certificates;
 pub mod coordination;
 pub mod core;
 pub mod discovery;

@@ -82,6 +82,7 @@ pub async fn create_object(api: &Api, user: &UserInfo, reg: &Registry, namespace
     reg.strategy.check_writer(&api.writer(user), &obj)?;
     // Step 5.
     let admission = CreateAdmission {
+        user: Some(user),
         mutate: &|obj| api.admission.admit_object(&attributes, obj),
         validate: &|obj| api.admission.validate(&attributes, obj),
     };

@@ -23,13 +23,17 @@ use serde_json::{Value, json};
 use super::options::{DeleteOptions, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, ListOptions, decode_continue, encode_continue};
 use super::strategy::{GarbageCollectionPolicy, ResourceInfo, Strategy, qualified};
 use super::typed::Object;
+use crate::authentication::user::UserInfo;
 use crate::error::{Cause, Error, Result};
 use crate::storage::store::{Storage, Stored, WriteOutcome, with_resource_version};
 use crate::storage::watch_cache::{Filter, Subscription, WatchCache};
 
-/// What the handler hands the store's create: admission, at the two points of BeforeCreate where
-/// it runs.
+/// What the handler hands the store's create: the request's user, and admission, at the two
+/// points of BeforeCreate where it runs.
 pub struct CreateAdmission<'a> {
+    /// Who asks (what Kubernetes' request context carries to `PrepareForCreate`); none for the
+    /// server's own objects.
+    pub user: Option<&'a UserInfo>,
     /// The mutating plugins that change the object, once the type's defaults are applied (where
     /// Kubernetes' decoder has already applied them before its chain runs).
     pub mutate: &'a dyn Fn(&mut Object) -> Result<()>,
@@ -39,7 +43,7 @@ pub struct CreateAdmission<'a> {
 
 impl CreateAdmission<'_> {
     /// None: the server's own objects.
-    pub const NONE: CreateAdmission<'static> = CreateAdmission { mutate: &|_| Ok(()), validate: &|_| Ok(()) };
+    pub const NONE: CreateAdmission<'static> = CreateAdmission { user: None, mutate: &|_| Ok(()), validate: &|_| Ok(()) };
 }
 
 /// A list's items and where it stands.
@@ -156,7 +160,7 @@ impl Registry {
             let mut object = Object::new(obj);
             self.strategy.set_defaults(&mut object);
             (admission.mutate)(&mut object)?;
-            self.strategy.prepare_for_create(&mut object);
+            self.strategy.prepare_for_create_by(admission.user, &mut object);
             let obj = object.into_json();
             let causes = self.strategy.validate(&obj);
             if causes.is_empty() { Ok(obj) } else { Err(self.invalid(&name, causes)) }
@@ -241,7 +245,8 @@ impl Registry {
                 merged["spec"]["finalizers"] = finalizers.unwrap_or(json!([]));
                 new = merged;
             }
-            _ => {
+            Some(other) => self.strategy.prepare_for_subresource_update(other, &mut new, old),
+            None => {
                 self.strategy.prepare_for_update(&mut new, old);
                 if new.get("spec") != old.get("spec") {
                     let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
@@ -249,7 +254,10 @@ impl Registry {
                 }
             }
         }
-        let causes = self.strategy.validate_update(&new, old);
+        let causes = match subresource {
+            Some(sub) => self.strategy.validate_subresource_update(sub, &new, old),
+            None => self.strategy.validate_update(&new, old),
+        };
         if !causes.is_empty() {
             return Err(self.invalid(&name, causes));
         }

@@ -108,6 +108,14 @@ pub trait Strategy: Send + Sync + 'static {
     /// Normalization of a new object (`PrepareForCreate`): status reset, server-set fields.
     fn prepare_for_create(&self, _obj: &mut Object) {}
 
+    /// `PrepareForCreate` with the request's user (Kubernetes reads it from the request's
+    /// context: `genericapirequest.UserFrom`), which a kind may record (a
+    /// CertificateSigningRequest's requestor); none for the server's own objects. By default the
+    /// user does not matter: [`Strategy::prepare_for_create`].
+    fn prepare_for_create_by(&self, _user: Option<&UserInfo>, obj: &mut Object) {
+        self.prepare_for_create(obj);
+    }
+
     /// Validation of a new object (`Validate`).
     fn validate(&self, _obj: &Value) -> Vec<Cause> {
         Vec::new()
@@ -136,6 +144,23 @@ pub trait Strategy: Send + Sync + 'static {
     /// Validation of an update (`ValidateUpdate`): the new object, and what may not change.
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<Cause> {
         self.validate(new)
+    }
+
+    /// Before an update of a subresource of the kind's own other than `status` and `finalize`
+    /// (a CertificateSigningRequest's `approval`: its own update strategy in Kubernetes). By
+    /// default nothing of the object is writable there.
+    fn prepare_for_subresource_update(&self, _subresource: &str, new: &mut Value, old: &Value) {
+        let rv = new.pointer("/metadata/resourceVersion").cloned();
+        *new = old.clone();
+        if let Some(rv) = rv {
+            new["metadata"]["resourceVersion"] = rv;
+        }
+    }
+
+    /// Validation of an update of a subresource (`status`, `finalize`, `approval`): the
+    /// subresource's own strategy's `ValidateUpdate`. By default the object's.
+    fn validate_subresource_update(&self, _subresource: &str, new: &Value, old: &Value) -> Vec<Cause> {
+        self.validate_update(new, old)
     }
 
     /// Whether the request's user may write this object, beyond being allowed the verb — what

@@ -1,0 +1,3 @@
+//! Mirrors pkg/registry/certificates: the resources of `certificates.k8s.io`.
+
+pub mod certificatesigningrequest;

@@ -1,4 +1,4 @@
-//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,rbac,coordination,discovery} (defaulting, validation),
+//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,rbac,coordination,discovery,certificates} (defaulting, validation),
 //! pkg/api/v1/pod and pkg/kubelet/types (pod helpers): what the API types mean, shared by every
 //! component.
 //!
@@ -23,7 +23,8 @@
 //!    groups their writer left out.
 //! 2. **Validation** ([`core::validation`], [`apps::validation`], [`batch::validation`],
 //!    [`policy::validation`], [`rbac::validation`], [`coordination::validation`],
-//!    [`discovery::validation`]): each kind's
+//!    [`discovery::validation`], [`certificates::validation`] — a CertificateSigningRequest's
+//!    request parsed and its signature checked: [`certificates::helpers::parse_csr`]): each kind's
 //!    `validate_*` returns every problem as a [`apimachinery::validation::FieldError`]
 //!    (Kubernetes' `field.ErrorList`), empty when the object is valid. The API server turns the
 //!    list into a 422 `Status` at its edge; the node agent refuses a static pod manifest with it

@@ -34,14 +34,19 @@
 //!    eviction, a token), the mutating plugins that decide on the request run in order
 //!    (NamespaceLifecycle: the namespace exists and is not terminating; the system namespaces
 //!    stay; ServiceAccount: the account a pod names exists; NodeRestriction: a node writes only
-//!    its own Node, Lease and pods).
+//!    its own Node, Lease and pods; CertificateApproval and CertificateSigning: approving a
+//!    CertificateSigningRequest needs `approve`, writing its certificate `sign`, on its signer).
+//!    A CertificateSigningRequest's create records its requestor, the request's user, in its
+//!    spec (the strategy's `prepare_for_create_by`).
 //! 5. [`registry`]: the resource's generic store ([`registry::generic::store::Registry`]) runs
 //!    its [`registry::generic::strategy::Strategy`]. A create's BeforeCreate applies the type's
 //!    defaults (the `api` crate's `SetDefaults_*`), the mutating plugins that change the object
 //!    (ServiceAccount, Priority, DefaultTolerationSeconds), the checks of the object's writer
 //!    (RBAC's escalation checks: [`registry::rbac::escalation`]), PrepareForCreate and validation (the
 //!    `api` crate's `validate_*`, whose field errors become a 422's causes), then the validating
-//!    plugins; an update splits spec from status. The store writes with a Txn conditioned on the
+//!    plugins (CertificateSubjectRestriction: no `system:masters` certificate from the API
+//!    server's client signer); an update splits spec from status (a CertificateSigningRequest
+//!    three ways: the object, `/status`, `/approval`). The store writes with a Txn conditioned on the
 //!    object's revision — unless the request is a dry run (`dryRun=All`, in the query or in a
 //!    delete's or an eviction's DeleteOptions: [`registry::generic::options::DryRun`]), which
 //!    runs every step but that write and answers what the write would have.
@@ -80,7 +85,7 @@
 //! ## Implementation caveats
 //! - JSON storage; responses in JSON, YAML or a `meta.k8s.io/v1` Table. Protobuf is accepted
 //!   only as a request body, for the kinds in `serializer::protobuf::decode` (namespaces,
-//!   configmaps, secrets, serviceaccounts, services, delete options, the RBAC kinds, the reviews; deployments, jobs, cronjobs and
+//!   configmaps, secrets, serviceaccounts, services, delete options, the RBAC kinds, the reviews, CertificateSigningRequests; deployments, jobs, cronjobs and
 //!   poddisruptionbudgets as far as their messages are modelled), and never written: a client that
 //!   offers protobuf first (kubectl's typed clients do) is answered in the JSON it offers next,
 //!   and one that offers only protobuf gets 406. `meta.k8s.io/v1beta1` Tables and
@@ -94,7 +99,9 @@
 //!   SelfSubjectAccessReview, SelfSubjectRulesReview, SelfSubjectReview, TokenReview), bearer
 //!   tokens: service account tokens ([`serviceaccount`], issued by TokenRequest) and static ones
 //!   (`--token-auth-file`), bootstrap tokens (`--enable-bootstrap-token-auth`); the audit log
-//!   ([`audit`]: JSON lines, no rotation). Not yet: CSRs, tokens projected into pods; the serving certificate is read once at
+//!   ([`audit`]: JSON lines, no rotation); CertificateSigningRequests with the approval, signing
+//!   and subject restriction plugins (the approving and signing controllers are the controller
+//!   manager's). The serving certificate is read once at
 //!   start (kube-apiserver reloads it when the file changes), and a connection's client
 //!   certificate is verified when it is made. kubectl validates a review it is given with
 //!   `create -f` on its own side (it finds no PATCH of one in OpenAPI), which lists CRDs, which
@@ -119,7 +126,8 @@
 //!   rbac.authorization.k8s.io/v1 roles, rolebindings, clusterroles, clusterrolebindings (no
 //!   status; an aggregated ClusterRole's rules are written by the controller manager's ClusterRole
 //!   aggregation controller); the create-only reviews of authorization.k8s.io/v1 and
-//!   authentication.k8s.io/v1 (SelfSubjectReview also as v1beta1). Of the
+//!   authentication.k8s.io/v1 (SelfSubjectReview also as v1beta1); certificates.k8s.io/v1
+//!   certificatesigningrequests (+status, approval; `csr`). Of the
 //!   workloads' controllers, the Deployment, ReplicaSet and disruption ones run (in `controllers`); a scale
 //!   takes no server-side apply. An eviction consults
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No CRDs yet.

@@ -33,9 +33,14 @@
 //!    bound to its own pods;
 //! 4. [`priority`]: a pod's priority from its PriorityClass;
 //! 5. [`default_toleration_seconds`]: a pod tolerates a not-ready or unreachable node for five
-//!    minutes (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`).
+//!    minutes (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`);
+//! 6. [`certificates`]: CertificateApproval (approving or denying a CertificateSigningRequest
+//!    needs `approve` on its signer) and CertificateSigning (writing its certificate needs
+//!    `sign`), both on the request; they ask the authorizers, which the server hands them.
 //!
-//! There is no validating plugin yet (ResourceQuota, PodSecurity and the webhooks would be).
+//! One validating plugin, on the object a create is about to write: CertificateSubjectRestriction
+//! ([`certificates::subjectrestriction`]: no `system:masters` certificate requested from the API
+//! server's client signer). (ResourceQuota, PodSecurity and the webhooks would be others.)
 //!
 //! Implementation caveats (left out on purpose):
 //! - Admission runs on create, update, patch and delete and on a subresource's create, not on
@@ -43,8 +48,9 @@
 //!   by patch is admitted only when a plugin handles it (the patch is then applied once more, to
 //!   the object as read, for the plugins to see), and a retry after a conflict is not admitted
 //!   again.
-//! - NodeRestriction is a validating plugin in Kubernetes, run on the object about to be written;
-//!   kubelab runs it on the request, the one step that sees every operation it restricts.
+//! - NodeRestriction, CertificateApproval and CertificateSigning are validating plugins in
+//!   Kubernetes, run on the object about to be written; kubelab runs them on the request, the one
+//!   step that sees every operation they restrict.
 //! - No webhooks (MutatingAdmissionWebhook, ValidatingAdmissionWebhook) and no
 //!   `--enable-admission-plugins`: the chain is fixed.
 //! - The ServiceAccount plugin adds the token volume only when the API server issues tokens

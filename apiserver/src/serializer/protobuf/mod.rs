@@ -12,7 +12,7 @@
 //! ```
 //!
 //! where `raw` is the object itself, encoded with the messages of the `generated.proto` files of
-//! `k8s.io/api/{core,apps,batch,policy,rbac,authorization,authentication}/v1` and of apimachinery's `apis/meta/v1`, `util/intstr`
+//! `k8s.io/api/{core,apps,batch,policy,rbac,authorization,authentication,certificates}/v1` and of apimachinery's `apis/meta/v1`, `util/intstr`
 //! and `api/resource`. The rest of the API server works on the JSON form (`serde_json::Value`),
 //! so [`decode`] turns the body into exactly the JSON a client would have sent for the same
 //! object, and nothing downstream needs to know protobuf exists.
@@ -60,6 +60,7 @@ mod apps_v1;
 mod authentication_v1;
 mod authorization_v1;
 mod batch_v1;
+mod certificates_v1;
 mod core_v1;
 mod intstr;
 mod json;
@@ -194,6 +195,10 @@ pub fn decode(body: &[u8]) -> Result<Value> {
         ("rbac.authorization.k8s.io/v1", "RoleBinding") => decode_raw::<RoleBinding>(&raw, "rbac/v1.RoleBinding")?.to_json(),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
             decode_raw::<ClusterRoleBinding>(&raw, "rbac/v1.ClusterRoleBinding")?.to_json()
+        }
+        // What `kubectl certificate approve` and `deny` send, modelled whole.
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            decode_raw::<certificates_v1::CertificateSigningRequest>(&raw, "certificates/v1.CertificateSigningRequest")?.to_json()
         }
         // The reviews `kubectl auth can-i` and `whoami` send (and the other access reviews).
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => {

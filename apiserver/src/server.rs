@@ -188,7 +188,14 @@ fn install(resources: Vec<Resource>, storage: &Storage, opts: &Options) -> Vec<I
 
 /// The admission chain, in kube-apiserver's plugin order.
 /// The certificate plugins ask `authorizer` who may approve and sign.
-fn admission(namespaces: Arc<Registry>, service_accounts: Arc<Registry>, pods: Arc<Registry>, issues_tokens: bool, authorizer: Arc<dyn Authorizer>, opts: &Options) -> Chain {
+fn admission(
+    namespaces: Arc<Registry>,
+    service_accounts: Arc<Registry>,
+    pods: Arc<Registry>,
+    issues_tokens: bool,
+    authorizer: Arc<dyn Authorizer>,
+    opts: &Options,
+) -> Chain {
     Chain::new(
         vec![
             Box::new(NamespaceLifecycle::new(namespaces)),
@@ -368,10 +375,12 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let registries = Registries { stored: installed, create_only: create_only_resources() };
     let node_listers = || Box::new(NodeListers { pods: registries.of(&PODS) }) as Box<dyn PodSource>;
-    let authorizer: Arc<dyn Authorizer> = new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries)), node_listers).map_err(Error::Internal)?.into();
+    let authorizer: Arc<dyn Authorizer> =
+        new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries)), node_listers).map_err(Error::Internal)?.into();
     let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
     let token_issuer = token_issuer(&opts).map_err(Error::Internal)?;
-    let admission = admission(registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), registries.of(&PODS), token_issuer.is_some(), authorizer.clone(), &opts);
+    let (namespaces, service_accounts, pods) = (registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), registries.of(&PODS));
+    let admission = admission(namespaces, service_accounts, pods, token_issuer.is_some(), authorizer.clone(), &opts);
     let authenticator = authenticator(&opts, &registries, token_issuer.as_ref()).map_err(Error::Internal)?;
     let auditor = auditor(&opts).map_err(Error::Internal)?;
     let kubelet = KubeletClient::new(&opts).map_err(Error::Internal)?;

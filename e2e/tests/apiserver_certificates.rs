@@ -108,7 +108,8 @@ async fn certificate_signing_requests() {
         }
         let (header, row) = get_csr(&api, minor, &admin, &a);
         assert_eq!(header, ["NAME", "AGE", "SIGNERNAME", "REQUESTOR", "REQUESTEDDURATION", "CONDITION"], "kubectl 1.{minor}");
-        assert_eq!((&row[0], &row[2], &row[3], &row[4], &row[5]), (&a, &CLIENT_SIGNER.to_string(), &"jane".to_string(), &"24h".to_string(), &"Pending".to_string()));
+        let cells: Vec<&str> = [0, 2, 3, 4, 5].iter().map(|&i| row[i].as_str()).collect();
+        assert_eq!(cells, [a.as_str(), CLIENT_SIGNER, "jane", "24h", "Pending"], "kubectl 1.{minor}");
         let groups = ok(api.kubectl_kubeconfig(minor, &admin, &["get", "csr", &a, "-o", "jsonpath={.spec.groups}"]));
         assert!(groups.contains("dev") && groups.contains("system:authenticated"), "kubectl 1.{minor}: groups {groups}");
 

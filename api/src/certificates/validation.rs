@@ -100,7 +100,8 @@ fn options(new: &Value, old: Option<&Value>) -> Options {
     let Some(old) = old else { return Options::default() };
     let types: Vec<&str> = conditions(old).iter().map(|c| c.get("type").and_then(Value::as_str).unwrap_or("")).collect();
     let unique: HashSet<&str> = types.iter().copied().collect();
-    let usages: Vec<&str> = old.pointer("/spec/usages").and_then(Value::as_array).map(|u| u.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let usages: Vec<&str> =
+        old.pointer("/spec/usages").and_then(Value::as_array).map(|u| u.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let old_certificate = bytes_field(old, "/status/certificate");
     Options {
         allow_both_approved_and_denied: types.contains(&CERTIFICATE_APPROVED) && types.contains(&CERTIFICATE_DENIED),
@@ -271,7 +272,8 @@ pub fn validate_signer_name(field: &str, signer_name: &str) -> Vec<FieldError> {
     }
     let segments: Vec<&str> = signer_name.split('/').collect();
     let [domain, path] = segments[..] else {
-        return vec![FieldError::invalid(field, &json!(signer_name), "must be a fully qualified domain and path of the form 'example.com/signer-name'")];
+        let why = "must be a fully qualified domain and path of the form 'example.com/signer-name'";
+        return vec![FieldError::invalid(field, &json!(signer_name), why)];
     };
     let mut errs = Vec::new();
     if domain.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {

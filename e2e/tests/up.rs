@@ -932,7 +932,7 @@ fn lab_09_follow_a_request() {
     let body = String::from_utf8_lossy(&out.stdout);
     show("curl -k …/api/v1/namespaces/default/pods", &body);
     let message = r#"pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""#;
-    assert!(body.contains(message) && body.contains(r#""code": 403"#), "{body}");
+    assert!(body.contains(message) && body.contains(r#""code":403"#), "{body}");
 
     // 2. Authorization: nothing is granted to jane yet.
     let run = ["--kubeconfig", jane.as_str(), "run", "web", "--image=docker.io/library/busybox:1.36", "--", "sleep", "3600"];
@@ -958,8 +958,14 @@ fn lab_09_follow_a_request() {
 
     // 4. kubelab trace: who created it, and what let them.
     let table = kubelab_trace(&up, &["pod/web"]);
-    let steps: String = table.lines().filter(|l| l.contains("apiserver authentication") || l.contains("apiserver authorization")).map(|l| format!("{l}\n")).collect();
-    show("kubelab trace pod/web (authentication, authorization)", &steps);
+    // The page's `grep -E 'STEP|authentication|authorization' | head -3`: the header and jane's two.
+    let steps: String = table
+        .lines()
+        .filter(|l| l.contains("STEP") || l.contains(" authentication ") || l.contains(" authorization "))
+        .take(3)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    show("kubelab trace pod/web | grep -E 'STEP|authentication|authorization' | head -3", &steps);
     assert!(steps.contains("user=jane") && steps.contains("groups=developers,system:authenticated"), "{table}");
     assert!(steps.contains(r#"allowed_by=RBAC: allowed by RoleBinding "jane-edit/default" of ClusterRole "edit" to User "jane""#), "{table}");
 

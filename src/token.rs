@@ -387,6 +387,6 @@ mod tests {
         for g in ["system:masters", "system:bootstrappers:", "system:bootstrappers:Foo", "system:bootstrappers:x-"] {
             assert!(secret_for(&t, "", None, &[], &[g.into()]).is_err(), "{g}");
         }
-        assert!(secret_for(&t, "", None, &[], &[]).unwrap().string_data.unwrap().get("expiration").is_none());
+        assert!(!secret_for(&t, "", None, &[], &[]).unwrap().string_data.unwrap().contains_key("expiration"));
     }
 }

@@ -7,10 +7,8 @@
 use std::sync::Arc;
 
 use futures::future::LocalBoxFuture;
-use serde_json::Value;
-
 use super::is_csr;
-use super::util::is_authorized_for_signer_name;
+use super::util::check_signer_permission;
 use crate::admission::interfaces::{Attributes, MutationInterface, Operation};
 use crate::authorization::authorizer::Authorizer;
 use crate::error::Result;
@@ -26,14 +24,9 @@ impl CertificateApproval {
         Self { authorizer }
     }
 
-    /// Validate: the signer is the stored request's (the approval strategy keeps the spec, so a
-    /// signerName changed on the way in is not the one approved).
+    /// Validate: `approve` on the stored request's signer.
     fn check(&self, a: &Attributes<'_>) -> Result<()> {
-        let signer_name = a.old_object.or(a.object).and_then(|csr| csr.pointer("/spec/signerName")).and_then(Value::as_str).unwrap_or("");
-        if !is_authorized_for_signer_name(self.authorizer.as_ref(), a.user, "approve", signer_name) {
-            return Err(a.forbidden(&format!("user not permitted to approve requests with signerName {signer_name:?}")));
-        }
-        Ok(())
+        check_signer_permission(self.authorizer.as_ref(), a, "approve")
     }
 }
 

@@ -10,7 +10,7 @@ use futures::future::LocalBoxFuture;
 use serde_json::Value;
 
 use super::is_csr;
-use super::util::is_authorized_for_signer_name;
+use super::util::check_signer_permission;
 use crate::admission::interfaces::{Attributes, MutationInterface, Operation};
 use crate::authorization::authorizer::Authorizer;
 use crate::error::Result;
@@ -32,11 +32,7 @@ impl CertificateSigning {
         if unchanged("/status/certificate") && unchanged("/status/conditions") {
             return Ok(());
         }
-        let signer_name = a.old_object.or(a.object).and_then(|csr| csr.pointer("/spec/signerName")).and_then(Value::as_str).unwrap_or("");
-        if !is_authorized_for_signer_name(self.authorizer.as_ref(), a.user, "sign", signer_name) {
-            return Err(a.forbidden(&format!("user not permitted to sign requests with signerName {signer_name:?}")));
-        }
-        Ok(())
+        check_signer_permission(self.authorizer.as_ref(), a, "sign")
     }
 }
 

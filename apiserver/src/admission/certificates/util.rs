@@ -3,9 +3,25 @@
 //! `certificates.k8s.io` named after the signer, or after its domain and `*`
 //! (`kubernetes.io/*`), as an RBAC rule with `resourceNames` grants it.
 
+use serde_json::Value;
+
+use crate::admission::interfaces::Attributes as AdmissionAttributes;
 use crate::authentication::user::UserInfo;
 use crate::authorization::authorizer::{Attributes, Authorizer, Decision};
+use crate::error::Result;
 use crate::registry::certificates::certificatesigningrequest::strategy::GROUP;
+
+/// What CertificateApproval and CertificateSigning both ask of an update: may its user `verb`
+/// requests of the request's signer — the stored one, which the approval and status strategies
+/// keep, so a signerName changed on the way in is not the one checked? Refused: the 403
+/// `user not permitted to <verb> requests with signerName "<signer>"`.
+pub fn check_signer_permission(authorizer: &dyn Authorizer, a: &AdmissionAttributes<'_>, verb: &str) -> Result<()> {
+    let signer_name = a.old_object.or(a.object).and_then(|csr| csr.pointer("/spec/signerName")).and_then(Value::as_str).unwrap_or("");
+    if !is_authorized_for_signer_name(authorizer, a.user, verb, signer_name) {
+        return Err(a.forbidden(&format!("user not permitted to {verb} requests with signerName {signer_name:?}")));
+    }
+    Ok(())
+}
 
 /// IsAuthorizedForSignerName: the signer itself first, then its domain's wildcard.
 pub fn is_authorized_for_signer_name(authorizer: &dyn Authorizer, user: &UserInfo, verb: &str, signer_name: &str) -> bool {

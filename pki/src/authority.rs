@@ -220,13 +220,12 @@ impl CertificateAuthority {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use rcgen::{DistinguishedName, DnType, KeyPair, PKCS_ECDSA_P256_SHA256, SanType};
     use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
     use super::*;
     use crate::cert::{self, Usage};
+    use crate::pki_helpers::tests::{provider, roots};
 
     /// A CSR as the kubelet makes one (client-go's `MakeCSR`): subject and names, signed with
     /// its new key; and that key.
@@ -241,16 +240,6 @@ mod tests {
         params.subject_alt_names = dns.iter().map(|d| SanType::DnsName((*d).try_into().unwrap())).collect();
         params.subject_alt_names.extend(ips.iter().map(|i| SanType::IpAddress(i.parse().unwrap())));
         (params.serialize_request(&key).unwrap().pem().unwrap(), key)
-    }
-
-    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-        Arc::new(rustls::crypto::aws_lc_rs::default_provider())
-    }
-
-    fn roots(ca: &CertificateAuthority) -> Arc<rustls::RootCertStore> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(ca.cert_der().clone()).unwrap();
-        Arc::new(roots)
     }
 
     fn der_of(pem: &str) -> CertificateDer<'static> {

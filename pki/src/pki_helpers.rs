@@ -258,7 +258,7 @@ fn set_validity(params: &mut CertificateParams, now: DateTime<Utc>, validity: st
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::net::IpAddr;
     use std::sync::Arc;
 
@@ -351,11 +351,13 @@ mod tests {
         PrivateKeyDer::from_pem_slice(c.key_pem.as_bytes()).unwrap()
     }
 
-    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    /// The crypto backend rustls verifies with here (shared with authority.rs's tests).
+    pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
         Arc::new(rustls::crypto::aws_lc_rs::default_provider())
     }
 
-    fn roots(ca: &CertificateAuthority) -> Arc<rustls::RootCertStore> {
+    /// A root store holding `ca` alone.
+    pub(crate) fn roots(ca: &CertificateAuthority) -> Arc<rustls::RootCertStore> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(ca.cert_der().clone()).unwrap();
         Arc::new(roots)

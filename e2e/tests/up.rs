@@ -77,6 +77,12 @@ impl Up {
         all.get(self.stdout_from..).unwrap_or_default().to_string()
     }
 
+    /// The value `kubelab up` was given for `flag` (a port, for instance).
+    fn arg(&self, flag: &str) -> String {
+        let i = self.args.iter().position(|a| a == flag).unwrap_or_else(|| panic!("kubelab up has no {flag}"));
+        self.args[i + 1].clone()
+    }
+
     fn kubeconfig(&self) -> PathBuf {
         self.dir.join("data/kubeconfig")
     }
@@ -258,7 +264,7 @@ fn up_runs_pods_and_resumes_after_a_restart() {
         assert_eq!(mode & 0o777, 0o600, "{}", encryption_config.display());
     }
     up.kubectl_ok(&["create", "secret", "generic", "keep", "--from-literal=password=up-plaintext-value"]);
-    let store_port = up.args[up.args.iter().position(|a| a == "--store-port").expect("--store-port") + 1].clone();
+    let store_port = up.arg("--store-port");
     // The store serves on https with client certificates: etcdctl as up's line says.
     let pki = up.dir.join("data/pki");
     let etcdctl = e2e::etcdctl::Etcdctl::new(&[format!("https://127.0.0.1:{store_port}")])
@@ -328,7 +334,7 @@ fn check_service_account_token(up: &Up, pod: &str) -> String {
     let volume = spec["spec"]["volumes"].as_array().and_then(|v| v.iter().find(|v| v["name"].as_str().is_some_and(|n| n.starts_with("kube-api-access-"))));
     assert!(volume.is_some_and(|v| v["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] == 3607), "the token volume: {spec}");
     // The token and the CA, as a client in the pod would use them, from here: HTTPS on the secure port.
-    let secure_port = up.args.iter().position(|a| a == "--secure-port").map(|i| up.args[i + 1].clone()).expect("--secure-port");
+    let secure_port = up.arg("--secure-port");
     let dir = up.dir.join("pod-credentials");
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::write(dir.join("ca.crt"), &ca).expect("ca");
@@ -435,7 +441,7 @@ fn check_node_identity(up: &Up, pod: &str) {
 /// the kubelet's 403, and the API server's client certificate (system:masters) is let in — as
 /// it is when kubectl's exec, logs and `nodes/proxy` go through the API server.
 fn check_kubelet_api(up: &Up, pod: &str, token_kubeconfig: &str) {
-    let port = up.args.iter().position(|a| a == "--agent-port").map(|i| up.args[i + 1].clone()).expect("--agent-port");
+    let port = up.arg("--agent-port");
     let pki = up.dir.join("data/pki");
     let kubeconfig = std::fs::read_to_string(token_kubeconfig).expect("the pod's kubeconfig");
     let token = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("token: ")).expect("a token").to_string();
@@ -482,7 +488,7 @@ fn check_kubelet_api(up: &Up, pod: &str, token_kubeconfig: &str) {
 /// Without credentials a caller is `system:anonymous`: the default policy lets it read
 /// `/version` and `/healthz` and nothing else (`curl -k`, as the reader would try it).
 fn check_anonymous(up: &Up) {
-    let port = &up.args[up.args.iter().position(|a| a == "--secure-port").expect("--secure-port") + 1];
+    let port = up.arg("--secure-port");
     let curl = |path: &str| -> (String, String) {
         let out = Command::new("curl").args(["-sk", "-w", "\n%{http_code}", &format!("https://127.0.0.1:{port}{path}")]).output().expect("curl");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -912,7 +918,7 @@ fn lab_09_follow_a_request() {
     up.start();
     up.wait_ready();
     let pki = up.dir.join("data/pki");
-    let secure_port = up.args[up.args.iter().position(|a| a == "--secure-port").expect("--secure-port") + 1].clone();
+    let secure_port = up.arg("--secure-port");
     let show = |what: &str, out: &str| eprintln!("[lab 09] {what}:\n{out}");
 
     // 1. A user: a client certificate of the cluster's CA, CN=jane, O=developers.

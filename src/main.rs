@@ -654,7 +654,8 @@ struct ControllerManagerArgs {
 /// Flags for the cluster DNS (CoreDNS takes a Corefile: each flag stands for one of its lines).
 #[derive(Args)]
 struct DnsArgs {
-    /// Path to a kubeconfig file for reaching the API server.
+    /// Path to a kubeconfig file for reaching the API server. With neither this nor --master, in
+    /// a pod: as the pod's service account (CoreDNS's kubernetes plugin does the same).
     #[arg(long, conflicts_with = "master")]
     kubeconfig: Option<PathBuf>,
     /// The API server's URL (overrides any kubeconfig).

@@ -17,7 +17,8 @@
 //!    writes the kubeconfig `kubeadm join` writes for the kubelet (`bootstrap-kubelet.conf`): the
 //!    cluster's server and CA from the admin kubeconfig, the token as the user. A node agent
 //!    started with it as `--bootstrap-kubeconfig` asks for its client certificate and joins.
-//!    `list` and `delete` are kubeadm's.
+//!    `list` and `delete` are kubeadm's; `rbac` applies step 2 (for a cluster not made by
+//!    `kubelab up`, such as the lab).
 //!
 //! Where kubelab differs from kubeadm: no `kubeadm join` (the node agent's flags do its work), so
 //! no discovery through the signed `cluster-info` ConfigMap: the bootstrap kubeconfig carries the
@@ -71,6 +72,9 @@ pub enum TokenCommand {
     },
     /// Print a new random token without creating it (kubeadm token generate).
     Generate,
+    /// Let bootstrap tokens join nodes: apply kubeadm's TLS bootstrap RBAC (what `kubeadm init
+    /// phase bootstrap-token` applies; `kubelab up` applies it at every start).
+    Rbac,
 }
 
 /// `kubelab token create [token]`.
@@ -205,8 +209,8 @@ pub fn secret_for(token: &BootstrapToken, description: &str, expiration: Option<
     }))?)
 }
 
-/// Step 2: kubeadm's TLS bootstrap RBAC, applied at every start of `kubelab up` (server-side
-/// apply, so that a second start changes nothing).
+/// Step 2: kubeadm's TLS bootstrap RBAC, applied at every start of `kubelab up` and by
+/// `kubelab token rbac` (server-side apply, so that a second run changes nothing).
 pub async fn apply_tls_bootstrap_rbac(kube: &kube::Client) -> anyhow::Result<()> {
     let pp = PatchParams::apply(MANAGER).force();
     let role: ClusterRole = serde_json::from_value(json!({
@@ -247,6 +251,11 @@ pub fn run(args: TokenArgs) -> anyhow::Result<()> {
             TokenCommand::Create(c) => create(&secrets, &args.kubeconfig, c).await,
             TokenCommand::List => list(&secrets).await,
             TokenCommand::Delete { tokens } => delete(&secrets, &tokens).await,
+            TokenCommand::Rbac => {
+                apply_tls_bootstrap_rbac(&secrets.into_client()).await?;
+                println!("the TLS bootstrap RBAC is in place: the default node token's group may ask for node client certificates, which are approved");
+                Ok(())
+            }
             TokenCommand::Generate => unreachable!("handled above"),
         }
     })

@@ -36,35 +36,13 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }
 
-/// The audit policy `kubelab up` starts with (`<data>/audit-policy.yaml`): the users' requests,
+/// The audit policy `kubelab up` (and the lab) start with (`<data>/audit-policy.yaml`, from
+/// deploy/audit-policy.yaml): the users' requests,
 /// writes with their bodies, secrets and config maps without theirs; not the cluster's own
 /// components (the node agent as `system:node:<name>`, the scheduler, the proxy, the DNS and the
 /// controller manager as theirs, the controllers as their service accounts in kube-system, and
 /// `system:unsecured` on the insecure port if it is opened), nor health checks and discovery.
-const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: None
-  users: [\"system:unsecured\"]
-- level: None
-  userGroups: [\"system:nodes\"]
-- level: None
-  users: [\"system:kube-scheduler\", \"system:kube-proxy\", \"system:kube-dns\", \"system:kube-controller-manager\"]
-- level: None
-  userGroups: [\"system:serviceaccounts:kube-system\"]
-- level: None
-  nonResourceURLs: [\"/healthz*\", \"/livez*\", \"/readyz*\", \"/version\", \"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/openapi/*\"]
-- level: Metadata
-  resources:
-  - group: \"\"
-    resources: [\"secrets\", \"configmaps\", \"serviceaccounts/token\"]
-  - group: \"authentication.k8s.io\"
-    resources: [\"tokenreviews\"]
-- level: Request
-  verbs: [\"create\", \"update\", \"patch\", \"delete\", \"deletecollection\"]
-- level: Metadata
-";
+const AUDIT_POLICY: &str = include_str!("../deploy/audit-policy.yaml");
 
 /// `kubelab up`'s flags.
 #[derive(Args, Clone, Debug)]

@@ -2,7 +2,8 @@
 //!
 //! What every component that talks to the API server shares, as client-go provides it to
 //! Kubernetes' components:
-//! - [`Connection`] and [`client`]: a kubeconfig file or a plain `--master` URL.
+//! - [`Connection`] and [`client`]: a kubeconfig file, a plain `--master` URL, or the pod's own
+//!   service account (client-go's `rest.InClusterConfig`).
 //! - [`leaderelection`]: several replicas, one active, on a coordination.k8s.io Lease
 //!   (client-go's `tools/leaderelection`).
 //! - [`record`]: an event recorder that never blocks its caller and folds repeats into a count
@@ -38,20 +39,37 @@ impl Error {
     }
 }
 
-/// How to reach the API server: a kubeconfig file, or a plain URL (`--master`).
+/// How to reach the API server: a kubeconfig file, a plain URL (`--master`), or, in a pod, as
+/// the pod's service account.
 #[derive(Clone, Debug)]
 pub enum Connection {
     Kubeconfig(PathBuf),
     Master(String),
+    /// client-go's `rest.InClusterConfig`: `https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT`,
+    /// verified with the projected `ca.crt`, authenticated with the projected token, which is
+    /// read again as the node agent rotates it (both under
+    /// `/var/run/secrets/kubernetes.io/serviceaccount`).
+    InCluster,
 }
 
+/// The variable the node agent sets in every container (with `KUBERNETES_SERVICE_PORT`): the
+/// `kubernetes` Service's cluster IP.
+const SERVICE_HOST_ENV: &str = "KUBERNETES_SERVICE_HOST";
+
 impl Connection {
-    /// From the `--master` and `--kubeconfig` flags every component takes; `--master` wins.
+    /// From the `--master` and `--kubeconfig` flags every component takes; `--master` wins. With
+    /// neither, in a pod (`KUBERNETES_SERVICE_HOST` is set), the pod's service account, as
+    /// client-go's `BuildConfigFromFlags("", "")` falls back to `InClusterConfig`.
     pub fn from_flags(master: Option<String>, kubeconfig: Option<PathBuf>) -> Result<Connection> {
+        Connection::from_flags_in(master, kubeconfig, std::env::var_os(SERVICE_HOST_ENV).is_some_and(|v| !v.is_empty()))
+    }
+
+    fn from_flags_in(master: Option<String>, kubeconfig: Option<PathBuf>, in_pod: bool) -> Result<Connection> {
         match (master, kubeconfig) {
             (Some(url), _) => Ok(Connection::Master(url)),
             (None, Some(path)) => Ok(Connection::Kubeconfig(path)),
-            (None, None) => Err(Error::Config("one of --kubeconfig or --master is required".into())),
+            (None, None) if in_pod => Ok(Connection::InCluster),
+            (None, None) => Err(Error::Config(format!("one of --kubeconfig or --master is required (outside a pod: ${SERVICE_HOST_ENV} is not set)"))),
         }
     }
 }
@@ -82,6 +100,7 @@ pub async fn config_as(conn: &Connection, component: &str) -> Result<kube::Confi
                 .await
                 .map_err(|e| Error::Config(format!("--kubeconfig {}: {e}", path.display())))?
         }
+        Connection::InCluster => kube::Config::incluster().map_err(|e| Error::Config(format!("the pod's service account: {e}")))?,
     };
     let agent = format!("{component}/v{}", env!("CARGO_PKG_VERSION"));
     let agent = http::HeaderValue::from_str(&agent).map_err(|e| Error::Config(format!("user agent {agent:?}: {e}")))?;
@@ -96,4 +115,20 @@ pub fn hostname() -> String {
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "localhost".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_from_flags() {
+        let master = || Some("http://a".to_string());
+        let kubeconfig = || Some(PathBuf::from("k.conf"));
+        assert!(matches!(Connection::from_flags_in(master(), kubeconfig(), true), Ok(Connection::Master(u)) if u == "http://a"));
+        assert!(matches!(Connection::from_flags_in(None, kubeconfig(), true), Ok(Connection::Kubeconfig(p)) if p == PathBuf::from("k.conf")));
+        assert!(matches!(Connection::from_flags_in(None, None, true), Ok(Connection::InCluster)));
+        let err = Connection::from_flags_in(None, None, false).unwrap_err().to_string();
+        assert!(err.contains("one of --kubeconfig or --master is required"), "{err}");
+    }
 }

@@ -5,11 +5,18 @@
 #   KUBELAB_NODE           node1              KUBELAB_NODE_IP     172.31.250.11
 #   KUBELAB_POD_CIDR       10.244.1.0/24      KUBELAB_ETCD_SERVERS  the API server's --etcd-servers
 #   KUBELAB_STORE_CLUSTER  name=peer-url,…  (the store's --initial-cluster)
+#   KUBELAB_ROLE           control-plane (default): /etc/kubernetes holds the cluster's PKI and
+#                          kubeconfigs (kubeadm init's); the node runs the control plane and its
+#                          agent is system:node:<node> from pki/kubelet-<node>.conf.
+#                          worker: /etc/kubernetes holds what `lab join` gave it (kubeadm join's):
+#                          the CA, this kubelet's serving certificate, a bootstrap kubeconfig and
+#                          the proxy's kubeconfig; the agent gets its client certificate through
+#                          TLS bootstrap.
 # Each step is one that a node container needs before containerd can run containers inside it
 # (docs/architecture/lab.md).
 set -euo pipefail
 
-node=${KUBELAB_NODE:?} ip=${KUBELAB_NODE_IP:?} cidr=${KUBELAB_POD_CIDR:?}
+node=${KUBELAB_NODE:?} ip=${KUBELAB_NODE_IP:?} cidr=${KUBELAB_POD_CIDR:?} role=${KUBELAB_ROLE:-control-plane}
 log() { echo "[entrypoint $node] $*" >&2; }
 
 # 1. Mounts. Docker mounts /sys and /proc/sys read-only and the root private; the node agent
@@ -84,33 +91,56 @@ for _ in $(seq 1 300); do
 done
 ctr version >/dev/null 2>&1 || { log "containerd did not come up"; tail -n 30 /var/log/containerd.log >&2; exit 1; }
 
-# 5. The control plane as static pods. The store keeps its data on the node's store volume:
-#    a restarted node finds its own member's data there and resumes it (the store refuses a
-#    data dir written by another member or cluster, and `--initial-cluster-state new` is only
-#    acted on when the directory is empty).
-/opt/kubelab/write-manifests.sh /etc/kubelab/manifests
+# 5. The control plane as static pods (on a control-plane node). The store keeps its data on
+#    the node's store volume: a restarted node finds its own member's data there and resumes it
+#    (the store refuses a data dir written by another member or cluster, and
+#    `--initial-cluster-state new` is only acted on when the directory is empty).
+pki=/etc/kubernetes/pki
+case $role in
+  control-plane)
+    /opt/kubelab/write-manifests.sh /etc/kubelab/manifests
+    # Each component to this node's own API server, with its own identity.
+    proxy_kubeconfig=$pki/proxy.conf
+    credentials=(--kubeconfig "$pki/kubelet-$node.conf")
+    ;;
+  worker)
+    # kubeadm join's files: the agent starts from the bootstrap token and keeps the client
+    # certificate it is issued (and the kubeconfig naming it) in its own directory.
+    mkdir -p /etc/kubelab/manifests
+    proxy_kubeconfig=/etc/kubernetes/proxy.conf
+    credentials=(--bootstrap-kubeconfig /etc/kubernetes/bootstrap-kubelet.conf --kubeconfig /var/lib/kubelab/kubelet.conf)
+    ;;
+  *) log "KUBELAB_ROLE must be control-plane or worker (got '$role')"; exit 1 ;;
+esac
 
 # 6. The node agent, as this container's main process (tini forwards SIGTERM to it).
 # As kind's nodes: the three nodes share the host's disk and their images come from tarballs
 # (no registry to pull them again), so disk pressure and image GC are off; memory still evicts.
 # kube-proxy, as a process of the node (its iptables rules are the node container's): restarted
-# if it stops; it waits for the API server the agent's static pods bring up.
+# if it stops; it waits for the API server the agent's static pods bring up. It is
+# system:kube-proxy (proxy.conf), which the default policy makes a system:node-proxier.
 log "starting kubelab proxy (log: /var/log/kubelab-proxy.log)"
 (
   while true; do
-    /usr/local/bin/kubelab proxy --master http://127.0.0.1:6443 --hostname-override "$node" \
+    /usr/local/bin/kubelab proxy --kubeconfig "$proxy_kubeconfig" --hostname-override "$node" \
       --cluster-cidr 10.244.0.0/16 --service-cluster-ip-range 10.96.0.0/12 >>/var/log/kubelab-proxy.log 2>&1 || true
     sleep 1
   done
 ) &
 
-log "starting kubelab nodeagent"
+# The agent's API on :10250 as kubeadm's KubeletConfiguration sets it: HTTPS with its serving
+# certificate of the cluster CA, callers authenticated by client certificate or TokenReview (no
+# anonymous) and authorized by a SubjectAccessReview on nodes/<subresource>.
+log "starting kubelab nodeagent ($role)"
 exec /usr/local/bin/kubelab nodeagent \
-  --master http://127.0.0.1:6443 \
+  "${credentials[@]}" \
   --node-name "$node" --node-ip "$ip" --pod-cidr "$cidr" \
   --cluster-dns 10.96.0.10 \
   --pod-manifest-path /etc/kubelab/manifests \
   --image-dir /opt/kubelab/images \
+  --tls-cert-file "$pki/kubelet-$node.crt" --tls-private-key-file "$pki/kubelet-$node.key" \
+  --client-ca-file "$pki/ca.crt" --anonymous-auth=false --authentication-token-webhook \
+  --authorization-mode Webhook \
   --eviction-hard 'memory.available<100Mi,nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%' \
   --image-gc-high-threshold 100 \
   --host-gw

@@ -4,7 +4,8 @@
 //! runs `lab down -v`, also when the test panicked, after printing the tail of every node's logs.
 //!
 //! The host reaches the lab only through loopback-published ports (the API servers on
-//! 127.0.0.1:6443/6444/6445) and `docker exec` (etcdctl inside a node): the 172.31.250.0/24 lab
+//! 127.0.0.1:6443/6444/6445, over HTTPS with the admin's kubeconfig `lab up` writes) and `docker
+//! exec` (etcdctl inside a node, with the etcd CA's client certificate): the 172.31.250.0/24 lab
 //! addresses are not for host-side clients (docs/architecture/lab.md).
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,9 @@ pub fn store_endpoints() -> String {
     NODES.iter().map(|n| format!("{}:2379", node_ip(n))).collect::<Vec<_>>().join(",")
 }
 
+/// Where the lab's PKI is inside a control-plane node (kubeadm's /etc/kubernetes/pki).
+pub const NODE_PKI: &str = "/etc/kubernetes/pki";
+
 /// `deploy/lab/lab` in this workspace.
 pub fn lab_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("deploy").join("lab").join("lab")
@@ -64,6 +68,8 @@ impl StoreMember {
 pub struct Lab {
     home: tempfile::TempDir,
     kubectl: PathBuf,
+    /// The admin's kubeconfig `lab up` wrote (a context per node).
+    kubeconfig: PathBuf,
     /// `lab up`'s output (its timing lines are the lab's benchmark figures).
     pub up_output: String,
     down: bool,
@@ -85,13 +91,27 @@ impl Lab {
         let home = tempfile::Builder::new().prefix("kubelab-e2e-lab-").tempdir()?;
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         // Any lab left by an earlier, interrupted run would hold the ports and the volumes.
-        let mut lab = Lab { home, kubectl, up_output: String::new(), down: false, env };
+        let mut lab = Lab { home, kubectl, kubeconfig: PathBuf::new(), up_output: String::new(), down: false, env };
         let out = lab.run_script(&["down", "-v"]).await?;
         if !out.status.success() {
             eprintln!("[lab] cleanup before up: {}", String::from_utf8_lossy(&out.stderr));
         }
         lab.up_output = lab.script_ok(&["up"]).await?;
+        // `lab up`'s last line: `export KUBECONFIG=<lab dir>/kubeconfig`.
+        let path = lab.up_output.lines().find_map(|l| l.strip_prefix("export KUBECONFIG=")).context("lab up printed no `export KUBECONFIG=`")?;
+        lab.kubeconfig = PathBuf::from(path.trim());
         Ok(lab)
+    }
+
+    /// The admin's kubeconfig (`O=system:masters`, a context per node).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The cluster's PKI and kubeconfigs `lab up` made (kubeadm's /etc/kubernetes/pki), beside the
+    /// admin's kubeconfig: `pki/kubelet-<node>.conf` is a node agent's identity.
+    pub fn pki_dir(&self) -> PathBuf {
+        self.kubeconfig.with_file_name("kubernetes").join("pki")
     }
 
     /// Runs `deploy/lab/lab ARGS…` off the executor; the script's stderr (progress) is echoed.
@@ -117,11 +137,12 @@ impl Lab {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// The pinned kubectl (temporary `$HOME`, no `$KUBECONFIG`) pointed at `node`'s API server,
-    /// without a request timeout: for watches (`get -w`) the caller ends itself.
+    /// The pinned kubectl (temporary `$HOME`) as the admin, pointed at `node`'s API server (its
+    /// context in the lab's kubeconfig), without a request timeout: for watches (`get -w`) the
+    /// caller ends itself.
     pub fn kubectl_command(&self, node: &str) -> Command {
         let mut cmd = Command::new(&self.kubectl);
-        cmd.arg("--server").arg(format!("http://127.0.0.1:{}", api_port(node))).env("HOME", self.home.path()).env_remove("KUBECONFIG");
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(["--context", node]).env("HOME", self.home.path()).env_remove("KUBECONFIG");
         cmd
     }
 
@@ -144,6 +165,15 @@ impl Lab {
         })
         .await??;
         Ok(out)
+    }
+
+    /// kubectl (pinned, temporary `$HOME`) with another identity: `kubeconfig` instead of the
+    /// admin's (a node agent's `pki/kubelet-<node>.conf`, say).
+    pub async fn kubectl_as(&self, kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Output> {
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.arg("--kubeconfig").arg(kubeconfig).arg("--request-timeout=5s").args(args).env("HOME", self.home.path()).env_remove("KUBECONFIG").stdin(Stdio::null());
+        let what = format!("kubectl --kubeconfig {} {}", kubeconfig.display(), args.join(" "));
+        tokio::task::spawn_blocking(move || cmd.output()).await?.with_context(|| what.clone())
     }
 
     /// [`Lab::kubectl`], failing unless it exits 0; returns stdout.
@@ -208,13 +238,24 @@ impl Lab {
         Ok(strip_ansi(&String::from_utf8_lossy(&out.stdout)))
     }
 
+    /// `docker exec` of etcdctl (API v3) inside `via` against all three store members, with the
+    /// etcd CA and its client certificate (the members refuse a client without one).
+    fn etcdctl_command(via: &str, timeout: &str) -> Command {
+        let mut cmd = Command::new("docker");
+        cmd.args(["exec", "-e", "ETCDCTL_API=3", &format!("kubelab-{via}"), "etcdctl", &format!("--command-timeout={timeout}")])
+            .arg(format!("--cacert={NODE_PKI}/etcd/ca.crt"))
+            .arg(format!("--cert={NODE_PKI}/etcd/healthcheck-client.crt"))
+            .arg(format!("--key={NODE_PKI}/etcd/healthcheck-client.key"))
+            .arg("--endpoints")
+            .arg(store_endpoints())
+            .stdin(Stdio::null());
+        cmd
+    }
+
     /// etcdctl (API v3) run inside `via` against all three store members.
     pub async fn etcdctl(&self, via: &str, args: &[&str]) -> anyhow::Result<String> {
-        let mut cmd = Command::new("docker");
-        cmd.args(["exec", "-e", "ETCDCTL_API=3", &format!("kubelab-{via}"), "etcdctl", "--command-timeout=5s", "--endpoints"])
-            .arg(store_endpoints())
-            .args(args)
-            .stdin(Stdio::null());
+        let mut cmd = Lab::etcdctl_command(via, "5s");
+        cmd.args(args);
         let what = format!("etcdctl {} (in {via})", args.join(" "));
         let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
         anyhow::ensure!(out.status.success(), "{what}: {}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
@@ -225,11 +266,8 @@ impl Lab {
     /// member id, the leader it knows (0 for none) and its raft term. `endpoint status` exits
     /// non-zero when one member is down but still prints the others.
     pub async fn store_members(&self, via: &str) -> anyhow::Result<Vec<StoreMember>> {
-        let mut cmd = Command::new("docker");
-        cmd.args(["exec", "-e", "ETCDCTL_API=3", &format!("kubelab-{via}"), "etcdctl", "--command-timeout=3s", "--endpoints"])
-            .arg(store_endpoints())
-            .args(["endpoint", "status", "-w", "json"])
-            .stdin(Stdio::null());
+        let mut cmd = Lab::etcdctl_command(via, "3s");
+        cmd.args(["endpoint", "status", "-w", "json"]);
         let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
         let text = String::from_utf8_lossy(&out.stdout);
         let v: serde_json::Value = serde_json::from_str(text.trim()).with_context(|| format!("endpoint status output {text:?} ({})", String::from_utf8_lossy(&out.stderr)))?;

@@ -3,7 +3,11 @@
 //! up, checks the nodes, the store members and the control-plane mirror pods, runs a pod on each
 //! node and reaches a pod on another node by IP (host-gw routes), then breaks it: kills the node
 //! of the store leader, partitions a node, restarts the whole lab, and checks after each that
-//! nothing was lost. `lab down -v` runs at the end whatever happens (a drop guard).
+//! nothing was lost; last, a worker joins with a bootstrap token. On the way it checks the lab's
+//! security as kubeadm sets it up: HTTPS with the admin's certificate, anonymous requests
+//! refused, a node's credentials kept from another node's secrets, the node agents' and the
+//! store's ports refusing callers without credentials, secrets encrypted in the store.
+//! `lab down -v` runs at the end whatever happens (a drop guard).
 //!
 //! Prints the lab's benchmark figures: image build (cold or cached) and up → three nodes Ready
 //! (from `lab up`), pod create → Running on each node, and how long writes fail after the store
@@ -13,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use e2e::lab::{Lab, NODES, secs};
+use e2e::lab::{Lab, NODE_PKI, NODES, api_port, node_ip, secs};
 use e2e::poll_until;
 
 /// How long a pod gets to run (three control planes share two cores with other tests).
@@ -245,6 +249,89 @@ async fn expect_running(lab: &Lab, via: &str, names: &[&str], what: &str) -> BTr
     }
 }
 
+/// The lab's security, as issue-level checks: who the admin is, what an anonymous caller, a node
+/// and a caller without a certificate may do, and what the store holds of a secret. `pod-node3`
+/// runs on node3 when it is called.
+async fn security_checks(lab: &Lab) -> anyhow::Result<()> {
+    use anyhow::ensure;
+    // The admin's kubeconfig: HTTPS, a client certificate in system:masters.
+    let who = lab.kubectl_ok("node2", &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username} {.status.userInfo.groups}"]).await?;
+    ensure!(who.starts_with("kubernetes-admin ") && who.contains("system:masters"), "kubectl auth whoami: {who:?}");
+    // Anonymous callers get Kubernetes' 403 (curl in a node: no credentials at all).
+    let anon = lab.exec_ok("node1", &["curl", "-sk", &format!("https://{}:6443/api/v1/pods", node_ip("node2"))]).await?;
+    ensure!(anon.contains(r#""code":403"#) && anon.contains(r#"pods is forbidden: User \"system:anonymous\" cannot list resource \"pods\""#), "anonymous list of pods: {anon}");
+    let plain = lab.exec("node1", &["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:6443/api/v1/pods"]).await?;
+    ensure!(String::from_utf8_lossy(&plain.stdout) != "200", "plain HTTP on 6443 answered 200");
+    ensure!(api_port("node1") == 6443, "node1's published port");
+
+    // A secret mounted by a pod on node3: node3's credentials may read it, node2's may not (the
+    // Node authorizer: no path from node2 to it in the graph).
+    lab.kubectl_ok("node1", &["create", "secret", "generic", "lab-secret", "--from-literal=password=plain-text-in-the-lab"]).await?;
+    let mut pod: serde_json::Value = serde_json::from_str(&busybox_pod("secret-node3", "node3", "sleep 100000"))?;
+    pod["spec"]["volumes"] = serde_json::json!([{"name": "s", "secret": {"secretName": "lab-secret"}}]);
+    pod["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([{"name": "s", "mountPath": "/s"}]);
+    lab.apply("node1", &pod.to_string()).await?;
+    expect_running(lab, "node1", &["secret-node3"], "the pod with the secret on node3").await;
+    let mounted = lab.kubectl_ok("node1", &["exec", "secret-node3", "--", "cat", "/s/password"]).await?;
+    ensure!(mounted == "plain-text-in-the-lab", "the secret in the pod: {mounted:?}");
+    let pki = lab.pki_dir();
+    let own = lab.kubectl_as(&pki.join("kubelet-node3.conf"), &["get", "secret", "lab-secret", "-o", "name"]).await?;
+    ensure!(own.status.success(), "node3 reading its pod's secret: {}", String::from_utf8_lossy(&own.stderr));
+    let other = lab.kubectl_as(&pki.join("kubelet-node2.conf"), &["get", "secret", "lab-secret"]).await?;
+    let err = String::from_utf8_lossy(&other.stderr);
+    ensure!(
+        !other.status.success() && err.contains(r#"secrets "lab-secret" is forbidden: User "system:node:node2" cannot get resource "secrets""#) && err.contains("no relationship found between node 'node2' and this object"),
+        "node2 reading node3's pod's secret: {err}"
+    );
+
+    // node3's agent refuses exec to a caller without credentials (401: no anonymous access).
+    let exec_url = format!("https://{}:10250/exec/default/pod-node3/main?command=id&output=1", node_ip("node3"));
+    let code = lab.exec_ok("node1", &["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", &exec_url]).await?;
+    ensure!(code == "401", "exec on node3's agent without credentials: HTTP {code}");
+
+    // The store refuses a client without a certificate of the etcd CA.
+    let bare = lab
+        .exec("node1", &["etcdctl", "--command-timeout=3s", &format!("--cacert={NODE_PKI}/etcd/ca.crt"), "--endpoints", &format!("{}:2379", node_ip("node2")), "get", "/registry/namespaces/default"])
+        .await?;
+    ensure!(!bare.status.success(), "etcdctl without a client certificate read the store: {}", String::from_utf8_lossy(&bare.stdout));
+    // And holds the secret encrypted with the lab's key, the plain text nowhere.
+    let stored = lab.etcdctl("node1", &["get", "/registry/secrets/default/lab-secret", "--print-value-only"]).await?;
+    ensure!(stored.starts_with("k8s:enc:aescbc:v1:key1:") && !stored.contains("plain-text-in-the-lab"), "the secret in the store: {stored:?}");
+    lab.kubectl_ok("node1", &["delete", "pod", "secret-node3", "--grace-period=1"]).await?;
+    Ok(())
+}
+
+/// `lab join`: node4 joins with a bootstrap token, is issued its client certificate through a
+/// CertificateSigningRequest the controller manager approved, and runs a pod whose log the API
+/// server fetches from its agent over TLS.
+async fn join_a_worker(lab: &Lab) -> anyhow::Result<String> {
+    use anyhow::ensure;
+    let out = lab.script_ok(&["join"]).await?;
+    let v = lab.get_json("node1", &["csr"]).await?;
+    let csrs: Vec<(String, String, Vec<String>)> = v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let conds = c["status"]["conditions"].as_array().into_iter().flatten().filter_map(|t| t["type"].as_str().map(str::to_string)).collect();
+            (c["spec"]["username"].as_str().unwrap_or_default().to_string(), c["spec"]["signerName"].as_str().unwrap_or_default().to_string(), conds)
+        })
+        .collect();
+    ensure!(
+        csrs.iter().any(|(user, signer, conds)| user.starts_with("system:bootstrap:") && signer == "kubernetes.io/kube-apiserver-client-kubelet" && conds.contains(&"Approved".to_string())),
+        "node4's CertificateSigningRequest: {csrs:?}"
+    );
+    let issued = v["items"].as_array().into_iter().flatten().any(|c| c["status"]["certificate"].as_str().is_some_and(|s| !s.is_empty()));
+    ensure!(issued, "no certificate issued: {v}");
+    lab.apply("node1", &busybox_pod("pod-node4", "node4", "echo hello-from-node4; sleep 100000")).await?;
+    expect_running(lab, "node1", &["pod-node4"], "a pod on the joined node4").await;
+    poll_until("pod-node4's log", Duration::from_secs(30), Duration::from_secs(1), || async {
+        Ok(lab.kubectl_ok("node1", &["logs", "pod-node4"]).await?.contains("hello-from-node4").then_some(()))
+    })
+    .await?;
+    Ok(out)
+}
+
 async fn cross_node_diagnostics(lab: &Lab) -> String {
     let mut out = String::from("[lab] cross-node diagnostics:\n");
     let mut add = |what: String, r: anyhow::Result<String>| {
@@ -368,6 +455,8 @@ async fn lab_end_to_end() {
             panic!("from client-{n}, web.default.svc.cluster.local answered only by {seen:?}");
         }
     }
+    // 5c. The lab's security (kubeadm's): HTTPS, identities, Node,RBAC, encrypted secrets.
+    security_checks(&lab).await.expect("security");
     let mut startup = vec![("node1".to_string(), node1_start)];
     startup.extend(started.iter().map(|(n, d)| (n.trim_start_matches("pod-").to_string(), *d)));
     lab.kubectl_ok("node1", &["create", "configmap", "before-faults", "--from-literal=k=v"]).await.expect("write");
@@ -454,10 +543,14 @@ async fn lab_end_to_end() {
     let rerun = t3.elapsed();
     store_healthy(&lab, "node1", Duration::from_secs(60)).await.expect("store after the lab restart");
 
+    // 9. A worker joins with a bootstrap token (kubeadm join).
+    let joined = join_a_worker(&lab).await.expect("lab join");
+
     // The lab's benchmark figures.
     println!("lab timings:");
     let mut all = timings;
     all.extend(up.lines().filter(|l| l.contains("timing:")).map(|l| format!("{l} (restart)")));
+    all.extend(joined.lines().filter(|l| l.contains("timing:")).map(str::to_string));
     for t in &all {
         println!("  {t}");
     }

@@ -240,7 +240,7 @@ async fn ex01_schedule_a_pod(lab: &Lab) -> anyhow::Result<()> {
 
     // kubelab trace: the API server's, the scheduler's and the node agent's steps in one table.
     let trace = poll_until("kubelab trace pod/hello with the node agent's steps", SHOW_TIMEOUT, POLL, || async {
-        let text = kubelab_trace(&["pod/hello"]).await?;
+        let text = kubelab_trace(lab, &["pod/hello"]).await?;
         Ok(text.contains("StartContainer").then_some(text))
     })
     .await?;
@@ -684,7 +684,7 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     // 6. The trip, timed: after the delete, every node's proxy synced a terminating endpoint
     // (the victim's: it stays terminating for its 20 s hook).
     poll_until("kubelab trace svc/web with each node's sync of the terminating endpoint", SHOW_TIMEOUT, POLL, || async {
-        let json: Value = serde_json::from_str(&kubelab_trace(&["svc/web", "--json"]).await?)?;
+        let json: Value = serde_json::from_str(&kubelab_trace(lab, &["svc/web", "--json"]).await?)?;
         let steps = json["steps"].as_array().cloned().unwrap_or_default();
         let synced = |node: &str| {
             steps.iter().any(|s| {
@@ -696,7 +696,7 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
         Ok(["node1", "node2", "node3"].iter().all(|n| synced(n)).then_some(()))
     })
     .await?;
-    let trace = kubelab_trace(&["svc/web"]).await?;
+    let trace = kubelab_trace(lab, &["svc/web"]).await?;
     eprintln!("[labs] 08: kubelab trace svc/web (the victim deleted at {deleted_at}):\n{trace}");
     ensure!(trace.starts_with("service default/web (uid "), "{trace}");
     ensure!(trace.contains("request") && trace.contains("verb=POST") && trace.contains("resource=services"), "kubectl's create of the Service:\n{trace}");
@@ -707,10 +707,11 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `kubelab trace <args>` against node1's API server, as a learner on the host runs it.
-async fn kubelab_trace(args: &[&str]) -> anyhow::Result<String> {
+/// `kubelab trace <args>` against node1's API server, as a learner on the host runs it (with the
+/// lab's kubeconfig in `$KUBECONFIG`, as `lab up` tells them).
+async fn kubelab_trace(lab: &Lab, args: &[&str]) -> anyhow::Result<String> {
     let mut cmd = std::process::Command::new(e2e::kubelab_bin()?);
-    cmd.arg("trace").args(args).args(["--server", "http://127.0.0.1:6443"]).env_remove("KUBECONFIG").stdin(Stdio::null());
+    cmd.arg("trace").args(args).env("KUBECONFIG", lab.kubeconfig()).stdin(Stdio::null());
     let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
     ensure!(out.status.success(), "kubelab trace {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -47,13 +47,14 @@
 //!   kubelet asks for with `serverTLSBootstrap` (`system:node:<node>`, `system:nodes`).
 //! - kube-proxy authenticates with a client certificate (`proxy.conf`, user
 //!   `system:kube-proxy`, bound to `system:node-proxier` by the default RBAC) rather than a
-//!   service account token: kubelab's proxy runs outside any pod. So does its cluster DNS
-//!   (`dns.conf`, user `system:kube-dns`, which `kubelab up` binds to kubeadm's
-//!   `system:coredns` ClusterRole).
+//!   service account token: kubelab's proxy runs outside any pod. So does `kubelab up`'s cluster
+//!   DNS (`dns.conf`, user `system:kube-dns`, which `kubelab up` binds to kubeadm's
+//!   `system:coredns` ClusterRole); the lab's runs in pods, as kubeadm's service account.
 //! - The API server's certificate also names `localhost` and `127.0.0.1`, where `kubelab up`
-//!   serves it.
-//! - The etcd certificates are made as kubeadm makes them; `kubelab up` runs its store on them
-//!   (client and peer TLS with client-certificate authentication), the lab's stores not yet.
+//!   and each of the lab's nodes serve it.
+//! - The etcd certificates are made as kubeadm makes them, one set for all members (kubeadm
+//!   issues each member its own); `kubelab up` and the lab run their stores on them (client and
+//!   peer TLS with client-certificate authentication).
 //! - A certificate within `renew_before` of its end ([`pki::DEFAULT_RENEW_BEFORE`], 30 days) is
 //!   renewed by the next run; kubeadm renews on `kubeadm certs renew` or an upgrade. And a
 //!   certificate that no longer matches the spec is issued again, where kubeadm's init stops.

@@ -264,6 +264,42 @@ async fn security_checks(lab: &Lab) -> anyhow::Result<()> {
     ensure!(String::from_utf8_lossy(&plain.stdout) != "200", "plain HTTP on 6443 answered 200");
     ensure!(api_port("node1") == 6443, "node1's published port");
 
+    // A service account bound to `view`, with a token from TokenRequest (`kubectl create token`):
+    // it may list pods, is refused a create with Kubernetes' message, and `auth can-i` says so.
+    lab.kubectl_ok("node1", &["create", "serviceaccount", "viewer"]).await?;
+    lab.kubectl_ok("node1", &["create", "rolebinding", "viewer", "--clusterrole=view", "--serviceaccount=default:viewer"]).await?;
+    let token = lab.kubectl_ok("node1", &["create", "token", "viewer", "--duration=10m"]).await?;
+    let dir = tempfile::Builder::new().prefix("kubelab-e2e-lab-viewer-").tempdir()?;
+    let viewer = dir.path().join("viewer.conf");
+    let ca = lab.pki_dir().join("ca.crt");
+    std::fs::write(
+        &viewer,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority: {}\nusers:\n- name: viewer\n  user:\n    token: {}\ncontexts:\n- name: viewer\n  context: {{cluster: lab, user: viewer, namespace: default}}\ncurrent-context: viewer\n",
+            api_port("node3"),
+            ca.display(),
+            token.trim()
+        ),
+    )?;
+    poll_until("the viewer lists pods", Duration::from_secs(30), Duration::from_millis(500), || async {
+        let out = lab.kubectl_as(&viewer, &["get", "pods", "-o", "name"]).await?;
+        Ok(out.status.success().then_some(()))
+    })
+    .await?;
+    let create = lab.kubectl_as(&viewer, &["create", "configmap", "by-the-viewer"]).await?;
+    let err = String::from_utf8_lossy(&create.stderr);
+    ensure!(
+        !create.status.success() && err.contains(r#"configmaps is forbidden: User "system:serviceaccount:default:viewer" cannot create resource "configmaps" in API group "" in the namespace "default""#),
+        "the viewer's create: {err}"
+    );
+    let can = lab.kubectl_as(&viewer, &["auth", "can-i", "create", "pods"]).await?;
+    ensure!(String::from_utf8_lossy(&can.stdout).trim() == "no" && !can.status.success(), "auth can-i create pods as the viewer: {can:?}");
+    let list = lab.kubectl_as(&viewer, &["auth", "can-i", "--list"]).await?;
+    let list = String::from_utf8_lossy(&list.stdout);
+    ensure!(list.lines().any(|l| l.starts_with("pods ") && l.contains("[get list watch]")), "auth can-i --list as the viewer:\n{list}");
+    let who = lab.kubectl_as(&viewer, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]).await?;
+    ensure!(String::from_utf8_lossy(&who.stdout) == "system:serviceaccount:default:viewer", "whoami as the viewer: {who:?}");
+
     // A secret mounted by a pod on node3: node3's credentials may read it, node2's may not (the
     // Node authorizer: no path from node2 to it in the graph).
     lab.kubectl_ok("node1", &["create", "secret", "generic", "lab-secret", "--from-literal=password=plain-text-in-the-lab"]).await?;

@@ -13,23 +13,6 @@ use std::time::Duration;
 use e2e::apiserver::{ApiCluster, ApiOptions};
 use e2e::nodeagent::{NodeAgent, NodeAgentOptions};
 
-/// kubeadm's TLS bootstrap RBAC (phases/bootstraptoken/node/tlsbootstrap.go), which `kubelab up`
-/// applies at every start: the default node token's group may ask for and have approved a node
-/// client certificate, and get Nodes; nodes may have their renewals approved.
-const BOOTSTRAP_RBAC: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:kubelet-bootstrap"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:node-bootstrapper"}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "kubeadm:node-autoapprove-bootstrap"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:certificates.k8s.io:certificatesigningrequests:nodeclient"}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: "system:bootstrappers:kubeadm:default-node-token"}]
-"#;
-
 /// `kubelab token <args>` with the administrator's kubeconfig: (success, stdout, stderr).
 fn kubelab_token(admin: &Path, args: &[&str]) -> (bool, String, String) {
     let bin = e2e::kubelab_bin().expect("the kubelab binary");
@@ -52,8 +35,11 @@ async fn a_node_joins_with_a_bootstrap_token() {
     let options = ApiOptions { secure: true, controller_manager: true, extra_args: vec!["--enable-bootstrap-token-auth".into()], ..ApiOptions::default() };
     let api = ApiCluster::start(options).await.expect("store + API server");
     let admin = api.user_kubeconfig("kubernetes-admin", &["system:masters"]);
-    let applied = api.kubectl_with(&["apply", "-f", "-"], &[], Some(BOOTSTRAP_RBAC));
-    assert!(applied.success, "kubectl apply: {}", applied.describe());
+    // kubeadm's TLS bootstrap RBAC (phases/bootstraptoken/node/tlsbootstrap.go), which `kubelab
+    // up` applies at every start: the default node token's group may ask for and have approved a
+    // node client certificate, and get Nodes; nodes may have their renewals approved.
+    let (ok, _, err) = kubelab_token(&admin, &["rbac"]);
+    assert!(ok, "kubelab token rbac: {err}");
 
     // 1. The token, and the kubeconfig kubeadm join would write for the kubelet.
     let dir = api.root().join("joiner");

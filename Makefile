@@ -12,10 +12,11 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 # (with ctr and the runc v2 shim), runc, the CNI plugins (/usr/lib/cni), iptables and iproute2
 # for pod networking, and busybox-static + a static C toolchain for the images `make images` builds;
 # for the Docker Compose lab: Docker 20.10, Compose v1 and debootstrap (its base image); for the
-# cluster DNS benchmark: dnsperf, and dnsmasq as its baseline.
+# cluster DNS benchmark: dnsperf, and dnsmasq as its baseline; for image pulls from a registry:
+# Debian's docker-registry (the CNCF distribution registry), skopeo to push to it, and htpasswd.
 APT_PACKAGES := protobuf-compiler libprotobuf-dev etcd-client unzip \
   containerd runc containernetworking-plugins iptables iproute2 busybox-static gcc libc6-dev \
-  docker.io docker-compose debootstrap dnsperf dnsmasq-base nftables
+  docker.io docker-compose debootstrap dnsperf dnsmasq-base nftables docker-registry skopeo apache2-utils
 # Container images built locally (no registry is reachable): see deploy/images/build.sh.
 IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar

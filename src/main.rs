@@ -246,6 +246,12 @@ struct NodeagentArgs {
     /// Minimum age of an unused image before garbage collection may remove it.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     minimum_image_ttl_duration: Duration,
+    /// Pull images one at a time (false: several at once, see --max-parallel-image-pulls).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    serialize_image_pulls: bool,
+    /// With --serialize-image-pulls=false, the most pulls at once (default: no limit).
+    #[arg(long)]
+    max_parallel_image_pulls: Option<u32>,
     /// Hard eviction thresholds, signal<quantity or signal<percent%, comma-separated (signals:
     /// memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available).
     #[arg(long, default_value = nodeagent::eviction::DEFAULT_EVICTION_HARD)]
@@ -326,6 +332,7 @@ impl NodeagentArgs {
             low_threshold_percent: self.image_gc_low_threshold,
             min_age: self.minimum_image_ttl_duration,
         };
+        o.image_pulls = nodeagent::images::PullOptions { serialize: self.serialize_image_pulls, max_parallel: self.max_parallel_image_pulls };
         o.eviction = nodeagent::eviction::Config {
             thresholds: nodeagent::eviction::parse_threshold_config(&self.eviction_hard)
                 .map_err(|e| anyhow::anyhow!("--eviction-hard: {e}"))?,

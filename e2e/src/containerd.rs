@@ -217,6 +217,11 @@ impl Containerd {
         self.dir.join("cni").join("net.d")
     }
 
+    /// Where containerd reads how to reach each registry (`<host>/hosts.toml`, at every pull).
+    pub fn registry_config_path(&self) -> PathBuf {
+        self.dir.join("certs.d")
+    }
+
     /// containerd's PID while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.process.as_ref().map(Process::pid)

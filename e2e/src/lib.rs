@@ -72,6 +72,7 @@ pub mod nodelab;
 pub mod ports;
 pub mod process;
 pub mod proxy;
+pub mod registry;
 pub mod writers;
 
 use std::path::PathBuf;

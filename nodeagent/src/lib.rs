@@ -17,11 +17,14 @@
 //!    `podSyncer`): SyncPod, SyncTerminatingPod, SyncTerminatedPod.
 //! 5. **SyncPod** ([`kubelet`]): eight steps — pod cgroup ([`cm`]), data directory
 //!    ([`kubelet::getters`]), volumes ([`volumemanager`], with service account tokens from
-//!    [`token`]), pull secrets, then the runtime manager
-//!    ([`kuberuntime::kuberuntime_manager`], where `compute_pod_actions` decides): sandbox with
-//!    CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init containers in order, app
+//!    [`token`]), pull secrets ([`credentialprovider`] reads both formats), then the runtime
+//!    manager ([`kuberuntime::kuberuntime_manager`], where `compute_pod_actions` decides): sandbox
+//!    with CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init containers in order, app
 //!    containers in parallel ([`kuberuntime::kuberuntime_container`], each with its Services'
-//!    environment variables from [`envvars`]); then the status ([`status`]).
+//!    environment variables from [`envvars`]), each image first made present
+//!    ([`kuberuntime::kuberuntime_image`]: the pull policy, a CRI pull with the pod's or the
+//!    node's credentials when it must, one at a time or several ([`images::puller`]), back-off);
+//!    then the status ([`status`]).
 //! 6. **PLEG** ([`pleg`]): relists the runtime every second and wakes the worker of any pod whose
 //!    containers changed.
 //! 7. **Status manager** ([`status`]): the source of truth for pod status, written to the API
@@ -65,7 +68,8 @@
 //!   [`cri::containerd_config`] (the containerd configuration the agent expects): `kubelab
 //!   containerd-config`, `kubelab up` and the end-to-end tests' private containerd.
 //! - [`images`]: [`images::ImageImporter`] and [`images::parse_imported`] (image tarballs into
-//!   containerd), [`images::ImageGcPolicy`] (`--image-gc-*`).
+//!   containerd), [`images::ImageGcPolicy`] (`--image-gc-*`), [`images::PullOptions`]
+//!   (`--serialize-image-pulls`, `--max-parallel-image-pulls`).
 //! - [`network::cni`]: [`network::cni::PodCidr`] (with its gateway), [`network::cni::bridge_name`]
 //!   and [`network::cni::write_conflist`]: `kubelab up` makes the bridge early, for the cluster
 //!   DNS to listen on.
@@ -98,6 +102,10 @@
 //! - TLS bootstrap ([`certificate`]) runs once, at start: no client certificate rotation
 //!   (`--rotate-certificates`), a request named by `generateName` rather than the kubelet's
 //!   digest of key, subject and usages, and no wait for the API server's `/healthz` first.
+//! - Image pulls ([`kuberuntime::kuberuntime_image`]): credentials are matched by the registry
+//!   host alone (kubelet also matches path prefixes and wildcard hosts, and tries every match in
+//!   turn); no credential provider plugins; Docker Hub credentials go to containerd without a
+//!   server address (containerd pulls Docker Hub's images from another host than it names).
 
 // Every item is `pub(crate)` unless it is on the public surface listed above.
 #![warn(unreachable_pub)]
@@ -109,12 +117,14 @@ pub(crate) mod certificate;
 pub mod cm;
 pub(crate) mod config;
 pub(crate) mod container;
+pub(crate) mod credentialprovider;
 pub(crate) mod envvars;
 pub mod cri;
 mod error;
 pub(crate) mod events;
 pub mod eviction;
 pub(crate) mod flowcontrol;
+pub(crate) mod format;
 pub mod images;
 pub(crate) mod kubelet;
 pub(crate) mod kuberuntime;

@@ -87,6 +87,8 @@ pub struct Options {
     /// `--image-gc-high-threshold` (85), `--image-gc-low-threshold` (80),
     /// `--minimum-image-ttl-duration` (2m).
     pub image_gc: crate::images::image_gc_manager::ImageGcPolicy,
+    /// `--serialize-image-pulls` (true) and `--max-parallel-image-pulls` (none).
+    pub image_pulls: crate::images::PullOptions,
     /// `--eviction-hard`, `--eviction-pressure-transition-period` (5m) and the monitoring
     /// interval (`--housekeeping-interval`, 10 s).
     pub eviction: crate::eviction::Config,
@@ -130,6 +132,7 @@ impl Options {
             relist_period: Duration::from_secs(1),
             host_gw: false,
             image_gc: Default::default(),
+            image_pulls: Default::default(),
             eviction: Default::default(),
             pod_infra_container_image: crate::cri::containerd_config::PAUSE_IMAGE.into(),
             cluster_dns: vec![],
@@ -141,6 +144,7 @@ impl Options {
     /// The checks on flags the kubelet makes at start, with messages naming the flags.
     pub fn validate(&self) -> Result<()> {
         self.image_gc.validate().map_err(Error::InvalidFlag)?;
+        self.image_pulls.validate().map_err(Error::InvalidFlag)?;
         if self.eviction.monitoring_interval.is_zero() {
             return Err(Error::InvalidFlag("--housekeeping-interval must be more than zero".into()));
         }
@@ -401,7 +405,11 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
         client: client.clone(),
-        runtime: RuntimeManager::new(cri.clone(), recorder.clone(), opts.pod_logs_dir.clone(), pod_dns),
+        runtime: {
+            let mut runtime = RuntimeManager::new(cri.clone(), recorder.clone(), opts.pod_logs_dir.clone(), pod_dns);
+            runtime.images.configure(&opts.image_pulls, opts.root_dir.clone());
+            runtime
+        },
         volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()).with_node(node_rx.clone()),
         pcm,
         status,

@@ -16,8 +16,10 @@
 //! agent's cgroup driver (`SystemdCgroup`: true where [`CgroupDriver::detect`] picks systemd, a
 //! cgroup v2 host systemd booted; false with cgroupfs — the two must agree, or runc rejects the
 //! sandbox's cgroup parent), the pause image
-//! kubelab builds as `sandbox_image` (no registry to pull it from), and CNI reading the one
-//! conflist the node agent writes.
+//! kubelab builds as `sandbox_image` (no registry to pull it from), CNI reading the one
+//! conflist the node agent writes, and the registry hosts directory (`config_path`, containerd's
+//! `certs.d`): [`write_registry_host`] tells containerd how to reach one registry (its URL and
+//! the CA its certificate is signed by), as containerd's docs/hosts.md lays the file out.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -59,6 +61,9 @@ pub struct ContainerdConfig {
     pub cni_conf_dir: PathBuf,
     /// The runc runtime's `SystemdCgroup`: true for the node agent's systemd cgroup driver.
     pub systemd_cgroup: bool,
+    /// The CRI plugin's `registry.config_path`: a directory per registry host
+    /// (`<host[:port]>/hosts.toml`, [`write_registry_host`]).
+    pub registry_config_path: PathBuf,
 }
 
 impl ContainerdConfig {
@@ -79,13 +84,14 @@ impl ContainerdConfig {
             sandbox_image: PAUSE_IMAGE.to_string(),
             cni_conf_dir: dir.join("cni/net.d"),
             systemd_cgroup: CgroupDriver::detect() == CgroupDriver::Systemd,
+            registry_config_path: dir.join("certs.d"),
         }
     }
 
     /// A machine's layout, the lab nodes': containerd's default paths (those of `containerd
     /// config default`), the streaming server on 127.0.0.1 at any free port (containerd's
     /// default too; the node agent reaches it on the node itself), CNI configs in
-    /// `/etc/cni/net.d`.
+    /// `/etc/cni/net.d`, registry hosts in `/etc/containerd/certs.d` (containerd's convention).
     pub fn node() -> ContainerdConfig {
         let address = PathBuf::from("/run/containerd/containerd.sock");
         ContainerdConfig {
@@ -100,6 +106,7 @@ impl ContainerdConfig {
             sandbox_image: PAUSE_IMAGE.to_string(),
             cni_conf_dir: PathBuf::from("/etc/cni/net.d"),
             systemd_cgroup: CgroupDriver::detect() == CgroupDriver::Systemd,
+            registry_config_path: PathBuf::from("/etc/containerd/certs.d"),
         }
     }
 
@@ -156,6 +163,9 @@ oom_score = 0
     bin_dir = {cni_bin}
     conf_dir = {cni_conf}
     max_conf_num = 1
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = {registry}
 "#,
             root = toml_str(self.root.display()),
             state = toml_str(self.state.display()),
@@ -169,8 +179,29 @@ oom_score = 0
             systemd_cgroup = self.systemd_cgroup,
             cni_bin = toml_str(CNI_BIN_DIR),
             cni_conf = toml_str(self.cni_conf_dir.display()),
+            registry = toml_str(self.registry_config_path.display()),
         )
     }
+}
+
+/// Writes `<config_path>/<host>/hosts.toml` so that containerd pulls images named `<host>/…` from
+/// `https://<host>`, checking its certificate against `ca_file` (a registry signed by a CA of
+/// the cluster's own rather than a public one). containerd reads the directory at each pull: no
+/// restart. `host` is the image reference's registry part, with its port (`127.0.0.1:5000`).
+pub fn write_registry_host(config_path: &Path, host: &str, ca_file: &Path) -> std::io::Result<PathBuf> {
+    if host.is_empty() || host.contains(['/', '"', '\\']) || host.starts_with('.') {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("registry host {host:?} is not a host[:port]")));
+    }
+    let dir = config_path.join(host);
+    std::fs::create_dir_all(&dir)?;
+    let text = format!(
+        "# Written by kubelab (nodeagent/src/cri/containerd_config.rs): how containerd reaches {host}.\nserver = {server}\n\n[host.{server}]\n  ca = {ca}\n",
+        server = toml_str(format!("https://{host}")),
+        ca = toml_str(ca_file.display()),
+    );
+    let path = dir.join("hosts.toml");
+    std::fs::write(&path, text)?;
+    Ok(path)
 }
 
 /// containerd's ttrpc socket next to its gRPC socket, where containerd puts it when
@@ -311,6 +342,7 @@ mod tests {
         assert_eq!(get(values, CRI, "stream_server_address"), s(&c.stream_server_address.to_string()));
         assert_eq!(get(values, CRI, "stream_server_port"), s(&c.stream_server_port.to_string()));
         assert_eq!(get(values, &format!("{CRI}.cni"), "conf_dir"), path(&c.cni_conf_dir));
+        assert_eq!(get(values, &format!("{CRI}.registry"), "config_path"), path(&c.registry_config_path));
     }
 
     #[test]
@@ -328,6 +360,7 @@ mod tests {
         assert_eq!(get(&values, CRI, "stream_server_address"), s("127.0.0.1"));
         assert_eq!(get(&values, CRI, "stream_server_port"), s("10010"));
         assert_eq!(get(&values, &format!("{CRI}.cni"), "conf_dir"), s("/data/containerd/cni/net.d"));
+        assert_eq!(get(&values, &format!("{CRI}.registry"), "config_path"), s("/data/containerd/certs.d"));
         assert_eq!(c.endpoint(), "unix:///data/containerd/containerd.sock");
     }
 
@@ -366,6 +399,7 @@ mod tests {
             sandbox_image: "example.com/pause:1".into(),
             cni_conf_dir: "/c".into(),
             systemd_cgroup: true,
+            registry_config_path: "/h".into(),
         };
         let values = parse(&c.render()).expect("parses");
         assert_layout(&values, &c);
@@ -393,6 +427,21 @@ mod tests {
         assert!(parse("a = what\n").is_err(), "a bare word");
         assert!(parse("just words\n").is_err(), "no key = value");
         assert!(parse("[plugins.\"io.x\".y]\nk = true\n").is_ok());
+    }
+
+    /// A registry's hosts.toml parses, names the registry over HTTPS and the CA, and a host that
+    /// is not one is refused.
+    #[test]
+    fn a_registry_host_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write_registry_host(dir.path(), "127.0.0.1:5000", Path::new("/pki/ca.crt")).expect("written");
+        assert_eq!(path, dir.path().join("127.0.0.1:5000/hosts.toml"));
+        let values = parse(&std::fs::read_to_string(&path).expect("read")).expect("parses");
+        assert_eq!(get(&values, "", "server"), s("https://127.0.0.1:5000"));
+        assert_eq!(get(&values, "host.\"https://127.0.0.1:5000\"", "ca"), s("/pki/ca.crt"));
+        for bad in ["", "a/b", ".."] {
+            assert!(write_registry_host(dir.path(), bad, Path::new("/ca")).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

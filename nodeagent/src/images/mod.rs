@@ -1,19 +1,21 @@
 //! Mirrors kubelet's pkg/kubelet/images: how images get onto the node.
 //!
-//! Kubelet's image manager pulls from a registry (`EnsureImageExists` with the pod's pull policy)
-//! and its image GC frees disk. kubelab's machines reach no registry, so images arrive as
-//! OCI image-layout tarballs (built by `make images`, see `deploy/images/build.sh`) dropped into
-//! the agent's `--image-dir`; [`ImageImporter`] loads each new or changed tarball into
-//! containerd's `k8s.io` namespace, where CRI's `ImageStatus` then finds it and a pull is never
-//! needed.
+//! Kubelet's image manager pulls from a registry (`EnsureImageExists` with the pod's pull policy,
+//! in kuberuntime's `kuberuntime_image.rs`), one pull at a time or several ([`puller`]), and its
+//! image GC frees disk. Images can also arrive as OCI image-layout tarballs (built by `make
+//! images`, see `deploy/images/build.sh`) dropped into the agent's `--image-dir`, for a machine
+//! without a registry: [`ImageImporter`] loads each new or changed tarball into containerd's
+//! `k8s.io` namespace, where CRI's `ImageStatus` then finds it and a pull is not needed.
 
 pub(crate) mod image_gc_manager;
 pub(crate) mod image_import;
+pub mod puller;
 
 use std::time::Duration;
 
 pub use image_gc_manager::ImageGcPolicy;
 pub use image_import::{ImageImporter, parse_imported};
+pub use puller::PullOptions;
 
 /// The containerd namespace the CRI plugin keeps its images, containers and sandboxes in. An image
 /// imported into any other namespace is invisible to `ImageStatus`.

@@ -130,7 +130,7 @@ impl Kubelet {
         }
     }
 
-    /// Secrets named in imagePullSecrets (their `.dockerconfigjson`), and the configMaps and
+    /// Secrets named in imagePullSecrets (their `.dockerconfigjson` or `.dockercfg`), and the configMaps and
     /// secrets the containers' environment refers to. Without an API server: none.
     pub(super) async fn fetch_pod_references(&self, pod: &Pod) -> (Vec<serde_json::Value>, crate::kuberuntime::kuberuntime_container::EnvObjects) {
         use crate::kuberuntime::kuberuntime_container::{EnvObjects, env_references};
@@ -145,9 +145,7 @@ impl Kubelet {
         for r in pod.spec.as_ref().and_then(|s| s.image_pull_secrets.clone()).unwrap_or_default() {
             match secrets.get_opt(&r.name).await {
                 Ok(Some(s)) => {
-                    if let Some(b) = s.data.as_ref().and_then(|d| d.get(".dockerconfigjson"))
-                        && let Ok(v) = serde_json::from_slice(&b.0)
-                    {
+                    if let Some(v) = s.data.as_ref().and_then(crate::credentialprovider::secret_docker_config) {
                         pull.push(v);
                     }
                 }

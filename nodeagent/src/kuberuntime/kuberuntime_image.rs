@@ -1,7 +1,11 @@
 //! Mirrors kubelet's images/image_manager.go (EnsureImageExists) and kuberuntime_image.go: the
-//! pull policy, pulls through CRI with the pod's pull-secret credentials, the Pulling / Pulled /
-//! Failed events, and ImagePullBackOff between failed pulls.
+//! pull policy, pulls through CRI with the credentials kubelet would use (the pod's pull secrets,
+//! which hold its ServiceAccount's too, then the node's own, [`crate::credentialprovider`]), one
+//! at a time or several ([`crate::images::puller`]), the Pulling / Pulled / Failed / BackOff
+//! events in kubelet's words, and ImagePullBackOff between failed pulls (per pod and image, 10 s
+//! doubling to 5 min).
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -12,6 +16,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::cri::RemoteRuntime;
 use crate::events::{self, Recorder};
 use crate::flowcontrol::Backoff;
+use crate::images::puller::{PullOptions, Puller};
 
 /// Why a container's image is not there; the reason shows as the container's waiting reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,11 +70,16 @@ pub(crate) fn auth_for_image(image: &str, docker_configs: &[serde_json::Value]) 
                 continue;
             }
             let s = |k: &str| entry.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+            // containerd's CRI hands the credentials only to the registry host this URL names
+            // (ParseAuth: `url.Parse(ServerAddress).Host`), so it must be a URL of the image's
+            // registry. Docker Hub's images are pulled from registry-1.docker.io, whatever the
+            // entry's key: for them it is left empty (no check).
+            let server_address = if registry == "docker.io" { String::new() } else { format!("https://{registry}") };
             return Some(api::AuthConfig {
                 username: s("username"),
                 password: s("password"),
                 auth: s("auth"),
-                server_address: server.clone(),
+                server_address,
                 identity_token: s("identitytoken"),
                 registry_token: s("registrytoken"),
             });
@@ -91,6 +101,10 @@ pub(crate) struct ImageManager {
     runtime: RemoteRuntime,
     recorder: Recorder,
     backoff: Mutex<Backoff>,
+    puller: Puller,
+    /// `--root-dir`, where the node's own registry credentials are looked for first; none: the
+    /// node has none (tests).
+    credentials_dir: Option<PathBuf>,
 }
 
 impl ImageManager {
@@ -99,7 +113,16 @@ impl ImageManager {
             runtime,
             recorder,
             backoff: Mutex::new(Backoff::new(Duration::from_secs(10), Duration::from_secs(300))),
+            puller: Puller::new(&PullOptions::default()),
+            credentials_dir: None,
         }
+    }
+
+    /// `--serialize-image-pulls`/`--max-parallel-image-pulls`, and the node's credentials
+    /// directory (`--root-dir`).
+    pub(crate) fn configure(&mut self, pulls: &PullOptions, root_dir: PathBuf) {
+        self.puller = Puller::new(pulls);
+        self.credentials_dir = Some(root_dir);
     }
 
     /// Make sure `container`'s image is on the node; returns the image reference to create the
@@ -148,15 +171,25 @@ impl ImageManager {
                     return Err(ImageError { reason: IMAGE_PULL_BACK_OFF, message });
                 }
                 self.recorder.pod_event(pod, field.clone(), events::NORMAL, events::PULLING_IMAGE, format!("Pulling image {image:?}"));
+                let requested = Instant::now();
+                // The pod's pull secrets first (the ServiceAccount's are among them: the API server
+                // copied them in), then the node's own.
+                let auth = auth_for_image(image, pull_secrets).or_else(|| {
+                    let node = self.credentials_dir.as_deref().and_then(crate::credentialprovider::node_docker_config)?;
+                    auth_for_image(image, &[node])
+                });
+                let turn = self.puller.turn().await;
                 let start = Instant::now();
-                let auth = auth_for_image(image, pull_secrets);
-                match self.runtime.pull_image(image, auth, Some(sandbox_config.clone())).await {
+                let pulled = self.runtime.pull_image(image, auth, Some(sandbox_config.clone())).await;
+                let (took, waited) = (start.elapsed(), requested.elapsed());
+                drop(turn);
+                match pulled {
                     Ok(image_ref) => {
                         self.backoff.lock().unwrap_or_else(|e| e.into_inner()).reset(&key);
-                        let message = format!(
-                            "Successfully pulled image {image:?} in {:.3}s",
-                            start.elapsed().as_secs_f64()
-                        );
+                        // kubelet: the size ImageStatus reports of what was pulled.
+                        let size = self.runtime.image_status(&image_ref).await.ok().flatten().map_or(0, |i| i.size);
+                        let ms = |d: Duration| crate::format::go_duration(Duration::from_millis(d.as_millis() as u64));
+                        let message = format!("Successfully pulled image {image:?} in {} ({} including waiting). Image size: {size} bytes.", ms(took), ms(waited));
                         self.recorder.pod_event(pod, field, events::NORMAL, events::PULLED_IMAGE, message);
                         Ok(image_ref)
                     }
@@ -216,8 +249,10 @@ mod tests {
         }});
         let a = auth_for_image("busybox:1.36", std::slice::from_ref(&cfg)).expect("docker hub");
         assert_eq!((a.username.as_str(), a.password.as_str()), ("u", "p"));
+        assert_eq!(a.server_address, "");
         let b = auth_for_image("registry.example.com:5000/team/app:v1", std::slice::from_ref(&cfg)).expect("private");
         assert_eq!(b.auth, "dTpw");
+        assert_eq!(b.server_address, "https://registry.example.com:5000", "a URL containerd parses, naming the image's registry");
         assert!(auth_for_image("quay.io/x/y", &[cfg]).is_none());
     }
 }

@@ -466,11 +466,11 @@ impl RuntimeManager {
             b.next(&key, now);
         }
 
-        let image_ref = self
-            .images
-            .ensure_image_exists(pod, c, ctx.inputs.pull_secrets, ctx.sandbox_config)
-            .await
-            .map_err(|e| (e.reason.to_string(), e.message, Some(Duration::from_secs(10))))?;
+        let image_ref = self.images.ensure_image_exists(pod, c, ctx.inputs.pull_secrets, ctx.sandbox_config).await.map_err(|e| {
+            // kubelet's startContainer: "Error: <the reason>" (ErrImagePull, ImagePullBackOff, …).
+            self.recorder.pod_event(pod, field.clone(), events::WARNING, events::FAILED_TO_CREATE_CONTAINER, format!("Error: {}", e.reason));
+            (e.reason.to_string(), e.message, Some(Duration::from_secs(10)))
+        })?;
 
         let config_err = |m: String| {
             self.recorder.pod_event(pod, field.clone(), events::WARNING, events::FAILED_TO_CREATE_CONTAINER, format!("Error: {m}"));

@@ -16,8 +16,9 @@ suite=bookworm
 # What a node runs: containerd (+ ctr) and runc, the CNI plugins, iproute2 and iptables for the
 # pod network and host-gw routes, busybox for tests' shells, procps for sysctl and ps, and
 # etcd-client so `docker exec <node> etcdctl` talks to the store members without a published port,
-# and curl to call a node agent's or an API server's HTTPS port from a node as anyone (or no one).
-packages=containerd,runc,containernetworking-plugins,iproute2,iptables,ca-certificates,busybox-static,procps,etcd-client,curl
+# curl to call a node agent's or an API server's HTTPS port from a node as anyone (or no one),
+# and docker-registry, which the lab's registry container runs.
+packages=containerd,runc,containernetworking-plugins,iproute2,iptables,ca-certificates,busybox-static,procps,etcd-client,curl,docker-registry
 die() { echo "lab-base.sh: $*" >&2; exit 1; }
 command -v docker >/dev/null || die "docker not found"
 

@@ -83,6 +83,16 @@ echo 1 >/proc/sys/net/ipv4/ip_forward
 mkdir -p /etc/containerd /etc/cni/net.d /var/log /opt/cni
 [ -e /opt/cni/bin ] || ln -s /usr/lib/cni /opt/cni/bin
 /usr/local/bin/kubelab containerd-config >/etc/containerd/config.toml
+# The lab's registry (`registry:5000`, docker-compose.yml) serves a certificate of the cluster CA:
+# containerd's registry hosts entry names that CA (containerd's certs.d, read at every pull).
+mkdir -p /etc/containerd/certs.d/registry:5000
+cat >/etc/containerd/certs.d/registry:5000/hosts.toml <<'EOF'
+# Written by node-entrypoint.sh: the lab's registry, verified with the cluster CA.
+server = "https://registry:5000"
+
+[host."https://registry:5000"]
+  ca = "/etc/kubernetes/pki/ca.crt"
+EOF
 log "starting containerd (log: /var/log/containerd.log)"
 containerd --config /etc/containerd/config.toml >>/var/log/containerd.log 2>&1 &
 for _ in $(seq 1 300); do

@@ -107,6 +107,11 @@ impl Registry {
     /// Pushes the OCI image-layout tarball `tar` as `<host>/<repository>` (`private/busybox:1.36`)
     /// with `skopeo copy`; returns the full reference.
     pub fn push(&self, tar: &Path, repository: &str) -> anyhow::Result<String> {
+        self.copy(&format!("oci-archive:{}", tar.display()), repository)
+    }
+
+    /// `skopeo copy <source> docker://<host>/<repository>` with the password.
+    fn copy(&self, source: &str, repository: &str) -> anyhow::Result<String> {
         let certs = self.dir.join("skopeo-certs");
         std::fs::create_dir_all(&certs)?;
         std::fs::copy(self.ca_file(), certs.join("ca.crt"))?;
@@ -114,9 +119,15 @@ impl Registry {
         let creds = format!("{USER}:{}", self.password);
         run("skopeo", &[
             "copy", "--quiet", "--dest-cert-dir", &certs.to_string_lossy(), "--dest-creds", &creds,
-            &format!("oci-archive:{}", tar.display()), &format!("docker://{reference}"),
+            source, &format!("docker://{reference}"),
         ])?;
         Ok(reference)
+    }
+
+    /// Pushes the OCI image layout directory `layout` (its only image) as `<host>/<repository>`;
+    /// returns the full reference.
+    pub fn push_layout(&self, layout: &Path, repository: &str) -> anyhow::Result<String> {
+        self.copy(&format!("oci:{}", layout.display()), repository)
     }
 
     /// A `.dockerconfigjson` (`kubectl create secret docker-registry`'s) holding `password`

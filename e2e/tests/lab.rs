@@ -6,7 +6,8 @@
 //! nothing was lost; last, a worker joins with a bootstrap token. On the way it checks the lab's
 //! security as kubeadm sets it up: HTTPS with the admin's certificate, anonymous requests
 //! refused, a node's credentials kept from another node's secrets, the node agents' and the
-//! store's ports refusing callers without credentials, secrets encrypted in the store.
+//! store's ports refusing callers without credentials, secrets encrypted in the store; and pods on
+//! every node pulling from the lab's registry with its pull secret, refused without it.
 //! `lab down -v` runs at the end whatever happens (a drop guard).
 //!
 //! Prints the lab's benchmark figures: image build (cold or cached) and up → three nodes Ready
@@ -368,6 +369,47 @@ async fn join_a_worker(lab: &Lab) -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// The lab's registry: a pod on each node pulls the registry's busybox with the pull secret `lab
+/// up` made (kubelet's `Pulled` event names the image and its size); without the secret, and
+/// `Always`, the registry refuses the pull (401, ErrImagePull then ImagePullBackOff).
+async fn pulls_from_the_lab_registry(lab: &Lab) -> anyhow::Result<()> {
+    use anyhow::ensure;
+    const IMAGE: &str = "registry:5000/library/busybox:1.36";
+    let with_image = |name: &str, node: &str, secret: bool, policy: &str| -> anyhow::Result<String> {
+        let mut pod: serde_json::Value = serde_json::from_str(&busybox_pod(name, node, "sleep 100000"))?;
+        pod["spec"]["containers"][0]["image"] = serde_json::json!(IMAGE);
+        pod["spec"]["containers"][0]["imagePullPolicy"] = serde_json::json!(policy);
+        if secret {
+            pod["spec"]["imagePullSecrets"] = serde_json::json!([{"name": "registry-credentials"}]);
+        }
+        Ok(pod.to_string())
+    };
+    let names: Vec<String> = NODES.iter().map(|n| format!("pull-{n}")).collect();
+    for (n, name) in NODES.iter().zip(&names) {
+        lab.apply("node1", &with_image(name, n, true, "Always")?).await?;
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    expect_running(lab, "node1", &refs, "pods pulling from the lab's registry").await;
+    for name in &names {
+        let v = lab.get_json("node1", &["events", "--field-selector", &format!("involvedObject.name={name}")]).await?;
+        let pulled: Vec<&str> = v["items"].as_array().into_iter().flatten().filter(|e| e["reason"] == "Pulled").filter_map(|e| e["message"].as_str()).collect();
+        ensure!(pulled.iter().any(|m| m.starts_with(&format!("Successfully pulled image {IMAGE:?} in ")) && m.contains("Image size: ")), "{name}'s Pulled events: {pulled:?}");
+    }
+    lab.apply("node1", &with_image("pull-refused", "node2", false, "Always")?).await?;
+    let refused = poll_until("pull-refused waiting with the registry's refusal", Duration::from_secs(60), Duration::from_secs(1), || async {
+        let p = lab.get_json("node1", &["pod", "pull-refused"]).await?;
+        let w = &p["status"]["containerStatuses"][0]["state"]["waiting"];
+        let (reason, message) = (w["reason"].as_str().unwrap_or_default(), w["message"].as_str().unwrap_or_default());
+        Ok((reason == "ErrImagePull" && message.contains("401 Unauthorized")).then(|| message.to_string()))
+    })
+    .await?;
+    eprintln!("[lab] without the pull secret: {refused}");
+    for name in names.iter().map(String::as_str).chain(["pull-refused"]) {
+        lab.kubectl_ok("node1", &["delete", "pod", name, "--grace-period=1", "--wait=false"]).await?;
+    }
+    Ok(())
+}
+
 async fn cross_node_diagnostics(lab: &Lab) -> String {
     let mut out = String::from("[lab] cross-node diagnostics:\n");
     let mut add = |what: String, r: anyhow::Result<String>| {
@@ -493,6 +535,8 @@ async fn lab_end_to_end() {
     }
     // 5c. The lab's security (kubeadm's): HTTPS, identities, Node,RBAC, encrypted secrets.
     security_checks(&lab).await.expect("security");
+    // 5d. The lab's registry, from every node.
+    pulls_from_the_lab_registry(&lab).await.expect("the lab's registry");
     let mut startup = vec![("node1".to_string(), node1_start)];
     startup.extend(started.iter().map(|(n, d)| (n.trim_start_matches("pod-").to_string(), *d)));
     lab.kubectl_ok("node1", &["create", "configmap", "before-faults", "--from-literal=k=v"]).await.expect("write");

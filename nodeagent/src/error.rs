@@ -4,8 +4,11 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A CRI call failed (containerd answered with an error, or could not be reached).
-    #[error("CRI {op}: {source}")]
+    /// A CRI call failed (containerd answered with an error, or could not be reached). Written as
+    /// Go's gRPC writes a status (`rpc error: code = Unknown desc = …`), which is how kubelet's
+    /// messages (ErrImagePull, CreateContainerError) show a runtime's error; the call is in `op`
+    /// (and in the CRI call's debug log).
+    #[error("rpc error: code = {} desc = {}", go_code_name(source.code()), source.message())]
     Cri {
         op: &'static str,
         #[source]
@@ -123,5 +126,29 @@ impl Error {
             Error::Kube(kube::Error::Api(s)) => s.code == 404,
             _ => false,
         }
+    }
+}
+
+/// A gRPC code's name as grpc-go writes it (`codes.Code.String()`): tonic's names, but for
+/// `Canceled`, which Go spells with one l.
+fn go_code_name(code: tonic::Code) -> String {
+    match code {
+        tonic::Code::Cancelled => "Canceled".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cri_errors_read_as_grpc_go_writes_them() {
+        let e = Error::cri("pull_image", tonic::Status::unknown("failed to pull and unpack image"));
+        assert_eq!(e.to_string(), "rpc error: code = Unknown desc = failed to pull and unpack image");
+        let e = Error::cri("stop_container", tonic::Status::cancelled("context canceled"));
+        assert_eq!(e.to_string(), "rpc error: code = Canceled desc = context canceled");
+        let e = Error::cri("create_container", tonic::Status::deadline_exceeded("too slow"));
+        assert_eq!(e.to_string(), "rpc error: code = DeadlineExceeded desc = too slow");
     }
 }

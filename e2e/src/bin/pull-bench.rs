@@ -5,8 +5,9 @@
 //! A private registry (Debian's distribution registry with TLS and a password,
 //! `e2e::registry`) holds two images of one layer of random bytes (incompressible: the layer is
 //! as large as the image), 5 MB and 100 MB by default. Each round pulls an image both ways, in
-//! alternating order, each pull followed by `ctr images rm --sync` so that the next one downloads
-//! and unpacks everything again. Prints the median and every round's time, and the ratio of the
+//! alternating order, each pull followed by `ctr images rm --sync` of every reference (checked:
+//! the layer is gone from the content store) so that the next one downloads and unpacks
+//! everything again. Prints the median and every round's time, and the ratio of the
 //! medians (CRI / ctr).
 //!
 //! `cargo run --release -p e2e --bin pull-bench -- --help`
@@ -45,8 +46,8 @@ fn sha256(path: &Path) -> anyhow::Result<String> {
 }
 
 /// An OCI image layout in `dir` with one gzipped layer holding `mb` MB of random bytes, tagged
-/// `tag`; returns the layer's compressed size.
-fn make_image(dir: &Path, mb: u64, tag: &str) -> anyhow::Result<u64> {
+/// `tag`; returns the layer's compressed size and digest.
+fn make_image(dir: &Path, mb: u64, tag: &str) -> anyhow::Result<(u64, String)> {
     let blobs = dir.join("blobs/sha256");
     let root = dir.join("rootfs");
     std::fs::create_dir_all(&blobs)?;
@@ -83,7 +84,7 @@ fn make_image(dir: &Path, mb: u64, tag: &str) -> anyhow::Result<u64> {
     )?;
     std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#)?;
     std::fs::remove_dir_all(&root)?;
-    Ok(layer_size)
+    Ok((layer_size, format!("sha256:{layer}")))
 }
 
 fn median(v: &[Duration]) -> Duration {
@@ -116,7 +117,7 @@ async fn main() -> anyhow::Result<()> {
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for mb in &args.sizes {
         let layout = tmp.path().join(format!("image-{mb}mb"));
-        let layer = make_image(&layout, *mb, "1")?;
+        let (layer, layer_digest) = make_image(&layout, *mb, "1")?;
         let reference = registry.push_layout(&layout, &format!("bench/data-{mb}mb:1"))?;
         let auth = cri::AuthConfig { username: USER.into(), password: registry.password().into(), server_address: format!("https://{}", registry.host()), ..Default::default() };
         let (mut via_cri, mut via_ctr) = (vec![], vec![]);
@@ -130,7 +131,14 @@ async fn main() -> anyhow::Result<()> {
                     ctr(&["images", "pull", "--hosts-dir", &hosts_dir, "--user", &creds, &reference])?;
                     via_ctr.push(start.elapsed());
                 }
-                ctr(&["images", "rm", "--sync", &reference])?;
+                // Every reference to the image (the tag, and the ID and digest references CRI
+                // adds), removed synchronously: its blobs and snapshots are gone before the next
+                // pull, which must download and unpack all of it again.
+                let refs = ctr(&["images", "ls", "-q"])?;
+                let refs: Vec<&str> = refs.lines().filter(|l| !l.is_empty()).collect();
+                ctr(&[&["images", "rm", "--sync"][..], &refs].concat())?;
+                let content = ctr(&["content", "ls", "-q"])?;
+                anyhow::ensure!(!content.contains(&layer_digest), "the layer {layer_digest} is still in containerd's content store after removing the image");
             }
         }
         let (c, t) = (median(&via_cri), median(&via_ctr));

@@ -10,7 +10,8 @@
 //! - with the Secret on the pod's ServiceAccount instead, the API server copies it into the pod
 //!   and the pod runs; with an old-style `kubernetes.io/dockercfg` Secret too; and with no secret
 //!   but the node's own `config.json` (kubelet's credential provider);
-//! - `IfNotPresent` then uses the image on the node, and `Always` pulls it again.
+//! - `IfNotPresent` then uses the image on the node, and `Always` pulls it again;
+//! - `kubelab trace --mermaid` draws the pull as containerd's round trip to the registry.
 
 use std::collections::BTreeMap;
 
@@ -132,6 +133,14 @@ async fn pulls_from_a_private_registry() {
     lab.wait_running("with-secret").await;
     let events = lab.wait_event("with-secret", "Pulled", |r, m| r == "Pulled" && is_pulled_message(m, &image)).await;
     assert!(events.iter().any(|(r, m)| r == "Pulling" && m == &format!("Pulling image {image:?}")), "{events:?}");
+    // `kubelab trace` draws the pull: containerd's round trip to the registry, with the size.
+    let out = std::process::Command::new(e2e::kubelab_bin().expect("kubelab"))
+        .args(["trace", "pod/with-secret", "--mermaid", "--server", &lab.api.url()])
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("kubelab trace");
+    let mermaid = String::from_utf8_lossy(&out.stdout);
+    assert!(mermaid.contains("participant R as Image Registry") && mermaid.contains(&format!("CR->>R: image_pull {image} ")) && mermaid.contains(" bytes "), "kubelab trace --mermaid:\n{mermaid}\n{}", String::from_utf8_lossy(&out.stderr));
 
     // 4. IfNotPresent uses the image now on the node; Always pulls again (with the password).
     pods.create(&pp, &pod("if-not-present", &image, "IfNotPresent", None, None)).await.expect("create");

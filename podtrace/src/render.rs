@@ -214,7 +214,7 @@ fn pod_kind() -> String {
     "pod".into()
 }
 
-const PARTICIPANTS: [(&str, &str); 9] = [
+const PARTICIPANTS: [(&str, &str); 10] = [
     ("U", "User"),
     ("CM", "Controller Manager"),
     ("API", "API Server"),
@@ -222,12 +222,13 @@ const PARTICIPANTS: [(&str, &str); 9] = [
     ("S", "Scheduler"),
     ("K", "kubelet (kubelab nodeagent)"),
     ("CR", "Container Runtime (containerd)"),
+    ("R", "Image Registry"),
     ("CNI", "CNI"),
     ("P", "kube-proxy (kubelab proxy)"),
 ];
 
 /// The fields worth showing on a diagram's arrow, in this order.
-const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "user", "allowed_by", "type", "watcher", "plugin", "node", "container", "revision", "pod_ip", "sync", "endpoints"];
+const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "user", "allowed_by", "type", "watcher", "plugin", "node", "container", "image", "revision", "pod_ip", "sync", "endpoints"];
 
 /// A step's name with its telling fields: `request create pods`, `watch event sent ADDED kubelet`.
 fn summary(s: &Step) -> String {
@@ -237,6 +238,10 @@ fn summary(s: &Step) -> String {
             out.push(' ');
             out.push_str(v);
         }
+    }
+    // An image pull's size, in bytes.
+    if let Some(bytes) = s.fields.get("bytes") {
+        out.push_str(&format!(" {bytes} bytes"));
     }
     // Every node runs a proxy: which one synced.
     if let (true, Some(node)) = (s.component == "proxy", &s.node) {
@@ -258,6 +263,9 @@ fn arrow(s: &Step) -> (&'static str, &'static str) {
         "scheduler" if n == "bind" => ("S", "API"),
         "scheduler" => ("S", "S"),
         "nodeagent" if n.contains("status") || n.contains("mirror") => ("K", "API"),
+        // The node agent's pull, which containerd makes of the registry (the CRI PullImage
+        // call is its own step, K to CR).
+        "nodeagent" if n == "image_pull" => ("CR", "R"),
         "nodeagent" => ("K", "K"),
         "cri" => ("K", "CR"),
         "proxy" => ("P", "P"),
@@ -333,6 +341,18 @@ mod tests {
         assert!(m.contains("K->>CR: RunPodSandbox 160.0 ms (+40 ms)"), "{m}");
         assert!(m.contains("CR->>CNI: ADD bridge + host-local → 10.244.1.7"), "{m}");
         assert!(m.contains("K->>CR: FAILED StartContainer"), "{m}");
+        assert!(!m.contains("participant R as"), "no pull, no registry: {m}");
+    }
+
+    /// A pull: containerd's round trip to the registry, with the image and its size.
+    #[test]
+    fn an_image_pull_draws_the_registry() {
+        let mut t = timeline();
+        let pull = step("nodeagent", "image_pull", 205, 53).with_field("image", "registry:5000/library/busybox:1.36").with_field("registry", "registry:5000").with_field("bytes", 2130588);
+        t = Timeline::new("default", "web", "uid-1", t.steps.into_iter().chain([pull]).collect());
+        let m = t.mermaid();
+        assert!(m.contains("participant R as Image Registry"), "{m}");
+        assert!(m.contains("CR->>R: image_pull registry:5000/library/busybox:1.36 2130588 bytes 53.0 ms"), "{m}");
     }
 
     #[test]

@@ -13,6 +13,8 @@ use ::api::core::v1::defaults::default_image_pull_policy;
 use k8s_cri::v1 as api;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use tracing::Instrument as _;
+
 use crate::cri::RemoteRuntime;
 use crate::events::{self, Recorder};
 use crate::flowcontrol::Backoff;
@@ -179,8 +181,12 @@ impl ImageManager {
                     auth_for_image(image, &[node])
                 });
                 let turn = self.puller.turn().await;
+                // A step of the pod for `kubelab trace`: the registry round trip (the CRI
+                // PullImage call inside it), with the image, its registry and its size.
+                let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+                let span = tracing::info_span!(target: "kubelet::images", "image_pull", pod_uid = %uid, image = %image, registry = %image_registry(image), bytes = tracing::field::Empty, error = tracing::field::Empty);
                 let start = Instant::now();
-                let pulled = self.runtime.pull_image(image, auth, Some(sandbox_config.clone())).await;
+                let pulled = self.runtime.pull_image(image, auth, Some(sandbox_config.clone())).instrument(span.clone()).await;
                 let (took, waited) = (start.elapsed(), requested.elapsed());
                 drop(turn);
                 match pulled {
@@ -188,12 +194,16 @@ impl ImageManager {
                         self.backoff.lock().unwrap_or_else(|e| e.into_inner()).reset(&key);
                         // kubelet: the size ImageStatus reports of what was pulled.
                         let size = self.runtime.image_status(&image_ref).await.ok().flatten().map_or(0, |i| i.size);
+                        span.record("bytes", size);
+                        drop(span);
                         let ms = |d: Duration| crate::format::go_duration(Duration::from_millis(d.as_millis() as u64));
                         let message = format!("Successfully pulled image {image:?} in {} ({} including waiting). Image size: {size} bytes.", ms(took), ms(waited));
                         self.recorder.pod_event(pod, field, events::NORMAL, events::PULLED_IMAGE, message);
                         Ok(image_ref)
                     }
                     Err(e) => {
+                        span.record("error", tracing::field::display(&e));
+                        drop(span);
                         self.backoff.lock().unwrap_or_else(|e| e.into_inner()).next(&key, Instant::now());
                         let message = format!("Failed to pull image {image:?}: {e}");
                         self.recorder.pod_event(pod, field, events::WARNING, events::FAILED_TO_PULL_IMAGE, &message);

@@ -126,7 +126,7 @@ mod tests {
         let master = || Some("http://a".to_string());
         let kubeconfig = || Some(PathBuf::from("k.conf"));
         assert!(matches!(Connection::from_flags_in(master(), kubeconfig(), true), Ok(Connection::Master(u)) if u == "http://a"));
-        assert!(matches!(Connection::from_flags_in(None, kubeconfig(), true), Ok(Connection::Kubeconfig(p)) if p == PathBuf::from("k.conf")));
+        assert!(matches!(Connection::from_flags_in(None, kubeconfig(), true), Ok(Connection::Kubeconfig(p)) if p == std::path::Path::new("k.conf")));
         assert!(matches!(Connection::from_flags_in(None, None, true), Ok(Connection::InCluster)));
         let err = Connection::from_flags_in(None, None, false).unwrap_err().to_string();
         assert!(err.contains("one of --kubeconfig or --master is required"), "{err}");

@@ -27,7 +27,10 @@
 //!    and check that every member serves them (serializable reads, member by member).
 //! 8. [`containerd`] is [`containerd::Containerd`]: a private containerd (own sockets, state and
 //!    persistent mount namespace) with a CNI bridge, for the node agent's tests; it imports the
-//!    images `make images` builds and tears down every pod, shim and mount it made.
+//!    images `make images` builds and tears down every pod, shim and mount it made; its
+//!    registry directory (`certs.d`) tells it how to reach a registry.
+//!    [`registry`] is [`registry::Registry`]: Debian's distribution registry on loopback with TLS
+//!    of its own CA and an htpasswd password, and `skopeo copy` to push image tarballs to it.
 //! 9. Time: a test never sleeps to let something happen. [`poll_until`] waits for a condition,
 //!    with a deadline and what was last seen when it passes; [`hold_for`] checks, all through a
 //!    period, that something does *not* happen (a pod is not restarted, a Lease not renewed).

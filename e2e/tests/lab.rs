@@ -404,9 +404,17 @@ async fn pulls_from_the_lab_registry(lab: &Lab) -> anyhow::Result<()> {
     })
     .await?;
     eprintln!("[lab] without the pull secret: {refused}");
-    for name in names.iter().map(String::as_str).chain(["pull-refused"]) {
+    let gone: Vec<&str> = names.iter().map(String::as_str).chain(["pull-refused"]).collect();
+    for name in &gone {
         lab.kubectl_ok("node1", &["delete", "pod", name, "--grace-period=1", "--wait=false"]).await?;
     }
+    // Gone before the faults begin: a pod still terminating on a node that is then killed stays
+    // until the node is back, and the whole-lab restart below compares the pods before and after.
+    poll_until("the registry step's pods gone", Duration::from_secs(60), Duration::from_secs(1), || async {
+        let left: Vec<String> = pods(lab, "node1").await?.into_keys().filter(|n| gone.contains(&n.as_str())).collect();
+        Ok(left.is_empty().then_some(()))
+    })
+    .await?;
     Ok(())
 }
 

@@ -97,6 +97,13 @@ struct ContainerdConfigArgs {
     /// agent's default for this host).
     #[arg(long)]
     cgroup_driver: Option<nodeagent::cm::CgroupDriver>,
+    /// Print instead the hosts.toml for this registry (host[:port], as images name it), to go in
+    /// <certs.d>/<host>/hosts.toml: containerd pulls from it over HTTPS, checking --registry-ca.
+    #[arg(long, requires = "registry_ca")]
+    registry_host: Option<String>,
+    /// The CA the --registry-host's certificate is signed by.
+    #[arg(long, requires = "registry_host")]
+    registry_ca: Option<PathBuf>,
 }
 
 impl ContainerdConfigArgs {
@@ -931,7 +938,10 @@ fn main() -> anyhow::Result<()> {
     }
     if let Command::ContainerdConfig(args) = cli.command {
         use std::io::Write as _;
-        let text = args.into_config().render();
+        let text = match (&args.registry_host, &args.registry_ca) {
+            (Some(host), Some(ca)) => nodeagent::cri::containerd_config::registry_host_toml(host, ca).context("kubelab containerd-config --registry-host")?,
+            _ => args.into_config().render(),
+        };
         return std::io::stdout().lock().write_all(text.as_bytes()).context("kubelab containerd-config: writing to stdout");
     }
     if let Command::Certs(args) = cli.command {
@@ -1124,6 +1134,16 @@ mod tests {
             ..ContainerdConfig::node()
         };
         assert_eq!(c, want);
+    }
+
+    /// `--registry-host` and `--registry-ca` go together.
+    #[test]
+    fn registry_flags_come_in_pairs() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| super::Cli::try_parse_from(args);
+        assert!(parse(&["kubelab", "containerd-config", "--registry-host", "r:5000", "--registry-ca", "/ca.crt"]).is_ok());
+        assert!(parse(&["kubelab", "containerd-config", "--registry-host", "r:5000"]).is_err());
+        assert!(parse(&["kubelab", "containerd-config", "--registry-ca", "/ca.crt"]).is_err());
     }
 
     /// The lab starts `kubelab nodeagent` without --container-runtime-endpoint or

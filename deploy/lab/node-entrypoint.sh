@@ -86,13 +86,8 @@ mkdir -p /etc/containerd /etc/cni/net.d /var/log /opt/cni
 # The lab's registry (`registry:5000`, docker-compose.yml) serves a certificate of the cluster CA:
 # containerd's registry hosts entry names that CA (containerd's certs.d, read at every pull).
 mkdir -p /etc/containerd/certs.d/registry:5000
-cat >/etc/containerd/certs.d/registry:5000/hosts.toml <<'EOF'
-# Written by node-entrypoint.sh: the lab's registry, verified with the cluster CA.
-server = "https://registry:5000"
-
-[host."https://registry:5000"]
-  ca = "/etc/kubernetes/pki/ca.crt"
-EOF
+/usr/local/bin/kubelab containerd-config --registry-host registry:5000 --registry-ca /etc/kubernetes/pki/ca.crt \
+  >/etc/containerd/certs.d/registry:5000/hosts.toml
 log "starting containerd (log: /var/log/containerd.log)"
 containerd --config /etc/containerd/config.toml >>/var/log/containerd.log 2>&1 &
 for _ in $(seq 1 300); do

@@ -18,7 +18,7 @@
 //! sandbox's cgroup parent), the pause image
 //! kubelab builds as `sandbox_image` (no registry to pull it from), CNI reading the one
 //! conflist the node agent writes, and the registry hosts directory (`config_path`, containerd's
-//! `certs.d`): [`write_registry_host`] tells containerd how to reach one registry (its URL and
+//! `certs.d`): [`registry_host_toml`] tells containerd how to reach one registry (its URL and
 //! the CA its certificate is signed by), as containerd's docs/hosts.md lays the file out.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -184,21 +184,28 @@ oom_score = 0
     }
 }
 
-/// Writes `<config_path>/<host>/hosts.toml` so that containerd pulls images named `<host>/…` from
-/// `https://<host>`, checking its certificate against `ca_file` (a registry signed by a CA of
-/// the cluster's own rather than a public one). containerd reads the directory at each pull: no
-/// restart. `host` is the image reference's registry part, with its port (`127.0.0.1:5000`).
-pub fn write_registry_host(config_path: &Path, host: &str, ca_file: &Path) -> std::io::Result<PathBuf> {
+/// The `hosts.toml` that makes containerd pull images named `<host>/…` from `https://<host>`,
+/// checking its certificate against `ca_file` (a registry signed by a CA of the cluster's own
+/// rather than a public one). `host` is the image reference's registry part, with its port
+/// (`127.0.0.1:5000`); the file goes in `<config_path>/<host>/` ([`write_registry_host`], or
+/// `kubelab containerd-config --registry-host … --registry-ca …` on a lab node).
+pub fn registry_host_toml(host: &str, ca_file: &Path) -> std::io::Result<String> {
     if host.is_empty() || host.contains(['/', '"', '\\']) || host.starts_with('.') {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("registry host {host:?} is not a host[:port]")));
     }
-    let dir = config_path.join(host);
-    std::fs::create_dir_all(&dir)?;
-    let text = format!(
+    Ok(format!(
         "# Written by kubelab (nodeagent/src/cri/containerd_config.rs): how containerd reaches {host}.\nserver = {server}\n\n[host.{server}]\n  ca = {ca}\n",
         server = toml_str(format!("https://{host}")),
         ca = toml_str(ca_file.display()),
-    );
+    ))
+}
+
+/// Writes [`registry_host_toml`] as `<config_path>/<host>/hosts.toml`. containerd reads the
+/// directory at each pull: no restart.
+pub fn write_registry_host(config_path: &Path, host: &str, ca_file: &Path) -> std::io::Result<PathBuf> {
+    let text = registry_host_toml(host, ca_file)?;
+    let dir = config_path.join(host);
+    std::fs::create_dir_all(&dir)?;
     let path = dir.join("hosts.toml");
     std::fs::write(&path, text)?;
     Ok(path)

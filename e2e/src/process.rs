@@ -176,6 +176,15 @@ impl Output {
     }
 }
 
+/// Runs `program args…` to completion, failing with its stderr unless it exits 0; returns stdout
+/// (the tools a harness prepares with: openssl, htpasswd, skopeo, tar).
+pub fn run_ok(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let out = std::process::Command::new(program).args(args).output().with_context(|| format!("running {program}"))?;
+    anyhow::ensure!(out.status.success(), "{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// Runs `cmd` to completion: `stdin` is written to it (then closed), stdout and stderr are read as
 /// they come. A run past `deadline` is killed and comes back with no exit status (callers pass
 /// a [`crate::scaled`] deadline, and name it in their messages).

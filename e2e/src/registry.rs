@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use base64::Engine as _;
 
 use crate::ports::{self, Port};
-use crate::process::Process;
+use crate::process::{Process, run_ok};
 
 /// The user the registry knows.
 pub const USER: &str = "puller";
@@ -26,13 +25,6 @@ pub struct Registry {
     port: Port,
     process: Process,
     password: String,
-}
-
-/// `program args…`, failing with its stderr unless it exits 0; returns stdout.
-fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(program).args(args).output().with_context(|| format!("running {program}"))?;
-    anyhow::ensure!(out.status.success(), "{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Whether the machine has what [`Registry::start`] runs (`make deps` installs them).
@@ -56,12 +48,12 @@ impl Registry {
         let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
         let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        run("openssl", &[&["req", "-x509"][..], &ec, &["-days", "2", "-subj", "/CN=kubelab-e2e-registry-ca", "-keyout", &path("ca.key"), "-out", &path("ca.crt")]].concat())?;
-        run("openssl", &[&["req"][..], &ec, &["-subj", "/CN=kubelab-e2e-registry", "-keyout", &path("tls.key"), "-out", &path("tls.csr")]].concat())?;
+        run_ok("openssl", &[&["req", "-x509"][..], &ec, &["-days", "2", "-subj", "/CN=kubelab-e2e-registry-ca", "-keyout", &path("ca.key"), "-out", &path("ca.crt")]].concat())?;
+        run_ok("openssl", &[&["req"][..], &ec, &["-subj", "/CN=kubelab-e2e-registry", "-keyout", &path("tls.key"), "-out", &path("tls.csr")]].concat())?;
         std::fs::write(dir.join("tls.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")?;
-        run("openssl", &["x509", "-req", "-days", "2", "-in", &path("tls.csr"), "-CA", &path("ca.crt"), "-CAkey", &path("ca.key"), "-CAcreateserial", "-extfile", &path("tls.ext"), "-out", &path("tls.crt")])?;
+        run_ok("openssl", &["x509", "-req", "-days", "2", "-in", &path("tls.csr"), "-CA", &path("ca.crt"), "-CAkey", &path("ca.key"), "-CAcreateserial", "-extfile", &path("tls.ext"), "-out", &path("tls.crt")])?;
         let password = format!("pw-{}-{}", std::process::id(), port.port);
-        let htpasswd = run("htpasswd", &["-Bbn", USER, &password])?;
+        let htpasswd = run_ok("htpasswd", &["-Bbn", USER, &password])?;
         std::fs::write(dir.join("htpasswd"), htpasswd)?;
         let config = format!(
             "version: 0.1\nlog: {{level: info}}\nstorage:\n  filesystem: {{rootdirectory: {data}}}\n  delete: {{enabled: true}}\nhttp:\n  addr: 127.0.0.1:{port}\n  tls: {{certificate: {crt}, key: {key}}}\nauth:\n  htpasswd: {{realm: kubelab-e2e-registry, path: {htpasswd}}}\n",
@@ -117,7 +109,7 @@ impl Registry {
         std::fs::copy(self.ca_file(), certs.join("ca.crt"))?;
         let reference = format!("{}/{repository}", self.host());
         let creds = format!("{USER}:{}", self.password);
-        run("skopeo", &[
+        run_ok("skopeo", &[
             "copy", "--quiet", "--dest-cert-dir", &certs.to_string_lossy(), "--dest-creds", &creds,
             source, &format!("docker://{reference}"),
         ])?;

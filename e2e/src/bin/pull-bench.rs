@@ -13,13 +13,13 @@
 //! `cargo run --release -p e2e --bin pull-bench -- --help`
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Parser;
 use e2e::bench::machine;
 use e2e::containerd::Containerd;
+use e2e::process::run_ok;
 use e2e::registry::{Registry, USER};
 use k8s_cri::v1 as cri;
 
@@ -34,15 +34,8 @@ struct Args {
     rounds: usize,
 }
 
-/// `program args…` that must succeed; stdout.
-fn run(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(program).args(args).output().with_context(|| format!("running {program}"))?;
-    anyhow::ensure!(out.status.success(), "{program} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 fn sha256(path: &Path) -> anyhow::Result<String> {
-    Ok(run("sha256sum", &[&path.to_string_lossy()])?.split_whitespace().next().context("sha256sum printed nothing")?.to_string())
+    Ok(run_ok("sha256sum", &[&path.to_string_lossy()])?.split_whitespace().next().context("sha256sum printed nothing")?.to_string())
 }
 
 /// An OCI image layout in `dir` with one gzipped layer holding `mb` MB of random bytes, tagged
@@ -52,11 +45,11 @@ fn make_image(dir: &Path, mb: u64, tag: &str) -> anyhow::Result<(u64, String)> {
     let root = dir.join("rootfs");
     std::fs::create_dir_all(&blobs)?;
     std::fs::create_dir_all(&root)?;
-    run("sh", &["-c", &format!("head -c {} /dev/urandom > {}/data", mb * 1_000_000, root.display())])?;
+    run_ok("sh", &["-c", &format!("head -c {} /dev/urandom > {}/data", mb * 1_000_000, root.display())])?;
     let tar = dir.join("layer.tar");
-    run("tar", &["-C", &root.to_string_lossy(), "-cf", &tar.to_string_lossy(), "data"])?;
+    run_ok("tar", &["-C", &root.to_string_lossy(), "-cf", &tar.to_string_lossy(), "data"])?;
     let diff_id = sha256(&tar)?;
-    run("gzip", &["-1", "-f", &tar.to_string_lossy()])?;
+    run_ok("gzip", &["-1", "-f", &tar.to_string_lossy()])?;
     let gz = dir.join("layer.tar.gz");
     let (layer, layer_size) = (sha256(&gz)?, std::fs::metadata(&gz)?.len());
     std::fs::rename(&gz, blobs.join(&layer))?;
@@ -109,10 +102,10 @@ async fn main() -> anyhow::Result<()> {
     let socket = containerd.socket().to_string_lossy().into_owned();
     let hosts_dir = containerd.registry_config_path().to_string_lossy().into_owned();
     let creds = format!("{USER}:{}", registry.password());
-    let ctr = |args: &[&str]| -> anyhow::Result<String> { run("ctr", &[&["--address", &socket, "-n", "k8s.io"][..], args].concat()) };
+    let ctr = |args: &[&str]| -> anyhow::Result<String> { run_ok("ctr", &[&["--address", &socket, "-n", "k8s.io"][..], args].concat()) };
 
     println!("pull-bench on {}", machine());
-    println!("registry: Debian's docker-registry on {} (HTTPS, htpasswd); containerd {}", registry.host(), run("containerd", &["--version"])?.trim());
+    println!("registry: Debian's docker-registry on {} (HTTPS, htpasswd); containerd {}", registry.host(), run_ok("containerd", &["--version"])?.trim());
     println!("| image | rounds | CRI PullImage (node agent's path), median | ctr images pull, median | CRI / ctr | CRI rounds | ctr rounds |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for mb in &args.sizes {

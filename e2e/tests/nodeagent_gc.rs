@@ -167,8 +167,15 @@ async fn memory_pressure_evicts_best_effort_first_taints_the_node_and_rejects_be
     );
     let g = lab.pods().get("guaranteed").await.expect("guaranteed");
     assert_eq!(phase(&g), "Running", "the pod within its requests is not evicted first");
-    let evs = lab.events("involvedObject.name=besteffort").await;
-    assert!(evs.iter().any(|e| e.reason.as_deref() == Some("Evicted") && e.type_.as_deref() == Some("Warning")), "an Evicted event: {evs:?}");
+    // The event is recorded apart from the status (kubelet's recorder sends it on its own), so
+    // it may reach the API server a moment after the pod's phase.
+    lab.wait_until("an Evicted warning on the evicted pod", RUN_TIMEOUT, || async {
+        let evs = lab.events("involvedObject.name=besteffort").await;
+        let found = evs.iter().any(|e| e.reason.as_deref() == Some("Evicted") && e.type_.as_deref() == Some("Warning"));
+        anyhow::ensure!(found, "the pod's events: {evs:?}");
+        Ok(Some(()))
+    })
+    .await;
 
     // The Node reports the pressure, and the node lifecycle controller taints it.
     lab.wait_node("gc-b", "MemoryPressure=True", |n| condition(n, "MemoryPressure") == "True").await;

@@ -77,14 +77,14 @@ impl Component {
         }
     }
 
-    /// The component a span target belongs to (the CRI calls are the node agent's).
+    /// The component a span target belongs to (the CRI and CSI calls are the node agent's).
     fn of_target(target: &str) -> Option<Component> {
         match podtrace::component_of(target) {
             "store" => Some(Component::Store),
             "apiserver" => Some(Component::Apiserver),
             "scheduler" => Some(Component::Scheduler),
             "controllers" => Some(Component::ControllerManager),
-            "nodeagent" | "cri" => Some(Component::Nodeagent),
+            "nodeagent" | "cri" | "csi" => Some(Component::Nodeagent),
             _ => None,
         }
     }
@@ -156,7 +156,7 @@ where
 {
     fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
         // The context sees only the spans this filter let through: a current span is a pod's.
-        meta.is_span() && (meta.fields().field(podtrace::KEY_FIELD).is_some() || (podtrace::is_cri(meta) && cx.lookup_current().is_some()))
+        meta.is_span() && (meta.fields().field(podtrace::KEY_FIELD).is_some() || (podtrace::is_driver_call(meta) && cx.lookup_current().is_some()))
     }
 
     fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
@@ -164,7 +164,7 @@ where
             Interest::never()
         } else if meta.fields().field(podtrace::KEY_FIELD).is_some() {
             Interest::always()
-        } else if podtrace::is_cri(meta) {
+        } else if podtrace::is_driver_call(meta) {
             Interest::sometimes()
         } else {
             Interest::never()

@@ -8,7 +8,7 @@
 //! them at a debug endpoint; `kubelab trace` merges them into one timeline.
 //!
 //! The records come from the `tracing` spans the components already open — a span that carries
-//! a `pod_uid` field is a step of that pod, and a span opened inside it (a CRI call, for one)
+//! a `pod_uid` field is a step of that pod, and a span opened inside it (a CRI or CSI call)
 //! belongs to the same pod — so the code that does the work is not interleaved with bookkeeping.
 //! [`layer`] turns closed spans into [`Step`]s; [`Recorder::record`] takes steps that are not
 //! spans (a watch event sent, a revision applied, a proxy's sync).
@@ -20,7 +20,7 @@
 //!
 //! Public surface: [`layer`], [`recorder`] and [`Recorder`], [`Step`], [`trace_uid`],
 //! [`set_enabled`] / [`enabled`], the span field names ([`KEY_FIELD`], [`ERROR_FIELD`], [`STEP_FIELD`]) and ring
-//! sizes, [`component_of`] and [`is_cri`]; [`render`] (the table, mermaid and JSON forms of
+//! sizes, [`component_of`] and [`is_driver_call`]; [`render`] (the table, mermaid and JSON forms of
 //! `kubelab trace`) and [`otel`] (export to an OTLP endpoint and the trace-context annotation).
 
 pub mod otel;
@@ -192,6 +192,7 @@ pub fn component_of(target: &str) -> &'static str {
     match target.split("::").next().unwrap_or(target) {
         "kubelet" | "nodeagent" => "nodeagent",
         "cri" => "cri",
+        "csi" => "csi",
         "scheduler" => "scheduler",
         "apiserver" => "apiserver",
         "store" => "store",
@@ -219,15 +220,17 @@ pub fn trace_uid(obj: &serde_json::Value) -> Option<&str> {
     }
 }
 
-/// Whether a callsite is a CRI call (target `cri` or `cri::…`): it names no pod, but runs inside
-/// a pod's step when a pod's work makes it.
-pub fn is_cri(meta: &Metadata<'_>) -> bool {
-    meta.target() == "cri" || meta.target().starts_with("cri::")
+/// Whether a callsite is a call of the node agent to a driver: a CRI call (target `cri` or
+/// `cri::…`) or a CSI call (`csi`, `csi::…`). It names no pod, but runs inside a pod's step when
+/// a pod's work makes it.
+pub fn is_driver_call(meta: &Metadata<'_>) -> bool {
+    let t = meta.target();
+    ["cri", "csi"].iter().any(|d| t == *d || t.strip_prefix(d).is_some_and(|rest| rest.starts_with("::")))
 }
 
-/// Whether a callsite can produce steps: spans that name a pod, and CRI calls.
+/// Whether a callsite can produce steps: spans that name a pod, and driver calls.
 fn traced(meta: &Metadata<'_>) -> bool {
-    meta.is_span() && (meta.fields().field(KEY_FIELD).is_some() || is_cri(meta))
+    meta.is_span() && (meta.fields().field(KEY_FIELD).is_some() || is_driver_call(meta))
 }
 
 /// The layer that records closed pod spans into [`recorder`]. It carries its own filter, so it
@@ -391,17 +394,20 @@ mod tests {
             let outer = tracing::debug_span!(target: "kubelet::sync_pod", "step5_run_pod_sandbox", pod_uid = "uid-1", ip = tracing::field::Empty, error = tracing::field::Empty);
             let _g = outer.enter();
             tracing::info_span!(target: "cri", "cri", step = "RunPodSandbox").in_scope(|| {});
+            tracing::info_span!(target: "csi", "csi", step = "NodePublishVolume").in_scope(|| {});
             tracing::info_span!(target: "other", "not_a_step").in_scope(|| {});
+            tracing::info_span!(target: "csix", "not_a_driver").in_scope(|| {});
             outer.record("ip", "10.244.1.5");
             outer.record("error", "CNI failed");
         });
         let steps = recorder().steps("uid-1", &[]);
         let names: Vec<_> = steps.iter().map(|s| (&*s.component, &*s.name)).collect();
-        assert_eq!(names, [("nodeagent", "step5_run_pod_sandbox"), ("cri", "RunPodSandbox")]);
+        assert_eq!(names, [("nodeagent", "step5_run_pod_sandbox"), ("cri", "RunPodSandbox"), ("csi", "NodePublishVolume")]);
         assert_eq!(steps[0].fields.get("ip").map(String::as_str), Some("10.244.1.5"));
         assert_eq!(steps[0].error.as_deref(), Some("CNI failed"));
         assert!(steps[0].start <= steps[1].start && steps[1].end <= steps[0].end);
         assert_eq!(recorder().steps("uid-1", &["cri"]).len(), 1);
+        assert_eq!(recorder().steps("uid-1", &["csi"]).len(), 1);
     }
 
     #[test]

@@ -214,13 +214,14 @@ fn pod_kind() -> String {
     "pod".into()
 }
 
-const PARTICIPANTS: [(&str, &str); 10] = [
+const PARTICIPANTS: [(&str, &str); 11] = [
     ("U", "User"),
     ("CM", "Controller Manager"),
     ("API", "API Server"),
     ("ETCD", "etcd (kubelab store)"),
     ("S", "Scheduler"),
     ("K", "kubelet (kubelab nodeagent)"),
+    ("CSI", "CSI Driver (kubelab csi-hostpath)"),
     ("CR", "Container Runtime (containerd)"),
     ("R", "Image Registry"),
     ("CNI", "CNI"),
@@ -228,7 +229,7 @@ const PARTICIPANTS: [(&str, &str); 10] = [
 ];
 
 /// The fields worth showing on a diagram's arrow, in this order.
-const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "user", "allowed_by", "type", "watcher", "plugin", "node", "container", "image", "revision", "pod_ip", "sync", "endpoints"];
+const SUMMARY_FIELDS: &[&str] = &["verb", "resource", "user", "allowed_by", "type", "watcher", "plugin", "node", "container", "image", "volume", "revision", "pod_ip", "sync", "endpoints"];
 
 /// A step's name with its telling fields: `request create pods`, `watch event sent ADDED kubelet`.
 fn summary(s: &Step) -> String {
@@ -268,6 +269,8 @@ fn arrow(s: &Step) -> (&'static str, &'static str) {
         "nodeagent" if n == "image_pull" => ("CR", "R"),
         "nodeagent" => ("K", "K"),
         "cri" => ("K", "CR"),
+        // NodeStageVolume, NodePublishVolume: the seed's "mount the volume to the node".
+        "csi" => ("K", "CSI"),
         "proxy" => ("P", "P"),
         _ => ("API", "API"),
     }
@@ -353,6 +356,24 @@ mod tests {
         let m = t.mermaid();
         assert!(m.contains("participant R as Image Registry"), "{m}");
         assert!(m.contains("CR->>R: image_pull registry:5000/library/busybox:1.36 2130588 bytes 53.0 ms"), "{m}");
+    }
+
+    /// A claim's volume: the node agent's CSI calls, drawn to the CSI driver (between the
+    /// kubelet and the runtime, as the seed's diagram has it), each with its volume.
+    #[test]
+    fn csi_calls_draw_the_csi_driver() {
+        let t = timeline();
+        assert!(!t.mermaid().contains("participant CSI"), "no claim, no CSI driver");
+        let stage = step("csi", "NodeStageVolume", 30, 4).with_field("volume", "pvc-1234");
+        let publish = step("csi", "NodePublishVolume", 35, 2).with_field("volume", "pvc-1234");
+        let t = Timeline::new("default", "web", "uid-1", t.steps.into_iter().chain([stage, publish]).collect());
+        let m = t.mermaid();
+        let k = m.find("participant K as").unwrap_or(usize::MAX);
+        let csi = m.find("participant CSI as CSI Driver (kubelab csi-hostpath)").unwrap_or(0);
+        let cr = m.find("participant CR as").unwrap_or(0);
+        assert!(k < csi && csi < cr, "{m}");
+        assert!(m.contains("K->>CSI: NodeStageVolume pvc-1234 4.0 ms (+30 ms)"), "{m}");
+        assert!(m.contains("K->>CSI: NodePublishVolume pvc-1234 2.0 ms (+35 ms)"), "{m}");
     }
 
     #[test]

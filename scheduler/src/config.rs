@@ -21,6 +21,9 @@
 //!       scoringStrategy:
 //!         type: MostAllocated          # default LeastAllocated
 //!         resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]
+//!   - name: VolumeBinding
+//!     args:
+//!       bindTimeoutSeconds: 600        # PreBind's wait for the pod's claims to be bound
 //! ```
 //!
 //! The default profile enables every plugin in [`crate::plugins::ALL`] with kube-scheduler's score
@@ -134,6 +137,14 @@ struct FitArgs {
     scoring_strategy: Option<FileScoringStrategy>,
 }
 
+/// VolumeBindingArgs (its `shape`, for capacity scoring, is not read: kubelab has no
+/// VolumeBinding Score).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct VolumeBindingArgs {
+    bind_timeout_seconds: Option<u64>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileScoringStrategy {
@@ -222,6 +233,16 @@ impl Profile {
         }
         for pc in fp.plugin_config {
             known(&pc.name)?;
+            if pc.name == plugins::volume_binding::NAME {
+                let args: VolumeBindingArgs = serde_json::from_value(pc.args).map_err(|e| format!("pluginConfig {}: {e}", pc.name))?;
+                if let Some(t) = args.bind_timeout_seconds {
+                    if t == 0 {
+                        return Err(format!("pluginConfig {}: bindTimeoutSeconds must be positive", pc.name));
+                    }
+                    p.args.bind_timeout_seconds = t;
+                }
+                continue;
+            }
             if pc.name != plugins::node_resources_fit::NAME {
                 return Err(format!("pluginConfig for {}: this plugin takes no arguments in kubelab", pc.name));
             }
@@ -253,6 +274,16 @@ mod tests {
         assert_eq!(p.plugins.len(), plugins::ALL.len());
         assert_eq!(p.weights["TaintToleration"], 3);
         assert_eq!(p.args.scoring_strategy.type_, ScoringStrategyType::LeastAllocated);
+        assert_eq!(p.args.bind_timeout_seconds, 600);
+        let volumes: Vec<&str> = p.plugins.iter().map(String::as_str).filter(|n| n.starts_with("Volume") || *n == "NodeVolumeLimits").collect();
+        assert_eq!(volumes, vec!["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding"], "Kubernetes' order, after NodeResourcesFit");
+    }
+
+    #[test]
+    fn volume_binding_timeout() {
+        let p = Profile::parse("profiles: [{pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 30}}]}]").unwrap();
+        assert_eq!(p.args.bind_timeout_seconds, 30);
+        assert!(Profile::parse("profiles: [{pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 0}}]}]").is_err());
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //!   it); its deletion frees room, so unschedulable pods waiting for that are moved back.
 //! - A **node** goes into the cache; the kind of change (added, labels, taints, allocatable,
 //!   cordon) decides which unschedulable pods move back.
+//! - A **PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode** goes into its
+//!   [`Informers`](crate::informers::Informers) lister; an add or update moves back the pods the
+//!   volume plugins rejected (the queue has no per-pod queueing hints, so every such pod moves,
+//!   not only those using the object). PV and claim changes also wake VolumeBinding's PreBind.
 //!
 //! Watches (kube's `watcher`, a list then a watch, relisting after errors and 410s) report
 //! everything again after a relist; objects gone meanwhile are found by comparing with what the
@@ -17,12 +21,14 @@ use std::sync::Arc;
 
 use api::pod::{is_pod_terminal, uid};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
 use crate::framework::{ClusterEvent, PodInfo};
+use crate::informers::{self, Change};
 use crate::scheduler::Scheduler;
 
 fn assigned(pod: &Pod) -> bool {
@@ -75,6 +81,8 @@ impl Scheduler {
         if removed {
             self.move_on(ClusterEvent::AssignedPodDelete);
         }
+        // A binding cycle waiting in PreBind for this pod's volumes stops waiting.
+        self.pod_deletions.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     pub fn on_node(&self, node: Node) {
@@ -86,6 +94,52 @@ impl Scheduler {
 
     pub fn on_node_delete(&self, name: &str) {
         self.cache.lock().expect("cache lock").remove_node(name);
+    }
+
+    /// The queue events a storage object's change stands for: (on add, on update). Deletions move
+    /// nothing (kube-scheduler registers none for these kinds).
+    fn on_storage_change<K>(&self, change: &Change<'_, K>, events: (ClusterEvent, ClusterEvent)) {
+        match change {
+            Change::Add(_) => self.move_on(events.0),
+            Change::Update { .. } => self.move_on(events.1),
+            Change::Delete(_) => {}
+        }
+    }
+
+    /// Watches PersistentVolumes into the informers until the stream ends.
+    pub async fn watch_persistent_volumes(self: Arc<Self>, client: kube::Client, synced: watch::Sender<bool>) {
+        let lister = self.informers.persistent_volumes.clone();
+        informers::run(Api::<PersistentVolume>::all(client), lister, synced, |c| {
+            self.on_storage_change(&c, (ClusterEvent::PersistentVolumeAdd, ClusterEvent::PersistentVolumeUpdate));
+            self.informers.notify_volume_change();
+        })
+        .await
+    }
+
+    /// Watches PersistentVolumeClaims in every namespace into the informers.
+    pub async fn watch_persistent_volume_claims(self: Arc<Self>, client: kube::Client, synced: watch::Sender<bool>) {
+        let lister = self.informers.persistent_volume_claims.clone();
+        informers::run(Api::<PersistentVolumeClaim>::all(client), lister, synced, |c| {
+            self.on_storage_change(&c, (ClusterEvent::PersistentVolumeClaimAdd, ClusterEvent::PersistentVolumeClaimUpdate));
+            self.informers.notify_volume_change();
+        })
+        .await
+    }
+
+    /// Watches StorageClasses into the informers.
+    pub async fn watch_storage_classes(self: Arc<Self>, client: kube::Client, synced: watch::Sender<bool>) {
+        let lister = self.informers.storage_classes.clone();
+        informers::run(Api::<StorageClass>::all(client), lister, synced, |c| {
+            self.on_storage_change(&c, (ClusterEvent::StorageClassAdd, ClusterEvent::StorageClassUpdate))
+        })
+        .await
+    }
+
+    /// Watches CSINodes into the informers.
+    pub async fn watch_csi_nodes(self: Arc<Self>, client: kube::Client, synced: watch::Sender<bool>) {
+        let lister = self.informers.csi_nodes.clone();
+        informers::run(Api::<CSINode>::all(client), lister, synced, |c| self.on_storage_change(&c, (ClusterEvent::CSINodeAdd, ClusterEvent::CSINodeUpdate)))
+            .await
     }
 
     /// Watches pods in every namespace until the stream ends; marks `synced` after the first list.

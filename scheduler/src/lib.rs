@@ -8,18 +8,46 @@
 //!   plugin gates (scheduling gates) wait outside them until an update of their own frees them.
 //! - [`cache`]: nodes and the pods on them, including *assumed* pods (decided but not yet seen
 //!   bound), and the per-cycle [`cache::Snapshot`].
+//! - [`informers`]: local copies of the storage objects the volume plugins read
+//!   (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes), kept by watches.
 //! - [`framework`]: the extension points and the runtime that runs the plugins.
-//! - [`plugins`]: one plugin a file.
+//! - [`plugins`]: one plugin a file. The default profile, in kube-scheduler's order:
+//!   SchedulingGates, NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
+//!   NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, PodTopologySpread,
+//!   InterPodAffinity, NodeResourcesBalancedAllocation, DefaultBinder.
 //! - [`schedule_one`]: one pod's scheduling cycle (filter, score, select, assume, reserve) and its
-//!   binding cycle (bind, then events and status).
+//!   binding cycle (PreBind, bind, then events and status).
 //! - [`config`]: the KubeSchedulerConfiguration file.
+//!
+//! ## Volumes
+//! A pod's PersistentVolumeClaims weigh in the choice of its node, as in kube-scheduler:
+//! 1. VolumeRestrictions: a ReadWriteOncePod claim another pod uses rules the pod out.
+//! 2. NodeVolumeLimits: a node takes no more volumes of a CSI driver than its CSINode's
+//!    `allocatable.count`.
+//! 3. VolumeBinding: a bound claim's PV must admit the node (node affinity); an unbound
+//!    WaitForFirstConsumer claim needs an available PV there, or a class that can provision there.
+//!    Reserve assumes the choice; PreBind writes it (PV claimRef, or the claim's
+//!    `volume.kubernetes.io/selected-node` for the provisioner) and waits until every claim is
+//!    bound — up to `bindTimeoutSeconds` (600) — before the pod is bound.
 //!
 //! ## Implementation caveats
 //! - No preemption: the PostFilter extension point exists, but no plugin fills it, so a
 //!   high-priority pod that fits nowhere waits like any other.
-//! - One profile; no extenders, no Permit/PreBind/PostBind plugins, no volume plugins (kubelab has no
-//!   PersistentVolumes), no ImageLocality, no extended resources (only cpu, memory,
-//!   ephemeral-storage and pods).
+//! - One profile; no extenders, no Permit/PostBind plugins, no ImageLocality, no VolumeZone, no
+//!   extended resources (only cpu, memory, ephemeral-storage and pods).
+//! - Volume plugins: no VolumeBinding Score (kube-scheduler's capacity scoring, off by default
+//!   there too) and no storage capacity check (CSIStorageCapacity, CSIDriver.storageCapacity); no
+//!   generic ephemeral volumes (`ephemeral:` claims are not looked at); no in-tree volume types
+//!   or CSI migration (only CSI PVs count towards node limits, and only CSINode's limits apply);
+//!   VolumeRestrictions checks ReadWriteOncePod only (kubelab has none of the in-tree disks it
+//!   also checks). A binding
+//!   cycle waiting in PreBind holds one of the 64 binding slots, so 64 pods waiting for their
+//!   volumes at once hold up the scheduling loop until one of them is done. The queue has
+//!   no queueing hints, so a storage event moves back every pod a volume plugin rejected, not
+//!   only the pods using that object.
+//! - PV, PVC, StorageClass and CSINode watches that the API server answers with 404 (not served)
+//!   or 403 (not allowed) count as synced and empty, so scheduling starts; they keep retrying
+//!   with backoff and fill in once they succeed.
 //! - PodTopologySpread has no cluster-level default constraints (Kubernetes' defaults spread a
 //!   pod by the Services and ReplicaSets that select it).
 //!
@@ -28,7 +56,8 @@
 //!   configuration file).
 //! - [`framework`] and [`plugins`]: the node agent admits pods with the same Filter plugins
 //!   (NodeName, NodePorts, NodeAffinity, TaintToleration, resources), as kubelet's
-//!   lifecycle/predicate.go imports kube-scheduler's.
+//!   lifecycle/predicate.go imports kube-scheduler's. [`informers`] is public because a
+//!   [`framework::runtime::Framework`] is built over one.
 //! - Everything else (queue, cache, the scheduling and binding cycles, event handlers, metrics)
 //!   is the crate's own.
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
@@ -38,6 +67,7 @@ pub mod framework;
 pub mod plugins;
 pub(crate) mod cache;
 pub(crate) mod eventhandlers;
+pub mod informers;
 pub(crate) mod metrics;
 pub(crate) mod schedule_one;
 pub(crate) mod scheduler;
@@ -104,9 +134,10 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
         plugins::default_binder::set_debug_endpoint(addr);
     }
     let serve = tokio::spawn(metrics::serve(listener, metrics.clone()));
-    let framework = framework::runtime::Framework::new(&profile, Some(client.clone())).map_err(Error::Config)?;
+    let informers = informers::Informers::default();
+    let framework = framework::runtime::Framework::new(&profile, Some(client.clone()), &informers).map_err(Error::Config)?;
     tracing::info!(target: "scheduler", scheduler_name = profile.scheduler_name, plugins = ?profile.plugins, "starting");
-    let sched = scheduler::Scheduler::new(framework, client.clone(), metrics);
+    let sched = scheduler::Scheduler::new(framework, client.clone(), metrics, informers);
     let work = run_scheduler(sched.clone(), client.clone());
     tokio::pin!(shutdown);
     let result = if opts.leader_elect {
@@ -134,15 +165,24 @@ pub async fn run(opts: Options, shutdown: impl std::future::Future<Output = ()>)
 }
 
 /// Everything the active scheduler runs: the watches, the housekeeping timers and the scheduling
-/// loop (started once both watches have listed, so that the first pods see every node).
+/// loop (started once every watch has listed, so that the first pods see every node and claim).
 async fn run_scheduler(sched: Arc<scheduler::Scheduler>, client: kube::Client) {
-    let (pods_tx, mut pods_synced) = tokio::sync::watch::channel(false);
-    let (nodes_tx, mut nodes_synced) = tokio::sync::watch::channel(false);
+    let mut synced = Vec::new();
+    let mut channel = || {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        synced.push(rx);
+        tx
+    };
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(sched.clone().watch_pods(client.clone(), pods_tx));
-    tasks.spawn(sched.clone().watch_nodes(client, nodes_tx));
-    let _ = pods_synced.wait_for(|s| *s).await;
-    let _ = nodes_synced.wait_for(|s| *s).await;
+    tasks.spawn(sched.clone().watch_pods(client.clone(), channel()));
+    tasks.spawn(sched.clone().watch_nodes(client.clone(), channel()));
+    tasks.spawn(sched.clone().watch_persistent_volumes(client.clone(), channel()));
+    tasks.spawn(sched.clone().watch_persistent_volume_claims(client.clone(), channel()));
+    tasks.spawn(sched.clone().watch_storage_classes(client.clone(), channel()));
+    tasks.spawn(sched.clone().watch_csi_nodes(client, channel()));
+    for mut rx in synced {
+        let _ = rx.wait_for(|s| *s).await;
+    }
     tracing::info!(target: "scheduler", "caches synced; scheduling");
     tasks.spawn(sched.clone().run_housekeeping());
     let rt = tokio::runtime::Handle::current();

@@ -9,8 +9,9 @@
 //! 3. `select_host`: the highest total; ties broken at random.
 //! 4. Assume the pod onto the node in the cache and run Reserve.
 //!
-//! **Binding cycle** (a task of its own, so the next pod need not wait for the API server): Bind,
-//! then the `Scheduled` event. A failure anywhere rolls back (Unreserve, forget the assumption)
+//! **Binding cycle** (a task of its own, so the next pod need not wait for the API server):
+//! PreBind (VolumeBinding writes the pod's volume bindings and waits until its claims are bound),
+//! Bind, then the `Scheduled` event. A failure anywhere rolls back (Unreserve, forget the assumption)
 //! and sends the pod back to the queue; a pod that fits nowhere gets a `FailedScheduling` event
 //! with the reasons counted per node and the condition `PodScheduled=False` reason
 //! `Unschedulable`.
@@ -266,7 +267,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn framework() -> Framework {
-        Framework::new(&Profile::default(), None).unwrap()
+        Framework::new(&Profile::default(), None, &crate::informers::Informers::default()).unwrap()
     }
 
     fn snapshot(nodes: Vec<NodeInfo>, bound: &[(&str, Value)]) -> Snapshot {
@@ -387,6 +388,62 @@ mod tests {
         assert_eq!(next, evaluated % 300);
         let (again, _) = find_nodes_that_fit(&fwk, &mut CycleState::new(), &p, &snap.nodes, &mut next).unwrap();
         assert_ne!(feasible[0].name(), again[0].name(), "the next pod starts where this one stopped");
+    }
+
+    /// Golden: pods with PersistentVolumeClaims, through the default profile's volume plugins.
+    #[test]
+    fn golden_volume_placements() {
+        use crate::informers::Informers;
+        use crate::plugins::pv_helpers::testing::{claim, claim_with, class, pinned_to, volume};
+        let informers = Informers::default();
+        let driver = "hostpath.csi.kubelab.io";
+        informers.storage_classes.upsert(class("standard", driver, "WaitForFirstConsumer"));
+        informers.storage_classes.upsert(class("fast", driver, "Immediate"));
+        let bound = |name: &str, pv: &str, modes: Value| {
+            claim_with(name, json!({"annotations": {"pv.kubernetes.io/bind-completed": "yes"}}),
+                json!({"volumeName": pv, "storageClassName": "standard", "accessModes": modes}), json!({"phase": "Bound"}))
+        };
+        informers.persistent_volume_claims.upsert(bound("on-b", "pv-b", json!(["ReadWriteOnce"])));
+        informers.persistent_volume_claims.upsert(bound("solo", "pv-solo", json!(["ReadWriteOncePod"])));
+        informers.persistent_volume_claims.upsert(claim("later", json!({"storageClassName": "standard", "accessModes": ["ReadWriteOnce"]})));
+        informers.persistent_volume_claims.upsert(claim("now", json!({"storageClassName": "fast", "accessModes": ["ReadWriteOnce"]})));
+        for (pv, node) in [("pv-b", "b"), ("pv-solo", "a")] {
+            let spec = json!({"capacity": {"storage": "1Gi"}, "storageClassName": "standard", "nodeAffinity": pinned_to(node),
+                              "csi": {"driver": driver, "volumeHandle": pv}});
+            informers.persistent_volumes.upsert(volume(pv, spec, "Bound").as_ref().clone());
+        }
+        let fwk = Framework::new(&Profile::default(), None, &informers).unwrap();
+        let labelled = |n: &str| node(n, json!({"labels": {"topology.hostpath.csi.kubelab.io/node": n}}), json!({}), "4", "8Gi", "110");
+        let with_claim = |claim: &str| json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]});
+        let holder = json!({"nodeName": "a", "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "solo"}}]});
+        // (case, the pod's claim, pods already bound, the node it lands on, or the FailedScheduling message)
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, Value)], &'a str);
+        let cases: &[Case] = &[
+            ("a bound claim's PV pins the pod to its node", "on-b", &[], "b"),
+            ("a WaitForFirstConsumer claim can be provisioned anywhere", "later", &[], "*"),
+            ("missing claim", "gone", &[], "0/3 nodes are available: persistentvolumeclaim \"gone\" not found."),
+            ("unbound Immediate claim", "now", &[], "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."),
+            (
+                "a ReadWriteOncePod claim in use",
+                "solo",
+                &[("holder", holder)],
+                "0/3 nodes are available: 3 node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode.",
+            ),
+        ];
+        for (case, claim_name, bound_pods, want) in cases {
+            let snap = snapshot(vec![labelled("a"), labelled("b"), labelled("c")], bound_pods);
+            let r = schedule_pod(&fwk, &mut CycleState::new(), &pod("p", with_claim(claim_name)), &snap, &mut 0);
+            match (r, *want) {
+                (Ok(_), "*") => {}
+                (Ok(r), want) if !want.starts_with("0/") => assert_eq!(r.node, want, "{case}"),
+                (Err(ScheduleError::Fit(fe)), want) => assert_eq!(fe.message(), want, "{case}"),
+                (r, want) => panic!("{case}: want {want:?}, got {r:?}"),
+            }
+        }
+        // The bound claim's PV pinned elsewhere: every node is an affinity conflict.
+        let snap = snapshot(vec![labelled("a"), labelled("c")], &[]);
+        let r = schedule_pod(&fwk, &mut CycleState::new(), &pod("p", with_claim("on-b")), &snap, &mut 0);
+        assert_eq!(fit_message(r), "0/2 nodes are available: 2 node(s) had volume node affinity conflict.");
     }
 
     #[test]

@@ -16,7 +16,8 @@ use client::record::{self, EventRecorder};
 
 use crate::cache::{Cache, Snapshot};
 use crate::framework::runtime::Framework;
-use crate::framework::{CycleState, PodInfo};
+use crate::framework::{CycleState, PodInfo, Status};
+use crate::informers::Informers;
 use crate::metrics::Metrics;
 use crate::schedule_one::{ScheduleError, schedule_pod};
 use crate::scheduling_queue::{QueuedPodInfo, SchedulingQueue};
@@ -29,13 +30,18 @@ pub struct Scheduler {
     pub cache: Arc<Mutex<Cache>>,
     pub queue: Arc<SchedulingQueue>,
     pub metrics: Arc<Metrics>,
+    /// The storage objects the volume plugins read, filled by the watches in eventhandlers.rs.
+    pub informers: Informers,
     client: kube::Client,
     recorder: EventRecorder,
     bindings: Arc<Semaphore>,
+    /// Bumped whenever a pod is deleted, so that a binding cycle waiting in PreBind notices
+    /// that its pod is gone (kube-scheduler's checkBindings looks the pod up each second).
+    pub(crate) pod_deletions: tokio::sync::watch::Sender<u64>,
 }
 
 impl Scheduler {
-    pub fn new(framework: Framework, client: kube::Client, metrics: Arc<Metrics>) -> Arc<Scheduler> {
+    pub fn new(framework: Framework, client: kube::Client, metrics: Arc<Metrics>, informers: Informers) -> Arc<Scheduler> {
         let recorder = EventRecorder::new(client.clone(), &framework.scheduler_name, None);
         let queue = SchedulingQueue::with_pre_enqueue(framework.pre_enqueue_plugins());
         Arc::new(Scheduler {
@@ -43,9 +49,11 @@ impl Scheduler {
             cache: Arc::new(Mutex::new(Cache::new())),
             queue: Arc::new(queue),
             metrics,
+            informers,
             client,
             recorder,
             bindings: Arc::new(Semaphore::new(MAX_CONCURRENT_BINDINGS)),
+            pod_deletions: tokio::sync::watch::channel(0).0,
         })
     }
 
@@ -118,6 +126,35 @@ impl Scheduler {
 
     async fn binding_cycle(self: Arc<Self>, mut state: CycleState, qp: QueuedPodInfo, pod: Arc<PodInfo>, node: String, start: Instant) {
         let profile = self.framework.scheduler_name.as_str();
+        // PreBind (VolumeBinding writes the pod's volume bindings and waits for them). A failure
+        // is the pod's, not the API server's: it goes back to the queue with backoff.
+        let pre_bind = tracing::debug_span!(target: "scheduler::framework", "pre_bind", pod_uid = pod.uid(), node, error = tracing::field::Empty);
+        podtrace::otel::set_parent_from(&pre_bind, pod.pod.metadata.annotations.as_ref());
+        let s = tokio::select! {
+            s = self.framework.run_pre_bind(&state, &pod, &node).instrument(pre_bind.clone()) => s,
+            () = self.deleted(pod.uid()) => Status::error("pod does not exist any more"),
+        };
+        if !s.is_success() {
+            let msg = format!("running PreBind plugin {:?}: {}", s.plugin, s.message());
+            pre_bind.record("error", msg.as_str());
+            self.framework.run_unreserve(&mut state, &pod, &node);
+            let gone = {
+                let mut cache = self.cache.lock().expect("cache lock");
+                let gone = !cache.contains_pod(pod.uid());
+                cache.forget_pod(pod.uid());
+                gone
+            };
+            if gone {
+                // Deleted meanwhile: nothing to retry.
+                tracing::info!(target: "scheduler::schedule_one", pod = pod.key(), "binding not needed any more: {msg}");
+                return;
+            }
+            tracing::warn!(target: "scheduler::schedule_one", pod = pod.key(), node, "{msg}");
+            self.metrics.schedule_attempts.with_label_values(&["error", profile]).inc();
+            self.recorder.event(record::pod_reference(&pod.pod), record::WARNING, "FailedScheduling", msg);
+            self.queue.add_backoff(qp, pod);
+            return;
+        }
         let span = tracing::debug_span!(target: "scheduler::framework", "bind", pod_uid = pod.uid(), node, error = tracing::field::Empty);
         podtrace::otel::set_parent_from(&span, pod.pod.metadata.annotations.as_ref());
         let s = self.framework.run_bind(&pod, &node).instrument(span.clone()).await;
@@ -155,6 +192,20 @@ impl Scheduler {
         self.recorder.event(record::pod_reference(&pod.pod), record::WARNING, "FailedScheduling", format!("Binding rejected: {msg}"));
         // Back into the queue with backoff, as a failed attempt.
         self.queue.add_backoff(qp, pod);
+    }
+
+    /// Completes once the pod with `uid` has left the cache (deleted), checked after each pod
+    /// deletion.
+    async fn deleted(&self, uid: &str) {
+        let mut deletions = self.pod_deletions.subscribe();
+        loop {
+            if !self.cache.lock().expect("cache lock").contains_pod(uid) {
+                return;
+            }
+            if deletions.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
     }
 
     /// handleSchedulingFailure: event, condition, and back into the queue.

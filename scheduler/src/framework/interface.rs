@@ -5,7 +5,8 @@
 //! PostFilter (only when no node fits — kube-scheduler's preemption lives there; kubelab has no
 //! PostFilter plugin, see the crate docs), PreScore (once), Score (per feasible node) and
 //! NormalizeScore, Reserve (the chosen node), then — in the binding cycle, off the scheduling path —
-//! Bind. A failure after Reserve calls Unreserve on every Reserve plugin in reverse order.
+//! PreBind and Bind. A failure after Reserve calls Unreserve on every Reserve plugin in reverse
+//! order.
 
 use std::sync::Arc;
 
@@ -93,6 +94,16 @@ pub enum ClusterEvent {
     AssignedPodAdd,
     AssignedPodUpdate,
     AssignedPodDelete,
+    /// The storage objects the volume plugins read (kube-scheduler's PersistentVolume,
+    /// PersistentVolumeClaim, StorageClass and CSINode resources with Add or Update).
+    PersistentVolumeAdd,
+    PersistentVolumeUpdate,
+    PersistentVolumeClaimAdd,
+    PersistentVolumeClaimUpdate,
+    StorageClassAdd,
+    StorageClassUpdate,
+    CSINodeAdd,
+    CSINodeUpdate,
 }
 
 pub trait Plugin: Send + Sync {
@@ -159,6 +170,13 @@ pub trait ScorePlugin: Plugin {
 pub trait ReservePlugin: Plugin {
     fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
     fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+}
+
+/// PreBind: what must be written before the pod is bound, in the binding cycle (a task of its
+/// own, so it may wait). VolumeBinding writes the chosen PV/PVC bindings here and waits until the
+/// claims are bound. A failure sends the pod back to the queue (after Unreserve).
+pub trait PreBindPlugin: Plugin {
+    fn pre_bind<'a>(&'a self, state: &'a CycleState, pod: &'a PodInfo, node: &'a str) -> BoxFuture<'a, Status>;
 }
 
 pub trait BindPlugin: Plugin {

@@ -10,7 +10,7 @@ pub mod types;
 
 pub use cycle_state::CycleState;
 pub use interface::{
-    BindPlugin, ClusterEvent, Code, FilterPlugin, NodeScore, Plugin, PostFilterPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin,
+    BindPlugin, ClusterEvent, Code, FilterPlugin, NodeScore, Plugin, PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin,
     ScorePlugin, Status, MAX_NODE_SCORE, MIN_NODE_SCORE,
 };
 pub use types::{NodeInfo, PodInfo, Resource};

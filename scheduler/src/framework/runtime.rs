@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use crate::config::Profile;
 use crate::framework::{
-    BindPlugin, ClusterEvent, Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PostFilterPlugin, PreEnqueuePlugin, PreFilterPlugin,
-    PreScorePlugin, ReservePlugin, ScorePlugin, Status,
+    BindPlugin, ClusterEvent, Code, CycleState, FilterPlugin, NodeInfo, NodeScore, Plugin, PodInfo, PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin,
+    PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin, Status,
 };
+use crate::informers::Informers;
 use crate::plugins;
 
 pub struct Framework {
@@ -26,12 +27,14 @@ pub struct Framework {
     pre_score: Vec<Arc<dyn PreScorePlugin>>,
     score: Vec<(Arc<dyn ScorePlugin>, i64)>,
     reserve: Vec<Arc<dyn ReservePlugin>>,
+    pre_bind: Vec<Arc<dyn PreBindPlugin>>,
     bind: Vec<Arc<dyn BindPlugin>>,
 }
 
 impl Framework {
-    /// Builds the plugins the profile enables. Without a client there is no Bind point (tests).
-    pub fn new(profile: &Profile, client: Option<kube::Client>) -> Result<Framework, String> {
+    /// Builds the plugins the profile enables, reading the cluster's storage objects from
+    /// `informers`. Without a client there is no Bind point and no PreBind (tests).
+    pub fn new(profile: &Profile, client: Option<kube::Client>, informers: &Informers) -> Result<Framework, String> {
         let mut f = Framework {
             scheduler_name: profile.scheduler_name.clone(),
             percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
@@ -43,15 +46,17 @@ impl Framework {
             pre_score: Vec::new(),
             score: Vec::new(),
             reserve: Vec::new(),
+            pre_bind: Vec::new(),
             bind: Vec::new(),
         };
         for name in &profile.plugins {
-            let set = plugins::build(name, &profile.args, client.clone()).ok_or_else(|| format!("unknown plugin {name:?}"))?;
+            let set = plugins::build(name, &profile.args, client.clone(), informers).ok_or_else(|| format!("unknown plugin {name:?}"))?;
             f.plugins.extend(set.plugin);
             f.pre_enqueue.extend(set.pre_enqueue);
             f.pre_filter.extend(set.pre_filter);
             f.filter.extend(set.filter);
             f.reserve.extend(set.reserve);
+            f.pre_bind.extend(set.pre_bind);
             f.bind.extend(set.bind);
             if !profile.score_disabled.contains(name) {
                 f.pre_score.extend(set.pre_score);
@@ -196,6 +201,18 @@ impl Framework {
         for p in self.reserve.iter().rev() {
             p.unreserve(state, pod, node);
         }
+    }
+
+    /// PreBind: every plugin in order, in the binding cycle; the first failure ends it (the
+    /// binding cycle then unreserves and requeues the pod). Skip counts as success.
+    pub async fn run_pre_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status {
+        for p in &self.pre_bind {
+            let s = p.pre_bind(state, pod, node).await;
+            if !s.is_success() && !s.is_skip() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
     }
 
     /// Bind: the first Bind plugin that does not Skip decides.

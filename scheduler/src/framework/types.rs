@@ -216,8 +216,20 @@ pub struct NodeInfo {
     pub non_zero_requested: Resource,
     pub allocatable: Resource,
     pub used_ports: Vec<HostPort>,
+    /// How many pods here use each PersistentVolumeClaim ("namespace/claimName"), for
+    /// VolumeRestrictions' ReadWriteOncePod check (kube-scheduler's PVCRefCounts).
+    pub pvc_ref_counts: BTreeMap<String, usize>,
     /// Bumped on every change; the snapshot copies only what changed since it last looked.
     pub generation: u64,
+}
+
+/// The claims a pod's volumes name, as "namespace/claimName" keys.
+pub fn pod_pvc_keys(pod: &Pod) -> impl Iterator<Item = String> + '_ {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(move |v| v.persistent_volume_claim.as_ref().map(|c| format!("{ns}/{}", c.claim_name)))
 }
 
 impl NodeInfo {
@@ -234,6 +246,7 @@ impl NodeInfo {
             non_zero_requested: Resource::default(),
             allocatable,
             used_ports: Vec::new(),
+            pvc_ref_counts: BTreeMap::new(),
             generation: 0,
         }
     }
@@ -260,6 +273,9 @@ impl NodeInfo {
         self.requested.allowed_pod_number += 1;
         self.non_zero_requested.add(&p.non_zero_request);
         self.used_ports.extend(p.host_ports.iter().cloned());
+        for k in pod_pvc_keys(&p.pod) {
+            *self.pvc_ref_counts.entry(k).or_default() += 1;
+        }
         if p.has_pod_affinity() {
             self.pods_with_affinity.push(p.clone());
         }
@@ -279,6 +295,14 @@ impl NodeInfo {
         for hp in &p.host_ports {
             if let Some(j) = self.used_ports.iter().position(|u| u == hp) {
                 self.used_ports.swap_remove(j);
+            }
+        }
+        for k in pod_pvc_keys(&p.pod) {
+            if let Some(n) = self.pvc_ref_counts.get_mut(&k) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pvc_ref_counts.remove(&k);
+                }
             }
         }
         self.pods_with_affinity.retain(|q| q.uid() != uid);

@@ -98,14 +98,36 @@ pub enum Error {
     #[error("CRI log line: {what}: {line:?}")]
     LogLine { what: &'static str, line: String },
     /// A volume of a pod could not be set up. The message is the one kubelet's FailedMount event
-    /// carries, so the caller can use it as is; `source` keeps the class (NotReady, VolumeSpec,
-    /// Io, …).
-    #[error("MountVolume.SetUp failed for volume \"{volume}\" : {source}")]
+    /// carries, so the caller can use it as is: the operation that failed
+    /// (`MountVolume.SetUp`, and for CSI volumes also `MountVolume.WaitForAttach` and
+    /// `MountVolume.MountDevice`), the volume (the pod's volume name, or the PersistentVolume's
+    /// for a claim, as kubelet names it); `source` keeps the class (NotReady, VolumeSpec, Io, Csi, …).
+    #[error("{operation} failed for volume \"{volume}\" : {source}")]
     Volume {
+        operation: &'static str,
         volume: String,
         #[source]
         source: Box<Error>,
     },
+    /// A CSI call failed (the driver answered with an error, or did not answer in time). Written
+    /// as grpc-go writes a status, as kubelet's volume events show a driver's error.
+    #[error("rpc error: code = {} desc = {}", go_code_name(source.code()), source.message())]
+    Csi {
+        op: &'static str,
+        #[source]
+        source: tonic::Status,
+    },
+    /// A CSI driver's or a plugin registration socket could not be dialled.
+    #[error("connecting to {endpoint}: {source}")]
+    CsiConnect {
+        endpoint: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// A plugin (`plugins_registry/` socket) was refused: unknown type, no supported version, a
+    /// driver that failed NodeGetInfo or whose node information could not be stored.
+    #[error("{0}")]
+    PluginRegistration(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

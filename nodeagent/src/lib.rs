@@ -17,7 +17,8 @@
 //!    `podSyncer`): SyncPod, SyncTerminatingPod, SyncTerminatedPod.
 //! 5. **SyncPod** ([`kubelet`]): eight steps — pod cgroup ([`cm`]), data directory
 //!    ([`kubelet::getters`]), volumes ([`volumemanager`], with service account tokens from
-//!    [`token`]), pull secrets ([`credentialprovider`] reads both formats), then the runtime
+//!    [`token`], and persistentVolumeClaims staged and published by their CSI driver through
+//!    [`volumemanager::csi`], after its VolumeAttachment is attached), pull secrets ([`credentialprovider`] reads both formats), then the runtime
 //!    manager ([`kuberuntime::kuberuntime_manager`], where `compute_pod_actions` decides): sandbox
 //!    with CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init containers in order, app
 //!    containers in parallel ([`kuberuntime::kuberuntime_container`], each with its Services'
@@ -29,7 +30,8 @@
 //!    containers changed.
 //! 7. **Status manager** ([`status`]): the source of truth for pod status, written to the API
 //!    server's `pods/status`.
-//! 8. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions.
+//! 8. **Node status** ([`nodestatus`]): registration, a Lease renewed every 10 s, conditions,
+//!    `volumesInUse` (the CSI volumes the node's pods use).
 //! 9. **HTTPS server** ([`server`]): container logs, exec and attach, port-forward (carried to
 //!    containerd's CRI PortForward, which dials inside the pod's network namespace), `/healthz`,
 //!    `/pods`, `/metrics` — over TLS ([`server::tls`]), each request authenticated (client
@@ -45,6 +47,12 @@
 //! 11. **Probes** ([`prober`]): one worker per container and probe; a changed result resyncs the
 //!     pod, whose status takes `ready`/`started` from it and whose containers are killed when
 //!     their liveness or startup probe fails.
+//! 12. **Plugin registration** ([`pluginmanager`]): CSI drivers announce themselves with a
+//!     socket in `<root>/plugins_registry/`; the plugin manager asks it GetInfo, and the CSI
+//!     handler ([`volumemanager::csi::registration_handler`]) remembers the driver's endpoint,
+//!     asks the driver NodeGetInfo and publishes the answer in the node's CSINode, its
+//!     `csi.volume.kubernetes.io/nodeid` annotation and its topology labels
+//!     ([`volumemanager::csi::nodeinfomanager`]).
 //!
 //! What a pod means — its QoS class, whether it is static, a mirror, critical or terminal, its UID
 //! and restart policy — is asked of the `api` crate ([`api::pod`],
@@ -55,7 +63,8 @@
 //! and `--kubeconfig` has no good client certificate ([`certificate::bootstrap`]: a
 //! CertificateSigningRequest for `system:node:<name>`, waited for, stored in `--cert-dir` as
 //! `kubelet-client-current.pem`, and `--kubeconfig` written for it), connect to the runtime, import images, write the CNI
-//! config, create the QoS cgroups, start the status manager, node status, PLEG, the pod sources,
+//! config, create the QoS cgroups, start the status manager, node status, the plugin manager
+//! (once the Node is registered, with the node's empty CSINode), PLEG, the pod sources,
 //! the Kubelet (built from one [`kubelet::Dependencies`]), the HTTPS server, garbage collection
 //! and the eviction manager, then run the sync loop until shutdown.
 //!
@@ -82,8 +91,9 @@
 //!   [`eviction::parse_threshold_config`] (`--eviction-hard`, failing with an
 //!   [`eviction::ThresholdError`]) and [`eviction::DEFAULT_EVICTION_HARD`].
 //!
-//! The fake CRI runtime (`cri::fake`) the unit tests drive the agent with is compiled for the
-//! unit tests only: nothing outside this crate uses it, and the binary does not contain it.
+//! The fake CRI runtime (`cri::fake`) the unit tests drive the agent with, and the fake CSI driver
+//! and registrar (`volumemanager::csi::fake`), are compiled for the unit tests only: nothing
+//! outside this crate uses them, and the binary does not contain them.
 //!
 //! ## Implementation caveats
 //! - cgroups ([`cm`]): v1 with the cgroupfs driver, v2 with the cgroupfs or the systemd driver;
@@ -95,6 +105,10 @@
 //!   node's resolv.conf, as the kubelet does. The node's resolv.conf is read once, at start.
 //! - The termination message file (`terminationMessagePath`) is not mounted.
 //! - Secrets and configMaps are read from the API server on every sync (no watch-based cache).
+//! - Volumes ([`volumemanager`]): CSI persistent volumes only among the network volume types, set
+//!   up in the pod's sync (a VolumeAttachment is waited for 15 s a sync, not 10 minutes in a
+//!   reconciler); see [`volumemanager::csi`]'s caveats. The plugin registry directory is polled
+//!   every second ([`pluginmanager`]: no inotify).
 //! - The HTTPS server ([`server::auth`]): a client certificate of another CA fails the handshake
 //!   (the kubelet answers 401); only the stable subresources are authorized (no fine-grained
 //!   `nodes/pods`, `nodes/healthz`); a self-signed serving certificate is never rotated and none
@@ -133,6 +147,7 @@ pub(crate) mod metrics;
 pub mod network;
 pub(crate) mod nodestatus;
 pub(crate) mod pleg;
+pub(crate) mod pluginmanager;
 pub(crate) mod pod;
 pub(crate) mod pod_workers;
 pub(crate) mod prober;

@@ -305,8 +305,16 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
             .map(|ip| ip.to_string())
             .unwrap_or_default()
     };
+    // CSI: the drivers registered through the plugin manager, and the volume plugin that uses them.
+    let csi_drivers = crate::volumemanager::csi::csi_drivers_store::Drivers::default();
+    let csi = client.clone().map(|c| {
+        let options = crate::volumemanager::csi::Options::default();
+        crate::volumemanager::csi::CsiPlugin::new(opts.root_dir.clone(), opts.node_name.clone(), c, csi_drivers.clone(), options)
+    });
     if let Some(client) = &client {
-        tokio::spawn(crate::nodestatus::run(client.clone(), node_opts, cri.clone(), readiness_rx, node_tx, shutdown.clone()));
+        let volumes_in_use = csi.clone().map(|p| Arc::new(move || p.volumes_in_use()) as crate::nodestatus::VolumesInUse);
+        tokio::spawn(crate::nodestatus::run(client.clone(), node_opts, cri.clone(), readiness_rx, node_tx, volumes_in_use, shutdown.clone()));
+        tokio::spawn(start_plugin_manager(opts.root_dir.clone(), opts.node_name.clone(), client.clone(), csi_drivers, node_rx.clone(), shutdown.clone()));
     } else {
         // Standalone: admission still needs a node; describe the local one.
         drop(readiness_rx);
@@ -410,7 +418,13 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
             runtime.images.configure(&opts.image_pulls, opts.root_dir.clone());
             runtime
         },
-        volumes: VolumeManager::new(opts.root_dir.clone(), client.clone()).with_node(node_rx.clone()),
+        volumes: {
+            let volumes = VolumeManager::new(opts.root_dir.clone(), client.clone()).with_node(node_rx.clone());
+            match csi {
+                Some(csi) => volumes.with_csi(csi),
+                None => volumes,
+            }
+        },
         pcm,
         status,
         probes,
@@ -443,6 +457,44 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     tokio::spawn(eviction.run(shutdown.clone()));
     crate::kubelet::sync_loop::sync_loop(kubelet, updates, pleg_rx, sources_ready, kill_rx, shutdown).await;
     Ok(())
+}
+
+/// Once the Node is registered: its (empty) CSINode, retried until the API server takes it, and
+/// the plugin manager, which registers the node's CSI drivers.
+async fn start_plugin_manager(
+    root_dir: PathBuf,
+    node_name: String,
+    client: kube::Client,
+    drivers: crate::volumemanager::csi::csi_drivers_store::Drivers,
+    mut node_rx: watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    if node_rx.wait_for(Option::is_some).await.is_err() {
+        return;
+    }
+    let nim = crate::volumemanager::csi::nodeinfomanager::NodeInfoManager::new(node_name, client);
+    {
+        let (nim, mut shutdown) = (nim.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let mut warned = false;
+            loop {
+                match nim.initialize_csi_node().await {
+                    Ok(_) => return,
+                    Err(e) if !warned => {
+                        tracing::warn!(target: "kubelet::csi", error = %e, "cannot create the node's CSINode yet; retrying");
+                        warned = true;
+                    }
+                    Err(_) => {}
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        });
+    }
+    let handler = crate::volumemanager::csi::registration_handler::RegistrationHandler::new(drivers, nim);
+    crate::pluginmanager::run(root_dir, Arc::new(handler), Default::default(), shutdown).await;
 }
 
 /// Container GC every minute, image GC every five (kubelet's StartGarbageCollection). Returns

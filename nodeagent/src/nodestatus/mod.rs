@@ -20,6 +20,11 @@
 //!    goes). The namespace is created if missing. The node lifecycle controller reads the Lease:
 //!    a node whose Lease is not renewed for 40 s becomes NotReady/Unknown.
 //!
+//! The status also carries `volumesInUse` (kubelet's VolumesInUse setter): the unique names of
+//! the CSI volumes the node's pods want or have mounted, from the volume manager
+//! ([`crate::volumemanager::csi::CsiPlugin::volumes_in_use`]). The attach-detach controller
+//! does not detach a volume the node still lists.
+//!
 //! Registration, status and lease survive API server outages: every failure is retried, logged
 //! at warn once per outage (and at info when the API server is back); [`run`] never returns
 //! before shutdown.
@@ -29,6 +34,7 @@ pub(crate) mod setters;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -145,12 +151,16 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
+/// The volumes in use on the node (blocking: it reads the pods' volume directories).
+pub(crate) type VolumesInUse = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
 /// Everything the status needs that takes I/O: the host (blocking reads, off the executor) and
 /// the runtime's version (a CRI call; the last known one is kept when it fails).
 struct Observer {
     opts: NodeOptions,
     runtime: RemoteRuntime,
     runtime_version: String,
+    volumes_in_use: Option<VolumesInUse>,
 }
 
 impl Observer {
@@ -171,7 +181,13 @@ impl Observer {
     async fn status(&mut self, old: Option<&k8s_openapi::api::core::v1::NodeStatus>, readiness: &NodeReadiness) -> k8s_openapi::api::core::v1::NodeStatus {
         self.refresh_runtime_version().await;
         let host = self.host().await;
-        setters::node_status(old, &host, &self.runtime_version, readiness, &self.opts, &now())
+        let mut status = setters::node_status(old, &host, &self.runtime_version, readiness, &self.opts, &now());
+        let in_use = match self.volumes_in_use.clone() {
+            Some(f) => tokio::task::spawn_blocking(move || f()).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        status.volumes_in_use = Some(setters::volumes_in_use(in_use));
+        status
     }
 }
 
@@ -182,11 +198,12 @@ pub(crate) async fn run(
     runtime: RemoteRuntime,
     readiness: watch::Receiver<NodeReadiness>,
     node_tx: watch::Sender<Option<Node>>,
+    volumes_in_use: Option<VolumesInUse>,
     shutdown: watch::Receiver<bool>,
 ) {
     let node_rx = node_tx.subscribe();
     let lease = lease_loop(client.clone(), opts.node_name.clone(), node_rx, shutdown.clone());
-    let status = status_loop(client, opts, runtime, readiness, node_tx, shutdown);
+    let status = status_loop(client, opts, runtime, readiness, node_tx, volumes_in_use, shutdown);
     tokio::join!(status, lease);
 }
 
@@ -204,11 +221,12 @@ async fn status_loop(
     runtime: RemoteRuntime,
     mut readiness: watch::Receiver<NodeReadiness>,
     node_tx: watch::Sender<Option<Node>>,
+    volumes_in_use: Option<VolumesInUse>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let api: Api<Node> = Api::all(client);
     let name = opts.node_name.clone();
-    let mut observer = Observer { opts, runtime, runtime_version: String::new() };
+    let mut observer = Observer { opts, runtime, runtime_version: String::new(), volumes_in_use };
     let mut outage = Outage::default();
 
     // Step 1: registration, retried until it works.

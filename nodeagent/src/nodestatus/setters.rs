@@ -289,6 +289,13 @@ pub(crate) fn node_status(
     }
 }
 
+/// `status.volumesInUse` (kubelet's VolumesInUse setter): sorted, each name once.
+pub(crate) fn volumes_in_use(mut names: Vec<String>) -> Vec<String> {
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Whether `new` says anything `old` does not, heartbeats aside: only then is a write due before
 /// the report interval is up.
 pub(crate) fn status_changed(old: Option<&NodeStatus>, new: &NodeStatus) -> bool {
@@ -306,6 +313,7 @@ pub(crate) fn status_changed(old: Option<&NodeStatus>, new: &NodeStatus) -> bool
         || old.addresses != new.addresses
         || old.node_info != new.node_info
         || old.daemon_endpoints != new.daemon_endpoints
+        || old.volumes_in_use.as_deref().unwrap_or_default() != new.volumes_in_use.as_deref().unwrap_or_default()
         || strip(&old.conditions) != strip(&new.conditions)
 }
 
@@ -474,5 +482,21 @@ mod tests {
         moved.internal_ip = Some("10.0.0.6".parse().expect("ip"));
         assert!(status_changed(Some(&s2), &node_status(Some(&s2), &moved, "r", &ready(), &o, &t(150))));
         assert!(status_changed(None, &s2));
+    }
+
+    #[test]
+    fn volumes_in_use_sorted_and_compared() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let csi = "kubernetes.io/csi/hostpath.csi.kubelab.io^";
+        let list = volumes_in_use(names(&[&format!("{csi}b"), &format!("{csi}a"), &format!("{csi}b")]));
+        assert_eq!(list, names(&[&format!("{csi}a"), &format!("{csi}b")]));
+
+        let o = opts();
+        let s1 = node_status(None, &host(), "r", &ready(), &o, &t(100));
+        let mut s2 = s1.clone();
+        s2.volumes_in_use = Some(vec![]);
+        assert!(!status_changed(Some(&s1), &s2), "none and empty are the same list");
+        s2.volumes_in_use = Some(list);
+        assert!(status_changed(Some(&s1), &s2), "a volume newly in use is written at once");
     }
 }

@@ -178,10 +178,10 @@ async fn metrics() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(crate::metrics::render())
 }
 
-/// The steps this agent (and the runtime, through it) performed for a pod, for the API server's
+/// The steps this agent (and the runtime and CSI drivers, through it) performed for a pod, for the API server's
 /// `kubelab trace` gatherer.
 async fn trace(uid: web::Path<String>) -> HttpResponse {
-    HttpResponse::Ok().json(podtrace::recorder().steps(&uid, &["nodeagent", "cri"]))
+    HttpResponse::Ok().json(podtrace::recorder().steps(&uid, &["nodeagent", "cri", "csi"]))
 }
 
 async fn container_logs(

@@ -1,5 +1,6 @@
 //! Mirrors kubelet's pkg/kubelet/volumemanager, with the in-tree plugins it drives
-//! (pkg/volume/{emptydir,configmap,secret,hostpath,downwardapi,projected}).
+//! (pkg/volume/{emptydir,configmap,secret,hostpath,downwardapi,projected}) and the CSI plugin
+//! (pkg/volume/csi, [`csi`]).
 //!
 //! Step 3 of SyncPod: before any container is created, every volume of the pod must exist on the
 //! host, so that the runtime can bind-mount it into the containers. [`VolumeManager::mount_volumes`]
@@ -15,10 +16,15 @@
 //! | downwardAPI | `…/kubernetes.io~downward-api/<name>`, on tmpfs | yes |
 //! | projected | `…/kubernetes.io~projected/<name>`, on tmpfs (with service account tokens from [`crate::token`]) | yes |
 //! | hostPath | the path itself, after its `type` check | no |
+//! | persistentVolumeClaim (a CSI PV) | `…/kubernetes.io~csi/<pv>/mount`, published there by the PV's CSI driver | if the claim source says so, or the PV is ReadOnlyMany |
 //!
 //! Kubelet runs a desired-state-of-world / actual-state-of-world reconciler in its own goroutine,
-//! and SyncPod waits for it. kubelab has only local volume types, which need no attach/detach, so
-//! the pod worker does the set-up itself, synchronously, and the "actual state" is the disk.
+//! and SyncPod waits for it. Here the pod worker does the set-up itself, synchronously, and the
+//! "actual state" is the disk and the mount table. A CSI volume ([`csi`]) waits in the sync for
+//! its VolumeAttachment (for a short while: the next sync waits again), then is staged and
+//! published through the driver the plugin manager ([`crate::pluginmanager`]) registered; its
+//! teardown comes first in [`VolumeManager::unmount_volumes`], through the driver, before the
+//! pod's volume directory is unmounted and removed.
 //!
 //! ## Implementation caveats
 //! - configMaps and secrets are fetched with one GET each per sync (kubelet's default "Watch"
@@ -35,11 +41,13 @@
 //! - A memory-backed emptyDir without `sizeLimit` (and every secret, downwardAPI and projected
 //!   tmpfs) gets the kernel's default tmpfs size (half the RAM), not kubelet's pod-memory-limit
 //!   sizing; tmpfs usage is not counted against the pod's memory limit by any eviction logic here.
-//! - Only these six volume types; any other (persistentVolumeClaim, nfs, csi, …) fails with an error
-//!   naming the type.
+//! - Only these seven volume types, and persistentVolumeClaims only of CSI PersistentVolumes in
+//!   Filesystem mode; any other type (nfs, iscsi, an inline `csi` ephemeral volume, …) fails with
+//!   an error naming the type. The CSI plugin has its own caveats ([`csi`]).
 
 pub(crate) mod atomic_writer;
 pub(crate) mod configmap;
+pub(crate) mod csi;
 pub(crate) mod downwardapi;
 pub(crate) mod emptydir;
 pub(crate) mod hostpath;
@@ -65,6 +73,9 @@ use crate::error::{Error, Result};
 use crate::kubelet::getters;
 use crate::token;
 
+/// The operation that sets a volume up for a pod, as kubelet's events name it.
+pub(crate) const SET_UP: &str = "MountVolume.SetUp";
+
 /// Sets up and tears down the volumes of the pods on this node.
 #[derive(Clone)]
 pub(crate) struct VolumeManager {
@@ -75,6 +86,8 @@ pub(crate) struct VolumeManager {
     tokens: Option<token::Manager>,
     /// This node's object, for its allocatable (downwardAPI `resourceFieldRef` of unset limits).
     node: Option<tokio::sync::watch::Receiver<Option<k8s_openapi::api::core::v1::Node>>>,
+    /// The CSI volume plugin (`persistentVolumeClaim` volumes); `None` without an API server.
+    csi: Option<csi::CsiPlugin>,
 }
 
 /// The volumes of one pod, ready on the host, by volume name.
@@ -126,7 +139,13 @@ enum Plan {
 impl VolumeManager {
     pub(crate) fn new(root_dir: PathBuf, client: Option<kube::Client>) -> Self {
         let tokens = client.clone().map(token::Manager::new);
-        VolumeManager { root_dir, client, tokens, node: None }
+        VolumeManager { root_dir, client, tokens, node: None, csi: None }
+    }
+
+    /// Mount `persistentVolumeClaim` volumes through `plugin`.
+    pub(crate) fn with_csi(mut self, plugin: csi::CsiPlugin) -> Self {
+        self.csi = Some(plugin);
+        self
     }
 
     /// Read the node's allocatable from `node` (for downwardAPI resource fields).
@@ -160,7 +179,12 @@ impl VolumeManager {
                 }
                 Err(source) => {
                     warn!(target: "kubelet::volumes", pod = %uid, volume = %volume.name, error = %source, "MountVolume.SetUp failed");
-                    first_error.get_or_insert(Error::Volume { volume: volume.name.clone(), source: Box::new(source) });
+                    // A CSI volume's error already names its operation and its PersistentVolume.
+                    let error = match source {
+                        e @ Error::Volume { .. } => e,
+                        source => Error::Volume { operation: SET_UP, volume: volume.name.clone(), source: Box::new(source) },
+                    };
+                    first_error.get_or_insert(error);
                 }
             }
         }
@@ -177,6 +201,11 @@ impl VolumeManager {
         if let Some(tokens) = &self.tokens {
             tokens.delete_service_account_token(pod_uid);
         }
+        // CSI volumes first, through their driver (NodeUnpublish, NodeUnstage): unmounting them
+        // behind the driver's back would leave it believing they are in use.
+        if let Some(csi) = &self.csi {
+            csi.tear_down_pod(pod_uid).await?;
+        }
         let dir = getters::pod_volumes_dir(&self.root_dir, pod_uid);
         let uid = pod_uid.to_string();
         run_blocking(dir.clone(), move || {
@@ -188,6 +217,15 @@ impl VolumeManager {
     }
 
     async fn set_up(&self, pod: &Pod, uid: &str, volume: &Volume) -> Result<MountedVolume> {
+        if let Some(claim) = &volume.persistent_volume_claim {
+            let Some(csi) = &self.csi else {
+                return Err(Error::VolumeSpec(format!(
+                    "persistentvolumeclaim {:?}: the node agent runs without an API server, so static pods cannot use persistent volumes",
+                    claim.claim_name
+                )));
+            };
+            return csi.set_up(pod, uid, claim).await;
+        }
         let plan = self.plan(pod, uid, volume).await?;
         let name = volume.name.clone();
         let uid = uid.to_string();
@@ -289,6 +327,11 @@ impl VolumeManager {
                 medium: Medium::Memory { size_limit: None },
                 payload,
             });
+        }
+        if volume.csi.is_some() {
+            return Err(Error::VolumeSpec(
+                "volume type csi (an inline CSI ephemeral volume) is not supported by kubelab: use a persistentVolumeClaim".into(),
+            ));
         }
         Err(Error::VolumeSpec(format!("volume type {} is not supported by kubelab", volume_type(volume))))
     }

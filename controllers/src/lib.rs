@@ -40,7 +40,9 @@
 //!   labels, at `spec.replicas` — one at a time in ordinal order, each waiting for the ones
 //!   below to be Ready (`OrderedReady`), or all at once (`Parallel`) — recreating failed ones,
 //!   and rolls them to a new template from the highest ordinal down to the partition, with
-//!   ControllerRevisions ([`history`]) for `kubectl rollout history` and `undo`.
+//!   ControllerRevisions ([`history`]) for `kubectl rollout history` and `undo`. Each pod's
+//!   claims (`<template>-<set>-<ordinal>`, from `volumeClaimTemplates`) are created before it
+//!   and owned as `persistentVolumeClaimRetentionPolicy` says (ownerless with Retain).
 //! - [`endpointslice`]: keeps, for each Service with a selector (not ExternalName), the
 //!   `discovery.k8s.io/v1` EndpointSlices that list its pods — one endpoint per pod with an IP,
 //!   its `ready`/`serving`/`terminating` conditions, node, zone, hostname and pod — grouped by the
@@ -64,6 +66,19 @@
 //!   failing those its signer's rules refuse; the cleaner (`csrcleaner`) deletes old ones.
 //! - [`bootstrap`]: the token cleaner (`tokencleaner`, off by default), which deletes bootstrap
 //!   token Secrets once their `expiration` passes.
+//! - [`volume`]: the controllers of persistent storage. The PersistentVolume binder
+//!   (`persistentvolume-binder`) binds each claim to the smallest Available volume that fits it
+//!   (class, access modes, volume mode, selector, size; a volume or claim pre-bound by name), or
+//!   hands it to its class's external provisioner (`volume.kubernetes.io/storage-provisioner`)
+//!   — for a WaitForFirstConsumer class only once the scheduler has chosen a node — and binds the
+//!   volume made for it; it moves volumes through Available, Bound, Released and Failed and claims
+//!   through Pending, Bound and Lost, and reclaims a Released volume (Retain keeps it, Delete is
+//!   the external provisioner's). The attach-detach controller (`attachdetach`) creates a
+//!   VolumeAttachment for each CSI volume a scheduled pod uses on its node (when the driver needs
+//!   attaching), deletes it once no pod there needs it and the node has stopped using it, and keeps
+//!   the node's `status.volumesAttached`. The protection controllers (`pvc-protection`,
+//!   `pv-protection`) take their finalizers off a deleted claim no scheduled pod uses and a deleted
+//!   volume no longer Bound.
 //! - [`names`]: the controllers' names and `--controllers`, which chooses those that run.
 //! - [`garbagecollector`]: deletes objects whose owners are all gone, orphans the dependents of
 //!   an owner deleted with `propagationPolicy: Orphan`, and lets a foreground-deleted owner go
@@ -101,13 +116,35 @@
 //!    once instead of after the lease duration.
 //!
 //! ## Implementation caveats
-//! - Twenty controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
+//! - Twenty-four controllers (namespace, node lifecycle, taint eviction, disruption, ReplicaSet,
 //!   Deployment, DaemonSet, StatefulSet, Job, TTL-after-finished, CronJob, Endpoints,
 //!   EndpointSlice, ClusterRole aggregation, garbage collector, root CA certificate publisher,
-//!   CSR approving, signing and cleaning, bootstrap token cleaner): no EndpointSlice mirroring,
-//!   service account, service account token, bootstrap signer (accepted in `--controllers`, not
-//!   run), pod garbage collector (a pod bound to a deleted node stays) or PersistentVolume
-//!   controllers.
+//!   CSR approving, signing and cleaning, bootstrap token cleaner, PersistentVolume binder,
+//!   attach-detach, PVC and PV protection): no EndpointSlice mirroring, service account, service
+//!   account token, bootstrap signer (accepted in `--controllers`, not run), pod garbage collector
+//!   (a pod bound to a deleted node stays), volume expansion, ephemeral volume or
+//!   selinux-warning controllers.
+//! - The PersistentVolume binder has no in-tree volume plugins: it provisions only through
+//!   external provisioners (a class whose provisioner is `kubernetes.io/…` fails with
+//!   `ProvisioningFailed`), and it deletes or recycles nothing itself — Delete of a volume no
+//!   external provisioner made, and Recycle, end in Failed with Kubernetes' messages. A class
+//!   without `volumeBindingMode` counts as Immediate (the API server defaults it). No CSI
+//!   migration, VolumeAttributesClass, `pv.kubernetes.io/migrated-to` handling beyond standing
+//!   down, no metrics. Its caches are the watches' (Kubernetes also stores its own writes in them
+//!   at once): a decision taken on a cache that lags its last write fails on the resourceVersion
+//!   and is retried with backoff. It resyncs every volume and claim every 15 s
+//!   (`--pvclaimbinder-sync-period`, not a flag here), so the events of a waiting claim
+//!   (`ExternalProvisioning`, `WaitForFirstConsumer`) repeat, as in Kubernetes.
+//! - The attach-detach controller handles CSI PersistentVolumes only (no in-tree attachable
+//!   plugins, no inline CSI volumes); it manages every node (Kubernetes only those annotated
+//!   `volumes.kubernetes.io/controller-managed-attach-detach`); it never force-detaches a volume a
+//!   node still reports in use (no `maxWaitForUnmountDuration`); its state is recomputed from the
+//!   caches on every change rather than kept as desired and actual states of the world; it records
+//!   `SuccessfulAttachVolume` and Multi-Attach `FailedAttachVolume` events, not a VolumeAttachment's
+//!   `attachError`. Node status is written by a JSON merge patch of `volumesAttached` (Kubernetes
+//!   uses a strategic merge patch).
+//! - The PVC protection controller counts a scheduled pod that names a claim as using it whatever
+//!   the pod's phase (as Kubernetes does: a finished pod holds its claim until it is deleted).
 //! - The CSR controllers need the API server's `certificates.k8s.io/v1`; without it their
 //!   watches fail and retry. One signing controller signs for the four built-in signers with
 //!   one CA (Kubernetes runs one per signer and has per-signer `--cluster-signing-*-cert-file`
@@ -167,9 +204,12 @@
 //!   Kubernetes' DaemonSet controller hashes the template), lists them from the API server on
 //!   each sync instead of watching them, and queues every DaemonSet when a node is deleted; a pod
 //!   bound to a deleted node stays (no pod garbage collector).
-//! - The StatefulSet controller gives a pod the volumes of its `volumeClaimTemplates` (claim
-//!   `<template>-<set>-<ordinal>`) but creates no PersistentVolumeClaims (the API server does not
-//!   serve them yet), so `persistentVolumeClaimRetentionPolicy` has no effect; rolling updates
+//! - The StatefulSet controller reads a pod's claims with live GETs when it creates the pod or
+//!   deletes a condemned one (Kubernetes reads a claim informer's cache), and applies
+//!   `persistentVolumeClaimRetentionPolicy` to a pod's claims only then (Kubernetes also checks
+//!   every replica's claims on each sync, so a policy changed later reaches existing claims only
+//!   when their pods are recreated or condemned); a claim still owned by an earlier pod of the
+//!   same name stops the pass with an error (retried with backoff) until it is gone. Rolling updates
 //!   have no `maxUnavailable` (alpha in Kubernetes): one pod at a time. It applies a revision by
 //!   taking its template (the patch replaces the template whole) rather than by a strategic
 //!   merge, and lists the revisions from the API server on each sync (Kubernetes reads an
@@ -239,6 +279,7 @@ pub(crate) mod replicaset;
 pub(crate) mod statefulset;
 pub(crate) mod tainteviction;
 pub(crate) mod ttlafterfinished;
+pub(crate) mod volume;
 pub mod workqueue;
 pub mod zone_disruption;
 
@@ -475,6 +516,18 @@ async fn run_controllers(ctx: controller_context::ControllerContext, s: Started)
         })),
         Box::pin(run_if(on(names::TOKEN_CLEANER), async {
             bootstrap::tokencleaner::TokenCleaner::new(ctx.informers.clone(), ctx.client("token-cleaner").await?).run().await
+        })),
+        Box::pin(run_if(on(names::PERSISTENT_VOLUME_BINDER), async {
+            volume::persistentvolume::PersistentVolumeController::new(ctx.informers.clone(), ctx.client("persistent-volume-binder").await?).run().await
+        })),
+        Box::pin(run_if(on(names::PERSISTENT_VOLUME_ATTACH_DETACH), async {
+            volume::attachdetach::AttachDetachController::new(ctx.informers.clone(), ctx.client("attachdetach-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::PERSISTENT_VOLUME_CLAIM_PROTECTION), async {
+            volume::pvcprotection::PvcProtectionController::new(ctx.informers.clone(), ctx.client("pvc-protection-controller").await?).run().await
+        })),
+        Box::pin(run_if(on(names::PERSISTENT_VOLUME_PROTECTION), async {
+            volume::pvprotection::PvProtectionController::new(ctx.informers.clone(), ctx.client("pv-protection-controller").await?).run().await
         })),
     )?;
     Ok(())

@@ -29,6 +29,10 @@ pub const CONTROLLERS: &[(&str, &str)] = &[
     (CSR_APPROVING, "csrapproving"),
     (CSR_CLEANER, "csrcleaner"),
     (TOKEN_CLEANER, "tokencleaner"),
+    (PERSISTENT_VOLUME_BINDER, "persistentvolume-binder"),
+    (PERSISTENT_VOLUME_ATTACH_DETACH, "attachdetach"),
+    (PERSISTENT_VOLUME_CLAIM_PROTECTION, "pvc-protection"),
+    (PERSISTENT_VOLUME_PROTECTION, "pv-protection"),
 ];
 /// Controllers Kubernetes has and kubelab does not run: accepted in `--controllers` (so that
 /// kubeadm's flags work), and ignored.
@@ -57,6 +61,10 @@ pub const CSR_APPROVING: &str = "certificatesigningrequest-approving-controller"
 pub const CSR_CLEANER: &str = "certificatesigningrequest-cleaner-controller";
 pub const TOKEN_CLEANER: &str = "token-cleaner-controller";
 pub const BOOTSTRAP_SIGNER: &str = "bootstrap-signer-controller";
+pub const PERSISTENT_VOLUME_BINDER: &str = "persistentvolume-binder-controller";
+pub const PERSISTENT_VOLUME_ATTACH_DETACH: &str = "persistentvolume-attach-detach-controller";
+pub const PERSISTENT_VOLUME_CLAIM_PROTECTION: &str = "persistentvolumeclaim-protection-controller";
+pub const PERSISTENT_VOLUME_PROTECTION: &str = "persistentvolume-protection-controller";
 
 /// `--controllers` with aliases replaced by canonical names (a `-` kept); an unknown name is an
 /// error in Kubernetes' words.
@@ -118,6 +126,9 @@ mod tests {
         assert!(!is_controller_enabled(CSR_APPROVING, &some) && is_controller_enabled(CSR_CLEANER, &some));
         let only = list("tokencleaner");
         assert!(is_controller_enabled(TOKEN_CLEANER, &only) && !is_controller_enabled(NAMESPACE, &only), "no star: only those named");
+        let volumes = list("persistentvolume-binder,attachdetach,pvc-protection,pv-protection");
+        assert_eq!(volumes, [PERSISTENT_VOLUME_BINDER, PERSISTENT_VOLUME_ATTACH_DETACH, PERSISTENT_VOLUME_CLAIM_PROTECTION, PERSISTENT_VOLUME_PROTECTION]);
+        assert!(is_controller_enabled(PERSISTENT_VOLUME_BINDER, &default) && is_controller_enabled(PERSISTENT_VOLUME_ATTACH_DETACH, &default));
         assert_eq!(canonical(&["csrsigner".to_string()]), Err("\"csrsigner\" is not in the list of known controllers".into()));
     }
 }

@@ -16,7 +16,9 @@
 //!    not at the update revision is deleted (to be created at the update revision), once every
 //!    pod above it is healthy again.
 //! 4. Carries the plan out (in order, stopping at the first failure; Parallel in slow-start
-//!    batches) and writes the status ([`compute_status`], [`complete_rolling_update`]) when it
+//!    batches) — a pod's claims are created before it (not while one still belongs to an earlier
+//!    pod of its name), a condemned pod's claims get the owners the retention policy gives before
+//!    it is deleted ([`StatefulPodControl`]) — and writes the status ([`compute_status`], [`complete_rolling_update`]) when it
 //!    changed ([`inconsistent_status`]).
 //! 5. Deletes the oldest revisions no pod uses beyond `revisionHistoryLimit`
 //!    ([`revisions_to_truncate`]).
@@ -358,6 +360,16 @@ impl StatefulSetControl {
         result
     }
 
+    /// processReplica's creation: not while a claim of the pod's ordinal still belongs to an
+    /// earlier pod of that name (PodClaimIsStale) — the pass stops and is retried.
+    async fn create_unless_stale(&self, set: &StatefulSet, pod: &Pod) -> Result<()> {
+        if self.pod_control.pod_claim_is_stale(set, pod).await? {
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            return Err(Error::Message(format!("pod {name} has a stale PersistentVolumeClaim (owned by an earlier pod of that name); waiting for it to be deleted")));
+        }
+        self.pod_control.create_stateful_pod(set, pod).await
+    }
+
     /// Step 1 (ListRevisions and adoptOrphanRevisions): the revisions the set's selector
     /// matches that it controls, orphans adopted.
     async fn list_revisions(&self, set: &StatefulSet, selector: &apimachinery::labels::Selector) -> Result<Vec<ControllerRevision>> {
@@ -425,15 +437,21 @@ impl StatefulSetControl {
                             self.pod_control.recorder().event(reference(set), type_, reason, format!("StatefulSet {ns}/{set_name} is recreating {how} Pod {pod}"));
                             self.pod_control.delete_stateful_pod(set, p).await?;
                         }
-                        self.pod_control.create_stateful_pod(set, &new_versioned_pod(current_set, update_set, current_name, update_name, ordinal)).await
+                        self.create_unless_stale(set, &new_versioned_pod(current_set, update_set, current_name, update_name, ordinal)).await
                     }
-                    Step::Create { ordinal } => self.pod_control.create_stateful_pod(set, &new_versioned_pod(current_set, update_set, current_name, update_name, ordinal)).await,
+                    Step::Create { ordinal } => self.create_unless_stale(set, &new_versioned_pod(current_set, update_set, current_name, update_name, ordinal)).await,
                     Step::UpdateIdentity { ordinal } => match by_ordinal(ordinal) {
                         Some(p) => self.pod_control.update_stateful_pod(update_set, p).await,
                         None => Ok(()),
                     },
                     Step::DeleteCondemned { ordinal } | Step::DeleteForUpdate { ordinal } => match by_ordinal(ordinal) {
                         Some(p) => {
+                            if matches!(step, Step::DeleteCondemned { .. }) {
+                                // The claims of a condemned pod first take the owners its
+                                // retention policy gives (WhenScaled=Delete: the pod, so they go
+                                // with it).
+                                self.pod_control.update_pod_claim_for_retention_policy(update_set, p).await?;
+                            }
                             tracing::info!(target: TARGET, statefulset = %set_name, pod = %p.metadata.name.as_deref().unwrap_or_default(), ?step, "terminating pod");
                             self.pod_control.delete_stateful_pod(set, p).await
                         }

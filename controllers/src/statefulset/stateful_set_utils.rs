@@ -1,13 +1,15 @@
 //! Mirrors pkg/controller/statefulset/stateful_set_utils.go: a StatefulSet pod's identity (its
 //! name `<set>-<ordinal>`, hostname, subdomain and labels), its storage (the claims of
 //! `volumeClaimTemplates` as volumes), its state as the update algorithm reads it (created,
-//! Running and Ready, available, terminating, failed), its revision label, and the revisions of
-//! a set (the template as a patch, and a set with a revision's template applied).
+//! Running and Ready, available, terminating, failed), its revision label, the revisions of a set
+//! (the template as a patch, and a set with a revision's template applied), and its claims (made
+//! from `volumeClaimTemplates`, owned as `persistentVolumeClaimRetentionPolicy` says).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -155,6 +157,122 @@ pub fn new_stateful_set_pod(set: &StatefulSet, ordinal: i32) -> Pod {
     pod
 }
 
+/// getPersistentVolumeClaims: the claims of the pod of `ordinal`, by template name — each
+/// template named `<template>-<set>-<ordinal>`, in the set's namespace, with the template's
+/// labels and the set's selector's `matchLabels`. No owner: the retention policy gives them one
+/// after the pod exists ([`update_claim_owner_refs`]).
+pub fn persistent_volume_claims(set: &StatefulSet, ordinal: i32) -> BTreeMap<String, PersistentVolumeClaim> {
+    let match_labels = set.spec.selector.match_labels.clone().unwrap_or_default();
+    set.spec
+        .volume_claim_templates
+        .iter()
+        .flatten()
+        .filter_map(|t| {
+            let template = t.metadata.name.clone()?;
+            let mut claim = t.clone();
+            claim.metadata.name = Some(claim_name(set, &template, ordinal));
+            claim.metadata.namespace = set.metadata.namespace.clone();
+            claim.metadata.labels.get_or_insert_with(BTreeMap::new).extend(match_labels.clone());
+            claim.metadata.resource_version = None;
+            claim.metadata.uid = None;
+            claim.status = None;
+            Some((template, claim))
+        })
+        .collect()
+}
+
+/// The set's `persistentVolumeClaimRetentionPolicy` as `(whenDeleted, whenScaled)`, Retain by
+/// default.
+pub fn retention_policy(set: &StatefulSet) -> (&str, &str) {
+    let p = set.spec.persistent_volume_claim_retention_policy.as_ref();
+    (p.and_then(|p| p.when_deleted.as_deref()).unwrap_or("Retain"), p.and_then(|p| p.when_scaled.as_deref()).unwrap_or("Retain"))
+}
+
+/// matchesRef: an owner reference to this kind and name (whatever its uid).
+fn matches_ref(r: &OwnerReference, api_version: &str, kind: &str, name: Option<&str>) -> bool {
+    r.api_version == api_version && r.kind == kind && Some(r.name.as_str()) == name
+}
+
+/// hasUnexpectedController: with a retention policy other than Retain/Retain, the claim has a
+/// controller that is neither the set nor the pod, or a reference to either with a stale uid — its
+/// ownership is then left alone.
+pub fn has_unexpected_controller(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod) -> bool {
+    if retention_policy(set) == ("Retain", "Retain") {
+        return false;
+    }
+    for r in claim.metadata.owner_references.iter().flatten() {
+        if matches_ref(r, "apps/v1", "StatefulSet", set.metadata.name.as_deref()) {
+            if Some(&r.uid) != set.metadata.uid.as_ref() {
+                return true;
+            }
+            continue;
+        }
+        if matches_ref(r, "v1", "Pod", pod.metadata.name.as_deref()) {
+            if Some(&r.uid) != pod.metadata.uid.as_ref() {
+                return true;
+            }
+            continue;
+        }
+        if r.controller == Some(true) {
+            return true;
+        }
+    }
+    false
+}
+
+/// hasStaleOwnerRef for a pod: the claim names the pod by name with another uid (a pod not
+/// created yet has none), so it belongs to an earlier pod of that name and is on its way out.
+pub fn has_stale_pod_owner_ref(claim: &PersistentVolumeClaim, pod: &Pod) -> bool {
+    claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| matches_ref(r, "v1", "Pod", pod.metadata.name.as_deref()))
+        .is_some_and(|r| Some(&r.uid) != pod.metadata.uid.as_ref())
+}
+
+/// updateClaimOwnerRefForSetAndPod: the claim's owner references as the retention policy wants
+/// them — references to the set and the pod scrubbed, then: WhenDeleted=Delete gives the set as
+/// controller (the garbage collector deletes the claim with the set) while the pod is in range;
+/// WhenScaled=Delete gives the pod as controller once it is condemned (the claim goes with it);
+/// Retain/Retain gives neither. Left as they are (minus the scrubbed ones) when another
+/// controller holds the claim.
+pub fn update_claim_owner_refs(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod) -> Vec<OwnerReference> {
+    let unexpected = has_unexpected_controller(claim, set, pod);
+    let mut refs: Vec<OwnerReference> = claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| !matches_ref(r, "apps/v1", "StatefulSet", set.metadata.name.as_deref()) && !matches_ref(r, "v1", "Pod", pod.metadata.name.as_deref()))
+        .cloned()
+        .collect();
+    if unexpected {
+        return refs;
+    }
+    let scaled_down = !in_ordinal_range(set, ordinal_of(pod));
+    let (when_deleted, when_scaled) = retention_policy(set);
+    if when_scaled == "Delete" && scaled_down {
+        refs.push(controller_ref("v1", "Pod", &pod.metadata));
+    }
+    if when_deleted == "Delete" && !(when_scaled == "Delete" && scaled_down) {
+        refs.push(controller_ref("apps/v1", "StatefulSet", &set.metadata));
+    }
+    refs
+}
+
+/// isClaimOwnerUpToDate: the claim's owner references are those [`update_claim_owner_refs`]
+/// gives (in any order).
+pub fn claim_owner_up_to_date(claim: &PersistentVolumeClaim, set: &StatefulSet, pod: &Pod) -> bool {
+    let key = |r: &OwnerReference| (r.api_version.clone(), r.kind.clone(), r.name.clone(), r.uid.clone(), r.controller);
+    let mut have: Vec<_> = claim.metadata.owner_references.iter().flatten().map(key).collect();
+    let mut want: Vec<_> = update_claim_owner_refs(claim, set, pod).iter().map(key).collect();
+    have.sort();
+    want.sort();
+    have == want
+}
+
 /// The pod's `controller-revision-hash` label (getPodRevision), empty when it has none.
 pub fn pod_revision(pod: &Pod) -> &str {
     label(pod, CONTROLLER_REVISION_HASH_LABEL).unwrap_or_default()
@@ -277,6 +395,53 @@ mod tests {
                      "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}}});
         json_patch::merge(&mut base, &v);
         serde_json::from_value(base).expect("set")
+    }
+
+    #[test]
+    fn claims_of_a_pod_and_their_owners() {
+        let s = set(json!({"spec": {"replicas": 2, "volumeClaimTemplates": [{"metadata": {"name": "data", "labels": {"tier": "db"}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}));
+        let claims = persistent_volume_claims(&s, 1);
+        let c = claims.get("data").expect("claim");
+        assert_eq!((c.metadata.name.as_deref(), c.metadata.namespace.as_deref()), (Some("data-web-1"), Some("default")));
+        let labels: Vec<(&str, &str)> = c.metadata.labels.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(labels, [("app", "web"), ("tier", "db")]);
+        assert!(c.metadata.owner_references.is_none(), "ownerless, as with Retain");
+
+        let pod = |ordinal: i32| -> Pod { serde_json::from_value(json!({"metadata": {"name": format!("web-{ordinal}"), "uid": format!("p{ordinal}")}})).expect("pod") };
+        let policy = |deleted: &str, scaled: &str| set(json!({"spec": {"replicas": 2, "persistentVolumeClaimRetentionPolicy": {"whenDeleted": deleted, "whenScaled": scaled}}}));
+        let owners = |set: &StatefulSet, ordinal: i32| -> Vec<(String, String)> {
+            update_claim_owner_refs(c, set, &pod(ordinal)).into_iter().map(|r| (r.kind, r.name)).collect()
+        };
+        let set_ref = ("StatefulSet".to_string(), "web".to_string());
+        let pod_ref = |o: i32| ("Pod".to_string(), format!("web-{o}"));
+        // (policy, ordinal (2 is condemned), owners)
+        let cases = [
+            (policy("Retain", "Retain"), 1, vec![]),
+            (policy("Delete", "Retain"), 1, vec![set_ref.clone()]),
+            (policy("Delete", "Retain"), 2, vec![set_ref.clone()]),
+            (policy("Retain", "Delete"), 1, vec![]),
+            (policy("Retain", "Delete"), 2, vec![pod_ref(2)]),
+            (policy("Delete", "Delete"), 1, vec![set_ref.clone()]),
+            (policy("Delete", "Delete"), 2, vec![pod_ref(2)]),
+        ];
+        for (s, ordinal, want) in cases {
+            assert_eq!(owners(&s, ordinal), want, "{:?} ordinal {ordinal}", retention_policy(&s));
+        }
+        // Up to date once written; another controller is left alone; a claim of an earlier pod
+        // of the same name is stale.
+        let delete = policy("Delete", "Retain");
+        let mut owned = c.clone();
+        owned.metadata.owner_references = Some(update_claim_owner_refs(c, &delete, &pod(1)));
+        assert!(claim_owner_up_to_date(&owned, &delete, &pod(1)) && !claim_owner_up_to_date(c, &delete, &pod(1)));
+        let mut foreign = c.clone();
+        foreign.metadata.owner_references = Some(vec![controller_ref("v1", "Other", &pod(9).metadata)]);
+        assert!(has_unexpected_controller(&foreign, &delete, &pod(1)));
+        assert_eq!(update_claim_owner_refs(&foreign, &delete, &pod(1)).len(), 1);
+        let mut old = c.clone();
+        old.metadata.owner_references = Some(vec![controller_ref("v1", "Pod", &pod(1).metadata)]);
+        let new_pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web-1"}})).expect("pod");
+        assert!(has_stale_pod_owner_ref(&old, &new_pod) && !has_stale_pod_owner_ref(&old, &pod(1)) && !has_stale_pod_owner_ref(c, &new_pod));
     }
 
     #[test]

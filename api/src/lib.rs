@@ -1,4 +1,4 @@
-//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,rbac,coordination,discovery,certificates} (defaulting, validation),
+//! Mirrors Kubernetes' pkg/apis/{core,apps,batch,policy,rbac,coordination,discovery,certificates,storage} (defaulting, validation),
 //! pkg/api/v1/pod and pkg/kubelet/types (pod helpers): what the API types mean, shared by every
 //! component.
 //!
@@ -92,6 +92,18 @@
 //!   `is_critical_pod_based_on_priority`, and the `CONFIG_*_ANNOTATION_KEY` and `*_SOURCE`
 //!   constants.
 //! - `resource`: `effective_requests`, `limits`, `parsed`.
+//! - Storage: `core::v1::persistentvolume_defaults`: `set_defaults_persistent_volume` (Retain,
+//!   Filesystem), `set_defaults_persistent_volume_claim` (Filesystem);
+//!   `core::validation::persistentvolume`: `validate_persistent_volume`,
+//!   `validate_persistent_volume_claim` and their `*_update` and `*_status_update`,
+//!   `PVC_SPEC_IMMUTABLE`, `validate_csi_driver_name`; `core::v1::helper::persistentvolume`:
+//!   `get_access_modes_as_string`, `get_persistent_volume_class`,
+//!   `get_persistent_volume_claim_class`, `persistent_volume_claim_has_class`;
+//!   `storage::v1::defaults`: `set_defaults_storage_class` (Delete, Immediate),
+//!   `set_defaults_csi_driver`; `storage::validation`: `validate_storage_class`,
+//!   `validate_csi_driver`, `validate_csi_node`, `validate_volume_attachment` and each one's
+//!   `*_update`; `storage::util`: `is_default_annotation`, `get_default_class` (the newest of
+//!   several defaults), `IS_DEFAULT_STORAGE_CLASS_ANNOTATION`.
 //!
 //! ## Implementation caveats
 //!
@@ -117,6 +129,12 @@
 //!   name, namespace, UID) are checked by the API server, as for the core kinds.
 //! - Validation checks the parts of each kind that kubelab enforces (each `validate_*` says
 //!   which), on the object as JSON; Kubernetes checks every field of the typed object.
+//! - Volumes: a PersistentVolume's sources other than `csi`, `hostPath`, `nfs` and `local` are
+//!   checked for being the only source, not field by field; node affinity terms are checked for
+//!   being present, not parsed; a claim's `dataSource`/`dataSourceRef` and
+//!   `volumeAttributesClassName` are not validated; a bound claim may not shrink below its
+//!   previous request (RecoverFromExpansionFailure's lower bound of `status.capacity` is not
+//!   modelled). A CSINode driver's allocatable count may change.
 
 pub mod apps;
 pub mod authorization;
@@ -130,3 +148,4 @@ pub mod policy;
 pub mod rbac;
 pub mod resource;
 pub mod scheduling;
+pub mod storage;

@@ -41,7 +41,8 @@
 //! 5. [`registry`]: the resource's generic store ([`registry::generic::store::Registry`]) runs
 //!    its [`registry::generic::strategy::Strategy`]. A create's BeforeCreate applies the type's
 //!    defaults (the `api` crate's `SetDefaults_*`), the mutating plugins that change the object
-//!    (ServiceAccount, Priority, DefaultTolerationSeconds), the checks of the object's writer
+//!    (ServiceAccount, Priority, DefaultTolerationSeconds on a pod; DefaultStorageClass and
+//!    StorageObjectInUseProtection on a claim or volume), the checks of the object's writer
 //!    (RBAC's escalation checks: [`registry::rbac::escalation`]), PrepareForCreate and validation (the
 //!    `api` crate's `validate_*`, whose field errors become a 422's causes), then the validating
 //!    plugins (CertificateSubjectRestriction: no `system:masters` certificate from the API
@@ -127,7 +128,14 @@
 //!   status; an aggregated ClusterRole's rules are written by the controller manager's ClusterRole
 //!   aggregation controller); the create-only reviews of authorization.k8s.io/v1 and
 //!   authentication.k8s.io/v1 (SelfSubjectReview also as v1beta1); certificates.k8s.io/v1
-//!   certificatesigningrequests (+status, approval; `csr`). Of the
+//!   certificatesigningrequests (+status, approval; `csr`); the storage API: persistentvolumes
+//!   (`pv`, cluster-scoped, +status), persistentvolumeclaims (`pvc`, +status), storage.k8s.io/v1
+//!   storageclasses (`sc`), csidrivers, csinodes, volumeattachments (+status) — with the
+//!   DefaultStorageClass and StorageObjectInUseProtection admission plugins, the CSI sidecars'
+//!   ClusterRoles in the default policy, and the Node authorizer's pod → claim → volume and
+//!   VolumeAttachment → node edges (no CSIStorageCapacity, VolumeAttributesClass or
+//!   PersistentVolumeClaimResize; a claim's `storage` is printed as written, not in Go's
+//!   canonical Quantity form). Of the
 //!   workloads' controllers, the Deployment, ReplicaSet and disruption ones run (in `controllers`); a scale
 //!   takes no server-side apply. An eviction consults
 //!   the pod's PodDisruptionBudget (429 when none may be disrupted; `registry/core/pod/eviction.rs`). No CRDs yet.

@@ -31,6 +31,8 @@ use crate::authorization::node::listers::WatchCacheListers as NodeListers;
 use crate::authorization::rbac::listers::WatchCacheListers;
 use crate::authorization::rbac::rule::DefaultRuleResolver;
 use crate::admission::namespace_lifecycle::NamespaceLifecycle;
+use crate::admission::storage::setdefault::DefaultStorageClass;
+use crate::admission::storage::storageobjectinuseprotection::StorageObjectInUseProtection;
 use crate::admission::node_restriction::NodeRestriction;
 use crate::admission::certificates::approval::CertificateApproval;
 use crate::admission::certificates::signing::CertificateSigning;
@@ -61,6 +63,8 @@ use crate::registry::core::endpoints::strategy::EndpointsStrategy;
 use crate::registry::core::event::strategy::EventStrategy;
 use crate::registry::core::namespace::strategy::{NAMESPACES, NamespaceStrategy};
 use crate::registry::core::node::strategy::NodeStrategy;
+use crate::registry::core::persistentvolume::strategy::{PERSISTENTVOLUMES, PersistentVolumeStrategy};
+use crate::registry::core::persistentvolumeclaim::strategy::PersistentVolumeClaimStrategy;
 use crate::registry::core::{pod, service};
 use crate::registry::core::pod::strategy::PodStrategy;
 use crate::registry::core::secret::strategy::SecretStrategy;
@@ -80,6 +84,10 @@ use crate::registry::rbac::clusterrolebinding::strategy::{CLUSTERROLEBINDINGS, C
 use crate::registry::rbac::reconciliation;
 use crate::registry::rbac::role::strategy::{ROLES, RoleStrategy};
 use crate::registry::rbac::rolebinding::strategy::{ROLEBINDINGS, RoleBindingStrategy};
+use crate::registry::storage::csidriver::strategy::CSIDriverStrategy;
+use crate::registry::storage::csinode::strategy::CSINodeStrategy;
+use crate::registry::storage::storageclass::strategy::{STORAGECLASSES, StorageClassStrategy};
+use crate::registry::storage::volumeattachment::strategy::{VOLUMEATTACHMENTS, VolumeAttachmentStrategy};
 use crate::registry::core::pod::strategy::PODS;
 use crate::registry::core::secret::strategy::SECRETS;
 use crate::registry::core::serviceaccount::strategy::SERVICEACCOUNTS;
@@ -125,6 +133,8 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
         Resource::new(ServiceAccountStrategy).with_subresources(crate::registry::core::serviceaccount::token::SUBRESOURCES),
         Resource::new(ServiceStrategy { alloc: alloc.clone() }).with_subresources(SERVICE_SUBRESOURCES),
         Resource::new(EndpointsStrategy),
+        Resource::new(PersistentVolumeClaimStrategy),
+        Resource::new(PersistentVolumeStrategy),
         Resource::new(LeaseStrategy),
         Resource::new(EndpointSliceStrategy),
         Resource::new(DEPLOYMENT_STRATEGY).with_subresources(SCALABLE),
@@ -140,6 +150,10 @@ fn resources(opts: &Options, alloc: &Allocators) -> Vec<Resource> {
         Resource::new(ClusterRoleStrategy),
         Resource::new(RoleBindingStrategy),
         Resource::new(RoleStrategy),
+        Resource::new(CSIDriverStrategy),
+        Resource::new(CSINodeStrategy),
+        Resource::new(StorageClassStrategy),
+        Resource::new(VolumeAttachmentStrategy),
     ]
 }
 
@@ -192,6 +206,7 @@ fn admission(
     namespaces: Arc<Registry>,
     service_accounts: Arc<Registry>,
     pods: Arc<Registry>,
+    storage_classes: Arc<Registry>,
     issues_tokens: bool,
     authorizer: Arc<dyn Authorizer>,
     opts: &Options,
@@ -203,6 +218,8 @@ fn admission(
             Box::new(NodeRestriction::new(Box::new(pods))),
             Box::new(priority::PLUGIN),
             Box::new(opts.default_toleration_seconds),
+            Box::new(DefaultStorageClass::new(Box::new(storage_classes))),
+            Box::new(StorageObjectInUseProtection),
             Box::new(CertificateApproval::new(authorizer.clone())),
             Box::new(CertificateSigning::new(authorizer)),
         ],
@@ -374,13 +391,16 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
     }
     let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(3)).build().map_err(|e| Error::Internal(e.to_string()))?;
     let registries = Registries { stored: installed, create_only: create_only_resources() };
-    let node_listers = || Box::new(NodeListers { pods: registries.of(&PODS) }) as Box<dyn PodSource>;
+    let node_listers = || {
+        let listers = NodeListers { pods: registries.of(&PODS), volumes: registries.of(&PERSISTENTVOLUMES), attachments: registries.of(&VOLUMEATTACHMENTS) };
+        Box::new(listers) as Box<dyn PodSource>
+    };
     let authorizer: Arc<dyn Authorizer> =
         new_authorizer(&opts.authorization_mode, || Box::new(rbac_listers(&registries)), node_listers).map_err(Error::Internal)?.into();
     let rule_resolver = DefaultRuleResolver { source: Box::new(rbac_listers(&registries)) };
     let token_issuer = token_issuer(&opts).map_err(Error::Internal)?;
     let (namespaces, service_accounts, pods) = (registries.of(&NAMESPACES), registries.of(&SERVICEACCOUNTS), registries.of(&PODS));
-    let admission = admission(namespaces, service_accounts, pods, token_issuer.is_some(), authorizer.clone(), &opts);
+    let admission = admission(namespaces, service_accounts, pods, registries.of(&STORAGECLASSES), token_issuer.is_some(), authorizer.clone(), &opts);
     let authenticator = authenticator(&opts, &registries, token_issuer.as_ref()).map_err(Error::Internal)?;
     let auditor = auditor(&opts).map_err(Error::Internal)?;
     let kubelet = KubeletClient::new(&opts).map_err(Error::Internal)?;
@@ -526,13 +546,17 @@ mod tests {
             let info = r.strategy.info();
             assert!(seen.insert((info.group, info.plural)), "{} registered twice", info.plural);
             let columns = info.printer.columns();
-            assert_eq!(columns.iter().filter(|c| c.format == "name").count(), 1, "{}: one name column", info.kind);
+            // printers.go declares VolumeAttachment's ATTACHER with the `name` format too; kubectl
+            // decorates only the first such column (`--show-kind`), which is NAME.
+            let name_columns = if info.kind == "VolumeAttachment" { 2 } else { 1 };
+            assert_eq!(columns.iter().filter(|c| c.format == "name").count(), name_columns, "{}: one name column", info.kind);
+            assert_eq!(columns.iter().find(|c| c.format == "name").map(|c| c.name), Some("Name"), "{}: NAME is the first name column", info.kind);
             let row = info.printer.row(&json!({"metadata": {"name": "x"}}), chrono::Utc::now());
             assert_eq!(row.len(), columns.len(), "{}: a cell per column", info.kind);
             for (name, _) in r.subresources {
                 assert!(info.subresources.iter().any(|s| s.name == *name), "{}/{name} is served but not in discovery", info.plural);
             }
         }
-        assert_eq!(seen.len(), 24);
+        assert_eq!(seen.len(), 30);
     }
 }

@@ -16,7 +16,8 @@
 //!   step runs on creates, updates, patches and deletes, and on the creates of subresources the
 //!   resource's code serves (pods/eviction, serviceaccounts/token, pods/binding);
 //! - on the object (`admit_object`), from BeforeCreate, between the defaults and PrepareForCreate:
-//!   the plugins that change the pod (ServiceAccount, Priority, DefaultTolerationSeconds), on its
+//!   the plugins that change the object (ServiceAccount, Priority, DefaultTolerationSeconds on a
+//!   pod; DefaultStorageClass and StorageObjectInUseProtection on a claim or volume), on its
 //!   typed form, decoded once for all of them ([`crate::registry::generic::typed::Object`]).
 //!
 //! A plugin implements the step it needs; in each, the plugins run in the chain's order, which
@@ -29,12 +30,16 @@
 //!    namespace as the `kube-api-access-*` volume;
 //! 3. [`node_restriction`]: a node (`system:node:<name>`) creates only its own mirror pods,
 //!    deletes, evicts and updates the status of only the pods bound to it, writes only its own
-//!    Node (not its restricted labels or its taints) and its own Lease, and requests tokens only
-//!    bound to its own pods;
+//!    Node (not its restricted labels or its taints), its own Lease and its own CSINode, and
+//!    requests tokens only bound to its own pods;
 //! 4. [`priority`]: a pod's priority from its PriorityClass;
 //! 5. [`default_toleration_seconds`]: a pod tolerates a not-ready or unreachable node for five
 //!    minutes (`--default-not-ready-toleration-seconds`, `--default-unreachable-toleration-seconds`);
-//! 6. [`certificates`]: CertificateApproval (approving or denying a CertificateSigningRequest
+//! 6. [`storage`]: DefaultStorageClass (a new claim that names no class gets the default
+//!    StorageClass; of several defaults, the newest — read from the StorageClass watch cache) and
+//!    StorageObjectInUseProtection (a new claim gets `kubernetes.io/pvc-protection`, a new volume
+//!    `kubernetes.io/pv-protection`), both on the object;
+//! 7. [`certificates`]: CertificateApproval (approving or denying a CertificateSigningRequest
 //!    needs `approve` on its signer) and CertificateSigning (writing its certificate needs
 //!    `sign`), both on the request; they ask the authorizers, which the server hands them.
 //!
@@ -55,6 +60,10 @@
 //!   `--enable-admission-plugins`: the chain is fixed.
 //! - The ServiceAccount plugin adds the token volume only when the API server issues tokens
 //!   (`--service-account-signing-key-file`), which kube-apiserver cannot be without.
+//! - DefaultStorageClass reads the classes from the StorageClass watch cache: a class created a
+//!   moment before the claim may not be seen yet. PersistentVolumeClaimResize (a claim grows only
+//!   when its class allows expansion) is not in the chain, and NodeRestriction does not narrow
+//!   what a node writes of a claim's status.
 //! - Priority knows only the built-in classes; any other `priorityClassName` is left for the caller
 //!   to resolve. There is no global-default PriorityClass.
 
@@ -66,3 +75,4 @@ pub mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod priority;
 pub mod service_account;
+pub mod storage;

@@ -9,7 +9,9 @@
 //! 2. nodes: only its own Node, and neither its `node-restriction.kubernetes.io/` labels (which
 //!    an administrator sets to steer workloads to trusted nodes) nor its taints;
 //! 3. leases in `kube-node-lease`: only the one named after the node;
-//! 4. serviceaccounts/token: only a token bound to a pod bound to the node.
+//! 4. serviceaccounts/token: only a token bound to a pod bound to the node;
+//! 5. CSINodes: only the one named after the node (the Node authorizer cannot check a create's
+//!    name).
 //!
 //! Every refusal is a 403 as `admission.NewForbidden` words it: `pods "web" is forbidden: node
 //! "n1" can only delete pods with spec.nodeName set to itself`. Other users pass untouched.
@@ -24,7 +26,7 @@
 //!   node's own `kubernetes.io`/`k8s.io` labels outside the kubelet's set. The labels and taints
 //!   are checked on updates of the Node itself, not of its status (whose strategy keeps them).
 //! - Not done: a mirror pod's owner reference to its Node, the pod's uid in a token's bound object
-//!   reference, a lease's owner reference, CSINodes, ResourceSlices, claims' status.
+//!   reference, a lease's owner reference, ResourceSlices, claims' status.
 
 use std::sync::Arc;
 
@@ -209,6 +211,18 @@ fn admit_lease(node: &str, a: &Attributes<'_>) -> Result<()> {
     Ok(())
 }
 
+/// Step 5 (`admitCSINode`): only the CSINode named after the node.
+fn admit_csi_node(node: &str, a: &Attributes<'_>) -> Result<()> {
+    let name = match a.operation {
+        Operation::Create => a.object.and_then(|c| c.pointer("/metadata/name")).and_then(Value::as_str).unwrap_or(a.name),
+        _ => a.name,
+    };
+    if name != node {
+        return Err(a.forbidden("can only access CSINode with the same name as the requesting node"));
+    }
+    Ok(())
+}
+
 /// A label in `node-restriction.kubernetes.io/` or a subdomain's (`isNodeRestrictionLabel`).
 fn is_node_restriction_label(key: &str) -> bool {
     let Some((prefix, _)) = key.split_once('/') else { return false };
@@ -230,7 +244,11 @@ impl MutationInterface for NodeRestriction {
 
     fn handles(&self, a: &Attributes<'_>) -> bool {
         node_identity(a.user).is_some()
-            && (a.is_for("", "pods") || a.is_for("", "nodes") || a.is_for("coordination.k8s.io", "leases") || a.is_for("", "serviceaccounts"))
+            && (a.is_for("", "pods")
+                || a.is_for("", "nodes")
+                || a.is_for("coordination.k8s.io", "leases")
+                || a.is_for("", "serviceaccounts")
+                || a.is_for("storage.k8s.io", "csinodes"))
     }
 
     fn admit<'a>(&'a self, a: &'a Attributes<'a>) -> LocalBoxFuture<'a, Result<()>> {
@@ -244,6 +262,7 @@ impl MutationInterface for NodeRestriction {
                 ("", "nodes") => admit_node(node, a),
                 ("coordination.k8s.io", "leases") => admit_lease(node, a),
                 ("", "serviceaccounts") => self.admit_service_account(node, a).await,
+                ("storage.k8s.io", "csinodes") => admit_csi_node(node, a),
                 _ => Ok(()),
             }
         })
@@ -395,6 +414,23 @@ mod tests {
             r#"leases.coordination.k8s.io "n2" is forbidden: can only access node lease with the same name as the requesting node"#
         );
         admit(&n1, Operation::Create, &LEASES, "", Some("ns"), "anything", Some(lease("anything")), None).expect("other namespaces are not the plugin's");
+    }
+
+    #[test]
+    fn node_may_write_only_its_own_csinode() {
+        use crate::registry::storage::csinode::strategy::CSINODES;
+        let n1 = node("n1");
+        let csinode = |name: &str| json!({"metadata": {"name": name}, "spec": {"drivers": []}});
+        admit(&n1, Operation::Create, &CSINODES, "", None, "", Some(csinode("n1")), None).expect("its own, on create");
+        admit(&n1, Operation::Update, &CSINODES, "", None, "n1", Some(csinode("n1")), Some(csinode("n1"))).expect("its own, on update");
+        assert_eq!(
+            message(admit(&n1, Operation::Create, &CSINODES, "", None, "", Some(csinode("n2")), None)),
+            r#"csinodes.storage.k8s.io "n2" is forbidden: can only access CSINode with the same name as the requesting node"#
+        );
+        assert_eq!(
+            message(admit(&n1, Operation::Delete, &CSINODES, "", None, "n2", None, None)),
+            r#"csinodes.storage.k8s.io "n2" is forbidden: can only access CSINode with the same name as the requesting node"#
+        );
     }
 
     #[test]

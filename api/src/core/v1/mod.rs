@@ -2,4 +2,5 @@
 
 pub mod defaults;
 pub mod helper;
+pub mod persistentvolume_defaults;
 pub mod well_known;

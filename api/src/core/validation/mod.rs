@@ -16,6 +16,7 @@ pub mod configmap;
 pub mod event;
 pub mod namespace;
 pub mod node;
+pub mod persistentvolume;
 pub mod pod;
 pub mod secret;
 pub mod service;
@@ -29,6 +30,10 @@ pub use configmap::validate_config_map;
 pub use event::validate_event_create;
 pub use namespace::validate_namespace;
 pub use node::{validate_node, validate_node_update};
+pub use persistentvolume::{
+    validate_persistent_volume, validate_persistent_volume_claim, validate_persistent_volume_claim_status_update,
+    validate_persistent_volume_claim_update, validate_persistent_volume_status_update, validate_persistent_volume_update,
+};
 pub use pod::{POD_UPDATE_FORBIDDEN, validate_pod_create, validate_pod_spec, validate_pod_template_spec, validate_pod_update};
 pub use secret::{validate_secret, validate_secret_update};
 pub use service::{validate_endpoint_ip, validate_endpoints, validate_service, validate_service_create, validate_service_update};

@@ -5,7 +5,12 @@
 //! secrets, configmaps, service account, claims; a claim's volume) to the pod and from the pod to
 //! its node, and asks whether a path leads from the object to the node. kubelab asks the same
 //! question of the pods themselves: the pods of the object's namespace bound to the node
-//! (`spec.nodeName`), and what each one references ([`visit_pod_references`]).
+//! (`spec.nodeName`), and what each one references ([`visit_pod_references`]). Two kinds lead to
+//! the node through another object, read from its own watch cache: a PersistentVolume through
+//! the claim its `spec.claimRef` names (pv → pvc → pod → node, as graph.go's AddPV draws it), and
+//! a VolumeAttachment straight to the node its `spec.nodeName` names (AddVolumeAttachment).
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -13,22 +18,51 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VertexType {
     ConfigMap,
+    PersistentVolume,
     PersistentVolumeClaim,
     Secret,
     ServiceAccount,
+    VolumeAttachment,
 }
 
-/// Where the graph reads pods: the pods watch cache ([`super::listers::WatchCacheListers`]), or
-/// a test's list.
+/// Where the graph reads pods, and the volumes and attachments that lead to them: the watch
+/// caches ([`super::listers::WatchCacheListers`]), or a test's lists.
 pub trait PodSource: Send + Sync {
     /// Visits the pods of `namespace` (never empty) until `visit` returns false.
     fn pods(&self, namespace: &str, visit: &mut dyn FnMut(&Value) -> bool);
+
+    /// The PersistentVolume `name`, if known (none by default).
+    fn persistent_volume(&self, _name: &str) -> Option<Arc<Value>> {
+        None
+    }
+
+    /// The VolumeAttachment `name`, if known (none by default).
+    fn volume_attachment(&self, _name: &str) -> Option<Arc<Value>> {
+        None
+    }
 }
 
 /// Whether a pod bound to `node` in `namespace` references the object `kind` `name`
 /// (`hasPathFrom`).
 pub fn has_path_from(source: &dyn PodSource, node: &str, kind: VertexType, namespace: &str, name: &str) -> bool {
-    if namespace.is_empty() || name.is_empty() {
+    if name.is_empty() {
+        return false;
+    }
+    match kind {
+        // pv -> pvc: the claim the volume is bound to, then on as for the claim.
+        VertexType::PersistentVolume => {
+            let Some(pv) = source.persistent_volume(name) else { return false };
+            let claim = |f: &str| pv.pointer(&format!("/spec/claimRef/{f}")).and_then(Value::as_str).unwrap_or("").to_string();
+            let (claim_namespace, claim_name) = (claim("namespace"), claim("name"));
+            return has_path_from(source, node, VertexType::PersistentVolumeClaim, &claim_namespace, &claim_name);
+        }
+        // volumeattachment -> node.
+        VertexType::VolumeAttachment => {
+            return source.volume_attachment(name).is_some_and(|va| va.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node));
+        }
+        _ => {}
+    }
+    if namespace.is_empty() {
         return false;
     }
     let mut found = false;
@@ -131,6 +165,8 @@ fn items<'a>(v: &'a Value, field: &str) -> impl Iterator<Item = &'a Value> {
 /// An in-memory [`PodSource`] for tests: the pods, each in its `metadata.namespace`.
 #[cfg(test)]
 pub mod testing {
+    use std::sync::Arc;
+
     use serde_json::Value;
 
     use super::PodSource;
@@ -144,6 +180,29 @@ pub mod testing {
                     return;
                 }
             }
+        }
+    }
+
+    /// Pods, volumes and attachments: the volumes and attachments are found by name.
+    pub struct FakeGraph {
+        pub pods: FakePods,
+        pub volumes: Vec<Value>,
+        pub attachments: Vec<Value>,
+    }
+
+    fn named(list: &[Value], name: &str) -> Option<Arc<Value>> {
+        list.iter().find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)).cloned().map(Arc::new)
+    }
+
+    impl PodSource for FakeGraph {
+        fn pods(&self, namespace: &str, visit: &mut dyn FnMut(&Value) -> bool) {
+            self.pods.pods(namespace, visit);
+        }
+        fn persistent_volume(&self, name: &str) -> Option<Arc<Value>> {
+            named(&self.volumes, name)
+        }
+        fn volume_attachment(&self, name: &str) -> Option<Arc<Value>> {
+            named(&self.attachments, name)
         }
     }
 }
@@ -201,5 +260,28 @@ mod tests {
         assert!(!has_path_from(&pods, "n1", VertexType::Secret, "other", "mine"), "the same name in another namespace");
         assert!(!has_path_from(&pods, "n1", VertexType::Secret, "ns", "unbound"), "a pod bound to no node");
         assert!(!has_path_from(&pods, "n1", VertexType::ConfigMap, "ns", "mine"), "another kind");
+    }
+
+    #[test]
+    fn volumes_lead_through_their_claim_and_attachments_to_their_node() {
+        use super::testing::FakeGraph;
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1", "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]}});
+        let graph = FakeGraph {
+            pods: FakePods(vec![pod]),
+            volumes: vec![
+                json!({"metadata": {"name": "pv-data"}, "spec": {"claimRef": {"namespace": "ns", "name": "data"}}}),
+                json!({"metadata": {"name": "pv-other"}, "spec": {"claimRef": {"namespace": "ns", "name": "other"}}}),
+                json!({"metadata": {"name": "pv-free"}, "spec": {}}),
+            ],
+            attachments: vec![json!({"metadata": {"name": "csi-1"}, "spec": {"nodeName": "n1"}}), json!({"metadata": {"name": "csi-2"}, "spec": {"nodeName": "n2"}})],
+        };
+        assert!(has_path_from(&graph, "n1", VertexType::PersistentVolume, "", "pv-data"));
+        assert!(!has_path_from(&graph, "n2", VertexType::PersistentVolume, "", "pv-data"), "another node");
+        assert!(!has_path_from(&graph, "n1", VertexType::PersistentVolume, "", "pv-other"), "a claim no pod of the node uses");
+        assert!(!has_path_from(&graph, "n1", VertexType::PersistentVolume, "", "pv-free"), "an unbound volume");
+        assert!(!has_path_from(&graph, "n1", VertexType::PersistentVolume, "", "pv-missing"));
+        assert!(has_path_from(&graph, "n1", VertexType::VolumeAttachment, "", "csi-1"));
+        assert!(!has_path_from(&graph, "n1", VertexType::VolumeAttachment, "", "csi-2"));
+        assert!(!has_path_from(&graph, "n1", VertexType::VolumeAttachment, "", "csi-3"));
     }
 }

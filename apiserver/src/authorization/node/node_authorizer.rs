@@ -1,12 +1,17 @@
 //! Mirrors plugin/pkg/auth/authorizer/node/node_authorizer.go: what a node's agent may do. A
 //! request from a node (`system:node:<nodeName>` in `system:nodes`) is allowed:
 //!
-//! 1. for secrets and configmaps (get, list, watch) and claims (get): when the object has a name
-//!    and a pod bound to the node uses it ([`super::graph`]); otherwise no opinion, with
-//!    `no relationship found between node 'n1' and this object`;
+//! 1. for secrets and configmaps (get, list, watch), claims, volumes and VolumeAttachments (get):
+//!    when the object has a name and leads to the node ([`super::graph`]: a pod bound to the node
+//!    uses the secret, configmap or claim; the volume is bound to such a claim; the attachment is
+//!    for the node); otherwise no opinion, with `no relationship found between node 'n1' and this
+//!    object`;
+//!    A claim's status (update, patch) likewise, for a claim of the node's pods;
 //! 2. for serviceaccounts/token (create): when a pod bound to the node runs as the account;
 //! 3. for leases: in `kube-node-lease` only, and only the node's own when the request names one;
-//! 4. for everything else: when the rules every node holds allow it (bootstrappolicy's
+//! 4. for CSINodes (get, create, update, patch, delete): only the node's own (a create names no
+//!    object, and is allowed);
+//! 5. for everything else: when the rules every node holds allow it (bootstrappolicy's
 //!    `NodeRules`, the `system:node` ClusterRole's, with kubelab's additions:
 //!    [`NodeAuthorizer::new`]) — its pods and their status and evictions, nodes, events,
 //!    services and endpoints, the token and access reviews.
@@ -60,7 +65,7 @@ impl NodeAuthorizer {
         self.authorize_related(node, kind, a)
     }
 
-    /// Step 1, claims (`authorizeGet`): a get of one object.
+    /// Step 1, claims, volumes and VolumeAttachments (`authorizeGet`): a get of one object.
     fn authorize_get(&self, node: &str, kind: Option<VertexType>, a: &Attributes<'_>) -> (Decision, String) {
         if a.verb != "get" {
             return no_opinion("can only get individual resources of this type");
@@ -69,6 +74,15 @@ impl NodeAuthorizer {
             return no_opinion("cannot get subresource");
         }
         self.authorize_related(node, kind, a)
+    }
+
+    /// Step 1, a claim's status (`authorizeStatusUpdate`): an update or patch of the status of a
+    /// claim one of the node's pods uses (the kubelet reports a resized filesystem there).
+    fn authorize_status_update(&self, node: &str, kind: VertexType, a: &Attributes<'_>) -> (Decision, String) {
+        if !matches!(a.verb, "update" | "patch") {
+            return no_opinion("can only get/update/patch this type");
+        }
+        self.authorize_related(node, Some(kind), a)
     }
 
     /// Step 2 (`authorizeCreateToken`): a token for an account one of the node's pods runs as.
@@ -105,7 +119,22 @@ impl NodeAuthorizer {
         no_opinion(&format!("no relationship found between node '{node}' and this object"))
     }
 
-    /// Step 4 (`rbac.RulesAllow(attrs, r.nodeRules...)`).
+    /// Step 4 (`authorizeCSINode`): the node's own CSINode, no subresource.
+    fn authorize_csi_node(&self, node: &str, a: &Attributes<'_>) -> (Decision, String) {
+        if !matches!(a.verb, "get" | "create" | "update" | "patch" | "delete") {
+            return no_opinion("can only get, create, update, patch, or delete a CSINode");
+        }
+        if !a.subresource.is_empty() {
+            return no_opinion("cannot authorize CSINode subresources");
+        }
+        // A create names no object: NodeRestriction would check the name (see the caveats).
+        if a.verb != "create" && a.name != node {
+            return no_opinion("can only access CSINode with the same name as the requesting node");
+        }
+        (Decision::Allow, String::new())
+    }
+
+    /// Step 5 (`rbac.RulesAllow(attrs, r.nodeRules...)`).
     fn authorize_by_rules(&self, a: &Attributes<'_>) -> (Decision, String) {
         if self.node_rules.iter().any(|rule| rule_allows(a, rule)) {
             return (Decision::Allow, String::new());
@@ -128,15 +157,22 @@ impl Authorizer for NodeAuthorizer {
             match a.resource {
                 "secrets" => return self.authorize_read_namespaced_object(node, Some(VertexType::Secret), a),
                 "configmaps" => return self.authorize_read_namespaced_object(node, Some(VertexType::ConfigMap), a),
+                "persistentvolumeclaims" if a.subresource == "status" => return self.authorize_status_update(node, VertexType::PersistentVolumeClaim, a),
                 "persistentvolumeclaims" => return self.authorize_get(node, Some(VertexType::PersistentVolumeClaim), a),
-                // kubelab serves no claims, so no claim binds a volume to a node's pod.
-                "persistentvolumes" => return self.authorize_get(node, None, a),
+                "persistentvolumes" => return self.authorize_get(node, Some(VertexType::PersistentVolume), a),
                 "serviceaccounts" => return self.authorize_create_token(node, a),
                 _ => {}
             }
         }
         if a.resource_request && a.api_group == "coordination.k8s.io" && a.resource == "leases" {
             return self.authorize_lease(node, a);
+        }
+        if a.resource_request && a.api_group == "storage.k8s.io" {
+            match a.resource {
+                "volumeattachments" => return self.authorize_get(node, Some(VertexType::VolumeAttachment), a),
+                "csinodes" => return self.authorize_csi_node(node, a),
+                _ => {}
+            }
         }
         self.authorize_by_rules(a)
     }
@@ -155,19 +191,25 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::authorization::node::graph::testing::FakePods;
+    use crate::authorization::node::graph::testing::{FakeGraph, FakePods};
 
     fn node(name: &str) -> UserInfo {
         UserInfo { name: format!("system:node:{name}"), groups: vec!["system:nodes".into(), "system:authenticated".into()], ..Default::default() }
     }
 
     fn authorizer() -> NodeAuthorizer {
-        NodeAuthorizer::new(Box::new(FakePods(vec![json!({"metadata": {"name": "web", "namespace": "ns"}, "spec": {
+        let pods = FakePods(vec![json!({"metadata": {"name": "web", "namespace": "ns"}, "spec": {
             "nodeName": "n1",
             "serviceAccountName": "robot",
             "containers": [{"name": "app", "envFrom": [{"configMapRef": {"name": "settings"}}]}],
             "volumes": [{"name": "tls", "secret": {"secretName": "tls"}}, {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
-        }})])))
+        }})]);
+        let volumes = vec![
+            json!({"metadata": {"name": "pv-data"}, "spec": {"claimRef": {"namespace": "ns", "name": "data"}}}),
+            json!({"metadata": {"name": "pv1"}, "spec": {"claimRef": {"namespace": "ns", "name": "unused"}}}),
+        ];
+        let attachments = vec![json!({"metadata": {"name": "csi-n1"}, "spec": {"nodeName": "n1"}}), json!({"metadata": {"name": "csi-n2"}, "spec": {"nodeName": "n2"}})];
+        NodeAuthorizer::new(Box::new(FakeGraph { pods, volumes, attachments }))
     }
 
     /// A resource request of `user`: `verb` on `group`'s `resource[/subresource]` named `name`
@@ -197,6 +239,43 @@ mod tests {
         assert_eq!(ask(&n1, "get", "", "secrets/status", "ns", "tls"), (Decision::NoOpinion, "cannot read subresource".into()));
         assert_eq!(ask(&n1, "list", "", "persistentvolumeclaims", "ns", "data"), (Decision::NoOpinion, "can only get individual resources of this type".into()));
         assert_eq!(ask(&n1, "get", "", "persistentvolumes", "", "pv1"), (Decision::NoOpinion, "no relationship found between node 'n1' and this object".into()));
+    }
+
+    #[test]
+    fn node_may_get_the_volumes_of_its_pods_claims_and_its_own_attachments() {
+        let (n1, n2) = (node("n1"), node("n2"));
+        let related = (Decision::Allow, String::new());
+        let unrelated = |n: &str| (Decision::NoOpinion, format!("no relationship found between node '{n}' and this object"));
+        assert_eq!(ask(&n1, "get", "", "persistentvolumes", "", "pv-data"), related, "pod -> pvc -> pv");
+        assert_eq!(ask(&n2, "get", "", "persistentvolumes", "", "pv-data"), unrelated("n2"));
+        assert_eq!(ask(&n1, "get", "", "persistentvolumes", "", "pv1"), unrelated("n1"), "bound to a claim no pod of n1 uses");
+        assert_eq!(ask(&n1, "list", "", "persistentvolumes", "", ""), (Decision::NoOpinion, "can only get individual resources of this type".into()));
+        assert_eq!(ask(&n1, "get", "storage.k8s.io", "volumeattachments", "", "csi-n1"), related);
+        assert_eq!(ask(&n1, "get", "storage.k8s.io", "volumeattachments", "", "csi-n2"), unrelated("n1"));
+        assert_eq!(ask(&n1, "watch", "storage.k8s.io", "volumeattachments", "", "csi-n1"), (Decision::NoOpinion, "can only get individual resources of this type".into()));
+        assert_eq!(ask(&n1, "patch", "", "persistentvolumeclaims/status", "ns", "data"), related, "a resized claim's status");
+        assert_eq!(ask(&n2, "patch", "", "persistentvolumeclaims/status", "ns", "data"), unrelated("n2"));
+        assert_eq!(ask(&n1, "delete", "", "persistentvolumeclaims/status", "ns", "data"), (Decision::NoOpinion, "can only get/update/patch this type".into()));
+    }
+
+    #[test]
+    fn node_may_write_only_its_own_csinode_and_read_csidrivers() {
+        let n1 = node("n1");
+        for verb in ["get", "update", "patch", "delete"] {
+            assert_eq!(ask(&n1, verb, "storage.k8s.io", "csinodes", "", "n1").0, Decision::Allow, "{verb}");
+        }
+        assert_eq!(ask(&n1, "create", "storage.k8s.io", "csinodes", "", "").0, Decision::Allow, "a create names no object");
+        assert_eq!(
+            ask(&n1, "update", "storage.k8s.io", "csinodes", "", "n2"),
+            (Decision::NoOpinion, "can only access CSINode with the same name as the requesting node".into())
+        );
+        assert_eq!(ask(&n1, "list", "storage.k8s.io", "csinodes", "", ""), (Decision::NoOpinion, "can only get, create, update, patch, or delete a CSINode".into()));
+        assert_eq!(ask(&n1, "get", "storage.k8s.io", "csinodes/status", "", "n1"), (Decision::NoOpinion, "cannot authorize CSINode subresources".into()));
+        for verb in ["get", "list", "watch"] {
+            assert_eq!(ask(&n1, verb, "storage.k8s.io", "csidrivers", "", "").0, Decision::Allow, "{verb} csidrivers");
+        }
+        assert_eq!(ask(&n1, "create", "storage.k8s.io", "csidrivers", "", "").0, Decision::NoOpinion);
+        assert_eq!(ask(&n1, "list", "storage.k8s.io", "storageclasses", "", "").0, Decision::NoOpinion);
     }
 
     #[test]

@@ -5,6 +5,8 @@ pub mod endpoints;
 pub mod event;
 pub mod namespace;
 pub mod node;
+pub mod persistentvolume;
+pub mod persistentvolumeclaim;
 pub mod pod;
 pub mod secret;
 pub mod service;

@@ -149,7 +149,7 @@ pub async fn run(registries: &Registries) {
 pub async fn ensure_default_policy(registries: &Registries) -> Result<usize> {
     let mut changed = 0;
     let (cluster_roles, cluster_role_bindings) = (registries.of(&CLUSTERROLES), registries.of(&CLUSTERROLEBINDINGS));
-    for role in bootstrappolicy::cluster_roles().into_iter().chain(bootstrappolicy::controller_roles()) {
+    for role in bootstrappolicy::cluster_roles().into_iter().chain(bootstrappolicy::controller_roles()).chain(bootstrappolicy::csi_sidecar_roles()) {
         changed += ensure(&cluster_roles, None, value(&role)?, reconcile_role).await?;
     }
     for binding in bootstrappolicy::cluster_role_bindings().into_iter().chain(bootstrappolicy::controller_role_bindings()) {

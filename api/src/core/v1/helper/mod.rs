@@ -1,6 +1,7 @@
 //! Mirrors pkg/apis/core/v1/helper: what is computed from a core/v1 object rather than stored.
 
 pub mod node_affinity;
+pub mod persistentvolume;
 pub mod qos;
 pub mod toleration;
 

@@ -14,7 +14,11 @@
 //!   kube-controller-manager controller, `system:controller:<name>`, bound to the service
 //!   account `kube-system/<name>` that the controller runs as;
 //! - [`namespace_roles`] and [`namespace_role_bindings`] ([`namespace_policy`]): the few
-//!   powers that belong to one namespace, kube-system or kube-public.
+//!   powers that belong to one namespace, kube-system or kube-public;
+//! - [`csi_sidecar_roles`] ([`csi_sidecar_policy`]): kubelab's addition, the ClusterRoles of the
+//!   CSI external provisioner and attacher (`system:csi-external-provisioner`,
+//!   `system:csi-external-attacher`) as the sidecars' own manifests define them, unbound: the
+//!   deployment of a driver binds them to its identity.
 //!
 //! # How the policy is used
 //!
@@ -38,6 +42,8 @@
 //!
 //! # Implementation caveats
 //!
+//! - The CSI sidecar roles are not Kubernetes' (its default policy has none; each driver's
+//!   deployment brings them) and are outside the golden files.
 //! - kubelab has no feature gates: the policy is the one that 1.33's default gates produce. The
 //!   rules Kubernetes adds only when an alpha or off-by-default beta feature is on (dynamic
 //!   resource allocation, device taints, volume attributes classes, ClusterTrustBundle
@@ -50,11 +56,13 @@
 //!   against that tag.
 
 pub mod controller_policy;
+pub mod csi_sidecar_policy;
 pub mod helpers;
 pub mod namespace_policy;
 pub mod policy;
 
 pub use controller_policy::{SA_ROLE_PREFIX, controller_role_bindings, controller_roles};
+pub use csi_sidecar_policy::csi_sidecar_roles;
 pub use namespace_policy::{namespace_role_bindings, namespace_roles};
 pub use policy::{
     AGGREGATE_TO_ADMIN, AGGREGATE_TO_EDIT, AGGREGATE_TO_VIEW, AUTOUPDATE_ANNOTATION,

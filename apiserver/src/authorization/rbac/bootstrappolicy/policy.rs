@@ -11,7 +11,7 @@
 //! - components: `system:node`, `system:node-proxier`, `system:kube-scheduler`,
 //!   `system:kube-controller-manager`, `system:kube-dns`, the CSR approvers, ...
 //!
-//! Rules name resources kubelab does not serve (statefulsets, csinodes, ...): they are
+//! Rules name resources kubelab does not serve (runtimeclasses, volumesnapshots, ...): they are
 //! Kubernetes' rules, harmless where the resource does not exist, and keep the policy the one a
 //! learner sees in a real cluster.
 

@@ -1,0 +1,3 @@
+//! Mirrors pkg/apis/storage/v1.
+
+pub mod defaults;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/core/persistentvolume.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/core/persistentvolumeclaim.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/storage/csidriver.
+
+pub mod printer;
+pub mod strategy;

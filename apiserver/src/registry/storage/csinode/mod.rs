@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/storage/csinode.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/storage/storageclass.
+
+pub mod printer;
+pub mod strategy;

@@ -1,0 +1,4 @@
+//! Mirrors pkg/registry/storage/volumeattachment.
+
+pub mod printer;
+pub mod strategy;

@@ -7,8 +7,16 @@
 //!   names them one way. Enumerations that crate does not re-export are given as constants.
 //! - [`openapi_v2`]: gnostic's `openapi.v2` messages, written by hand with prost's derives — the
 //!   protobuf form of the API server's `/openapi/v2` document, which kubectl asks for.
+//! - [`csi::v1`]: the Container Storage Interface, spec v1 (package `csi.v1`), client and server —
+//!   a subset of the spec's csi.proto with its names and field numbers: the Identity, Controller
+//!   and Node services kubelab's hostpath driver serves (the `csi` crate) and the node agent and
+//!   the CSI sidecars call. prost makes its `google.protobuf` wrappers plain options
+//!   (`ProbeResponse.ready: Option<bool>`).
+//! - [`pluginregistration`]: the kubelet's plugin registration API
+//!   (pkg/kubelet/apis/pluginregistration/v1), client and server: a CSI driver's registrar serves
+//!   `Registration` in `<kubelet root>/plugins_registry/`; the node agent's plugin watcher calls it.
 //!
-//! These four modules are the whole public surface.
+//! These six modules are the whole public surface.
 
 pub mod raftpb {
     tonic::include_proto!("kubelab.raftpb");
@@ -19,6 +27,16 @@ pub mod debugpb {
 }
 
 pub mod openapi_v2;
+
+pub mod csi {
+    pub mod v1 {
+        tonic::include_proto!("csi.v1");
+    }
+}
+
+pub mod pluginregistration {
+    tonic::include_proto!("pluginregistration");
+}
 
 pub mod etcd {
     pub use etcd_client::proto::*;

@@ -103,7 +103,9 @@
 //!   `set_defaults_csi_driver`; `storage::validation`: `validate_storage_class`,
 //!   `validate_csi_driver`, `validate_csi_node`, `validate_volume_attachment` and each one's
 //!   `*_update`; `storage::util`: `is_default_annotation`, `get_default_class` (the newest of
-//!   several defaults), `IS_DEFAULT_STORAGE_CLASS_ANNOTATION`.
+//!   several defaults), `IS_DEFAULT_STORAGE_CLASS_ANNOTATION`; `storage::csi`: a CSI volume's
+//!   `unique_volume_name` and its VolumeAttachment's `attachment_name` (the attach-detach
+//!   controller and the node agent must agree on both), `sha256_hex`.
 //!
 //! ## Implementation caveats
 //!

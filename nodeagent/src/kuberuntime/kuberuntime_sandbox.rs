@@ -103,6 +103,9 @@ pub(crate) fn generate_pod_sandbox_config(
                 run_as_user: sc.run_as_user.map(|value| api::Int64Value { value }),
                 run_as_group: sc.run_as_group.map(|value| api::Int64Value { value }),
                 supplemental_groups: sc.supplemental_groups.clone().unwrap_or_default(),
+                // A privileged container needs a privileged sandbox: containerd refuses one in
+                // an unprivileged sandbox ("no privileged container allowed in sandbox").
+                privileged: has_privileged_container(pod),
                 ..Default::default()
             }),
             sysctls,
@@ -110,6 +113,16 @@ pub(crate) fn generate_pod_sandbox_config(
         }),
         ..Default::default()
     }
+}
+
+/// HasPrivilegedContainer (kubelet's container helpers): any container, init container or
+/// ephemeral container with `securityContext.privileged: true`.
+fn has_privileged_container(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else { return false };
+    let privileged = |sc: Option<&k8s_openapi::api::core::v1::SecurityContext>| sc.and_then(|sc| sc.privileged).unwrap_or(false);
+    spec.containers.iter().any(|c| privileged(c.security_context.as_ref()))
+        || spec.init_containers.iter().flatten().any(|c| privileged(c.security_context.as_ref()))
+        || spec.ephemeral_containers.iter().flatten().any(|c| privileged(c.security_context.as_ref()))
 }
 
 #[cfg(test)]
@@ -156,5 +169,20 @@ mod tests {
 
         let hn = generate_pod_sandbox_config(&pod(true), 0, Path::new("/logs"), "", dns);
         assert_eq!(hn.hostname, "", "host-network pods must not set a hostname");
+    }
+
+    #[test]
+    fn a_privileged_container_makes_a_privileged_sandbox() {
+        let privileged = |p: &Pod| {
+            let c = generate_pod_sandbox_config(p, 0, Path::new("/logs"), "", api::DnsConfig::default());
+            c.linux.and_then(|l| l.security_context).is_some_and(|s| s.privileged)
+        };
+        let mut p = pod(false);
+        assert!(!privileged(&p));
+        let sc = k8s_openapi::api::core::v1::SecurityContext { privileged: Some(true), ..Default::default() };
+        if let Some(spec) = p.spec.as_mut() {
+            spec.init_containers = Some(vec![Container { name: "init".into(), security_context: Some(sc), ..Default::default() }]);
+        }
+        assert!(privileged(&p), "an init container counts too");
     }
 }

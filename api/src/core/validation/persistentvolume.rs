@@ -183,9 +183,9 @@ pub fn validate_persistent_volume_claim(pvc: &Value) -> Vec<FieldError> {
     }
     // Step 3.
     match spec.pointer("/resources/requests/storage") {
-        None => errs.push(FieldError::required("spec.resources.requests[storage]", "")),
+        None => errs.push(FieldError::required("spec.resources[storage]", "")),
         Some(q) => {
-            let field = "spec.resources.requests[storage]";
+            let field = "spec.resources[storage]";
             let quantity_errs = validate_positive_quantity(q, field);
             if quantity_errs.is_empty() && q.as_str().and_then(parse_quantity_nanos) == Some(0) {
                 errs.push(FieldError::invalid(field, q, "must be greater than zero"));
@@ -399,8 +399,8 @@ mod tests {
         assert_eq!(validate_persistent_volume_claim(&pvc(claim_spec())), vec![]);
         let cases = [
             (json!({"resources": {"requests": {"storage": "1Gi"}}}), vec![("spec.accessModes", Required)]),
-            (json!({"accessModes": ["ReadWriteOnce"]}), vec![("spec.resources.requests[storage]", Required)]),
-            (json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "0"}}}), vec![("spec.resources.requests[storage]", Invalid)]),
+            (json!({"accessModes": ["ReadWriteOnce"]}), vec![("spec.resources[storage]", Required)]),
+            (json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "0"}}}), vec![("spec.resources[storage]", Invalid)]),
             (json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "Not_A_Name"}), vec![("spec.storageClassName", Invalid)]),
             (json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "selector": {"matchLabels": {"bad key!": "x"}}}), vec![("spec.selector", Invalid)]),
         ];

@@ -29,20 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::volume::persistentvolume::util::{CLAIM_BOUND, claim_phase, claim_ref, claim_volume_name, pod_claim_names};
 use crate::volume::pvcprotection::pvc_protection_controller::is_pod_terminated;
 
-/// The prefix of a CSI volume's unique name (`kubernetes.io/csi/<driver>^<handle>`).
-pub const CSI_PLUGIN_NAME: &str = "kubernetes.io/csi";
-
-/// GetUniqueVolumeName for a CSI volume: `kubernetes.io/csi/<driver>^<volumeHandle>`.
-pub fn unique_volume_name(driver: &str, handle: &str) -> String {
-    format!("{CSI_PLUGIN_NAME}/{driver}^{handle}")
-}
-
-/// getAttachmentName: `csi-` and the hex SHA-256 of handle, driver and node, concatenated.
-pub fn attachment_name(handle: &str, driver: &str, node: &str) -> String {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, format!("{handle}{driver}{node}").as_bytes());
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("csi-{hex}")
-}
+pub use api::storage::csi::{attachment_name, unique_volume_name};
 
 /// One volume that should be attached to one node (step 1).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,7 +249,7 @@ mod tests {
     #[test]
     fn attachment_names_are_kubernetes_hashes() {
         // sha256("h" + "d" + "n") = sha256("hdn").
-        let want = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b"hdn").as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let want = api::storage::csi::sha256_hex("hdn");
         assert_eq!(attachment_name("h", "d", "n"), format!("csi-{want}"));
         assert_eq!(attachment_name("h", "d", "n").len(), 4 + 64);
         assert_eq!(unique_volume_name(DRIVER, "vol-1"), "kubernetes.io/csi/hostpath.csi.kubelab.io^vol-1");

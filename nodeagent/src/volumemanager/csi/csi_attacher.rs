@@ -23,11 +23,8 @@ use crate::volumemanager::mount;
 /// The staging directory's last component (kubelet's globalMountInGlobalPath).
 pub(crate) const GLOBAL_MOUNT: &str = "globalmount";
 
-/// The VolumeAttachment of a volume on a node, as the attach-detach controller names it:
-/// `csi-` + hex(sha256(volumeHandle + driver + nodeName)).
-pub(crate) fn attachment_name(volume_handle: &str, driver: &str, node_name: &str) -> String {
-    format!("csi-{}", sha256_hex(&format!("{volume_handle}{driver}{node_name}")))
-}
+/// The VolumeAttachment of a volume on a node, named as the attach-detach controller names it.
+pub(crate) use api::storage::csi::attachment_name;
 
 /// `<root>/plugins/kubernetes.io/csi/<driver>/<hex sha256(volumeHandle)>/globalmount`: where a
 /// staged volume is mounted once for every pod of the node (kubelet's makeDeviceMountPath).

@@ -70,16 +70,13 @@ use crate::error::{Error, Result};
 use crate::kubelet::getters;
 use crate::volumemanager::mount;
 
-/// The plugin's name, the prefix of its unique volume names.
-pub(crate) const CSI_PLUGIN_NAME: &str = "kubernetes.io/csi";
+pub(crate) use api::storage::csi::{CSI_PLUGIN_NAME, sha256_hex, unique_volume_name};
 /// The plugin's directory under `pods/<uid>/volumes` (its name, escaped).
 pub(crate) const PLUGIN_DIR_NAME: &str = "kubernetes.io~csi";
 /// Where kubelet keeps what a teardown needs to know about a volume.
 pub(crate) const VOL_DATA_FILE_NAME: &str = "vol_data.json";
 /// How kubelet's CSI plugin prefixes its messages.
 pub(crate) const LOG_PREFIX: &str = "kubernetes.io/csi";
-/// Between the driver and the handle in a volume's name (kubelet's volNameSep).
-pub(crate) const VOL_NAME_SEP: &str = "^";
 
 /// The operations a CSI volume's set-up goes through, as kubelet's events name them.
 pub(crate) const WAIT_FOR_ATTACH: &str = "MountVolume.WaitForAttach";
@@ -100,17 +97,6 @@ impl Default for Options {
     }
 }
 
-/// Lowercase hex of SHA-256 of `s`.
-pub(crate) fn sha256_hex(s: &str) -> String {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, s.as_bytes());
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `kubernetes.io/csi/<driver>^<volumeHandle>`: the volume's name in `volumesInUse` and
-/// `volumesAttached`, as the attach-detach controller writes it.
-pub(crate) fn unique_volume_name(driver: &str, volume_handle: &str) -> String {
-    format!("{CSI_PLUGIN_NAME}/{driver}{VOL_NAME_SEP}{volume_handle}")
-}
 
 /// `vol_data.json`: the volume's identity, kept on disk beside its mount.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

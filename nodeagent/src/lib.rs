@@ -23,9 +23,11 @@
 //!    with CNI ([`kuberuntime::kuberuntime_sandbox`], [`network`]), init containers in order, app
 //!    containers in parallel ([`kuberuntime::kuberuntime_container`], each with its Services'
 //!    environment variables from [`envvars`]), each image first made present
-//!    ([`kuberuntime::kuberuntime_image`]: the pull policy, a CRI pull with the pod's or the
-//!    node's credentials when it must, one at a time or several ([`images::puller`]), back-off);
-//!    then the status ([`status`]).
+//!    ([`kuberuntime::kuberuntime_image`]: the pull policy, a CRI pull when it must, tried with
+//!    every credential whose key matches the image — the pod's pull secrets, then the node's
+//!    docker config, then the credential provider exec plugins ([`credentialprovider`]: host
+//!    globs, path prefixes, longest key first) — one at a time or several ([`images::puller`]),
+//!    back-off); then the status ([`status`]).
 //! 6. **PLEG** ([`pleg`]): relists the runtime every second and wakes the worker of any pod whose
 //!    containers changed.
 //! 7. **Status manager** ([`status`]): the source of truth for pod status, written to the API
@@ -65,7 +67,9 @@
 //! `kubelet-client-current.pem`, and `--kubeconfig` written for it), connect to the runtime, import images, write the CNI
 //! config, create the QoS cgroups, start the status manager, node status, the plugin manager
 //! (once the Node is registered, with the node's empty CSINode), PLEG, the pod sources,
-//! the Kubelet (built from one [`kubelet::Dependencies`]), the HTTPS server, garbage collection
+//! the Kubelet (built from one [`kubelet::Dependencies`], its image manager with the credential
+//! provider plugins registered, [`credentialprovider::plugin`]; [`Options::validate`] refuses a
+//! config kubelet would refuse, before anything starts), the HTTPS server, garbage collection
 //! and the eviction manager, then run the sync loop until shutdown.
 //!
 //! ## Public surface
@@ -116,10 +120,14 @@
 //! - TLS bootstrap ([`certificate`]) runs once, at start: no client certificate rotation
 //!   (`--rotate-certificates`), a request named by `generateName` rather than the kubelet's
 //!   digest of key, subject and usages, and no wait for the API server's `/healthz` first.
-//! - Image pulls ([`kuberuntime::kuberuntime_image`]): credentials are matched by the registry
-//!   host alone (kubelet also matches path prefixes and wildcard hosts, and tries every match in
-//!   turn); no credential provider plugins; Docker Hub credentials go to containerd without a
-//!   server address (containerd pulls Docker Hub's images from another host than it names).
+//! - Image pulls ([`kuberuntime::kuberuntime_image`], [`credentialprovider`]): credential
+//!   provider plugins get no service account token (`tokenAttributes` is refused, as kubelet
+//!   refuses it with its feature gate off); `--image-credential-provider-config` is one file, not
+//!   a directory of them; runs waiting on a plugin's run for the same image share its answer
+//!   through the cache only, so a failed run is run again by each. Pull secrets are told apart by
+//!   their key, not their `type`, and one that is not JSON is skipped with a warning (kubelet
+//!   fails the pull). Docker Hub credentials go to containerd without a server address
+//!   (containerd pulls Docker Hub's images from another host than it names).
 
 // Every item is `pub(crate)` unless it is on the public surface listed above.
 #![warn(unreachable_pub)]

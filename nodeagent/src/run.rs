@@ -89,6 +89,11 @@ pub struct Options {
     pub image_gc: crate::images::image_gc_manager::ImageGcPolicy,
     /// `--serialize-image-pulls` (true) and `--max-parallel-image-pulls` (none).
     pub image_pulls: crate::images::PullOptions,
+    /// `--image-credential-provider-config`: a CredentialProviderConfig file (YAML or JSON)
+    /// naming the credential provider exec plugins ([`crate::credentialprovider::plugin`]).
+    pub image_credential_provider_config: Option<PathBuf>,
+    /// `--image-credential-provider-bin-dir`: where those plugins' executables are.
+    pub image_credential_provider_bin_dir: Option<PathBuf>,
     /// `--eviction-hard`, `--eviction-pressure-transition-period` (5m) and the monitoring
     /// interval (`--housekeeping-interval`, 10 s).
     pub eviction: crate::eviction::Config,
@@ -133,6 +138,8 @@ impl Options {
             host_gw: false,
             image_gc: Default::default(),
             image_pulls: Default::default(),
+            image_credential_provider_config: None,
+            image_credential_provider_bin_dir: None,
             eviction: Default::default(),
             pod_infra_container_image: crate::cri::containerd_config::PAUSE_IMAGE.into(),
             cluster_dns: vec![],
@@ -145,6 +152,7 @@ impl Options {
     pub fn validate(&self) -> Result<()> {
         self.image_gc.validate().map_err(Error::InvalidFlag)?;
         self.image_pulls.validate().map_err(Error::InvalidFlag)?;
+        register_credential_providers(self.image_credential_provider_config.as_deref(), self.image_credential_provider_bin_dir.as_deref())?;
         if self.eviction.monitoring_interval.is_zero() {
             return Err(Error::InvalidFlag("--housekeeping-interval must be more than zero".into()));
         }
@@ -153,6 +161,18 @@ impl Options {
         }
         Ok(())
     }
+}
+
+/// kubelet's `RegisterCredentialProviderPlugins`, when either flag is given: the plugins of
+/// `--image-credential-provider-config` in `--image-credential-provider-bin-dir`, checked (or
+/// the reason the agent does not start). Blocking file I/O.
+fn register_credential_providers(config: Option<&std::path::Path>, bin_dir: Option<&std::path::Path>) -> Result<crate::credentialprovider::plugin::CredentialProviders> {
+    if config.is_none() && bin_dir.is_none() {
+        return Ok(Default::default());
+    }
+    let empty = std::path::Path::new("");
+    crate::credentialprovider::plugin::CredentialProviders::register(config.unwrap_or(empty), bin_dir.unwrap_or(empty))
+        .map_err(|e| Error::InvalidFlag(format!("failed to register CRI auth plugins: {e}")))
 }
 
 /// At most this many threads run the agent's blocking work (cgroup and volume files, pod
@@ -409,13 +429,19 @@ pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     let probes = crate::prober::ProberManager::new(Arc::new(prober), status.clone());
     // The HTTPS server's addresses, for a certificate of its own.
     let addresses: Vec<IpAddr> = host_ip.parse().into_iter().chain(opts.node_ip).collect();
+    let credential_providers = {
+        let (config, bin_dir) = (opts.image_credential_provider_config.clone(), opts.image_credential_provider_bin_dir.clone());
+        tokio::task::spawn_blocking(move || register_credential_providers(config.as_deref(), bin_dir.as_deref()))
+            .await
+            .map_err(|e| Error::InvalidFlag(format!("failed to register CRI auth plugins: {e}")))??
+    };
     let kubelet = Arc::new(Kubelet::new(Dependencies {
         node_name: opts.node_name.clone(),
         root_dir: opts.root_dir.clone(),
         client: client.clone(),
         runtime: {
             let mut runtime = RuntimeManager::new(cri.clone(), recorder.clone(), opts.pod_logs_dir.clone(), pod_dns);
-            runtime.images.configure(&opts.image_pulls, opts.root_dir.clone());
+            runtime.images.configure(&opts.image_pulls, opts.root_dir.clone(), credential_providers);
             runtime
         },
         volumes: {

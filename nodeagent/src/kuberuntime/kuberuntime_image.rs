@@ -1,10 +1,12 @@
 //! Mirrors kubelet's images/image_manager.go (EnsureImageExists) and kuberuntime_image.go: the
 //! pull policy, pulls through CRI with the credentials kubelet would use (the pod's pull secrets,
-//! which hold its ServiceAccount's too, then the node's own, [`crate::credentialprovider`]), one
-//! at a time or several ([`crate::images::puller`]), the Pulling / Pulled / Failed / BackOff
-//! events in kubelet's words, and ImagePullBackOff between failed pulls (per pod and image, 10 s
-//! doubling to 5 min).
+//! which hold its ServiceAccount's too, then the node's docker config and credential provider
+//! plugins, [`crate::credentialprovider`]), each tried in turn until one works, one pull at a
+//! time or several ([`crate::images::puller`]), the Pulling / Pulled / Failed / BackOff events in
+//! kubelet's words, and ImagePullBackOff between failed pulls (per pod and image, 10 s doubling
+//! to 5 min).
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,6 +17,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use tracing::Instrument as _;
 
+use crate::credentialprovider::{AuthConfig, NodeCredentials};
 use crate::cri::RemoteRuntime;
 use crate::events::{self, Recorder};
 use crate::flowcontrol::Backoff;
@@ -58,36 +61,36 @@ pub(crate) fn decide(policy: &str, present: bool) -> PullDecision {
     }
 }
 
-/// Credentials for `image` from `.dockerconfigjson` secrets (kubelet's credentialprovider):
-/// the entry whose registry host matches the image's.
-pub(crate) fn auth_for_image(image: &str, docker_configs: &[serde_json::Value]) -> Option<api::AuthConfig> {
+/// A credential as CRI takes it.
+fn cri_auth(cred: &AuthConfig, image: &str) -> api::AuthConfig {
     let registry = image_registry(image);
-    for cfg in docker_configs {
-        let auths = cfg.get("auths").and_then(|a| a.as_object())?;
-        for (server, entry) in auths {
-            let host = server.trim_start_matches("https://").trim_start_matches("http://");
-            let host = host.split('/').next().unwrap_or(host);
-            let matches = host == registry || (registry == "docker.io" && host == "index.docker.io");
-            if !matches {
-                continue;
-            }
-            let s = |k: &str| entry.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-            // containerd's CRI hands the credentials only to the registry host this URL names
-            // (ParseAuth: `url.Parse(ServerAddress).Host`), so it must be a URL of the image's
-            // registry. Docker Hub's images are pulled from registry-1.docker.io, whatever the
-            // entry's key: for them it is left empty (no check).
-            let server_address = if registry == "docker.io" { String::new() } else { format!("https://{registry}") };
-            return Some(api::AuthConfig {
-                username: s("username"),
-                password: s("password"),
-                auth: s("auth"),
-                server_address,
-                identity_token: s("identitytoken"),
-                registry_token: s("registrytoken"),
-            });
+    // containerd's CRI hands the credentials only to the registry host this URL names
+    // (ParseAuth: `url.Parse(ServerAddress).Host`), so it must be a URL of the image's
+    // registry. Docker Hub's images are pulled from registry-1.docker.io, whatever the
+    // entry's key: for them it is left empty (no check).
+    let server_address = if registry == "docker.io" { String::new() } else { format!("https://{registry}") };
+    api::AuthConfig { username: cred.username.clone(), password: cred.password.clone(), server_address, ..Default::default() }
+}
+
+/// kuberuntime_image.go's PullImage: without credentials one anonymous pull; else each
+/// credential in turn until a pull works, the failures aggregated (`[a, b]`) if none does.
+async fn pull_with_credentials<F, Fut>(image: &str, creds: &[AuthConfig], mut pull: F) -> Result<String, String>
+where
+    F: FnMut(Option<api::AuthConfig>) -> Fut,
+    Fut: Future<Output = crate::Result<String>>,
+{
+    if creds.is_empty() {
+        tracing::debug!(target: "kuberuntime", image, "pulling image without credentials");
+        return pull(None).await.map_err(|e| e.to_string());
+    }
+    let mut errs = vec![];
+    for cred in creds {
+        match pull(Some(cri_auth(cred, image))).await {
+            Ok(image_ref) => return Ok(image_ref),
+            Err(e) => errs.push(e.to_string()),
         }
     }
-    None
+    Err(apimachinery::error::aggregate(&errs))
 }
 
 /// The registry host of an image reference (`docker.io` when it names none).
@@ -104,9 +107,9 @@ pub(crate) struct ImageManager {
     recorder: Recorder,
     backoff: Mutex<Backoff>,
     puller: Puller,
-    /// `--root-dir`, where the node's own registry credentials are looked for first; none: the
-    /// node has none (tests).
-    credentials_dir: Option<PathBuf>,
+    /// The node's own registry credentials (its docker config, looked for from `--root-dir`
+    /// first, and its credential provider plugins); default: none (tests).
+    credentials: NodeCredentials,
 }
 
 impl ImageManager {
@@ -116,15 +119,16 @@ impl ImageManager {
             recorder,
             backoff: Mutex::new(Backoff::new(Duration::from_secs(10), Duration::from_secs(300))),
             puller: Puller::new(&PullOptions::default()),
-            credentials_dir: None,
+            credentials: NodeCredentials::default(),
         }
     }
 
-    /// `--serialize-image-pulls`/`--max-parallel-image-pulls`, and the node's credentials
-    /// directory (`--root-dir`).
-    pub(crate) fn configure(&mut self, pulls: &PullOptions, root_dir: PathBuf) {
+    /// `--serialize-image-pulls`/`--max-parallel-image-pulls`, the node's credentials
+    /// directory (`--root-dir`) and its credential provider plugins
+    /// (`--image-credential-provider-config`, `--image-credential-provider-bin-dir`).
+    pub(crate) fn configure(&mut self, pulls: &PullOptions, root_dir: PathBuf, providers: crate::credentialprovider::plugin::CredentialProviders) {
         self.puller = Puller::new(pulls);
-        self.credentials_dir = Some(root_dir);
+        self.credentials = NodeCredentials { docker_config_dir: Some(root_dir), providers };
     }
 
     /// Make sure `container`'s image is on the node; returns the image reference to create the
@@ -176,17 +180,22 @@ impl ImageManager {
                 let requested = Instant::now();
                 // The pod's pull secrets first (the ServiceAccount's are among them: the API server
                 // copied them in), then the node's own.
-                let auth = auth_for_image(image, pull_secrets).or_else(|| {
-                    let node = self.credentials_dir.as_deref().and_then(crate::credentialprovider::node_docker_config)?;
-                    auth_for_image(image, &[node])
-                });
+                let creds = match self.credentials.lookup(image, pull_secrets).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.backoff.lock().unwrap_or_else(|e| e.into_inner()).next(&key, Instant::now());
+                        let message = format!("Failed to pull image {image:?}: {e}");
+                        self.recorder.pod_event(pod, field, events::WARNING, events::FAILED_TO_PULL_IMAGE, &message);
+                        return Err(ImageError { reason: ERR_IMAGE_PULL, message });
+                    }
+                };
                 let turn = self.puller.turn().await;
                 // A step of the pod for `kubelab trace`: the registry round trip (the CRI
                 // PullImage call inside it), with the image, its registry and its size.
                 let uid = pod.metadata.uid.as_deref().unwrap_or_default();
                 let span = tracing::info_span!(target: "kubelet::images", "image_pull", pod_uid = %uid, image = %image, registry = %image_registry(image), bytes = tracing::field::Empty, error = tracing::field::Empty);
                 let start = Instant::now();
-                let pulled = self.runtime.pull_image(image, auth, Some(sandbox_config.clone())).instrument(span.clone()).await;
+                let pulled = pull_with_credentials(image, &creds, |auth| self.runtime.pull_image(image, auth, Some(sandbox_config.clone()))).instrument(span.clone()).await;
                 let (took, waited) = (start.elapsed(), requested.elapsed());
                 drop(turn);
                 match pulled {
@@ -251,18 +260,35 @@ mod tests {
         assert_eq!(decide("Never", false), PullDecision::NeverPullMissing);
     }
 
+    #[tokio::test]
+    async fn every_credential_is_tried_in_turn() {
+        let cred = |u: &str| AuthConfig { username: u.into(), password: "p".into(), email: String::new() };
+        let creds = [cred("wrong"), cred("right"), cred("never")];
+        let tried = Mutex::new(vec![]);
+        let pull = |auth: Option<api::AuthConfig>| {
+            let user = auth.as_ref().map(|a| a.username.clone()).unwrap_or_default();
+            tried.lock().expect("lock").push(user.clone());
+            async move {
+                match user.as_str() {
+                    "right" => Ok("sha256:abc".to_string()),
+                    _ => Err(crate::Error::NotReady(format!("denied to {user:?}"))),
+                }
+            }
+        };
+        assert_eq!(pull_with_credentials("r.io/app", &creds, pull).await, Ok("sha256:abc".into()));
+        assert_eq!(*tried.lock().expect("lock"), ["wrong", "right"]);
+        // None works: every failure, aggregated.
+        assert_eq!(pull_with_credentials("r.io/app", &[cred("a"), cred("b")], pull).await, Err(r#"[denied to "a", denied to "b"]"#.into()));
+        // No credentials: one anonymous pull, its error as it is.
+        assert_eq!(pull_with_credentials("r.io/app", &[], pull).await, Err(r#"denied to """#.into()));
+    }
+
     #[test]
-    fn credentials_match_the_registry() {
-        let cfg = serde_json::json!({"auths": {
-            "https://index.docker.io/v1/": {"username": "u", "password": "p"},
-            "registry.example.com:5000": {"auth": "dTpw"}
-        }});
-        let a = auth_for_image("busybox:1.36", std::slice::from_ref(&cfg)).expect("docker hub");
-        assert_eq!((a.username.as_str(), a.password.as_str()), ("u", "p"));
-        assert_eq!(a.server_address, "");
-        let b = auth_for_image("registry.example.com:5000/team/app:v1", std::slice::from_ref(&cfg)).expect("private");
-        assert_eq!(b.auth, "dTpw");
-        assert_eq!(b.server_address, "https://registry.example.com:5000", "a URL containerd parses, naming the image's registry");
-        assert!(auth_for_image("quay.io/x/y", &[cfg]).is_none());
+    fn cri_auth_names_the_images_registry() {
+        let cred = AuthConfig { username: "u".into(), password: "p".into(), email: String::new() };
+        let hub = cri_auth(&cred, "busybox:1.36");
+        assert_eq!((hub.username.as_str(), hub.password.as_str(), hub.server_address.as_str()), ("u", "p", ""));
+        let private = cri_auth(&cred, "registry.example.com:5000/team/app:v1");
+        assert_eq!(private.server_address, "https://registry.example.com:5000", "a URL containerd parses, naming the image's registry");
     }
 }

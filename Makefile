@@ -22,7 +22,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-auth bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns bench-proxy bench-pull walkthrough test-fresh-host
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-auth bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns bench-proxy bench-pull bench-csi walkthrough test-fresh-host
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -47,6 +47,7 @@ help:
 	@echo "make bench-dns        cluster DNS queries per second and p99 (dnsperf) against dnsmasq serving the same names"
 	@echo "make bench-proxy      proxy syncs at 1,000 Services x 10 endpoints (full, partial) and change → rule p50/p99, iptables and nftables modes, each in a namespace of its own"
 	@echo "make bench-pull       image pulls of 5 MB and 100 MB from a local registry: CRI PullImage (the node agent's path) against ctr images pull"
+	@echo "make bench-csi        pod startup on kubelab up with a CSI volume (a bound claim) against one with an emptyDir, alternating"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first), and each
@@ -146,6 +147,10 @@ bench-nodeagent: deps images
 bench-pull: deps
 	$(CARGO) build --release -p e2e --bin pull-bench
 	"$(TARGET_DIR)/release/pull-bench"
+
+bench-csi: deps images
+	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin csi-bench
+	KUBELAB_BIN="$(TARGET_DIR)/release/kubelab" "$(TARGET_DIR)/release/csi-bench"
 
 # The probe overhead: the node agent's CPU and RSS with 100 pods, without and with an exec
 # liveness probe each.

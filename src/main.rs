@@ -9,7 +9,9 @@ use clap::{Args, Parser, Subcommand};
 
 mod addons;
 mod certs;
+mod csi_hostpath;
 mod otel;
+mod registry;
 mod service;
 mod trace;
 mod token;
@@ -50,6 +52,9 @@ enum Command {
     /// The proxy (kubelab's kube-proxy, iptables mode): Services and EndpointSlices as this
     /// node's nat and filter rules; --cleanup removes them.
     Proxy(ProxyArgs),
+    /// The hostpath CSI driver (hostpath.csi.kubelab.io) with its node-driver-registrar, and with
+    /// an API server its external-provisioner and external-attacher: one per node.
+    CsiHostpath(CsiHostpathArgs),
     /// The whole cluster on this machine: store, API server, scheduler, controller manager,
     /// node agent and a private containerd (Ctrl-C stops it; run again to resume).
     Up(up::UpArgs),
@@ -259,6 +264,13 @@ struct NodeagentArgs {
     /// With --serialize-image-pulls=false, the most pulls at once (default: no limit).
     #[arg(long)]
     max_parallel_image_pulls: Option<u32>,
+    /// A CredentialProviderConfig file (kubelet.config.k8s.io/v1, YAML or JSON) naming the
+    /// credential provider exec plugins asked for registry credentials of matching images.
+    #[arg(long)]
+    image_credential_provider_config: Option<PathBuf>,
+    /// The directory of the credential provider plugins' executables.
+    #[arg(long)]
+    image_credential_provider_bin_dir: Option<PathBuf>,
     /// Hard eviction thresholds, signal<quantity or signal<percent%, comma-separated (signals:
     /// memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available).
     #[arg(long, default_value = nodeagent::eviction::DEFAULT_EVICTION_HARD)]
@@ -340,6 +352,8 @@ impl NodeagentArgs {
             min_age: self.minimum_image_ttl_duration,
         };
         o.image_pulls = nodeagent::images::PullOptions { serialize: self.serialize_image_pulls, max_parallel: self.max_parallel_image_pulls };
+        o.image_credential_provider_config = self.image_credential_provider_config;
+        o.image_credential_provider_bin_dir = self.image_credential_provider_bin_dir;
         o.eviction = nodeagent::eviction::Config {
             thresholds: nodeagent::eviction::parse_threshold_config(&self.eviction_hard)
                 .map_err(|e| anyhow::anyhow!("--eviction-hard: {e}"))?,
@@ -695,6 +709,59 @@ struct DnsArgs {
     upstream: Vec<std::net::SocketAddr>,
 }
 
+/// Flags as csi-driver-host-path (`--endpoint`, `--nodeid`, `--state-dir`, `--max-volumes-per-node`)
+/// and node-driver-registrar (`--kubelet-registration-path`) name theirs; the sidecars reach the
+/// API server as every component does.
+#[derive(Args)]
+struct CsiHostpathArgs {
+    /// Path to a kubeconfig file for the external-provisioner and external-attacher. With neither
+    /// this nor --master (outside a pod), only the driver and the registrar run.
+    #[arg(long, conflicts_with = "master")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides any kubeconfig).
+    #[arg(long)]
+    master: Option<String>,
+    /// The driver's CSI socket, unix:///path (default: <kubelet-root-dir>/plugins/hostpath.csi.kubelab.io/csi.sock).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// This node's id in the driver, and the node whose claims and attachments the sidecars handle
+    /// (default: the hostname; must be the node agent's node name).
+    #[arg(long)]
+    nodeid: Option<String>,
+    /// The node agent's root directory (its --root-dir): the registration socket goes to its plugins_registry/.
+    #[arg(long, default_value = csi::DEFAULT_KUBELET_ROOT_DIR)]
+    kubelet_root_dir: PathBuf,
+    /// The CSI socket's path as the node agent reaches it (default: the --endpoint path).
+    #[arg(long)]
+    kubelet_registration_path: Option<PathBuf>,
+    /// Where volumes (directories) and the driver's state file are kept.
+    #[arg(long, alias = "statedir", default_value = csi::DEFAULT_STATE_DIR)]
+    state_dir: PathBuf,
+    /// The most volumes the node may have attached, reported in NodeGetInfo (0: unlimited).
+    #[arg(long, alias = "maxvolumespernode", default_value_t = 0)]
+    max_volumes_per_node: i64,
+}
+
+impl CsiHostpathArgs {
+    fn into_options(self) -> anyhow::Result<csi::Options> {
+        // The default is the node agent's default node name (the hostname, lowercased).
+        let mut o = csi::Options::new(self.nodeid.unwrap_or_else(|| client::hostname().to_lowercase()));
+        o.kubelet_root_dir = self.kubelet_root_dir;
+        o.endpoint = match &self.endpoint {
+            Some(e) => csi::connection::parse_endpoint(e)?,
+            None => csi::registrar::default_csi_socket_path(&o.kubelet_root_dir, csi::DRIVER_NAME),
+        };
+        o.kubelet_registration_path = self.kubelet_registration_path;
+        o.state_dir = self.state_dir;
+        o.max_volumes_per_node = self.max_volumes_per_node;
+        o.connection = match (self.master, self.kubeconfig) {
+            (None, None) if std::env::var_os("KUBERNETES_SERVICE_HOST").is_none_or(|v| v.is_empty()) => None,
+            (m, k) => Some(client::Connection::from_flags(m, k)?),
+        };
+        Ok(o)
+    }
+}
+
 /// Flags as etcd names them.
 #[derive(Args)]
 struct StoreArgs {
@@ -846,7 +913,7 @@ impl Command {
             Command::Scheduler(a) => (&a.otlp, &[C::Scheduler]),
             Command::Nodeagent(a) => (&a.otlp, &[C::Nodeagent]),
             Command::Up(a) => (&a.otlp, C::ALL),
-            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Certs(_) | Command::Token(_) | Command::Dns(_) | Command::Proxy(_) => return None,
+            Command::Trace(_) | Command::ContainerdConfig(_) | Command::Certs(_) | Command::Token(_) | Command::Dns(_) | Command::Proxy(_) | Command::CsiHostpath(_) => return None,
         };
         Some((args.otlp_endpoint.as_deref()?, components))
     }
@@ -1066,6 +1133,10 @@ fn main() -> anyhow::Result<()> {
             let opts = args.into_options().context("kubelab proxy")?;
             rt.block_on(proxy::run(opts, shutdown_signal())).context("kubelab proxy")?;
         }
+        Command::CsiHostpath(args) => {
+            let opts = args.into_options().context("kubelab csi-hostpath")?;
+            rt.block_on(csi::run(opts, shutdown_signal())).context("kubelab csi-hostpath")?;
+        }
         Command::Trace(args) => rt.block_on(trace::run(args))?,
         Command::Nodeagent(args) => {
             drop(rt);
@@ -1179,6 +1250,33 @@ mod tests {
         assert_eq!(o.cluster_dns, ["10.96.0.10".parse::<std::net::IpAddr>().unwrap(), "fd00::a".parse().unwrap()]);
         assert_eq!(o.cluster_domain, "lab.local");
         assert_eq!(o.resolv_conf, std::path::PathBuf::new());
+    }
+
+    /// `kubelab csi-hostpath` takes the driver's and the registrar's flag names (and the driver's
+    /// old spellings); without an API server only the driver and the registrar run.
+    #[test]
+    fn csi_hostpath_flags() {
+        use clap::Parser as _;
+        let args = |v: &[&str]| match super::Cli::try_parse_from(v) {
+            Ok(super::Cli { command: super::Command::CsiHostpath(a), .. }) => a,
+            Ok(_) => panic!("{v:?}: another subcommand"),
+            Err(e) => panic!("{v:?}: {e}"),
+        };
+        let o = args(&["kubelab", "csi-hostpath", "--nodeid", "n1", "--kubelet-root-dir", "/r"]).into_options().unwrap();
+        assert_eq!(o.node_id, "n1");
+        assert_eq!(o.endpoint, std::path::Path::new("/r/plugins/hostpath.csi.kubelab.io/csi.sock"));
+        assert_eq!((o.state_dir.to_str(), o.max_volumes_per_node), (Some(csi::DEFAULT_STATE_DIR), 0));
+        let o = args(&[
+            "kubelab", "csi-hostpath", "--endpoint", "unix:///csi/csi.sock", "--nodeid", "n1", "--statedir", "/data",
+            "--maxvolumespernode", "3", "--kubelet-registration-path", "/k/csi.sock", "--master", "http://127.0.0.1:8080",
+        ])
+        .into_options()
+        .unwrap();
+        assert_eq!(o.endpoint, std::path::Path::new("/csi/csi.sock"));
+        assert_eq!((o.state_dir.to_str(), o.max_volumes_per_node), (Some("/data"), 3));
+        assert_eq!(o.kubelet_registration_path.as_deref(), Some(std::path::Path::new("/k/csi.sock")));
+        assert!(matches!(o.connection, Some(client::Connection::Master(_))));
+        assert!(args(&["kubelab", "csi-hostpath", "--endpoint", "tcp://1.2.3.4:1"]).into_options().is_err());
     }
 
     /// `kubelab proxy` takes kube-proxy's flags with kube-proxy's defaults; `--cleanup` needs no

@@ -1,7 +1,8 @@
 //! `kubelab up`: the whole cluster on one machine, in one process — what kind and minikube do for
 //! Kubernetes, in the way `kubeadm init` orders it: the store first, then the API server, then the
 //! scheduler and the controller manager, the cluster DNS add-on ([`crate::addons`]) and the
-//! proxy, then a node agent with its container runtime.
+//! proxy, the storage add-on (a CSI driver and the default StorageClass, [`crate::csi_hostpath`]),
+//! then a node agent with its container runtime.
 //!
 //! Everything runs in this process (each component on threads of its own, as separate binaries
 //! would run) except containerd, a child process. The process first moves into a private mount
@@ -9,6 +10,12 @@
 //! containerd bind-mounts into containers, the shim sockets containerd 1.6 always puts under
 //! `/run/containerd` go to a directory of ours (never a system containerd's), and when the
 //! cluster stops, every mount it made disappears with the namespace.
+//!
+//! With `--registry`, an image registry runs beside containerd, a child process too
+//! ([`crate::registry`], kind's local registry: HTTPS with a certificate of the cluster CA, a
+//! password, the project's images pushed to it, the pull secret `default/registry-credentials`),
+//! and stops right after containerd; `--registry-host` makes containerd trust a registry the user
+//! runs instead.
 //!
 //! Stop with Ctrl-C (or SIGTERM): the node agent stops, every pod sandbox is stopped and removed
 //! through the CRI (so CNI releases its addresses), containerd stops, then the control plane, and
@@ -39,8 +46,8 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
 /// The audit policy `kubelab up` (and the lab) start with (`<data>/audit-policy.yaml`, from
 /// deploy/audit-policy.yaml): the users' requests,
 /// writes with their bodies, secrets and config maps without theirs; not the cluster's own
-/// components (the node agent as `system:node:<name>`, the scheduler, the proxy, the DNS and the
-/// controller manager as theirs, the controllers as their service accounts in kube-system, and
+/// components (the node agent as `system:node:<name>`, the scheduler, the proxy, the DNS, the CSI
+/// driver and the controller manager as theirs, the controllers as their service accounts in kube-system, and
 /// `system:unsecured` on the insecure port if it is opened), nor health checks and discovery.
 const AUDIT_POLICY: &str = include_str!("../deploy/audit-policy.yaml");
 
@@ -107,6 +114,9 @@ pub struct UpArgs {
     // span under its own component's service name).
     #[command(flatten)]
     pub otlp: crate::otel::OtlpArgs,
+    // --registry, --registry-port, --registry-host, --registry-ca (src/registry.rs).
+    #[command(flatten)]
+    pub registry: crate::registry::RegistryArgs,
 }
 
 /// One line of start-up progress.
@@ -406,6 +416,8 @@ struct Started {
     /// Whether the proxy ran: its rules are removed at the end (`kubelab proxy --cleanup`).
     proxy: bool,
     containerd: Option<Containerd>,
+    /// `--registry`'s registry (stopped after containerd), or the user's (`--registry-host`).
+    registry: Option<crate::registry::Registry>,
     cri: Option<RemoteRuntime>,
     agent: Option<std::thread::JoinHandle<()>>,
     control_plane: Vec<std::thread::JoinHandle<()>>,
@@ -439,6 +451,9 @@ async fn supervise(args: UpArgs, data: PathBuf, image_dir: PathBuf, started: Ins
     };
     if let Some(mut c) = s.containerd.take() {
         tokio::task::spawn_blocking(move || c.stop()).await?;
+    }
+    if let Some(mut r) = s.registry.take() {
+        tokio::task::spawn_blocking(move || r.stop()).await?;
     }
     let _ = cp_tx.send(true);
     let threads = std::mem::take(&mut s.control_plane);
@@ -522,6 +537,12 @@ async fn start(
     // Pods a killed cluster left behind are restarted from their objects by the node agent.
     let leftovers = remove_all_pods(&cri).await;
     step(started, &format!("containerd{}", if leftovers > 0 { format!(" ({leftovers} old sandboxes removed)") } else { String::new() }));
+    // An image registry (src/registry.rs): `--registry` runs one, `--registry-host` trusts the user's.
+    let certs_d = &s.containerd.as_ref().context("containerd")?.config.registry_config_path;
+    s.registry = crate::registry::start(&args.registry, data, image_dir, certs_d).await?;
+    if let Some(r) = &s.registry {
+        step(started, &r.to_string());
+    }
 
     // The store: one member, embedded, on HTTPS with client certificate authentication on both
     // ports, with kubeadm's etcd certificates (as kubeadm's etcd static pod runs etcd).
@@ -698,6 +719,23 @@ async fn start(
     let mode = if args.proxy_mode == proxy::ProxyMode::Nftables { "the ip kube-proxy nftables table" } else { "iptables" };
     step(started, &format!("proxy: Services in {mode}, {SERVICE_CLUSTER_IP_RANGE} refused unless a Service's"));
 
+    // The storage add-on (src/csi_hostpath.rs): the CSIDriver, the default StorageClass, and
+    // `kubelab csi-hostpath` — the driver, its node-driver-registrar (which tells the node agent
+    // where the driver's socket is), external-provisioner and external-attacher — as
+    // system:csi-hostpath over HTTPS (csi-hostpath.conf). Volumes live under <data>/csi-hostpath.
+    crate::csi_hostpath::apply_rbac(&kube).await?;
+    crate::csi_hostpath::apply_driver_info(&kube).await?;
+    {
+        let mut opts = csi::Options::new(node_name.clone());
+        opts.kubelet_root_dir = data.join("kubelet");
+        opts.endpoint = csi::registrar::default_csi_socket_path(&opts.kubelet_root_dir, csi::DRIVER_NAME);
+        opts.state_dir = data.join("csi-hostpath");
+        opts.connection = Some(connect_as("csi-hostpath.conf"));
+        let rx = cp_rx.clone();
+        s.control_plane.push(spawn_tokio("csi-hostpath", move || async move { csi::run(opts, until(rx)).await.map_err(Into::into) }));
+    }
+    step(started, &format!("CSI driver {} (StorageClass standard, the default)", csi::DRIVER_NAME));
+
     // The node agent, as its node (system:node:<name> in system:nodes, over HTTPS): the Node
     // authorizer and NodeRestriction give it its own pods' objects and nothing else.
     let mut opts = nodeagent::Options::new(node_name.clone());
@@ -755,6 +793,11 @@ async fn start(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     step(started, &format!("node agent: node {node_name} Ready"));
+    if let Some(r) = &s.registry
+        && let Some(done) = r.apply_pull_secret(&kube).await?
+    {
+        step(started, &done);
+    }
 
     // The user's kubeconfig: the administrator's (O=system:masters) over HTTPS.
     let kubeconfig = data.join("kubeconfig");

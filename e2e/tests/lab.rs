@@ -418,6 +418,46 @@ async fn pulls_from_the_lab_registry(lab: &Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A claim on node2 through the lab's CSI driver (the csi-hostpathplugin DaemonSet): the default
+/// class binds it when its first pod is scheduled there, node2's driver provisions it, attaches
+/// it and the agent mounts it; what the first pod writes the next pod on node2 reads; deleting
+/// the claim deletes its volume.
+async fn claim_on_node2(lab: &Lab) -> anyhow::Result<()> {
+    use anyhow::ensure;
+    let claim = r#"{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"lab-data"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"32Mi"}}}}"#;
+    lab.apply("node1", claim).await?;
+    let with_claim = |name: &str, script: &str| -> anyhow::Result<String> {
+        // On node2 by its node selector: the scheduler's VolumeBinding gives the claim that node.
+        let mut pod: serde_json::Value = serde_json::from_str(&busybox_pod(name, "node2", script))?;
+        pod["spec"]["containers"][0]["volumeMounts"] = serde_json::json!([{"name": "data", "mountPath": "/data"}]);
+        pod["spec"]["volumes"] = serde_json::json!([{"name": "data", "persistentVolumeClaim": {"claimName": "lab-data"}}]);
+        Ok(pod.to_string())
+    };
+    lab.apply("node1", &with_claim("claim-writer", "echo written on node2 > /data/file; sleep 100000")?).await?;
+    expect_running(lab, "node1", &["claim-writer"], "a pod with a claim on node2").await;
+    let c = lab.get_json("node1", &["pvc", "lab-data"]).await?;
+    let pv = c["spec"]["volumeName"].as_str().unwrap_or_default().to_string();
+    ensure!(c["status"]["phase"] == "Bound" && c["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == "node2", "the claim: {c}");
+    let v = lab.get_json("node1", &["pv", &pv]).await?;
+    ensure!(v["spec"]["csi"]["driver"] == "hostpath.csi.kubelab.io" && v["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0] == "node2", "the volume: {v}");
+    lab.kubectl_ok("node1", &["delete", "pod", "claim-writer", "--grace-period=1"]).await?;
+    lab.apply("node1", &with_claim("claim-reader", "cat /data/file; sleep 100000")?).await?;
+    expect_running(lab, "node1", &["claim-reader"], "the next pod with the claim").await;
+    poll_until("the next pod reads what the first wrote", Duration::from_secs(30), Duration::from_secs(1), || async {
+        let logs = lab.kubectl_ok("node1", &["logs", "claim-reader"]).await.unwrap_or_default();
+        Ok(logs.contains("written on node2").then_some(()))
+    })
+    .await?;
+    lab.kubectl_ok("node1", &["delete", "pod", "claim-reader", "--grace-period=1"]).await?;
+    lab.kubectl_ok("node1", &["delete", "pvc", "lab-data", "--wait=false"]).await?;
+    poll_until("the claim's volume deleted", Duration::from_secs(60), Duration::from_secs(1), || async {
+        let out = lab.kubectl_ok("node1", &["get", "pv", "-o", "name"]).await?;
+        Ok((!out.contains(&pv)).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
 async fn cross_node_diagnostics(lab: &Lab) -> String {
     let mut out = String::from("[lab] cross-node diagnostics:\n");
     let mut add = |what: String, r: anyhow::Result<String>| {
@@ -545,6 +585,8 @@ async fn lab_end_to_end() {
     security_checks(&lab).await.expect("security");
     // 5d. The lab's registry, from every node.
     pulls_from_the_lab_registry(&lab).await.expect("the lab's registry");
+    // 5e. A claim on node2, through the lab's CSI driver.
+    claim_on_node2(&lab).await.expect("a claim on node2");
     let mut startup = vec![("node1".to_string(), node1_start)];
     startup.extend(started.iter().map(|(n, d)| (n.trim_start_matches("pod-").to_string(), *d)));
     lab.kubectl_ok("node1", &["create", "configmap", "before-faults", "--from-literal=k=v"]).await.expect("write");

@@ -998,3 +998,116 @@ fn lab_09_follow_a_request() {
     up.kubectl_ok(&["delete", "pod", "web", "--grace-period=1"]);
     up.kubectl_ok(&["delete", "rolebinding", "jane-edit"]);
 }
+
+/// `jsonpath` of one object, through kubectl.
+fn jsonpath(up: &Up, what: &[&str], path: &str) -> String {
+    let mut args: Vec<&str> = vec!["get"];
+    args.extend_from_slice(what);
+    let p = format!("jsonpath={path}");
+    args.extend_from_slice(&["-o", &p]);
+    let (_, out, _) = up.kubectl(&args, None);
+    out
+}
+
+/// Volumes through CSI, on `kubelab up`'s own driver: the default class, a claim that waits for
+/// its first consumer, provisioned for the node the scheduler chose, attached through a
+/// VolumeAttachment, staged and published by the node agent (its trace shows the CSI hops); data
+/// written by one pod is read by the next; the claim's deletion deletes the volume; a Retain
+/// class keeps a released volume; a pod naming a missing claim is not scheduled; every kubectl
+/// prints claims and volumes.
+#[test]
+fn up_provisions_claims_through_csi() {
+    let mut up = Up::new(93);
+    up.start();
+    up.wait_ready();
+    let driver = "hostpath.csi.kubelab.io";
+    let state = up.dir.join("data/csi-hostpath/volumes");
+
+    // 1. The add-on: the driver, the default class, the node's CSINode naming the driver.
+    let classes = up.kubectl_ok(&["get", "storageclass"]);
+    assert!(classes.contains("standard (default)") && classes.contains(driver) && classes.contains("WaitForFirstConsumer"), "{classes}");
+    up.kubectl_ok(&["get", "csidriver", driver]);
+    up.wait_kubectl(&["get", "csinode", "up-node", "-o", "jsonpath={.spec.drivers[*].name} {.spec.drivers[*].nodeID}"], "the driver registered on the node", Duration::from_secs(60), |s| s.trim() == format!("{driver} up-node"));
+
+    // 2. A claim with no class gets the default one, and waits for its first consumer.
+    let claim = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 64Mi\n";
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(claim));
+    assert!(ok, "{out}{err}");
+    assert_eq!(jsonpath(&up, &["pvc", "data"], "{.spec.storageClassName}"), "standard", "DefaultStorageClass names the default");
+    up.wait_kubectl(&["get", "events", "--field-selector", "involvedObject.name=data"], "the binder's WaitForFirstConsumer event", Duration::from_secs(30), |s| s.contains("WaitForFirstConsumer"));
+    assert_eq!(jsonpath(&up, &["pvc", "data"], "{.status.phase}"), "Pending");
+
+    // 3. Its first consumer writes to it.
+    let pod = |name: &str, script: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  terminationGracePeriodSeconds: 1\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: {BUSYBOX}\n    command: [sh, -c, '{script}']\n    volumeMounts:\n    - {{name: data, mountPath: /data}}\n  volumes:\n  - name: data\n    persistentVolumeClaim: {{claimName: data}}\n"
+        )
+    };
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(&pod("writer", "echo kept by the volume > /data/file && sleep 3600")));
+    assert!(ok, "{out}{err}");
+    up.wait_kubectl(&["get", "pod", "writer"], "writer Running", Duration::from_secs(90), |s| s.contains("Running"));
+    assert_eq!(jsonpath(&up, &["pvc", "data"], "{.status.phase}"), "Bound");
+    let uid = jsonpath(&up, &["pvc", "data"], "{.metadata.uid}");
+    let pv = jsonpath(&up, &["pvc", "data"], "{.spec.volumeName}");
+    assert_eq!(pv, format!("pvc-{uid}"), "the external provisioner names the volume after the claim");
+    assert_eq!(jsonpath(&up, &["pvc", "data"], "{.metadata.annotations.volume\\.kubernetes\\.io/selected-node}"), "up-node");
+    let spec = jsonpath(&up, &["pv", &pv], "{.spec.csi.driver} {.spec.claimRef.name} {.spec.persistentVolumeReclaimPolicy} {.status.phase} {.spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].values[0]}");
+    assert_eq!(spec, format!("{driver} data Delete Bound up-node"));
+    let attachments = jsonpath(&up, &["volumeattachments"], "{range .items[*]}{.spec.source.persistentVolumeName} {.spec.nodeName} {.status.attached}{\"\\n\"}{end}");
+    assert!(attachments.lines().any(|l| l == format!("{pv} up-node true")), "{attachments}");
+    let on_node = std::fs::read_dir(&state).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(on_node, 1, "one volume in the driver's directory {}", state.display());
+    up.wait_kubectl(&["exec", "writer", "--", "cat", "/data/file"], "the file through the mount", Duration::from_secs(30), |s| s.contains("kept by the volume"));
+
+    // 4. The trace of the pod: the node agent's calls to the CSI driver, before the sandbox.
+    let json: serde_json::Value = serde_json::from_str(&kubelab_trace(&up, &["pod/writer", "--json"])).expect("--json is JSON");
+    let names: Vec<String> = json["steps"].as_array().cloned().unwrap_or_default().iter().map(|s| format!("{} {}", s["component"].as_str().unwrap_or(""), s["name"].as_str().unwrap_or(""))).collect();
+    let at = |w: &str| names.iter().position(|n| n == w).unwrap_or_else(|| up.fail(&format!("no {w} in the trace: {names:?}")));
+    assert!(at("csi NodeStageVolume") < at("csi NodePublishVolume") && at("csi NodePublishVolume") < at("cri RunPodSandbox"), "{names:?}");
+    let mermaid = kubelab_trace(&up, &["pod/writer", "--mermaid"]);
+    let d = e2e::mermaid::parse(&mermaid).unwrap_or_else(|e| up.fail(&format!("the diagram does not parse: {e}\n{mermaid}")));
+    assert!(d.unused_participants().is_empty(), "{mermaid}");
+    // Each call names the volume as CSI does, by its handle (the driver's id).
+    let handle = jsonpath(&up, &["pv", &pv], "{.spec.csi.volumeHandle}");
+    assert!(mermaid.contains("participant CSI as CSI Driver (kubelab csi-hostpath)") && mermaid.contains(&format!("K->>CSI: NodePublishVolume {handle}")), "{mermaid}");
+
+    // 5. Every kubectl prints the claim and the volume as Kubernetes does.
+    for minor in 27..=33 {
+        let out = up.kubectl_v_ok(minor, &["get", "pvc", "data"], None);
+        let header: Vec<&str> = out.lines().next().unwrap_or("").split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(&header[..6], ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS"], "kubectl 1.{minor}: {out}");
+        assert!(out.contains("Bound") && out.contains(&pv) && out.contains("64Mi") && out.contains("RWO") && out.contains("standard"), "kubectl 1.{minor}: {out}");
+        let out = up.kubectl_v_ok(minor, &["get", "pv", &pv], None);
+        assert!(out.contains("RECLAIM POLICY") && out.contains("Delete") && out.contains("default/data"), "kubectl 1.{minor}: {out}");
+    }
+
+    // 6. The next pod reads what the first wrote; then the volume is detached.
+    up.kubectl_ok(&["delete", "pod", "writer", "--wait=true"]);
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(&pod("reader", "cat /data/file")));
+    assert!(ok, "{out}{err}");
+    up.wait_kubectl(&["get", "pod", "reader"], "reader Succeeded", Duration::from_secs(90), |s| s.contains("Completed"));
+    assert!(up.kubectl_ok(&["logs", "reader"]).contains("kept by the volume"));
+    up.kubectl_ok(&["delete", "pod", "reader", "--wait=true"]);
+    up.wait_kubectl(&["get", "volumeattachments", "-o", "name"], "the volume detached", Duration::from_secs(60), |s| s.trim().is_empty());
+
+    // 7. Deleting the claim (reclaim policy Delete) deletes the volume and its directory.
+    up.kubectl_ok(&["delete", "pvc", "data", "--wait=true"]);
+    up.wait_kubectl(&["get", "pv", "-o", "name"], "the volume deleted", Duration::from_secs(60), |s| s.trim().is_empty());
+    assert_eq!(std::fs::read_dir(&state).map(|d| d.count()).unwrap_or(0), 0, "the driver deleted the volume's directory");
+
+    // 8. A class that retains: bound at once (Immediate), released and kept when the claim goes.
+    let keep = "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata:\n  name: keep\nprovisioner: hostpath.csi.kubelab.io\nreclaimPolicy: Retain\nvolumeBindingMode: Immediate\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: kept\nspec:\n  storageClassName: keep\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 16Mi\n";
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(keep));
+    assert!(ok, "{out}{err}");
+    up.wait_kubectl(&["get", "pvc", "kept"], "an Immediate claim bound without a pod", Duration::from_secs(60), |s| s.contains("Bound"));
+    let kept = jsonpath(&up, &["pvc", "kept"], "{.spec.volumeName}");
+    up.kubectl_ok(&["delete", "pvc", "kept", "--wait=true"]);
+    up.wait_kubectl(&["get", "pv", &kept, "-o", "jsonpath={.status.phase}"], "the retained volume Released", Duration::from_secs(30), |s| s == "Released");
+
+    // 9. What a user gets wrong: a claim without a size, a pod naming a claim that is not there.
+    let (ok, _, err) = up.kubectl(&["apply", "-f", "-"], Some("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: nosize\nspec:\n  accessModes: [ReadWriteOnce]\n"));
+    assert!(!ok && err.contains("spec.resources[storage]: Required value"), "{err}");
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(&pod("orphan", "true").replace("claimName: data", "claimName: nope")));
+    assert!(ok, "{out}{err}");
+    up.wait_kubectl(&["get", "pod", "orphan", "-o", "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}"], "the scheduler's reason", Duration::from_secs(30), |s| s.contains("persistentvolumeclaim \"nope\" not found"));
+}

@@ -367,7 +367,7 @@ mod tests {
             names,
             [
                 "admin.conf", "apiserver", "apiserver-etcd-client", "apiserver-kubelet-client", "controller-manager.conf",
-                "dns.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server", "front-proxy-client", "kubelet-cp", "kubelet-cp.conf",
+                "csi-hostpath.conf", "dns.conf", "etcd-healthcheck-client", "etcd-peer", "etcd-server", "front-proxy-client", "kubelet-cp", "kubelet-cp.conf",
                 "proxy.conf", "!MISSING! scheduler.conf",
             ]
         );

@@ -64,6 +64,10 @@ pub fn kubeconfig_specs(spec: &ClusterSpec) -> Vec<KubeConfigSpec> {
         // runs outside any pod, as this user, which `kubelab up` binds to kubeadm's
         // system:coredns ClusterRole.
         KubeConfigSpec::new("dns.conf", "system:kube-dns", &[]),
+        // The CSI driver's sidecars (external-provisioner, external-attacher) run as the
+        // service account of the driver's pods; `kubelab up`'s driver runs outside any pod, as
+        // this user, which `kubelab up` binds to the sidecars' ClusterRoles.
+        KubeConfigSpec::new("csi-hostpath.conf", "system:csi-hostpath", &[]),
     ];
     for node in &spec.nodes {
         specs.push(KubeConfigSpec::new(format!("kubelet-{}.conf", node.name), format!("system:node:{}", node.name), &[NODES_GROUP]));
@@ -263,6 +267,7 @@ mod tests {
                 ("scheduler.conf", "system:kube-scheduler", vec![]),
                 ("proxy.conf", "system:kube-proxy", vec![]),
                 ("dns.conf", "system:kube-dns", vec![]),
+                ("csi-hostpath.conf", "system:csi-hostpath", vec![]),
                 ("kubelet-cp.conf", "system:node:cp", vec!["system:nodes".to_string()]),
             ]
         );

@@ -32,7 +32,7 @@
 //! etcd/ca.crt .key, etcd/server, etcd/peer, etcd/healthcheck-client
 //! apiserver-etcd-client.crt .key
 //! sa.key sa.pub                           the service account signing key pair
-//! admin.conf controller-manager.conf scheduler.conf proxy.conf dns.conf kubelet-<node>.conf
+//! admin.conf controller-manager.conf scheduler.conf proxy.conf dns.conf csi-hostpath.conf kubelet-<node>.conf
 //! ```
 //!
 //! Where kubelab differs from kubeadm 1.33:
@@ -49,7 +49,9 @@
 //!   `system:kube-proxy`, bound to `system:node-proxier` by the default RBAC) rather than a
 //!   service account token: kubelab's proxy runs outside any pod. So does `kubelab up`'s cluster
 //!   DNS (`dns.conf`, user `system:kube-dns`, which `kubelab up` binds to kubeadm's
-//!   `system:coredns` ClusterRole); the lab's runs in pods, as kubeadm's service account.
+//!   `system:coredns` ClusterRole); the lab's runs in pods, as kubeadm's service account. And
+//!   `kubelab up`'s CSI driver (`csi-hostpath.conf`, user `system:csi-hostpath`, bound to the
+//!   ClusterRoles of the external provisioner and attacher).
 //! - The API server's certificate also names `localhost` and `127.0.0.1`, where `kubelab up`
 //!   and each of the lab's nodes serve it.
 //! - The etcd certificates are made as kubeadm makes them, one set for all members (kubeadm
@@ -267,7 +269,7 @@ mod tests {
             [
                 "ca", "apiserver", "apiserver-kubelet-client", "kubelet-cp", "kubelet-n1", "front-proxy-ca", "front-proxy-client",
                 "etcd-ca", "etcd-server", "etcd-peer", "etcd-healthcheck-client", "apiserver-etcd-client", "sa", "admin.conf",
-                "controller-manager.conf", "scheduler.conf", "proxy.conf", "dns.conf", "kubelet-cp.conf", "kubelet-n1.conf",
+                "controller-manager.conf", "scheduler.conf", "proxy.conf", "dns.conf", "csi-hostpath.conf", "kubelet-cp.conf", "kubelet-n1.conf",
             ]
         );
         assert!(first.iter().all(|(_, o)| *o == Outcome::Created), "{first:?}");
@@ -294,7 +296,7 @@ mod tests {
         grown.server = "https://192.168.1.10:6443".into();
         let fifth = ensure(&pki_dir, &grown).unwrap();
         let renewed = names(&fifth, |o| matches!(o, Outcome::Renewed(pki::RenewReason::Mismatch { field: "server", .. })));
-        assert_eq!(renewed, ["admin.conf", "controller-manager.conf", "scheduler.conf", "proxy.conf", "dns.conf", "kubelet-cp.conf", "kubelet-n1.conf", "kubelet-n2.conf"]);
+        assert_eq!(renewed, ["admin.conf", "controller-manager.conf", "scheduler.conf", "proxy.conf", "dns.conf", "csi-hostpath.conf", "kubelet-cp.conf", "kubelet-n1.conf", "kubelet-n2.conf"]);
         assert_eq!(names(&fifth, |o| *o == Outcome::Created), Vec::<&str>::new());
     }
 
@@ -311,7 +313,7 @@ mod tests {
         let not_signed = names(&again, |o| *o == Outcome::Renewed(pki::RenewReason::NotSignedByCa));
         assert_eq!(not_signed, ["apiserver", "apiserver-kubelet-client", "kubelet-cp", "kubelet-n1"]);
         let trusting_the_old = names(&again, |o| matches!(o, Outcome::Renewed(pki::RenewReason::Mismatch { field: "certificate-authority-data", .. })));
-        assert_eq!(trusting_the_old, ["admin.conf", "controller-manager.conf", "scheduler.conf", "proxy.conf", "dns.conf", "kubelet-cp.conf", "kubelet-n1.conf"]);
+        assert_eq!(trusting_the_old, ["admin.conf", "controller-manager.conf", "scheduler.conf", "proxy.conf", "dns.conf", "csi-hostpath.conf", "kubelet-cp.conf", "kubelet-n1.conf"]);
         assert_eq!(names(&again, |o| *o == Outcome::Created), ["ca"]);
         assert!(names(&again, |o| *o == Outcome::Kept).contains(&"etcd-server"));
     }

@@ -718,7 +718,7 @@ struct CsiHostpathArgs {
     /// this nor --master (outside a pod), only the driver and the registrar run.
     #[arg(long, conflicts_with = "master")]
     kubeconfig: Option<PathBuf>,
-    /// The API server's URL (overrides any kubeconfig).
+    /// The API server's URL (instead of a kubeconfig).
     #[arg(long)]
     master: Option<String>,
     /// The driver's CSI socket, unix:///path (default: <kubelet-root-dir>/plugins/hostpath.csi.kubelab.io/csi.sock).

@@ -49,15 +49,17 @@ pub fn listen(path: &Path) -> Result<UnixListenerStream> {
     Ok(UnixListenerStream::new(listener))
 }
 
-/// A sidecar's call to the driver, as a span `csi` whose step is the RPC (as the node agent traces
-/// its CSI calls, so `kubelab trace` and RUST_LOG=csi show both sides); a failure keeps its status.
+/// A sidecar's call to the driver, as a span whose step is the RPC, on target `csi_sidecar`
+/// (`RUST_LOG=csi_sidecar=debug` shows them). Not `csi`: that target is the node agent's calls,
+/// which are steps of a pod in `kubelab trace`; a sidecar's call belongs to no pod. A failure
+/// keeps its status.
 pub async fn call<T>(
     rpc: &'static str,
     driver: &str,
     volume: &str,
     fut: impl std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T> {
-    let span = tracing::info_span!(target: "csi", "csi", step = rpc, driver = %driver, volume = %volume, error = tracing::field::Empty);
+    let span = tracing::info_span!(target: "csi_sidecar", "csi", step = rpc, driver = %driver, volume = %volume, error = tracing::field::Empty);
     match fut.instrument(span.clone()).await {
         Ok(r) => Ok(r.into_inner()),
         Err(status) => {

@@ -16,7 +16,8 @@
 //! 2. **Provisioning** ([`provisioner`], external-provisioner in node-deployment mode): a claim
 //!    the PV binder handed to this driver and the scheduler placed on this node (annotation
 //!    `volume.kubernetes.io/selected-node`) becomes a CSI CreateVolume and a PV `pvc-<claim uid>`
-//!    pinned to the node; the PV binder binds the two.
+//!    pinned to the node; the PV binder binds the two. A final refusal of the driver hands a
+//!    WaitForFirstConsumer claim back to the scheduler (the annotation removed).
 //! 3. **Creating** ([`hostpath::controller`]): CreateVolume makes `<state dir>/volumes/<id>`,
 //!    idempotently by name, and records it in the state file ([`hostpath::state`]).
 //! 4. **Attaching** ([`attacher`], external-attacher): the attach-detach controller's
@@ -30,8 +31,8 @@
 //!    (refused while the volume is still attached, staged or published) and the PV deleted.
 //!
 //! [`connection`] holds the socket plumbing (a `unix://` endpoint, a server's listener, a
-//! sidecar's channel, and [`connection::call`], which makes each sidecar's CSI call a `csi` span
-//! as the node agent's are); [`capability`] the access-mode mapping both sidecars share.
+//! sidecar's channel, and [`connection::call`], which makes each sidecar's CSI call a span on
+//! target `csi_sidecar` — not the node agent's `csi`, whose calls are steps of pods); [`capability`] the access-mode mapping both sidecars share.
 //!
 //! ## Implementation caveats
 //! - Capacity is bookkeeping only: a volume is a plain directory, nothing stops it from growing

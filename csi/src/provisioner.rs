@@ -202,11 +202,15 @@ pub fn build_pv(claim: &PersistentVolumeClaim, class: &StorageClass, volume: &cs
         })
         .collect();
     let attributes: BTreeMap<String, String> = volume.volume_context.clone().into_iter().collect();
+    let reclaim_policy = class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into());
+    // The finalizer keeps a volume the provisioner must delete from going before the provisioner
+    // has (HonorPVReclaimPolicy); a volume it will never delete (Retain) gets none.
+    let finalizers = (reclaim_policy == "Delete").then(|| vec![FINALIZER.to_string()]);
     Ok(PersistentVolume {
         metadata: ObjectMeta {
             name: Some(format!("pvc-{uid}")),
             annotations: Some(BTreeMap::from([(ANN_PROVISIONED_BY.to_string(), driver.to_string())])),
-            finalizers: Some(vec![FINALIZER.to_string()]),
+            finalizers,
             ..Default::default()
         },
         spec: Some(PersistentVolumeSpec {
@@ -229,7 +233,7 @@ pub fn build_pv(claim: &PersistentVolumeClaim, class: &StorageClass, volume: &cs
             }),
             mount_options: class.mount_options.clone(),
             node_affinity: (!terms.is_empty()).then_some(VolumeNodeAffinity { required: Some(NodeSelector { node_selector_terms: terms }) }),
-            persistent_volume_reclaim_policy: Some(class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into())),
+            persistent_volume_reclaim_policy: Some(reclaim_policy),
             storage_class_name: class.metadata.name.clone(),
             volume_mode: Some(spec.volume_mode.clone().unwrap_or_else(|| "Filesystem".into())),
             ..Default::default()
@@ -245,6 +249,14 @@ pub struct Provisioner {
     pub driver: String,
     pub node: String,
     pub recorder: client::record::EventRecorder,
+}
+
+/// Whether the driver's CreateVolume failure is final for this node (external-provisioner's
+/// ProvisioningFinished): any gRPC code but those that say "try again" — the call timed out or
+/// was cut (DeadlineExceeded, Unavailable, Canceled, Aborted), or is still going.
+fn is_final(e: &Error) -> bool {
+    use tonic::Code;
+    matches!(e, Error::Csi { status, .. } if !matches!(status.code(), Code::DeadlineExceeded | Code::Unavailable | Code::Canceled | Code::Aborted))
 }
 
 fn claim_key(claim: &PersistentVolumeClaim) -> String {
@@ -288,10 +300,34 @@ impl Provisioner {
             ClaimDecision::Provision => {
                 if let Err(e) = self.provision(claim, &class).await {
                     self.claim_event(claim, client::record::WARNING, REASON_PROVISIONING_FAILED, format!("failed to provision volume with StorageClass {class_name:?}: {e}"));
+                    // A final refusal of the driver (not a transient failure) hands a
+                    // WaitForFirstConsumer claim back to the scheduler, which may choose another
+                    // node: external-provisioner's rescheduleProvisioning.
+                    if is_final(&e) && class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer") {
+                        self.reschedule(claim).await?;
+                        return Ok(Action::await_change());
+                    }
                     return Err(e);
                 }
                 Ok(Action::await_change())
             }
+        }
+    }
+
+    /// Removes the claim's `volume.kubernetes.io/selected-node`, so that the scheduler's
+    /// VolumeBinding gives up its PreBind and schedules the pod again.
+    async fn reschedule(&self, claim: &PersistentVolumeClaim) -> Result<()> {
+        let (Some(ns), Some(name)) = (claim.metadata.namespace.as_deref(), claim.metadata.name.as_deref()) else {
+            return Ok(());
+        };
+        let patch = json!({"metadata": {"resourceVersion": claim.metadata.resource_version, "annotations": {ANN_SELECTED_NODE: null}}});
+        match Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), ns).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                tracing::info!(target: TARGET, claim = %claim_key(claim), node = %self.node, "provisioning failed for good: the claim goes back to the scheduler");
+                Ok(())
+            }
+            Err(e) if is_status(&e, 409) || is_status(&e, 404) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -528,6 +564,23 @@ mod tests {
             s.persistent_volume_reclaim_policy = Some("Retain".into());
         }
         assert!(!should_delete(&retain, DRIVER, "n1"), "retained");
+
+        // A class that retains: the provisioner will never delete the volume, so no finalizer.
+        let mut keep = class("Immediate");
+        keep.reclaim_policy = Some("Retain".into());
+        let pv = build_pv(&c, &keep, &volume, DRIVER).expect("pv");
+        assert_eq!(pv.metadata.finalizers, None);
+        assert_eq!(pv.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref()), Some("Retain"));
+    }
+
+    #[test]
+    fn only_a_final_refusal_hands_the_claim_back() {
+        let csi_err = |code| Error::Csi { rpc: "CreateVolume", status: tonic::Status::new(code, "x") };
+        assert!(is_final(&csi_err(tonic::Code::ResourceExhausted)));
+        assert!(is_final(&csi_err(tonic::Code::InvalidArgument)));
+        assert!(!is_final(&csi_err(tonic::Code::DeadlineExceeded)));
+        assert!(!is_final(&csi_err(tonic::Code::Unavailable)));
+        assert!(!is_final(&Error::InvalidArgument("no spec".into())), "not the driver's answer");
     }
 
     #[test]

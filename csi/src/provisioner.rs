@@ -256,7 +256,7 @@ pub struct Provisioner {
 /// was cut (DeadlineExceeded, Unavailable, Canceled, Aborted), or is still going.
 fn is_final(e: &Error) -> bool {
     use tonic::Code;
-    matches!(e, Error::Csi { status, .. } if !matches!(status.code(), Code::DeadlineExceeded | Code::Unavailable | Code::Canceled | Code::Aborted))
+    matches!(e, Error::Csi { status, .. } if !matches!(status.code(), Code::DeadlineExceeded | Code::Unavailable | Code::Cancelled | Code::Aborted))
 }
 
 fn claim_key(claim: &PersistentVolumeClaim) -> String {

@@ -112,12 +112,27 @@ pub async fn start(args: &RegistryArgs, data: &Path, image_dir: &Path, certs_d: 
         return Ok(None);
     }
     let (data, image_dir, certs_d, port) = (data.to_path_buf(), image_dir.to_path_buf(), certs_d.to_path_buf(), args.registry_port);
-    // Files, a child process and skopeo: blocking work, off the executor.
-    tokio::task::spawn_blocking(move || run(&data, &image_dir, &certs_d, port)).await?.map(Some)
+    // Files and skopeo: blocking work, off the executor. The process itself is started here, on
+    // a thread that lives as long as the cluster: its parent-death signal fires when the thread
+    // that started it ends, and a blocking-pool thread ends when it has been idle a while.
+    let prepared = {
+        let data = data.clone();
+        tokio::task::spawn_blocking(move || prepare(&data, port)).await??
+    };
+    let registry = spawn(prepared)?;
+    tokio::task::spawn_blocking(move || finish(registry, &data, &image_dir, &certs_d, port)).await?.map(Some)
 }
 
-/// Steps 1 to 5 of the module's doc.
-fn run(data: &Path, image_dir: &Path, certs_d: &Path, port: u16) -> anyhow::Result<Registry> {
+/// What steps 1 to 3 leave for the process: its configuration, log and password.
+struct Prepared {
+    config: std::path::PathBuf,
+    log_path: std::path::PathBuf,
+    password: String,
+    port: u16,
+}
+
+/// Steps 1 to 3 of the module's doc, up to the process.
+fn prepare(data: &Path, port: u16) -> anyhow::Result<Prepared> {
     for (bin, package) in [(REGISTRY_BIN, "docker-registry"), ("/usr/bin/skopeo", "skopeo"), ("/usr/bin/htpasswd", "apache2-utils")] {
         if !Path::new(bin).is_file() {
             bail!("--registry needs {bin}: run `make deps` (or apt-get install {package})");
@@ -155,10 +170,14 @@ fn run(data: &Path, image_dir: &Path, certs_d: &Path, port: u16) -> anyhow::Resu
         htpasswd = path("htpasswd"),
     );
     std::fs::write(dir.join("config.yml"), config)?;
-    let log_path = data.join("logs/registry.log");
-    let log = std::fs::File::options().create(true).append(true).open(&log_path)?;
+    Ok(Prepared { config: dir.join("config.yml"), log_path: data.join("logs/registry.log"), password, port })
+}
+
+/// Step 3's process.
+fn spawn(p: Prepared) -> anyhow::Result<(Registry, std::path::PathBuf)> {
+    let log = std::fs::File::options().create(true).append(true).open(&p.log_path)?;
     let mut cmd = Command::new(REGISTRY_BIN);
-    cmd.arg("serve").arg(dir.join("config.yml")).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    cmd.arg("serve").arg(&p.config).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     // SAFETY: prctl in the child before exec; no allocation.
     unsafe {
         use std::os::unix::process::CommandExt;
@@ -169,9 +188,16 @@ fn run(data: &Path, image_dir: &Path, certs_d: &Path, port: u16) -> anyhow::Resu
         });
     }
     let child = cmd.spawn().context("starting docker-registry")?;
-    let host = format!("127.0.0.1:{port}");
     // From here on, an error stops the registry (drop).
-    let mut registry = Registry { host: host.clone(), running: Some((child, password)), summary: String::new() };
+    let registry = Registry { host: format!("127.0.0.1:{}", p.port), running: Some((child, p.password)), summary: String::new() };
+    Ok((registry, p.log_path))
+}
+
+/// Steps 4 and 5, once the process answers.
+fn finish((mut registry, log_path): (Registry, std::path::PathBuf), data: &Path, image_dir: &Path, certs_d: &Path, port: u16) -> anyhow::Result<Registry> {
+    let host = registry.host.clone();
+    let dir = data.join("registry");
+    let pki = data.join("pki");
     registry.wait_listening(port, &log_path)?;
 
     // Step 4: containerd trusts it, by either name its certificate has.

@@ -1110,4 +1110,15 @@ fn up_provisions_claims_through_csi() {
     let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(&pod("orphan", "true").replace("claimName: data", "claimName: nope")));
     assert!(ok, "{out}{err}");
     up.wait_kubectl(&["get", "pod", "orphan", "-o", "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}"], "the scheduler's reason", Duration::from_secs(30), |s| s.contains("persistentvolumeclaim \"nope\" not found"));
+
+    // 10. A StatefulSet's volumeClaimTemplates: each pod gets its own claim, <template>-<set>-<ordinal>.
+    let set = format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  serviceName: db\n  replicas: 2\n  selector:\n    matchLabels: {{app: db}}\n  template:\n    metadata:\n      labels: {{app: db}}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: c\n        image: {BUSYBOX}\n        command: [sh, -c, 'hostname > /data/owner; sleep 3600']\n        volumeMounts:\n        - {{name: data, mountPath: /data}}\n  volumeClaimTemplates:\n  - metadata:\n      name: data\n    spec:\n      accessModes: [ReadWriteOnce]\n      resources:\n        requests:\n          storage: 8Mi\n"
+    );
+    let (ok, out, err) = up.kubectl(&["apply", "-f", "-"], Some(&set));
+    assert!(ok, "{out}{err}");
+    wait_running_pods(&up, "app=db", 2, "the StatefulSet's pods with their claims");
+    let claims = jsonpath(&up, &["pvc", "-l", "app=db"], "{range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}");
+    assert_eq!(claims.lines().collect::<Vec<_>>(), ["data-db-0 Bound", "data-db-1 Bound"], "{claims}");
+    up.wait_kubectl(&["exec", "db-1", "--", "cat", "/data/owner"], "db-1 writes to its own claim", Duration::from_secs(30), |s| s.trim() == "db-1");
 }

@@ -137,6 +137,26 @@ impl Recorder {
         self.record_all(pod_uid, [step]);
     }
 
+    /// Records `step` unless the pod already has one just like it (the same component, name and
+    /// fields): what many clients of one kind receive (a watch event sent to each of a
+    /// controller manager's informers) is one hop of the pod, and a step for each would crowd
+    /// the pod's first [`HEAD_STEPS`] with copies.
+    pub fn record_once(&self, pod_uid: &str, step: Step) {
+        if !enabled() {
+            return;
+        }
+        {
+            let ring = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let seen = ring.steps.get(pod_uid).is_some_and(|steps| {
+                steps.iter().any(|s| s.component == step.component && s.name == step.name && s.fields == step.fields)
+            });
+            if seen {
+                return;
+            }
+        }
+        self.record(pod_uid, step);
+    }
+
     /// Records several steps of one pod at once (a span and the steps that waited for it).
     pub fn record_all(&self, pod_uid: &str, new: impl IntoIterator<Item = Step>) {
         if !enabled() {
@@ -386,6 +406,21 @@ where
 mod tests {
     use super::*;
     use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn a_step_like_one_recorded_is_recorded_once() {
+        let r = Recorder::default();
+        let at = Utc::now();
+        let sent = |watcher: &str, revision: i64| Step::instant("apiserver", "watch event sent", at).with_field("watcher", watcher).with_field("revision", revision);
+        for _ in 0..12 {
+            r.record_once("uid-once", sent("kube-controller-manager", 7));
+        }
+        r.record_once("uid-once", sent("kubelet", 7));
+        r.record_once("uid-once", sent("kube-controller-manager", 8));
+        let steps = r.steps("uid-once", &[]);
+        let watchers: Vec<_> = steps.iter().map(|s| (s.fields["watcher"].as_str(), s.fields["revision"].as_str())).collect();
+        assert_eq!(watchers, [("kube-controller-manager", "7"), ("kubelet", "7"), ("kube-controller-manager", "8")]);
+    }
 
     #[test]
     fn spans_naming_a_pod_become_its_steps_and_children_inherit_the_pod() {

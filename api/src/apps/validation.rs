@@ -301,8 +301,38 @@ pub fn validate_stateful_set(obj: &Value) -> Vec<FieldError> {
     errs.extend(nonnegative(spec, &["replicas", "minReadySeconds"]));
     errs.extend(validate_nonnegative_field(spec.pointer("/ordinals/start"), "spec.ordinals.start"));
     errs.extend(validate_selector_matches_template(spec, "statefulset"));
-    errs.extend(validate_always_running_template(spec, "StatefulSet"));
+    errs.extend(validate_always_running_template(&with_claim_template_volumes(spec), "StatefulSet"));
     errs
+}
+
+/// The spec with a volume for each of its `volumeClaimTemplates` added to the pod template, as
+/// the controller adds them to each pod (a `persistentVolumeClaim` volume of the template's name):
+/// the template's volume mounts may name them. Kubernetes leaves a StatefulSet's pod template
+/// unvalidated for this reason ("we should really check that the union of the given volumes and
+/// volumeClaims match volume mounts"); kubelab validates it, with that union.
+fn with_claim_template_volumes(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    let names: Vec<String> = spec
+        .get("volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/metadata/name").and_then(Value::as_str).map(String::from))
+        .collect();
+    if names.is_empty() {
+        return spec;
+    }
+    if let Some(pod) = spec.pointer_mut("/template/spec").and_then(Value::as_object_mut) {
+        let volumes = pod.entry("volumes").or_insert_with(|| json!([]));
+        if let Some(list) = volumes.as_array_mut() {
+            for name in names {
+                if !list.iter().any(|v| v.get("name").and_then(Value::as_str) == Some(name.as_str())) {
+                    list.push(json!({"name": name, "persistentVolumeClaim": {"claimName": name}}));
+                }
+            }
+        }
+    }
+    spec
 }
 
 /// ValidateStatefulSetUpdate: the new StatefulSet is valid, keeps its selector, and changes its
@@ -570,6 +600,17 @@ pub(crate) mod tests {
         assert_eq!(found(&errs), vec![("spec.persistentVolumeClaimRetentionPolicy.whenScaled", NotSupported)]);
         let errs = validate_stateful_set(&with(&ss, "/spec/ordinals", json!({"start": -1})));
         assert_eq!(found(&errs), vec![("spec.ordinals.start", Invalid)]);
+    }
+
+    #[test]
+    fn stateful_set_mounts_may_name_its_claim_templates() {
+        let mut ss = stateful_set();
+        ss["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+        let errs = validate_stateful_set(&ss);
+        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["spec.template.spec.containers[0].volumeMounts[0].name"], "{errs:?}");
+        ss["spec"]["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]);
+        assert_eq!(validate_stateful_set(&ss), vec![]);
     }
 
     #[test]

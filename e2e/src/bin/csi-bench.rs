@@ -112,10 +112,13 @@ impl Cluster {
         .collect();
         drop(ports);
         let bin = e2e::kubelab_bin()?;
-        let process = Process::spawn("kubelab-up", &bin, &args, &dir.path().join("logs"), &[("NO_COLOR".into(), "1".into())])?;
+        let mut process = Process::spawn("kubelab-up", &bin, &args, &dir.path().join("logs"), &[("NO_COLOR".into(), "1".into())])?;
         let stdout = dir.path().join("logs/stdout.log");
         let deadline = Instant::now() + Duration::from_secs(180);
         while !std::fs::read_to_string(&stdout).unwrap_or_default().contains("export KUBECONFIG=") {
+            if let Some(st) = process.exited() {
+                anyhow::bail!("kubelab up exited ({st}) before it was ready:\n{}", process.log_tail(40));
+            }
             anyhow::ensure!(Instant::now() < deadline, "kubelab up not ready within 180 s:\n{}", process.log_tail(40));
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

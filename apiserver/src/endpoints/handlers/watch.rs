@@ -159,14 +159,15 @@ fn next_bookmark_time(now: tokio::time::Instant, deadline: Option<tokio::time::I
 
 /// A watch event of a traced object handed to a watcher's stream is a step of that object: the
 /// hop from the API server to the scheduler or the node agent (a pod), or to each node's proxy
-/// (a Service, its EndpointSlices).
+/// (a Service, its EndpointSlices). Once per watcher name and revision: the controller manager's
+/// many informers (every one a watch of pods) are one hop.
 fn record_sent(e: &WatchEvent, kind: EventType, watcher: &str) {
     let Some(uid) = podtrace::trace_uid(&e.object) else { return };
     let step = podtrace::Step::instant("apiserver", "watch event sent", chrono::Utc::now())
         .with_field("type", kind.as_str())
         .with_field("watcher", watcher)
         .with_field("revision", e.revision);
-    podtrace::recorder().record(uid, step);
+    podtrace::recorder().record_once(uid, step);
 }
 
 /// The object a watcher is shown: an object that stopped matching the watcher's selector is

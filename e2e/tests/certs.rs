@@ -24,16 +24,16 @@ fn generate_keep_renew_check_and_a_users_kubeconfig() {
         certs(&args)
     };
 
-    // 12 certificates (3 CAs), the service account key pair, 7 kubeconfigs.
+    // 12 certificates (3 CAs), the service account key pair, 8 kubeconfigs.
     let first = generate(&[]);
-    assert_eq!((count(&first, "Generating"), count(&first, "Using the existing")), (20, 0), "{first}");
+    assert_eq!((count(&first, "Generating"), count(&first, "Using the existing")), (21, 0), "{first}");
     for (file, mode) in [("ca.key", 0o600), ("ca.crt", 0o644), ("etcd/peer.key", 0o600), ("sa.key", 0o600), ("admin.conf", 0o600), ("kubelet-n1.conf", 0o600)] {
         let meta = std::fs::metadata(pki.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(meta.permissions().mode() & 0o777, mode, "{file}");
     }
 
     let second = generate(&[]);
-    assert_eq!((count(&second, "Using the existing"), count(&second, "Generating"), count(&second, "Renewing")), (20, 0, 0), "{second}");
+    assert_eq!((count(&second, "Using the existing"), count(&second, "Generating"), count(&second, "Renewing")), (21, 0, 0), "{second}");
 
     let third = generate(&["--apiserver-cert-extra-sans", "lab.local"]);
     let renewed: Vec<&str> = third.lines().filter(|l| l.contains("Renewing")).collect();
@@ -45,7 +45,7 @@ fn generate_keep_renew_check_and_a_users_kubeconfig() {
     let header: Vec<&str> = lines.next().expect("a header").split("   ").map(str::trim).filter(|c| !c.is_empty()).collect();
     assert_eq!(header, ["CERTIFICATE", "EXPIRES", "RESIDUAL TIME", "CERTIFICATE AUTHORITY", "EXTERNALLY MANAGED"]);
     let rows: Vec<Vec<&str>> = lines.by_ref().take_while(|l| !l.is_empty()).map(|l| l.split_whitespace().collect()).collect();
-    assert_eq!(rows.len(), 16, "{tables}");
+    assert_eq!(rows.len(), 17, "{tables}");
     for row in &rows {
         // name, "Dec 04, 2027 20:34 UTC" (five words), residual time, CA, externally managed
         assert_eq!(row.len(), 9, "{row:?}");

@@ -725,6 +725,112 @@ check('dry-run', async (s) => {
         `after a dry-run patch and delete: data ${show(after.data)} resourceVersion ${after.metadata.resourceVersion} (was ${before.metadata.resourceVersion})`);
 });
 
+// --- storage (the PersistentVolume binder and the protection controllers) ---
+
+// Waiting for the PersistentVolume binder (it acts on each change, and resyncs every 15 s) or a
+// protection controller.
+const STORAGE_TIMEOUT = 30_000;
+const PV_PROTECTION = 'kubernetes.io/pv-protection';
+const PVC_PROTECTION = 'kubernetes.io/pvc-protection';
+
+check('storage-claims', async (s) => {
+    // A class and a volume of this run's own (cluster-scoped, so named after the namespace): the
+    // claim can bind to nothing else, and a rerun or the other suite never meets them.
+    const storage = s.kc.makeApiClient(k8s.StorageV1Api);
+    const name = s.ns;
+    const claim = 'data';
+    const labels = { 'kubelab-suite': s.ns };
+    const readPv = () => s.core.readPersistentVolume({ name });
+    const readClaim = () => s.core.readNamespacedPersistentVolumeClaim({ name: claim, namespace: s.ns });
+    const pvPhase = (want) => async () => {
+        const pv = await readPv();
+        return [pv.status.phase === want, `phase ${pv.status.phase} claimRef ${show(pv.spec.claimRef)}`];
+    };
+    try {
+        await storage.createStorageClass({
+            body: { metadata: { name }, provisioner: 'kubernetes.io/no-provisioner', reclaimPolicy: 'Retain', volumeBindingMode: 'Immediate' },
+        });
+        const got = await storage.readStorageClass({ name });
+        ensure(got.kind === 'StorageClass' && got.apiVersion === 'storage.k8s.io/v1' && got.provisioner === 'kubernetes.io/no-provisioner',
+            `class: kind ${got.kind} apiVersion ${got.apiVersion} provisioner ${got.provisioner}`);
+        ensure(got.reclaimPolicy === 'Retain' && got.volumeBindingMode === 'Immediate', `class: reclaimPolicy ${got.reclaimPolicy} volumeBindingMode ${got.volumeBindingMode}`);
+
+        // A static volume (never mounted): StorageObjectInUseProtection adds pv-protection.
+        const pv = await s.core.createPersistentVolume({
+            body: {
+                metadata: { name, labels },
+                spec: {
+                    storageClassName: name,
+                    capacity: { storage: '1Gi' },
+                    accessModes: ['ReadWriteOnce'],
+                    hostPath: { path: '/tmp/kubelab-client-suite', type: 'DirectoryOrCreate' },
+                },
+            },
+        });
+        ensure(sameJson(pv.metadata.finalizers, [PV_PROTECTION]), `volume finalizers ${show(pv.metadata.finalizers)}`);
+        // A static volume's reclaim policy defaults to Retain (the class's applies to provisioned ones).
+        ensure(pv.spec.persistentVolumeReclaimPolicy === 'Retain' && pv.spec.volumeMode === 'Filesystem',
+            `volume defaults: reclaim policy ${pv.spec.persistentVolumeReclaimPolicy} volumeMode ${pv.spec.volumeMode}`);
+        ensure(['Pending', 'Available'].includes(pv.status.phase), `a new volume's phase ${pv.status.phase}`);
+        await waitFor(`volume ${name} Available`, pvPhase('Available'), STORAGE_TIMEOUT);
+        const listed = await s.core.listPersistentVolume({ labelSelector: `kubelab-suite=${s.ns}` });
+        ensure(sameJson(names(listed.items), [name]), `volumes with kubelab-suite=${s.ns}: ${show(names(listed.items))}`);
+
+        // A claim of that class, half its size: the binder binds it to the volume.
+        let c = await s.core.createNamespacedPersistentVolumeClaim({
+            namespace: s.ns,
+            body: { metadata: { name: claim }, spec: { storageClassName: name, accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '512Mi' } } } },
+        });
+        ensure(sameJson(c.metadata.finalizers, [PVC_PROTECTION]), `claim finalizers ${show(c.metadata.finalizers)}`);
+        await waitFor(`claim ${claim} Bound`, async () => {
+            const got = await readClaim();
+            return [got.status.phase === 'Bound', `phase ${got.status.phase} volumeName ${got.spec.volumeName}`];
+        }, STORAGE_TIMEOUT);
+        c = await readClaim();
+        ensure(c.spec.volumeName === name && sameJson(c.status.capacity, { storage: '1Gi' }) && sameJson(c.status.accessModes, ['ReadWriteOnce']),
+            `bound claim: volumeName ${c.spec.volumeName} capacity ${show(c.status.capacity)} accessModes ${show(c.status.accessModes)}`);
+        await waitFor(`volume ${name} Bound`, pvPhase('Bound'), STORAGE_TIMEOUT);
+        let ref = (await readPv()).spec.claimRef;
+        ensure(ref && ref.kind === 'PersistentVolumeClaim' && ref.namespace === s.ns && ref.name === claim && ref.uid === c.metadata.uid,
+            `the volume's claimRef ${show(ref)}, expected claim ${s.ns}/${claim} uid ${c.metadata.uid}`);
+
+        // A claim without a size is invalid.
+        const st = await apiError(() => s.core.createNamespacedPersistentVolumeClaim({
+            namespace: s.ns,
+            body: { metadata: { name: 'nosize' }, spec: { storageClassName: name, accessModes: ['ReadWriteOnce'] } },
+        }), 422, 'Invalid');
+        ensure((st.message || '').includes('spec.resources[storage]: Required value'), `message ${show(st.message)}`);
+        const causes = (st.details && st.details.causes) || [];
+        ensure(causes.some((x) => x.field === 'spec.resources[storage]' && x.reason === 'FieldValueRequired'), `causes ${show(causes)}`);
+
+        // The claim deleted: pvc-protection lets it go (no pod uses it), and the volume, Retain,
+        // is Released, still naming it.
+        let gone = await s.core.deleteNamespacedPersistentVolumeClaim({ name: claim, namespace: s.ns });
+        ensure(gone.kind === 'PersistentVolumeClaim' && gone.metadata.deletionTimestamp, `the answer: kind ${gone.kind} deletionTimestamp ${gone.metadata && gone.metadata.deletionTimestamp}`);
+        await s.waitGone(readClaim, `claim ${claim}`, STORAGE_TIMEOUT);
+        await waitFor(`volume ${name} Released`, pvPhase('Released'), STORAGE_TIMEOUT);
+        ref = (await readPv()).spec.claimRef;
+        ensure(ref && ref.name === claim, `the released volume's claimRef ${show(ref)}`);
+
+        // The volume deleted: pv-protection lets it go, as it is no longer Bound.
+        gone = await s.core.deletePersistentVolume({ name });
+        ensure(gone.kind === 'PersistentVolume' && gone.metadata.deletionTimestamp, `the answer: kind ${gone.kind} deletionTimestamp ${gone.metadata && gone.metadata.deletionTimestamp}`);
+        await s.waitGone(readPv, `volume ${name}`, STORAGE_TIMEOUT);
+        gone = await storage.deleteStorageClass({ name });
+        ensure(gone.kind === 'StorageClass' && gone.metadata && gone.metadata.name === name, `the answer: ${show(gone)}`);
+        await apiError(() => storage.readStorageClass({ name }), 404, 'NotFound');
+    } finally {
+        // After a failure: whatever is left goes, without waiting (a volume may wait for pv-protection).
+        for (const del of [
+            () => s.core.deleteNamespacedPersistentVolumeClaim({ name: claim, namespace: s.ns }),
+            () => s.core.deletePersistentVolume({ name }),
+            () => storage.deleteStorageClass({ name }),
+        ]) {
+            await del().catch(() => {});
+        }
+    }
+});
+
 // --- errors ---
 
 check('error-404', async (s) => {

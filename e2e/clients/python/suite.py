@@ -733,6 +733,116 @@ def dry_run_delete_options(s):
            f"after a dry-run delete: resourceVersion {after.metadata.resource_version} (was {before.metadata.resource_version})")
 
 
+# --- storage (the PersistentVolume binder and the protection controllers) ---
+
+# Waiting for the PersistentVolume binder (it acts on each change, and resyncs every 15 s) or a
+# protection controller.
+STORAGE_TIMEOUT = 30
+PV_PROTECTION = "kubernetes.io/pv-protection"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+
+
+@check("storage-claims")
+def storage_claims(s):
+    # A class and a volume of this run's own (cluster-scoped, so named after the namespace): the
+    # claim can bind to nothing else, and a rerun or the other suite never meets them.
+    storage = client.StorageV1Api(s.api)
+    name, claim = s.ns, "data"
+    labels = {"kubelab-suite": s.ns}
+
+    def read_pv():
+        return s.core.read_persistent_volume(name, _request_timeout=REQUEST_TIMEOUT)
+
+    def read_claim():
+        return s.core.read_namespaced_persistent_volume_claim(claim, s.ns, _request_timeout=REQUEST_TIMEOUT)
+
+    def pv_phase(want):
+        def probe():
+            pv = read_pv()
+            return pv.status.phase == want, f"phase {pv.status.phase} claimRef {pv.spec.claim_ref}"
+        return probe
+
+    try:
+        sc = client.V1StorageClass(metadata=client.V1ObjectMeta(name=name), provisioner="kubernetes.io/no-provisioner",
+                                   reclaim_policy="Retain", volume_binding_mode="Immediate")
+        storage.create_storage_class(sc, _request_timeout=REQUEST_TIMEOUT)
+        got = storage.read_storage_class(name, _request_timeout=REQUEST_TIMEOUT)
+        ensure(got.kind == "StorageClass" and got.api_version == "storage.k8s.io/v1" and got.provisioner == "kubernetes.io/no-provisioner",
+               f"class: kind {got.kind} apiVersion {got.api_version} provisioner {got.provisioner}")
+        ensure(got.reclaim_policy == "Retain" and got.volume_binding_mode == "Immediate",
+               f"class: reclaimPolicy {got.reclaim_policy} volumeBindingMode {got.volume_binding_mode}")
+
+        # A static volume (never mounted): StorageObjectInUseProtection adds pv-protection.
+        pv = s.core.create_persistent_volume(client.V1PersistentVolume(
+            metadata=client.V1ObjectMeta(name=name, labels=labels),
+            spec=client.V1PersistentVolumeSpec(
+                storage_class_name=name, capacity={"storage": "1Gi"}, access_modes=["ReadWriteOnce"],
+                host_path=client.V1HostPathVolumeSource(path="/tmp/kubelab-client-suite", type="DirectoryOrCreate"))),
+            _request_timeout=REQUEST_TIMEOUT)
+        ensure(pv.metadata.finalizers == [PV_PROTECTION], f"volume finalizers {pv.metadata.finalizers}")
+        # A static volume's reclaim policy defaults to Retain (the class's applies to provisioned ones).
+        ensure(pv.spec.persistent_volume_reclaim_policy == "Retain" and pv.spec.volume_mode == "Filesystem",
+               f"volume defaults: reclaim policy {pv.spec.persistent_volume_reclaim_policy} volumeMode {pv.spec.volume_mode}")
+        ensure(pv.status.phase in ("Pending", "Available"), f"a new volume's phase {pv.status.phase}")
+        wait_for(f"volume {name} Available", pv_phase("Available"), STORAGE_TIMEOUT)
+        listed = s.core.list_persistent_volume(label_selector=f"kubelab-suite={s.ns}", _request_timeout=REQUEST_TIMEOUT).items
+        ensure(s.names(listed) == [name], f"volumes with kubelab-suite={s.ns}: {s.names(listed)}")
+
+        # A claim of that class, half its size: the binder binds it to the volume.
+        c = s.core.create_namespaced_persistent_volume_claim(s.ns, client.V1PersistentVolumeClaim(
+            metadata=client.V1ObjectMeta(name=claim),
+            spec=client.V1PersistentVolumeClaimSpec(storage_class_name=name, access_modes=["ReadWriteOnce"],
+                                                    resources=client.V1VolumeResourceRequirements(requests={"storage": "512Mi"}))),
+            _request_timeout=REQUEST_TIMEOUT)
+        ensure(c.metadata.finalizers == [PVC_PROTECTION], f"claim finalizers {c.metadata.finalizers}")
+
+        def claim_bound():
+            c = read_claim()
+            return c.status.phase == "Bound", f"phase {c.status.phase} volumeName {c.spec.volume_name}"
+        wait_for(f"claim {claim} Bound", claim_bound, STORAGE_TIMEOUT)
+        c = read_claim()
+        ensure(c.spec.volume_name == name and c.status.capacity == {"storage": "1Gi"} and c.status.access_modes == ["ReadWriteOnce"],
+               f"bound claim: volumeName {c.spec.volume_name} capacity {c.status.capacity} accessModes {c.status.access_modes}")
+        wait_for(f"volume {name} Bound", pv_phase("Bound"), STORAGE_TIMEOUT)
+        ref = read_pv().spec.claim_ref
+        ensure(ref and ref.kind == "PersistentVolumeClaim" and (ref.namespace, ref.name, ref.uid) == (s.ns, claim, c.metadata.uid),
+               f"the volume's claimRef {ref}, expected claim {s.ns}/{claim} uid {c.metadata.uid}")
+
+        # A claim without a size is invalid.
+        nosize = client.V1PersistentVolumeClaim(metadata=client.V1ObjectMeta(name="nosize"),
+                                                spec=client.V1PersistentVolumeClaimSpec(storage_class_name=name, access_modes=["ReadWriteOnce"]))
+        st = api_error(lambda: s.core.create_namespaced_persistent_volume_claim(s.ns, nosize, _request_timeout=REQUEST_TIMEOUT), 422, "Invalid")
+        ensure("spec.resources[storage]: Required value" in st.get("message", ""), f"message {st.get('message')!r}")
+        causes = st.get("details", {}).get("causes", [])
+        ensure(any(x.get("field") == "spec.resources[storage]" and x.get("reason") == "FieldValueRequired" for x in causes), f"causes {causes}")
+
+        # The claim deleted: pvc-protection lets it go (no pod uses it), and the volume, Retain,
+        # is Released, still naming it.
+        gone = s.core.delete_namespaced_persistent_volume_claim(claim, s.ns, _request_timeout=REQUEST_TIMEOUT)
+        ensure(gone.kind == "PersistentVolumeClaim" and gone.metadata.deletion_timestamp is not None, f"the answer: kind {gone.kind} deletionTimestamp {gone.metadata.deletion_timestamp}")
+        s.wait_gone(read_claim, f"claim {claim}", STORAGE_TIMEOUT)
+        wait_for(f"volume {name} Released", pv_phase("Released"), STORAGE_TIMEOUT)
+        ref = read_pv().spec.claim_ref
+        ensure(ref and ref.name == claim, f"the released volume's claimRef {ref}")
+
+        # The volume deleted: pv-protection lets it go, as it is no longer Bound.
+        gone = s.core.delete_persistent_volume(name, _request_timeout=REQUEST_TIMEOUT)
+        ensure(gone.kind == "PersistentVolume" and gone.metadata.deletion_timestamp is not None, f"the answer: kind {gone.kind} deletionTimestamp {gone.metadata.deletion_timestamp}")
+        s.wait_gone(read_pv, f"volume {name}", STORAGE_TIMEOUT)
+        gone = storage.delete_storage_class(name, _request_timeout=REQUEST_TIMEOUT)
+        ensure(gone.kind == "StorageClass" and gone.metadata.name == name, f"the answer: kind {gone.kind} name {gone.metadata.name}")
+        api_error(lambda: storage.read_storage_class(name, _request_timeout=REQUEST_TIMEOUT), 404, "NotFound")
+    finally:
+        # After a failure: whatever is left goes, without waiting (a volume may wait for pv-protection).
+        for delete in (lambda: s.core.delete_namespaced_persistent_volume_claim(claim, s.ns, _request_timeout=REQUEST_TIMEOUT),
+                       lambda: s.core.delete_persistent_volume(name, _request_timeout=REQUEST_TIMEOUT),
+                       lambda: storage.delete_storage_class(name, _request_timeout=REQUEST_TIMEOUT)):
+            try:
+                delete()
+            except (ApiException, ValueError):
+                pass
+
+
 # --- errors ---
 
 @check("error-404")

@@ -32,6 +32,12 @@ impl Strategy for PersistentVolumeClaimStrategy {
         &PERSISTENTVOLUMECLAIMS
     }
 
+    /// A delete answers with the object deleted, not a Status (its store's ReturnDeletedObject),
+    /// which the typed clients decode.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, obj: &mut Object) {
         if let Some(pvc) = obj.typed_mut::<PersistentVolumeClaim>() {
             api::core::v1::persistentvolume_defaults::set_defaults_persistent_volume_claim(pvc);

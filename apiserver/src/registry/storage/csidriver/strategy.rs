@@ -31,6 +31,12 @@ impl Strategy for CSIDriverStrategy {
         &CSIDRIVERS
     }
 
+    /// A delete answers with the object deleted, not a Status (its store's ReturnDeletedObject),
+    /// which the typed clients decode.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, obj: &mut Object) {
         if let Some(driver) = obj.typed_mut::<CSIDriver>() {
             api::storage::v1::defaults::set_defaults_csi_driver(driver);

@@ -31,6 +31,12 @@ impl Strategy for CSINodeStrategy {
         &CSINODES
     }
 
+    /// A delete answers with the object deleted, not a Status (its store's ReturnDeletedObject),
+    /// which the typed clients decode.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     fn validate(&self, obj: &Value) -> Vec<Cause> {
         causes(api::storage::validation::validate_csi_node(obj))
     }

@@ -33,6 +33,12 @@ impl Strategy for StorageClassStrategy {
         &STORAGECLASSES
     }
 
+    /// A delete answers with the object deleted, not a Status (its store's ReturnDeletedObject),
+    /// which the typed clients decode.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     fn set_defaults(&self, obj: &mut Object) {
         if let Some(class) = obj.typed_mut::<StorageClass>() {
             api::storage::v1::defaults::set_defaults_storage_class(class);

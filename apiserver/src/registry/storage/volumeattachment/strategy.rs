@@ -33,6 +33,12 @@ impl Strategy for VolumeAttachmentStrategy {
         &VOLUMEATTACHMENTS
     }
 
+    /// A delete answers with the object deleted, not a Status (its store's ReturnDeletedObject),
+    /// which the typed clients decode.
+    fn return_deleted_object(&self) -> bool {
+        true
+    }
+
     /// PrepareForCreate: the client's status is dropped for an empty one — which Go writes as
     /// `{"attached": false}`, the field being required.
     fn prepare_for_create(&self, obj: &mut Object) {

@@ -834,8 +834,88 @@ struct StoreArgs {
     /// Enable peer client cert authentication: peers need a certificate the peer CA signed.
     #[arg(long)]
     peer_client_cert_auth: bool,
+    /// Raise the NOSPACE alarm, and refuse writes that grow the database, once the backend
+    /// passes this many bytes (0: the default, 2 GiB; negative: no quota).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    quota_backend_bytes: i64,
+    /// Interpret --auto-compaction-retention as a period ("periodic") or a number of
+    /// revisions ("revision").
+    #[arg(long, default_value = store::config::DEFAULT_AUTO_COMPACTION_MODE, value_parser = ["periodic", "revision"])]
+    auto_compaction_mode: String,
+    /// Auto compaction retention: for periodic mode a duration (e.g. 30m, 1h30m) or a number of
+    /// hours, for revision mode a number of revisions; 0 disables auto compaction.
+    #[arg(long, default_value = store::config::DEFAULT_AUTO_COMPACTION_RETENTION)]
+    auto_compaction_retention: String,
     #[command(flatten)]
     otlp: otel::OtlpArgs,
+    #[command(subcommand)]
+    command: Option<StoreCommand>,
+}
+
+/// `kubelab store`'s offline tools, as etcdutl has them.
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Snapshot files that `etcdctl snapshot save` took from a member.
+    #[command(subcommand)]
+    Snapshot(StoreSnapshotCommand),
+}
+
+#[derive(Subcommand)]
+enum StoreSnapshotCommand {
+    /// Restores a snapshot file into a fresh data directory for one member of a new cluster
+    /// (etcdutl snapshot restore): run it for every member, with the same file and flags.
+    Restore(StoreRestoreArgs),
+}
+
+/// Flags as etcdutl names them.
+#[derive(Args)]
+struct StoreRestoreArgs {
+    /// The snapshot file (from `etcdctl snapshot save`).
+    file: PathBuf,
+    /// Human-readable name for this member.
+    #[arg(long, default_value = "default")]
+    name: String,
+    /// Path to the output data directory (default: <name>.kubelab); must be empty or missing.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Initial cluster configuration for restore bootstrap: name=peer-url,...
+    #[arg(long, default_value = "default=http://localhost:2380")]
+    initial_cluster: String,
+    /// Initial cluster token for the etcd cluster during restore bootstrap.
+    #[arg(long, default_value = "etcd-cluster")]
+    initial_cluster_token: String,
+    /// List of this member's peer URLs to advertise to the rest of the cluster.
+    #[arg(long, default_value = "http://localhost:2380")]
+    initial_advertise_peer_urls: String,
+    /// Ignore snapshot integrity hash value (required if copied from a data directory).
+    #[arg(long)]
+    skip_hash_check: bool,
+}
+
+impl StoreRestoreArgs {
+    fn run(self) -> anyhow::Result<()> {
+        let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from(format!("{}.kubelab", self.name)));
+        let r = store::snapshot_restore::restore(&store::snapshot_restore::RestoreConfig {
+            snapshot_path: self.file.clone(),
+            name: self.name,
+            output_data_dir: data_dir.clone(),
+            initial_cluster: self.initial_cluster,
+            initial_cluster_token: self.initial_cluster_token,
+            peer_urls: store::config::split_urls(&self.initial_advertise_peer_urls),
+            skip_hash_check: self.skip_hash_check,
+        })?;
+        println!(
+            "restored snapshot {} into {}: member {:x} of new cluster {:x}, revision {} ({} keys), raft index {}",
+            self.file.display(),
+            data_dir.display(),
+            r.member_id,
+            r.cluster_id,
+            r.revision,
+            r.keys,
+            r.index
+        );
+        Ok(())
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -887,6 +967,9 @@ impl StoreArgs {
                 trusted_ca_file: self.peer_trusted_ca_file,
                 client_cert_auth: self.peer_client_cert_auth,
             },
+            quota_backend_bytes: self.quota_backend_bytes,
+            auto_compaction_mode: self.auto_compaction_mode,
+            auto_compaction_retention: self.auto_compaction_retention,
             name: self.name,
         })
     }
@@ -1019,7 +1102,10 @@ fn main() -> anyhow::Result<()> {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start the async runtime")?;
     match cli.command {
-        Command::Store(args) => {
+        Command::Store(mut args) => {
+            if let Some(StoreCommand::Snapshot(StoreSnapshotCommand::Restore(restore))) = args.command.take() {
+                return restore.run().context("kubelab store snapshot restore");
+            }
             let cfg = args.into_config()?;
             rt.block_on(store::run(cfg, shutdown_signal())).context("kubelab store")?;
         }

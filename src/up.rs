@@ -576,6 +576,9 @@ async fn start(
             trusted_ca_file: Some(pki.join("etcd/ca.crt")),
             client_cert_auth: true,
         },
+        quota_backend_bytes: 0,
+        auto_compaction_mode: store::config::DEFAULT_AUTO_COMPACTION_MODE.into(),
+        auto_compaction_retention: store::config::DEFAULT_AUTO_COMPACTION_RETENTION.into(),
     };
     {
         let rx = cp_rx.clone();

@@ -13,6 +13,7 @@ use prost::Message as _;
 use proto::etcd::*;
 use tokio::sync::broadcast;
 
+use crate::alarms::{AlarmStore, alarm_action, alarm_type};
 use crate::engine::{Engine, WriteBatch, keys};
 use crate::error::{Error, Result};
 use crate::mvcc::{KvStore, Lessor, Record, Revision, WriteTxn, in_range};
@@ -26,7 +27,7 @@ pub struct InternalRaftRequest {
     /// The proposer's sequence number, its key for the waiting client.
     #[prost(uint64, tag = "2")]
     pub seq: u64,
-    #[prost(oneof = "Request", tags = "3, 4, 5, 6, 7, 8, 9, 10")]
+    #[prost(oneof = "Request", tags = "3, 4, 5, 6, 7, 8, 9, 10, 11")]
     pub request: Option<Request>,
 }
 
@@ -49,6 +50,10 @@ pub enum Request {
     LeaseRenew(PbLeaseKeepAliveRequest),
     #[prost(message, tag = "10")]
     MemberAttributes(MemberAttributes),
+    /// Raises, clears or lists alarms (etcd's `InternalRaftRequest.Alarm`): through the log, so
+    /// every member agrees on what is raised.
+    #[prost(message, tag = "11")]
+    Alarm(PbAlarmRequest),
 }
 
 /// What a member publishes about itself once it has joined (etcd's `publish`).
@@ -77,6 +82,8 @@ pub struct SnapshotData {
     pub compacted: i64,
     #[prost(message, repeated, tag = "6")]
     pub members: Vec<MemberAttributes>,
+    #[prost(message, repeated, tag = "7")]
+    pub alarms: Vec<PbAlarmMember>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -102,6 +109,7 @@ pub enum Applied {
     LeaseRevoke(PbLeaseRevokeResponse),
     LeaseRenew { id: i64, ttl: i64 },
     MemberAttributes,
+    Alarm(PbAlarmResponse),
 }
 
 /// The changes of one revision, as watchers receive them.
@@ -118,6 +126,8 @@ pub struct StateMachine {
     pub kv: KvStore,
     pub lessor: Lessor,
     pub members: BTreeMap<u64, MemberAttributes>,
+    /// Raised alarms; a NOSPACE alarm caps writes that grow the database.
+    pub alarms: AlarmStore,
     pub applied_index: u64,
     /// The first key the last revision wrote (for the per-revision trace, [`crate::traceutil`]).
     pub last_key: Vec<u8>,
@@ -149,8 +159,9 @@ impl StateMachine {
             ),
             None => 0,
         };
+        let alarms = AlarmStore::load(engine.as_ref())?;
         let (watch_tx, _) = broadcast::channel(watch_capacity.max(1));
-        Ok(Self { kv, lessor, members, applied_index, last_key: Vec::new(), engine, watch_tx })
+        Ok(Self { kv, lessor, members, alarms, applied_index, last_key: Vec::new(), engine, watch_tx })
     }
 
     fn attached_keys(kv: &KvStore) -> Vec<(i64, Vec<u8>)> {
@@ -191,6 +202,18 @@ impl StateMachine {
     }
 
     fn apply_request(&mut self, req: Request, now: Instant, batch: &mut WriteBatch) -> Result<Applied> {
+        // etcd's capped applier: while a NOSPACE alarm is raised, what would grow the database
+        // is refused on every member alike (the alarm is state-machine state).
+        if self.alarms.no_space() {
+            let grows = match &req {
+                Request::Put(_) | Request::LeaseGrant(_) => true,
+                Request::Txn(t) => crate::quota::cost_txn(t) > 0,
+                _ => false,
+            };
+            if grows {
+                return Err(Error::NoSpace);
+            }
+        }
         match req {
             Request::Put(p) => {
                 let mut txn = self.kv.begin(batch);
@@ -216,7 +239,11 @@ impl StateMachine {
                 r.map(Applied::Txn)
             }
             Request::Compaction(c) => {
+                // etcd's failpoints around committing a scheduled compaction; ours is done in
+                // one step, its deletions joining the pending batch.
+                failpoint!("compactBeforeCommitScheduledCompact");
                 self.kv.compact(c.revision, batch)?;
+                failpoint!("compactAfterCommitScheduledCompact");
                 Ok(Applied::Compaction(PbCompactionResponse { header: header(self.kv.current_revision()) }))
             }
             Request::LeaseGrant(g) => {
@@ -249,7 +276,31 @@ impl StateMachine {
                 self.members.insert(m.id, m);
                 Ok(Applied::MemberAttributes)
             }
+            Request::Alarm(a) => Ok(Applied::Alarm(self.alarm(&a, batch))),
         }
+    }
+
+    /// etcd's `applierV3backend.Alarm`: GET lists the alarms of a type (every alarm for NONE),
+    /// ACTIVATE raises one for a member, DEACTIVATE clears it; the response holds what changed.
+    fn alarm(&mut self, a: &PbAlarmRequest, batch: &mut WriteBatch) -> PbAlarmResponse {
+        let mut alarms = Vec::new();
+        match a.action {
+            alarm_action::GET => alarms = self.alarms.get(a.alarm),
+            alarm_action::ACTIVATE if a.alarm != alarm_type::NONE => {
+                if let Some(m) = self.alarms.activate(a.member_id, a.alarm, batch) {
+                    tracing::warn!(target: "store::apply", alarm = crate::alarms::alarm_type::name(m.alarm), from = %format!("{:x}", m.member_id), "alarm raised");
+                    alarms.push(m);
+                }
+            }
+            alarm_action::DEACTIVATE => {
+                if let Some(m) = self.alarms.deactivate(a.member_id, a.alarm, batch) {
+                    tracing::warn!(target: "store::apply", alarm = crate::alarms::alarm_type::name(m.alarm), from = %format!("{:x}", m.member_id), "alarm disarmed");
+                    alarms.push(m);
+                }
+            }
+            _ => {}
+        }
+        PbAlarmResponse { header: header(self.kv.current_revision()), alarms }
     }
 
     /// Publishes a revision's events to watchers; returns the store's revision.
@@ -431,20 +482,25 @@ impl StateMachine {
             records: self
                 .kv
                 .records()
-                .map(|(rev, rec)| SnapshotRecord {
-                    main: rev.main,
-                    sub: rev.sub,
-                    tombstone: rec.tombstone,
-                    kv: Some(rec.kv.clone()),
-                })
+                .map(|(rev, rec)| SnapshotRecord { main: rev.main, sub: rev.sub, tombstone: rec.tombstone, kv: Some(rec.kv.clone()) })
                 .collect(),
+            ..self.snapshot_rest()
+        };
+        snap.encode_to_vec()
+    }
+
+    /// Everything of a snapshot but the key space's records (left empty): what
+    /// [`crate::snapshot::SnapshotView`] sends after the records it streams.
+    pub fn snapshot_rest(&self) -> SnapshotData {
+        SnapshotData {
+            records: Vec::new(),
             leases: self.lessor.all().map(|l| PbLeaseStatus { id: l.id }).collect(),
             lease_ttls: self.lessor.all().map(|l| l.ttl).collect(),
             revision: self.kv.current_revision(),
             compacted: self.kv.compacted_revision(),
             members: self.members.values().cloned().collect(),
-        };
-        snap.encode_to_vec()
+            alarms: self.alarms.get(alarm_type::NONE),
+        }
     }
 
     /// Replaces the whole state machine with a snapshot's, applied at raft index `index`.
@@ -469,6 +525,7 @@ impl StateMachine {
             batch.put(keys::with_u64(keys::MEMBER_ATTRS, m.id), m.encode_to_vec());
             self.members.insert(m.id, m);
         }
+        self.alarms.restore(snap.alarms, self.engine.as_ref(), batch)?;
         self.applied_index = index;
         batch.put(keys::APPLIED.to_vec(), index.to_be_bytes().to_vec());
         Ok(())

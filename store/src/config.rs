@@ -47,7 +47,20 @@ pub struct Config {
     /// `--peer-cert-file`, `--peer-key-file`, `--peer-trusted-ca-file`,
     /// `--peer-client-cert-auth`: the peer port and the connections to the peers.
     pub peer_tls_info: TlsInfo,
+    /// `--quota-backend-bytes`: past this size the member raises the NOSPACE alarm and refuses
+    /// writes that grow the database; 0 is etcd's default (2 GiB), a negative value no quota
+    /// ([`crate::quota`]).
+    pub quota_backend_bytes: i64,
+    /// `--auto-compaction-mode`: `periodic` or `revision` ([`crate::v3compactor`]).
+    pub auto_compaction_mode: String,
+    /// `--auto-compaction-retention`: for `periodic`, a duration (`30m`, `1h30m`) or a bare
+    /// number of hours; for `revision`, how many revisions to keep. `0` turns it off.
+    pub auto_compaction_retention: String,
 }
+
+/// etcd's defaults for the maintenance flags: the default quota, auto-compaction off.
+pub const DEFAULT_AUTO_COMPACTION_MODE: &str = "periodic";
+pub const DEFAULT_AUTO_COMPACTION_RETENTION: &str = "0";
 
 /// FNV-1a: a stable hash (std's `DefaultHasher` may change between Rust releases).
 fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -65,17 +78,22 @@ pub fn member_id(name: &str, token: &str) -> u64 {
     fnv1a(&[name.as_bytes(), token.as_bytes()])
 }
 
+/// The id of the cluster `members` found: a hash of their sorted member ids.
+pub fn cluster_id(members: &[Peer]) -> u64 {
+    let mut ids: Vec<u64> = members.iter().map(|p| p.id).collect();
+    ids.sort_unstable();
+    let bytes: Vec<[u8; 8]> = ids.iter().map(|i| i.to_be_bytes()).collect();
+    let parts: Vec<&[u8]> = bytes.iter().map(|b| b.as_slice()).collect();
+    fnv1a(&parts)
+}
+
 impl Config {
     pub fn member_id(&self) -> u64 {
         member_id(&self.name, &self.cluster_token)
     }
 
     pub fn cluster_id(&self) -> u64 {
-        let mut ids: Vec<u64> = self.initial_cluster.iter().map(|p| p.id).collect();
-        ids.sort_unstable();
-        let bytes: Vec<[u8; 8]> = ids.iter().map(|i| i.to_be_bytes()).collect();
-        let parts: Vec<&[u8]> = bytes.iter().map(|b| b.as_slice()).collect();
-        fnv1a(&parts)
+        cluster_id(&self.initial_cluster)
     }
 
     pub fn voters(&self) -> Vec<u64> {
@@ -133,6 +151,7 @@ impl Config {
         if self.election_timeout < self.heartbeat_interval * 5 {
             return Err(Error::Config("--election-timeout must be at least 5 times --heartbeat-interval".into()));
         }
+        AutoCompaction::parse(&self.auto_compaction_mode, &self.auto_compaction_retention)?;
         Ok(())
     }
 }
@@ -181,6 +200,81 @@ pub fn split_urls(s: &str) -> Vec<String> {
     s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect()
 }
 
+
+// `--auto-compaction-mode` and `--auto-compaction-retention`, parsed as etcd's embed config
+// parses them; carried out by [`crate::v3compactor`].
+
+/// etcd's `CompactorModePeriodic` and `CompactorModeRevision`.
+pub const MODE_PERIODIC: &str = "periodic";
+pub const MODE_REVISION: &str = "revision";
+/// What `--auto-compaction-mode` and `--auto-compaction-retention` ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AutoCompaction {
+    Periodic(Duration),
+    Revision(i64),
+}
+
+impl AutoCompaction {
+    /// Parses the two flags as etcd's `parseCompactionRetention` does: a bare number is hours
+    /// (periodic) or revisions (revision), anything else a Go duration. `None`: retention 0, off.
+    pub fn parse(mode: &str, retention: &str) -> Result<Option<Self>> {
+        if mode != MODE_PERIODIC && mode != MODE_REVISION {
+            return Err(Error::Config(format!("unknown auto-compaction-mode {mode:?}")));
+        }
+        let parsed = match retention.parse::<i64>() {
+            Ok(n) if n >= 0 => match mode {
+                MODE_REVISION => Self::Revision(n),
+                _ => Self::Periodic(Duration::from_secs(n as u64 * 3600)),
+            },
+            _ => {
+                let d = parse_go_duration(retention)
+                    .map_err(|e| Error::Config(format!("error parsing CompactionRetention: {e}")))?;
+                match mode {
+                    // etcd reads a duration given to revision mode as nanoseconds: a count.
+                    MODE_REVISION => Self::Revision(d.as_nanos() as i64),
+                    _ => Self::Periodic(d),
+                }
+            }
+        };
+        Ok(match parsed {
+            Self::Periodic(d) if d.is_zero() => None,
+            Self::Revision(0) => None,
+            p => Some(p),
+        })
+    }
+}
+
+/// Go's `time.ParseDuration`: a sequence of decimal numbers with units (`1h30m`, `1.5h`, `300ms`).
+pub fn parse_go_duration(s: &str) -> std::result::Result<Duration, String> {
+    let invalid = || format!("time: invalid duration {s:?}");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(|| format!("time: missing unit in duration {s:?}"))?;
+        let n: f64 = rest[..num_end].parse().map_err(|_| invalid())?;
+        rest = &rest[num_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            u => return Err(format!("time: unknown unit {u:?} in duration {s:?}")),
+        };
+        total += n * unit;
+        rest = &rest[unit_end..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +308,9 @@ mod tests {
             watch_progress_notify_interval: Duration::from_secs(600),
             client_tls_info: TlsInfo::default(),
             peer_tls_info: TlsInfo::peer(),
+            quota_backend_bytes: 0,
+            auto_compaction_mode: DEFAULT_AUTO_COMPACTION_MODE.into(),
+            auto_compaction_retention: DEFAULT_AUTO_COMPACTION_RETENTION.into(),
         }
     }
 

@@ -41,6 +41,9 @@ pub mod keys {
     pub const IDENTITY: &[u8] = b"m\x00identity";
     /// `m\x01` + member id (u64 BE) → the member's published attributes (name, client URLs).
     pub const MEMBER_ATTRS: &[u8] = b"m\x01";
+    /// `a` + member id (u64 BE) + alarm type (i32 BE) → the encoded `AlarmMember` (etcd's
+    /// `alarm` bucket): raised alarms survive a restart.
+    pub const ALARM: &[u8] = b"a";
 
     pub fn with_u64(prefix: &[u8], n: u64) -> Vec<u8> {
         let mut k = Vec::with_capacity(prefix.len() + 8);
@@ -88,10 +91,24 @@ pub trait Engine: Send + Sync + 'static {
     fn flush(&self) -> Result<usize>;
     /// Bytes the engine occupies on disk.
     fn size_on_disk(&self) -> u64;
+    /// Rewrites the engine's files with only the data they hold now, giving back the space
+    /// deleted data took (etcd's backend `Defrag`). Every earlier write is kept, and none is made
+    /// meanwhile: writes wait for it.
+    fn defragment(&self) -> Result<()>;
 }
 
 /// The sled engine: one sled `Db`, its default tree.
+///
+/// The `Db` sits behind a lock only so that [`Engine::defragment`] can replace it with a
+/// rewritten one: writes and flushes hold the read lock while they run (so none lands in the old
+/// database after the copy began), a defragmentation the write lock.
 pub struct SledEngine {
+    inner: std::sync::RwLock<SledDb>,
+    /// Where the database lives; `None` for a temporary one.
+    dir: Option<std::path::PathBuf>,
+}
+
+struct SledDb {
     db: sled::Db,
     /// sled's own log file, for the fdatasync that sled does not do (see `flush`).
     log: Option<std::fs::File>,
@@ -101,6 +118,11 @@ impl SledEngine {
     /// Opens (or creates) the engine in `dir`. A directory still locked by a member that is
     /// shutting down is waited for briefly; one held by a running process is an error that says so.
     pub fn open(dir: &std::path::Path) -> Result<Self> {
+        recover_defragment(dir)?;
+        Ok(Self { inner: std::sync::RwLock::new(Self::open_db(dir)?), dir: Some(dir.to_path_buf()) })
+    }
+
+    fn open_db(dir: &std::path::Path) -> Result<SledDb> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
             // sled's background flush (every 500 ms) bounds how much of the WAL a restart
@@ -108,7 +130,7 @@ impl SledEngine {
             match sled::Config::new().path(dir).cache_capacity(256 << 20).open() {
                 Ok(db) => {
                     let log = std::fs::File::open(dir.join("db"))?;
-                    return Ok(Self { db, log: Some(log) });
+                    return Ok(SledDb { db, log: Some(log) });
                 }
                 Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
                     if std::time::Instant::now() >= deadline {
@@ -126,9 +148,46 @@ impl SledEngine {
 
     /// A throwaway engine in a temporary directory, for tests.
     pub fn temporary() -> Result<Self> {
-        Ok(Self { db: sled::Config::new().temporary(true).open()?, log: None })
+        let db = sled::Config::new().temporary(true).open()?;
+        Ok(Self { inner: std::sync::RwLock::new(SledDb { db, log: None }), dir: None })
+    }
+
+    /// The database as it is now (a cheap handle: sled's `Db` is reference counted). A read
+    /// through it after a defragmentation replaced it still sees the same data.
+    fn db(&self) -> sled::Db {
+        self.inner.read().expect("engine lock").db.clone()
     }
 }
+
+/// The directories a defragmentation of the database in `dir` uses: the rewritten copy, and the
+/// old database while the copy takes its place.
+fn defrag_dirs(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    (dir.with_file_name(format!("{name}.defrag")), dir.with_file_name(format!("{name}.old")))
+}
+
+/// Finishes or undoes a defragmentation a crash interrupted (see [`SledEngine::defragment`]):
+/// a half-written copy is removed; an old database without a database in its place (a crash
+/// between the two renames) is put back, since it holds everything; an old database beside
+/// the new one (a crash after both renames) is removed.
+fn recover_defragment(dir: &std::path::Path) -> Result<()> {
+    let (copy, old) = defrag_dirs(dir);
+    if copy.exists() {
+        std::fs::remove_dir_all(&copy)?;
+    }
+    if old.exists() {
+        if dir.exists() {
+            std::fs::remove_dir_all(&old)?;
+        } else {
+            tracing::warn!(target: "store::engine", dir = %dir.display(), "a defragmentation was interrupted; keeping the database from before it");
+            std::fs::rename(&old, dir)?;
+        }
+    }
+    Ok(())
+}
+
+/// Pairs copied into the rewritten database per batch.
+const DEFRAG_BATCH: usize = 10_000;
 
 fn pair((k, v): (sled::IVec, sled::IVec)) -> (Vec<u8>, Vec<u8>) {
     (k.to_vec(), v.to_vec())
@@ -136,19 +195,19 @@ fn pair((k, v): (sled::IVec, sled::IVec)) -> (Vec<u8>, Vec<u8>) {
 
 impl Engine for SledEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get(key)?.map(|v| v.to_vec()))
+        Ok(self.db().get(key)?.map(|v| v.to_vec()))
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + '_> {
-        Box::new(self.db.scan_prefix(prefix).map(|r| r.map(pair).map_err(Into::into)))
+        Box::new(self.db().scan_prefix(prefix).map(|r| r.map(pair).map_err(Into::into)))
     }
 
     fn scan_range(&self, start: &[u8], end: &[u8]) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + '_> {
-        Box::new(self.db.range(start.to_vec()..end.to_vec()).map(|r| r.map(pair).map_err(Into::into)))
+        Box::new(self.db().range(start.to_vec()..end.to_vec()).map(|r| r.map(pair).map_err(Into::into)))
     }
 
     fn last_with_prefix(&self, prefix: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        Ok(self.db.scan_prefix(prefix).next_back().transpose()?.map(pair))
+        Ok(self.db().scan_prefix(prefix).next_back().transpose()?.map(pair))
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
@@ -159,24 +218,89 @@ impl Engine for SledEngine {
                 None => b.remove(k),
             }
         }
-        self.db.apply_batch(b)?;
+        // Held while writing: a defragmentation must not copy the database before this lands.
+        let inner = self.inner.read().expect("engine lock");
+        inner.db.apply_batch(b)?;
         Ok(())
     }
 
     fn flush(&self) -> Result<usize> {
-        let n = self.db.flush()?;
+        let inner = self.inner.read().expect("engine lock");
+        let n = inner.db.flush()?;
         // sled writes its log with sync_file_range(2) on Linux, which persists neither the file's
         // size after an append nor the disk's write cache: not durable across a power loss.
         // fdatasync on the same file (it acts on the inode, whichever descriptor) makes it so.
         // Only compaction and snapshot installs need this; the write path syncs the WAL alone.
-        if let Some(log) = &self.log {
+        if let Some(log) = &inner.log {
             log.sync_data()?;
         }
         Ok(n)
     }
 
     fn size_on_disk(&self) -> u64 {
-        self.db.size_on_disk().unwrap_or(0)
+        self.db().size_on_disk().unwrap_or(0)
+    }
+
+    /// sled never gives back the space of deleted data (its log reuses freed segments, but the
+    /// file does not shrink), so, as etcd rewrites bbolt into a temporary file and renames it
+    /// over the old one, the pairs are copied into a fresh database beside the old one, which
+    /// then takes its place:
+    /// 1. under the write lock (no write lands meanwhile), flush the old database durably;
+    /// 2. copy every pair into `<dir>.defrag`, flush it and close it;
+    /// 3. rename `<dir>` to `<dir>.old` and `<dir>.defrag` to `<dir>`, open it, drop the old
+    ///    one and remove `<dir>.old`.
+    ///
+    /// A directory cannot replace a non-empty one in one rename: a crash between the two renames
+    /// leaves `<dir>.old` alone, which [`SledEngine::open`] puts back (see `recover_defragment`).
+    /// A temporary engine is copied the same way into another temporary database.
+    fn defragment(&self) -> Result<()> {
+        let mut inner = self.inner.write().expect("engine lock");
+        inner.db.flush()?;
+        if let Some(log) = &inner.log {
+            log.sync_data()?;
+        }
+        let copy_into = |to: &sled::Db| -> Result<()> {
+            let mut batch = sled::Batch::default();
+            let mut n = 0;
+            for kv in inner.db.iter() {
+                let (k, v) = kv?;
+                batch.insert(k, v);
+                n += 1;
+                if n == DEFRAG_BATCH {
+                    to.apply_batch(std::mem::take(&mut batch))?;
+                    n = 0;
+                }
+            }
+            to.apply_batch(batch)?;
+            to.flush()?;
+            Ok(())
+        };
+        let Some(dir) = self.dir.clone() else {
+            let fresh = sled::Config::new().temporary(true).open()?;
+            copy_into(&fresh)?;
+            *inner = SledDb { db: fresh, log: None };
+            return Ok(());
+        };
+        let (copy, old) = defrag_dirs(&dir);
+        if copy.exists() {
+            std::fs::remove_dir_all(&copy)?;
+        }
+        {
+            let fresh = sled::Config::new().path(&copy).open()?;
+            copy_into(&fresh)?;
+            std::fs::File::open(copy.join("db"))?.sync_all()?;
+        }
+        std::fs::rename(&dir, &old)?;
+        std::fs::rename(&copy, &dir)?;
+        if let Some(parent) = dir.parent() {
+            std::fs::File::open(parent)?.sync_all()?;
+        }
+        *inner = Self::open_db(&dir)?;
+        if let Err(e) = std::fs::remove_dir_all(&old) {
+            // The next start removes it (see `recover_defragment`).
+            tracing::warn!(target: "store::engine", dir = %old.display(), error = %e, "the database from before the defragmentation was not removed");
+        }
+        Ok(())
     }
 }
 
@@ -323,6 +447,11 @@ impl Engine for BackgroundWrites {
     fn size_on_disk(&self) -> u64 {
         self.inner.size_on_disk()
     }
+
+    fn defragment(&self) -> Result<()> {
+        self.drain()?;
+        self.inner.defragment()
+    }
 }
 
 impl Drop for BackgroundWrites {
@@ -364,6 +493,74 @@ mod tests {
         bg.write(b).unwrap();
         bg.flush().unwrap();
         assert_eq!(bg.inner.get(b"k50").unwrap(), Some(b"x".to_vec()), "flush waited for the batch");
+    }
+
+    #[test]
+    fn defragmenting_gives_back_the_space_of_deleted_data_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let e = SledEngine::open(&path).unwrap();
+        for chunk in 0..20 {
+            let mut b = WriteBatch::default();
+            for i in 0..500 {
+                b.put(format!("k{chunk:02}-{i:03}").into_bytes(), vec![b'v'; 1024]);
+            }
+            e.write(b).unwrap();
+        }
+        e.flush().unwrap();
+        let mut b = WriteBatch::default();
+        for chunk in 0..20 {
+            for i in 0..500 {
+                if chunk != 7 || i % 2 == 1 {
+                    b.delete(format!("k{chunk:02}-{i:03}").into_bytes());
+                }
+            }
+        }
+        e.write(b).unwrap();
+        e.flush().unwrap();
+        let before = e.size_on_disk();
+        e.defragment().unwrap();
+        let after = e.size_on_disk();
+        eprintln!("sled size on disk: {before} bytes before defragmenting, {after} after");
+        assert!(after * 4 < before, "{before} → {after}: a twentieth of the data is left");
+        let left: Vec<_> = e.scan_prefix(b"k").map(|kv| kv.unwrap().0).collect();
+        assert_eq!(left.len(), 250);
+        assert!(left.iter().all(|k| k.starts_with(b"k07-")));
+        assert!(!dir.path().join("db.old").exists() && !dir.path().join("db.defrag").exists());
+        // Writes go on in the new database, and it is the one found on reopening.
+        let mut b = WriteBatch::default();
+        put(&mut b, "after", "1");
+        e.write(b).unwrap();
+        e.flush().unwrap();
+        drop(e);
+        let e = SledEngine::open(&path).unwrap();
+        assert_eq!(e.get(b"after").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(e.scan_prefix(b"k").count(), 250);
+    }
+
+    #[test]
+    fn a_defragmentation_cut_short_is_undone_or_finished_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let e = SledEngine::open(&path).unwrap();
+        let mut b = WriteBatch::default();
+        put(&mut b, "k", "v");
+        e.write(b).unwrap();
+        e.flush().unwrap();
+        drop(e);
+        // A crash between the two renames: only the old database is left, under its old name,
+        // beside a half-written copy.
+        std::fs::rename(&path, dir.path().join("db.old")).unwrap();
+        std::fs::create_dir_all(dir.path().join("db.defrag")).unwrap();
+        let e = SledEngine::open(&path).unwrap();
+        assert_eq!(e.get(b"k").unwrap(), Some(b"v".to_vec()));
+        assert!(!dir.path().join("db.defrag").exists());
+        drop(e);
+        // A crash after both: the old one is removed.
+        std::fs::create_dir_all(dir.path().join("db.old")).unwrap();
+        let e = SledEngine::open(&path).unwrap();
+        assert_eq!(e.get(b"k").unwrap(), Some(b"v".to_vec()));
+        assert!(!dir.path().join("db.old").exists());
     }
 
     /// The nice value of each of this process's threads called `name`, and of the calling one.
@@ -439,6 +636,9 @@ mod tests {
         }
         fn size_on_disk(&self) -> u64 {
             0
+        }
+        fn defragment(&self) -> Result<()> {
+            self.inner.defragment()
         }
     }
 

@@ -27,6 +27,9 @@ pub enum Error {
     LeaseExists,
     #[error("etcdserver: too large lease TTL")]
     LeaseTtlTooLarge,
+    /// The NOSPACE alarm is raised, or this write would pass `--quota-backend-bytes`.
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
     #[error("etcdserver: no leader")]
     NoLeader,
     #[error("etcdserver: request timed out")]
@@ -53,6 +56,9 @@ pub enum Error {
     /// A write the engine's writer thread applied failed (see `engine::BackgroundWrites`).
     #[error("storage engine: an earlier write failed: {0}")]
     EngineFailed(String),
+    /// A snapshot file cannot be restored (etcd's messages: a missing or wrong hash).
+    #[error("{0}")]
+    Snapshot(String),
     #[error("corrupt record {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },
     #[error("raft: {0}")]
@@ -85,6 +91,7 @@ impl Error {
             }
             Error::LeaseNotFound => Code::NotFound,
             Error::LeaseExists => Code::FailedPrecondition,
+            Error::NoSpace => Code::ResourceExhausted,
             Error::NoLeader | Error::Timeout | Error::Stopped => Code::Unavailable,
             _ => Code::Internal,
         };

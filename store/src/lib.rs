@@ -35,22 +35,62 @@
 //! that [`authority`] still reads a client's HTTP/2 stream (decrypted). `--listen-metrics-urls`
 //! stay plain HTTP.
 //!
+//! ## Failpoints (tests only)
+//! With the `failpoints` feature (the `kubelab-failpoints` binary; never `kubelab`), [`failpoint`]
+//! gives the robustness tests etcd's gofail failpoints: set from `KUBELAB_FAILPOINTS`
+//! (`name=term;…`) at start, or over HTTP (`PUT`/`GET`/`DELETE /<name>`, `GET /`) when
+//! `KUBELAB_FAILPOINTS_HTTP=127.0.0.1:PORT`; a term is `off`, `panic` (the process ends at
+//! once, a `kill -9` there), `sleep(MS)`, `return("msg")` or `print`, optionally `N*` or `P%`.
+//! Without the feature every site compiles to nothing. The sites, named after etcd's:
+//! - Ready loop ([`raft_node`]): `raftBeforeLeaderSend` (step 1, a leader's messages);
+//!   `raftBeforeApplySnap`, `raftAfterApplySnap` (step 2, around restoring the state machine from
+//!   a leader's snapshot), `raftBeforeSaveSnap`, `raftAfterSaveSnap` (around making it durable in
+//!   sled, before the WAL's rewrite); `beforeCommit`, `afterCommit` (around handing the pending
+//!   state machine batch to the engine).
+//! - [`wal`]: `raftBeforeSave`, `raftAfterSave` (around writing and syncing a Ready's HardState
+//!   and entries); `walBeforeSync`, `walAfterSync` (around the tail's `fdatasync`: `sleep` makes
+//!   it slow, `return` makes it fail, and the member then exits, as etcd's does, without
+//!   acknowledging what the write held).
+//! - [`server`]: `raftBeforeFollowerSend` (the messages that waited for the WAL: a follower's
+//!   append responses, votes). [`apply`]: `compactBeforeCommitScheduledCompact`,
+//!   `compactAfterCommitScheduledCompact` (around applying a Compaction).
+//! - Three deliberately injected bugs, on only when set (`=return`), for checking the checkers:
+//!   `bugStaleRead` ([`v3rpc::kv`]: a linearizable Range or read-only Txn is served without
+//!   ReadIndex, so a member cut off from the majority answers stale data); `bugEarlyAck`
+//!   ([`raft_node`]: a leader commits what its own WAL holds without a quorum, so a leader cut
+//!   off from the majority acknowledges writes that are then lost); `bugWatchSkip`
+//!   ([`v3rpc::watch`]: a watch catching up from history, from its start revision or after
+//!   falling behind, skips that first revision's events).
+//!
 //! ## Implementation caveats
 //! - Membership is fixed by `--initial-cluster`: no MemberAdd/Remove/Update/Promote, no learners.
-//!   A member that lost its disk can rejoin with `--initial-cluster-state existing`.
+//!   So a member that lost its disk cannot be replaced: `--initial-cluster-state existing` on
+//!   an empty data directory (how etcd starts a member `member add` added) is refused with
+//!   etcd's "has already been bootstrapped", since raft cannot take a member back under the
+//!   identity whose log it lost.
 //! - TLS, but no etcd authentication: the Auth service answers UNIMPLEMENTED (no users or roles,
-//!   and a client certificate's common name is no user); no alarms (NOSPACE). Certificates are
-//!   read once, at start (etcd reads them again for each handshake, so a renewed one needs no
+//!   and a client certificate's common name is no user). Certificates are read once, at start (etcd reads them again for each handshake, so a renewed one needs no
 //!   restart); no `--peer-cert-allowed-cn`, `--cipher-suites`, CRLs or `--auto-tls`.
 //! - The key space since the last compaction is held in memory, as etcd's index is (etcd keeps
 //!   values in bbolt's mmap). The API server (kubelab's or Kubernetes') compacts every five
-//!   minutes; there is no `--auto-compaction-*`.
-//! - Snapshots travel as one message (etcd streams them in chunks).
+//!   minutes; `--auto-compaction-mode`/`--auto-compaction-retention` ([`v3compactor`]) are off
+//!   by default, as in etcd, and the revision mode looks every five minutes (etcd's
+//!   `revInterval`), not configurable.
+//! - A leader's snapshot to a follower travels as one message (etcd streams it in chunks;
+//!   `Maintenance.Snapshot` to a client is streamed in chunks here too).
 //! - Lease keep-alives go through the raft log (etcd sends them to the leader only and
 //!   checkpoints remaining TTLs); simpler and agreed by every member, at the cost of a log entry
 //!   per keep-alive.
-//! - Maintenance: Status and Alarm (always empty) only; Defragment, Hash, HashKV, Snapshot,
-//!   MoveLeader and Downgrade answer UNIMPLEMENTED.
+//! - Maintenance: Status, Alarm, Defragment and Snapshot; Hash, HashKV, MoveLeader and Downgrade
+//!   answer UNIMPLEMENTED. The only alarm is NOSPACE (no CORRUPT: there are no hash checks).
+//!   Only the member whose size passes `--quota-backend-bytes` raises it, when its gRPC edge
+//!   refuses a request ([`v3rpc::quota`]); etcd also raises it when applying an accepted
+//!   request passes the quota. The size is sled's files, which shrink only through Defragment
+//!   (a copy into a fresh directory swapped in: [`engine`]); the member's engine writes wait
+//!   meanwhile.
+//! - A snapshot file (`etcdctl snapshot save`) is the store's own format ([`snapshot`]), not
+//!   etcd's bbolt file: `kubelab store snapshot restore` ([`snapshot_restore`]) restores it, but
+//!   `etcdctl snapshot status` and etcd's restore cannot read it, nor can the store read etcd's.
 //! - The WAL: no CRC chained across records and no per-segment metadata record (etcd has both);
 //!   a new segment is created on the write path when the tail fills up (etcd prepares the next
 //!   one in the background); the queue of jobs for the WAL writer thread is unbounded (a leader
@@ -64,10 +104,16 @@
 //!   (`store/tests/`) and the end-to-end tests that drive them directly: [`apply`], [`config`],
 //!   [`engine`], [`metrics`], [`raft_node`], [`raft_storage`], [`tlsinfo`], [`transport`],
 //!   [`v3rpc`], [`wal`].
-//!   The rest (the raft thread's server, MVCC, the HTTP endpoints, socket options and TLS
-//!   handshakes, the `:authority` repair, the revision trace) is the crate's own.
+//! - [`snapshot_restore`]: what `kubelab store snapshot restore` runs.
+//!   The rest (the raft thread's server, MVCC, alarms, the quota, auto-compaction, the snapshot
+//!   file format, the HTTP endpoints, socket options and TLS handshakes, the `:authority`
+//!   repair, the revision trace) is the crate's own.
 #![allow(rustdoc::private_intra_doc_links)] // the tour names private modules; read it in the source
 
+// First: the modules after it use its `failpoint!` and `injected_bug!` macros.
+#[macro_use]
+pub(crate) mod failpoint;
+pub(crate) mod alarms;
 pub mod apply;
 pub(crate) mod authority;
 pub mod config;
@@ -77,12 +123,16 @@ pub(crate) mod etcdhttp;
 pub mod metrics;
 pub(crate) mod mvcc;
 pub(crate) mod netutil;
+pub(crate) mod quota;
 pub mod raft_node;
 pub mod raft_storage;
 pub(crate) mod server;
+pub(crate) mod snapshot;
+pub mod snapshot_restore;
 pub mod tlsinfo;
 pub(crate) mod traceutil;
 pub mod transport;
+pub(crate) mod v3compactor;
 pub mod v3rpc;
 pub mod wal;
 
@@ -166,6 +216,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
 
     let rt = tokio::runtime::Handle::current();
     let (node, raft_thread) = server::start(cfg.clone(), &rt, peer_tls)?;
+    if let Some(ac) = config::AutoCompaction::parse(&cfg.auto_compaction_mode, &cfg.auto_compaction_retention)? {
+        tokio::spawn(v3compactor::run(node.clone(), ac, node.stopped()));
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
 

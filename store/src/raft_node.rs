@@ -306,7 +306,11 @@ impl RaftNode {
 
         // Step 1: messages that need no local persistence: a leader's, and the requests a
         // follower forwards to the leader.
-        send_now(sink, rd.take_messages());
+        let msgs = rd.take_messages();
+        if self.role == StateRole::Leader && !msgs.is_empty() {
+            failpoint!("raftBeforeLeaderSend");
+        }
+        send_now(sink, msgs);
         let (forwarded, persisted): (Vec<Message>, Vec<Message>) =
             rd.take_persisted_messages().into_iter().partition(is_forwarded_request);
         send_now(sink, forwarded);
@@ -319,9 +323,17 @@ impl RaftNode {
             let snap = rd.snapshot().clone();
             let meta = snap.get_metadata();
             tracing::info!(target: "store::raft", index = meta.index, term = meta.term, "applying snapshot from leader");
+            // etcd's snapshot failpoints, in our order: the state machine is restored first,
+            // because the durable write is what the restore produces.
+            failpoint!("raftBeforeApplySnap");
             let mut restored = WriteBatch::default();
             self.sm.write().expect("state machine lock").restore(&snap.data, meta.index, &mut restored)?;
+            failpoint!("raftAfterApplySnap");
+            failpoint!("raftBeforeSaveSnap");
             self.raw.mut_store().apply_snapshot(meta, restored)?;
+            // A crash here leaves the snapshot in sled but not in the WAL: `PeerStorage::open`
+            // finishes the install.
+            failpoint!("raftAfterSaveSnap");
             self.metrics.snapshots_applied.inc();
         }
 
@@ -379,6 +391,14 @@ impl RaftNode {
         if let Some(n) = number {
             self.raw.on_persist_ready(n);
             self.persisted = self.persisted.max(n);
+            // INJECTED BUG, for the robustness tests only (`failpoints` feature, set with
+            // `bugEarlyAck=return`): a leader commits every entry its own WAL holds, without
+            // waiting for a quorum, so it applies them and answers their clients early. A leader
+            // cut off from the majority acknowledges writes the new leader's log later replaces.
+            if self.role == StateRole::Leader && injected_bug!("bugEarlyAck") {
+                let persisted = self.raw.raft.raft_log.persisted;
+                self.raw.raft.raft_log.commit_to(persisted);
+            }
         }
         self.advance_applied();
     }
@@ -406,7 +426,11 @@ impl RaftNode {
     fn commit_backend(&mut self, now: Instant, force: bool) -> Result<()> {
         let Some(since) = self.backend_since else { return Ok(()) };
         if force || batch_due(&self.opts, self.backend.len(), since, self.backend_grew, now) {
+            // etcd's failpoints around its backend's batch commit. `afterCommit` fires once the
+            // batch is handed to the engine's writer thread, not once sled has applied it.
+            failpoint!("beforeCommit");
             self.engine.write(std::mem::take(&mut self.backend))?;
+            failpoint!("afterCommit");
             self.backend_since = None;
         }
         Ok(())

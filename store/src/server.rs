@@ -41,6 +41,9 @@ pub enum Input {
     Persisted { number: Option<u64>, fsync: Option<Duration> },
     /// The WAL writer failed: the member cannot go on.
     WalFailed(String),
+    /// Hand the state machine's pending engine writes to the engine now, and answer once they
+    /// are written (before a defragmentation copies the engine).
+    CommitBackend { tx: oneshot::Sender<Result<()>> },
     Shutdown,
 }
 
@@ -90,6 +93,10 @@ struct NodeInner {
     metrics: Arc<Metrics>,
     request_timeout: Duration,
     revision_trace: RevisionTrace,
+    /// `--quota-backend-bytes` ([`crate::quota`]).
+    quota: crate::quota::BackendQuota,
+    /// Turns true at shutdown, for the member's own tasks (the auto-compactor).
+    stopped: tokio::sync::watch::Sender<bool>,
 }
 
 /// A cheap, cloneable handle to the running member.
@@ -97,6 +104,12 @@ struct NodeInner {
 pub struct Node(Arc<NodeInner>);
 
 impl Node {
+    /// Turns true when the member stops (for tasks that live as long as it, such as
+    /// auto-compaction).
+    pub(crate) fn stopped(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.0.stopped.subscribe()
+    }
+
     pub fn id(&self) -> u64 {
         self.0.id
     }
@@ -124,6 +137,32 @@ impl Node {
 
     pub fn db_size(&self) -> u64 {
         self.0.engine.size_on_disk()
+    }
+
+    /// Bytes of the database that hold data (etcd's `dbSizeInUse`): the key space's records,
+    /// leases, alarms and member attributes; the rest of [`Node::db_size`] is space a
+    /// defragmentation gives back.
+    pub fn db_size_in_use(&self) -> u64 {
+        let sm = self.0.sm.read().expect("state machine lock");
+        let leases = sm.lessor.all().count() as u64 * 17;
+        let small = (sm.alarms.get(crate::alarms::alarm_type::NONE).len() + sm.members.len()) as u64 * 64;
+        sm.kv.size_in_use() + leases + small
+    }
+
+    /// Whether a request of `cost` fits in `--quota-backend-bytes` (etcd's `backendQuota.Available`).
+    pub fn quota_available(&self, cost: u64) -> bool {
+        self.0.quota.available(self.db_size(), cost)
+    }
+
+    /// Rewrites the engine's files without the space deleted data took (etcd's `Defragment`).
+    /// This member's engine writes wait until it is done (the Ready loop goes on, so raft does).
+    pub async fn defragment(&self) -> Result<()> {
+        // What was applied but still waits in the Ready loop's batch must be in the copy.
+        let (tx, rx) = oneshot::channel();
+        self.0.inputs.send(Input::CommitBackend { tx }).map_err(|_| Error::Stopped)?;
+        rx.await.map_err(|_| Error::Stopped)??;
+        let engine = self.0.engine.clone();
+        tokio::task::spawn_blocking(move || engine.defragment()).await.map_err(|e| Error::EngineFailed(e.to_string()))?
     }
 
     pub fn status(&self) -> NodeStatus {
@@ -181,13 +220,20 @@ impl Node {
     }
 
     pub fn shutdown(&self) {
+        self.0.stopped.send_replace(true);
         let _ = self.0.inputs.send(Input::Shutdown);
     }
 }
 
+/// The identity record of member `name` (`member_id`) of cluster `cluster_id`, as its data
+/// directory keeps it (`keys::IDENTITY`).
+pub(crate) fn identity_record(name: &str, member_id: u64, cluster_id: u64) -> String {
+    format!("member {member_id:x} ({name}) of cluster {cluster_id:x}")
+}
+
 /// The member's identity as recorded in its data directory.
 fn check_identity(engine: &dyn Engine, cfg: &Config) -> Result<bool> {
-    let wanted = format!("member {:x} ({}) of cluster {:x}", cfg.member_id(), cfg.name, cfg.cluster_id());
+    let wanted = identity_record(&cfg.name, cfg.member_id(), cfg.cluster_id());
     match engine.get(keys::IDENTITY)? {
         Some(found) => {
             let found = String::from_utf8_lossy(&found).into_owned();
@@ -199,6 +245,19 @@ fn check_identity(engine: &dyn Engine, cfg: &Config) -> Result<bool> {
         None => {
             if engine.scan_prefix(b"").next().is_some() {
                 return Err(Error::Corrupt { what: "data dir", detail: "data without an identity record".into() });
+            }
+            if !cfg.new_cluster {
+                // `existing` on an empty data directory is how etcd starts a member `member add`
+                // has just added, under the new ID the add gave it. This store has no member add,
+                // so the only member that can start this way is one that was a member before and
+                // lost its data; raft cannot take it back under the same identity: the leader
+                // still counts it as holding the entries it lost (its first heartbeat commits past
+                // the empty log, a raft panic), and it could vote twice in one term. etcd refuses
+                // it the same way, checked before anything is written to the directory.
+                return Err(Error::Config(format!(
+                    "member {:x} has already been bootstrapped: it cannot rejoin with an empty data directory under the identity it had (--initial-cluster-state existing); start it with the data directory it had",
+                    cfg.member_id()
+                )));
             }
             let mut b = WriteBatch::default();
             b.put(keys::IDENTITY.to_vec(), wanted.into_bytes());
@@ -219,6 +278,8 @@ pub fn start(
     peer_tls: Option<Arc<rustls::ClientConfig>>,
 ) -> Result<(Node, std::thread::JoinHandle<()>)> {
     cfg.validate()?;
+    #[cfg(feature = "failpoints")]
+    crate::failpoint::init()?;
     let dir = cfg.data_dir.join("member");
     std::fs::create_dir_all(&dir)?;
     let metrics = Metrics::new();
@@ -237,10 +298,9 @@ pub fn start(
     // etcd's minimum lease TTL: 1.5 election timeouts, rounded up to a second.
     let min_ttl = (cfg.election_timeout.as_millis() as i64 * 3 + 1999) / 2000;
     let sm = Arc::new(RwLock::new(StateMachine::load(engine.clone(), min_ttl, 4096)?));
-    // A new member of a new cluster bootstraps the voters; one joining an existing cluster
-    // (`--initial-cluster-state existing`, e.g. after losing its disk) waits for the leader's
-    // snapshot instead.
-    let voters = if fresh && !cfg.new_cluster { Vec::new() } else { cfg.voters() };
+    // A new member of a new cluster bootstraps the voters (an empty data directory with
+    // `--initial-cluster-state existing` was refused by `check_identity`).
+    let voters = cfg.voters();
     let id = cfg.member_id();
     let cluster_id = cfg.cluster_id();
     let wal_dir = dir.join("wal");
@@ -261,6 +321,9 @@ pub fn start(
     let (wal_transport, wal_inputs) = (transport.clone(), inputs.clone());
     raft.persist_in_background(move |written| match written {
         Ok(w) => {
+            if !w.messages.is_empty() {
+                failpoint!("raftBeforeFollowerSend");
+            }
             wal_transport.send(w.messages);
             let _ = wal_inputs.send(Input::Persisted { number: w.number, fsync: w.fsync });
         }
@@ -275,18 +338,41 @@ pub fn start(
         inputs,
         sm,
         engine,
-        seq: AtomicU64::new(1),
+        seq: AtomicU64::new(first_seq()),
         status: SharedStatus::default(),
         metrics,
         request_timeout,
         revision_trace: RevisionTrace::new(&cfg.name, id),
+        quota: crate::quota::BackendQuota::new(cfg.quota_backend_bytes),
+        stopped: tokio::sync::watch::channel(false).0,
         cfg,
     }));
     let loop_node = node.clone();
     let handle = std::thread::Builder::new()
         .name("raft".into())
-        .spawn(move || RaftLoop::new(raft, transport, loop_node).run(rx))?;
+        .spawn(move || {
+            // A panic of the raft thread ends the member, as a panic ends etcd: a process that
+            // still holds its ports and answers Status while its raft is gone looks alive to
+            // every supervisor and client, and is not.
+            let run = std::panic::AssertUnwindSafe(move || RaftLoop::new(raft, transport, loop_node).run(rx));
+            if std::panic::catch_unwind(run).is_err() {
+                tracing::error!("the raft thread panicked (see above); the member exits");
+                std::process::exit(2);
+            }
+        })?;
     Ok((node, handle))
+}
+
+/// The first sequence number of this run of the member: the wall clock in milliseconds above
+/// a 22-bit counter, as etcd's `pkg/idutil` generator makes request IDs. A proposal the member
+/// made before a crash can still be in the log and be applied after the restart; numbering from
+/// 1 again, its result went to the new client that happened to get the same number (a put
+/// answered with another request's revision, which the robustness checker caught). Starting from
+/// the clock, a restarted member's numbers are past every number it used before, as long as it
+/// did not make more than four million proposals a millisecond.
+fn first_seq() -> u64 {
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    (ms & ((1 << 41) - 1)) << 22
 }
 
 /// Where the Ready loop's messages and results go: the peers' queues, the waiting clients.
@@ -450,8 +536,17 @@ impl RaftLoop {
             Input::Unreachable(id) => self.raft.report_unreachable(id),
             Input::SnapshotStatus(id, ok) => self.raft.report_snapshot(id, ok),
             Input::Persisted { number, fsync } => self.raft.on_persisted(number, fsync),
-            // As for an error of the Ready loop (see `run`).
-            Input::WalFailed(e) => panic!("store: the WAL writer failed, the Ready loop cannot continue: {e}"),
+            // As etcd's `lg.Fatal` when the WAL cannot save: the process ends. A failed fsync
+            // cannot be retried (see `run`), and a member whose raft thread merely stopped would
+            // still hold its ports and look alive.
+            Input::WalFailed(e) => {
+                tracing::error!(target: "store::raft", error = %e, "the WAL writer failed, the member cannot continue; exiting");
+                std::process::exit(1);
+            }
+            // `close` writes the pending batch and flushes the engine; the loop goes on.
+            Input::CommitBackend { tx } => {
+                let _ = tx.send(self.raft.close());
+            }
             Input::Shutdown => {}
         }
     }

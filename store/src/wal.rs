@@ -301,6 +301,12 @@ fn preallocate(f: &File, len: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The error a failpoint's `return` makes an fdatasync fail with (EIO, as a failing disk's).
+#[cfg(feature = "failpoints")]
+fn failed_sync(failpoint: &str, msg: String) -> io::Error {
+    io::Error::other(format!("fdatasync failed (failpoint {failpoint}: {})", if msg.is_empty() { "input/output error" } else { &msg }))
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(wal_err(dir))
 }
@@ -474,8 +480,18 @@ impl Wal {
         if let Some(state) = &job.rewrite {
             self.rewrite(state)?;
         }
+        // etcd's failpoints around `storage.Save(rd.HardState, rd.Entries)`, where there is
+        // something to save.
+        let saving = !job.records.is_empty();
+        if saving {
+            failpoint!("raftBeforeSave");
+        }
         self.write(&job.records)?;
-        if job.sync { Ok(Some(self.sync()?)) } else { Ok(None) }
+        let fsync = if job.sync { Some(self.sync()?) } else { None };
+        if saving {
+            failpoint!("raftAfterSave");
+        }
+        Ok(fsync)
     }
 
     /// Writes records with one `pwrite`, cutting a new segment first if they would overflow the
@@ -519,8 +535,11 @@ impl Wal {
 
     /// `fdatasync`s the tail segment; returns how long it took.
     fn sync(&mut self) -> Result<Duration> {
+        // `return` stands for a failed fdatasync: the writer stops and the member exits.
+        failpoint!("walBeforeSync", |msg| return Err(self.tail_err(failed_sync("walBeforeSync", msg))));
         let t = Instant::now();
         self.tail.sync_data().map_err(|e| self.tail_err(e))?;
+        failpoint!("walAfterSync", |msg| return Err(self.tail_err(failed_sync("walAfterSync", msg))));
         self.unsynced = false;
         Ok(t.elapsed())
     }

@@ -40,6 +40,9 @@ fn config(name: &str, dir: &std::path::Path, client: u16, peer: u16) -> store::C
         watch_progress_notify_interval: Duration::from_millis(300),
         client_tls_info: store::tlsinfo::TlsInfo::default(),
         peer_tls_info: store::tlsinfo::TlsInfo::peer(),
+        quota_backend_bytes: 0,
+        auto_compaction_mode: store::config::DEFAULT_AUTO_COMPACTION_MODE.into(),
+        auto_compaction_retention: store::config::DEFAULT_AUTO_COMPACTION_RETENTION.into(),
     }
 }
 

@@ -62,6 +62,11 @@ impl Record {
         v
     }
 
+    /// Bytes the record takes in the engine, with its key.
+    fn engine_len(&self) -> u64 {
+        (1 + keys::KV.len() + 16 + 1 + self.kv.encoded_len()) as u64
+    }
+
     fn decode(b: &[u8]) -> Result<Self> {
         let (flag, rest) = b.split_first().ok_or_else(|| Error::Corrupt { what: "kv record", detail: "empty".into() })?;
         let kv = PbKeyValue::decode(rest).map_err(|e| Error::Corrupt { what: "kv record", detail: e.to_string() })?;
@@ -118,6 +123,8 @@ pub struct KvStore {
     history: BTreeMap<Revision, Arc<Record>>,
     current: i64,
     compacted: i64,
+    /// Bytes the records take in the engine (what Status reports as `dbSizeInUse`).
+    bytes: u64,
 }
 
 impl KvStore {
@@ -144,6 +151,7 @@ impl KvStore {
     }
 
     fn insert(&mut self, rev: Revision, rec: Record) {
+        self.bytes += rec.engine_len();
         let rec = Arc::new(rec);
         self.index.entry(rec.kv.key.clone()).or_default().push((rev, rec.clone()));
         self.history.insert(rev, rec);
@@ -155,6 +163,12 @@ impl KvStore {
 
     pub fn compacted_revision(&self) -> i64 {
         self.compacted
+    }
+
+    /// Bytes the key space's records take in the engine, history included: what a
+    /// defragmentation would keep of them.
+    pub fn size_in_use(&self) -> u64 {
+        self.bytes
     }
 
     /// Number of keys that exist now.
@@ -276,7 +290,8 @@ impl KvStore {
             // The newest revision at or below `rev` survives unless it is a tombstone.
             let keep_last = !revs[upto - 1].1.tombstone;
             let drop = if keep_last { upto - 1 } else { upto };
-            for (r, _) in revs.drain(..drop) {
+            for (r, rec) in revs.drain(..drop) {
+                self.bytes -= rec.engine_len();
                 self.history.remove(&r);
                 batch.delete(r.engine_key());
             }
@@ -327,6 +342,12 @@ impl KvStore {
     /// Every record, for a snapshot.
     pub fn records(&self) -> impl Iterator<Item = (&Revision, &Record)> {
         self.history.iter().map(|(rev, rec)| (rev, &**rec))
+    }
+
+    /// Every record, shared rather than copied: a point-in-time view that stays valid after
+    /// the store moves on ([`crate::snapshot`]).
+    pub fn records_shared(&self) -> Vec<(Revision, Arc<Record>)> {
+        self.history.iter().map(|(rev, rec)| (*rev, rec.clone())).collect()
     }
 
     /// Replaces the whole key space (a snapshot from the leader), staging the engine writes.
@@ -438,6 +459,8 @@ mod tests {
         assert!(matches!(s.compact(9, &mut b), Err(Error::FutureRevision)));
         assert!(matches!(s.events_between(3, 5, b"a", b""), Err(Error::Compacted { .. })));
         assert_eq!(s.events_between(4, 5, b"a", b"").unwrap().len(), 1);
+        let kept: u64 = s.history.values().map(|r| r.engine_len()).sum();
+        assert_eq!(s.size_in_use(), kept, "the size in use counts what compaction kept");
     }
 
     #[test]

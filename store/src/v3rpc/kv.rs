@@ -23,7 +23,11 @@ impl PbKvService for KvService {
         if r.key.is_empty() {
             return Err(Error::EmptyKey.into());
         }
-        if !r.serializable {
+        // INJECTED BUG, for the robustness tests only (`failpoints` feature, set with
+        // `bugStaleRead=return`): a linearizable read is served from this member's state as it
+        // is, like a serializable one, without ReadIndex. A member cut off from the majority then
+        // answers with what it had, missing writes the others acknowledged since.
+        if !r.serializable && !injected_bug!("bugStaleRead") {
             self.node.linearizable_read().await?;
         }
         let mut resp = self.node.state_machine().read().expect("state machine lock").range(&r)?;
@@ -43,6 +47,7 @@ impl PbKvService for KvService {
             return Err(Error::EmptyKey.into());
         }
         check_size(&self.node, &p)?;
+        super::quota::check(&self.node, crate::quota::cost_put(&p)).await?;
         match self.node.propose(apply::Request::Put(p)).await? {
             Applied::Put(mut r) => {
                 r.header = self.node.header(r.header.map_or(0, |h| h.revision));
@@ -71,10 +76,12 @@ impl PbKvService for KvService {
         let t = req.into_inner();
         apply::check_txn(&t)?;
         check_size(&self.node, &t)?;
+        super::quota::check(&self.node, crate::quota::cost_txn(&t)).await?;
         let mut resp = if apply::txn_is_read_only(&t) {
             // Reads only: no raft round, but the same linearizability as a Range. Run under the
             // write lock so the txn code can be shared with writes; it changes nothing.
-            if !txn_is_serializable(&t) {
+            // The same injected bug as Range's (tests only).
+            if !txn_is_serializable(&t) && !injected_bug!("bugStaleRead") {
                 self.node.linearizable_read().await?;
             }
             let mut scratch = crate::engine::WriteBatch::default();

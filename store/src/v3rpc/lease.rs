@@ -38,6 +38,7 @@ impl PbLeaseService for LeaseService {
         if g.ttl > MAX_LEASE_TTL {
             return Err(Error::LeaseTtlTooLarge.into());
         }
+        super::quota::check(&self.node, crate::quota::cost_lease_grant()).await?;
         if g.id == 0 {
             g.id = new_lease_id(self.node.id());
         }

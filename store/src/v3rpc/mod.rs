@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub(crate) mod quota;
 pub mod trace;
 pub mod watch;
 

@@ -155,7 +155,11 @@ impl WatchStream {
             let sm = self.node.state_machine().read().expect("state machine lock");
             let current = sm.kv.current_revision();
             let history = if w.next_rev > 0 && w.next_rev <= current {
-                Some(sm.kv.events_between(w.next_rev, current, &w.key, &w.range_end))
+                // INJECTED BUG, for the robustness tests only (`failpoints` feature, set with
+                // `bugWatchSkip=return`): an off-by-one, the catch-up from history starts one
+                // revision after the watch's start revision, whose events are never sent.
+                let from = if injected_bug!("bugWatchSkip") { w.next_rev + 1 } else { w.next_rev };
+                Some(sm.kv.events_between(from, current, &w.key, &w.range_end))
             } else {
                 None
             };
@@ -237,7 +241,10 @@ impl WatchStream {
                 let w = &self.watches[&id];
                 let sm = self.node.state_machine().read().expect("state machine lock");
                 let current = sm.kv.current_revision();
-                (current, sm.kv.events_between(w.next_rev, current, &w.key, &w.range_end))
+                // The same injected bug as `create`'s (tests only): the revision the stream
+                // resumes at is skipped.
+                let from = if injected_bug!("bugWatchSkip") { w.next_rev + 1 } else { w.next_rev };
+                (current, sm.kv.events_between(from, current, &w.key, &w.range_end))
             };
             match result {
                 Ok(events) => {

@@ -57,6 +57,9 @@ pub struct StoreOptions {
     pub env: Vec<(String, String)>,
     /// Serve clients and peers over TLS with client certificate authentication on both.
     pub tls: Option<StoreTls>,
+    /// Run the store built with failpoints ([`crate::kubelab_failpoints_bin`]), each member
+    /// serving its failpoints over HTTP ([`StoreCluster::set_failpoint`]). Kubelab only.
+    pub failpoints: bool,
 }
 
 /// The etcd certificates of a PKI `kubelab certs generate` made (kubeadm's layout): what a TLS
@@ -114,6 +117,7 @@ impl Default for StoreOptions {
             // Logs go to files: no ANSI colour codes in them (tracing-subscriber honours NO_COLOR).
             env: vec![("NO_COLOR".into(), "1".into())],
             tls: None,
+            failpoints: false,
         }
     }
 }
@@ -141,12 +145,18 @@ pub struct Member {
     pub client_port: u16,
     pub peer_port: u16,
     pub metrics_port: u16,
+    /// Where the member serves its failpoints ([`StoreOptions::failpoints`]).
+    pub failpoint_port: Option<u16>,
     /// `<root>/<name>`: holds `data/` and the logs.
     pub dir: PathBuf,
     /// `http` or `https`.
     scheme: &'static str,
     args: Vec<String>,
+    /// The environment of this member alone (added to [`StoreOptions::env`]).
+    env: Vec<(String, String)>,
     process: Option<Process>,
+    /// Stopped with SIGSTOP ([`StoreCluster::pause`]).
+    paused: bool,
     _ports: Vec<Port>,
 }
 
@@ -195,7 +205,9 @@ impl StoreCluster {
                 "etcd derives member IDs from peer URLs, so its members cannot each get their own proxied --initial-cluster; start etcd with proxy: false"
             );
         }
+        anyhow::ensure!(!(opts.failpoints && opts.flavor == Flavor::Etcd), "failpoints are kubelab's: etcd 3.4 from Debian is not built with gofail");
         let bin = match opts.flavor {
+            Flavor::Kubelab if opts.failpoints => crate::kubelab_failpoints_bin()?,
             Flavor::Kubelab => crate::kubelab_bin()?,
             Flavor::Etcd => crate::etcd_bin()?,
         };
@@ -204,7 +216,7 @@ impl StoreCluster {
             .tempdir()?;
         let mut ports_of = Vec::new();
         for _ in 0..n {
-            ports_of.push(ports::reserve_n(3)?);
+            ports_of.push(ports::reserve_n(if opts.failpoints { 4 } else { 3 })?);
         }
         let peer_ports: Vec<u16> = ports_of.iter().map(|p| p[1].port).collect();
         let proxy = if opts.proxy {
@@ -218,6 +230,7 @@ impl StoreCluster {
         let mut members = Vec::new();
         for (i, ps) in ports_of.into_iter().enumerate() {
             let (client_port, peer_port, metrics_port) = (ps[0].port, ps[1].port, ps[2].port);
+            let failpoint_port = ps.get(3).map(|p| p.port);
             let initial_cluster = (0..n)
                 .map(|j| {
                     let port = match &proxy {
@@ -267,15 +280,19 @@ impl StoreCluster {
                 args.extend(tls.flags());
             }
             args.extend(opts.extra_args.iter().cloned());
+            let env = failpoint_port.map(|p| ("KUBELAB_FAILPOINTS_HTTP".to_string(), format!("127.0.0.1:{p}"))).into_iter().collect();
             members.push(Member {
                 name: names[i].clone(),
                 client_port,
                 peer_port,
                 metrics_port,
+                failpoint_port,
                 dir,
                 scheme,
                 args,
+                env,
                 process: None,
+                paused: false,
                 _ports: ps,
             });
         }
@@ -338,7 +355,9 @@ impl StoreCluster {
     pub fn restart(&mut self, i: usize) -> anyhow::Result<()> {
         let m = &mut self.members[i];
         anyhow::ensure!(m.process.is_none(), "{} is still running", m.name);
-        let p = Process::spawn(&m.name, &self.bin, &m.args, &m.dir, &self.opts.env)?;
+        let env: Vec<(String, String)> = self.opts.env.iter().chain(&m.env).cloned().collect();
+        let p = Process::spawn(&m.name, &self.bin, &m.args, &m.dir, &env)?;
+        m.paused = false;
         eprintln!(
             "[e2e] started {} pid {} client {}",
             m.name,
@@ -358,9 +377,98 @@ impl StoreCluster {
         }
     }
 
+    /// SIGSTOP member `i`: it stops answering anyone, without losing a byte (a long GC pause,
+    /// a VM stall).
+    pub fn pause(&mut self, i: usize) {
+        self.signal(i, libc::SIGSTOP, "pause");
+        self.members[i].paused = true;
+    }
+
+    /// SIGCONT member `i` after [`pause`](Self::pause).
+    pub fn resume(&mut self, i: usize) {
+        self.signal(i, libc::SIGCONT, "resume");
+        self.members[i].paused = false;
+    }
+
+    fn signal(&mut self, i: usize, sig: i32, what: &str) {
+        let m = &mut self.members[i];
+        if let Some(p) = m.process.as_mut() {
+            if p.exited().is_none() {
+                eprintln!("[e2e] {what} {} pid {}", m.name, p.pid());
+                // The PID is our unreaped child, so it cannot have been recycled.
+                unsafe {
+                    libc::kill(p.pid() as i32, sig);
+                }
+            }
+        }
+    }
+
+    /// Whether member `i` was started and has exited by itself (a failpoint's `panic`, a crash).
+    pub fn has_exited(&mut self, i: usize) -> bool {
+        self.members[i].process.as_mut().is_some_and(|p| p.exited().is_some())
+    }
+
+    /// Member `i` loses its disk: killed, its data directory removed, and started again with
+    /// `--initial-cluster-state existing` to rejoin the cluster it was in.
+    pub fn wipe_and_rejoin(&mut self, i: usize) -> anyhow::Result<()> {
+        self.kill9(i);
+        let m = &mut self.members[i];
+        let data = m.data_dir();
+        eprintln!("[e2e] wipe {} ({})", m.name, data.display());
+        if data.exists() {
+            std::fs::remove_dir_all(&data).with_context(|| format!("removing {}", data.display()))?;
+        }
+        if let Some(pos) = m.args.iter().position(|a| a == "--initial-cluster-state") {
+            m.args[pos + 1] = "existing".into();
+        }
+        self.restart(i)
+    }
+
+    /// Sets failpoint `name` of member `i` to `term` (gofail's syntax: `panic`, `sleep(100)`,
+    /// `return`, `off`, with `N*` or `P%` before), through the member's failpoint endpoint.
+    pub async fn set_failpoint(&self, i: usize, name: &str, term: &str) -> anyhow::Result<()> {
+        let port = self.members[i].failpoint_port.context("the cluster was started without failpoints")?;
+        eprintln!("[e2e] failpoint {}: {name}={term}", self.members[i].name);
+        let resp = reqwest::Client::new()
+            .put(format!("http://127.0.0.1:{port}/{name}"))
+            .body(term.to_string())
+            .timeout(crate::scaled(Duration::from_secs(5)))
+            .send()
+            .await
+            .with_context(|| format!("setting failpoint {name} on {}", self.members[i].name))?;
+        anyhow::ensure!(resp.status().is_success(), "setting failpoint {name}={term}: HTTP {}", resp.status());
+        Ok(())
+    }
+
+    /// Drops every message member `i` sends to the others, but not those it receives (needs
+    /// the proxy).
+    pub fn cut_outbound(&self, i: usize) -> anyhow::Result<()> {
+        let p = self.proxy.as_ref().context("a one-way cut needs StoreOptions::proxy")?;
+        eprintln!("[e2e] cut {} → others", self.members[i].name);
+        p.cut_from(i);
+        Ok(())
+    }
+
+    /// Drops every message the others send to member `i`, but not those it sends (needs the
+    /// proxy).
+    pub fn cut_inbound(&self, i: usize) -> anyhow::Result<()> {
+        let p = self.proxy.as_ref().context("a one-way cut needs StoreOptions::proxy")?;
+        eprintln!("[e2e] cut others → {}", self.members[i].name);
+        p.cut_to(i);
+        Ok(())
+    }
+
+    /// Whether peer traffic can be cut ([`partition`](Self::partition), the one-way cuts).
+    pub fn has_proxy(&self) -> bool {
+        self.proxy.is_some()
+    }
+
     /// SIGTERM member `i` and wait for it (SIGKILL after the grace period). Returns
     /// whether it exited by itself.
     pub fn stop(&mut self, i: usize) -> bool {
+        if self.members[i].paused {
+            self.resume(i);
+        }
         let m = &mut self.members[i];
         match m.process.take() {
             Some(mut p) => {

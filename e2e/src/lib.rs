@@ -38,6 +38,7 @@
 //!
 //! # Environment
 //! - `KUBELAB_BIN`: the kubelab binary (default: next to the test executable).
+//! - `KUBELAB_FAILPOINTS_BIN`: kubelab built with failpoints (default: next to the kubelab binary).
 //! - `ETCD_BIN`: real etcd 3.4 (default `/var/cache/kubelab/etcd/usr/bin/etcd`, from `make deps`).
 //! - `ETCDCTL_BIN`: etcdctl (default `/usr/bin/etcdctl`, Debian's etcd-client).
 //! - `E2E_STORE=etcd`: run the store tests against real etcd, to check the tests themselves.
@@ -76,6 +77,7 @@ pub mod ports;
 pub mod process;
 pub mod proxy;
 pub mod registry;
+pub mod robustness;
 pub mod writers;
 
 use std::path::PathBuf;
@@ -137,6 +139,21 @@ pub fn kubelab_bin() -> anyhow::Result<PathBuf> {
     anyhow::ensure!(
         bin.exists(),
         "kubelab binary not found at {} (build it with `cargo build --bin kubelab`, or set KUBELAB_BIN)",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+/// The store built with failpoints (`kubelab-failpoints`, made by `make build`):
+/// `$KUBELAB_FAILPOINTS_BIN`, else next to [`kubelab_bin`].
+pub fn kubelab_failpoints_bin() -> anyhow::Result<PathBuf> {
+    let bin = match std::env::var_os("KUBELAB_FAILPOINTS_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => kubelab_bin()?.with_file_name("kubelab-failpoints"),
+    };
+    anyhow::ensure!(
+        bin.exists(),
+        "the failpoint build of kubelab was not found at {} (build it with `cargo build -p kubelab --features failpoints --bin kubelab-failpoints`, or set KUBELAB_FAILPOINTS_BIN)",
         bin.display()
     );
     Ok(bin)

@@ -20,6 +20,12 @@ use tokio::sync::watch;
 
 use crate::ports::Port;
 
+#[derive(Clone, Default)]
+struct Cuts {
+    members: BTreeSet<usize>,
+    links: BTreeSet<(usize, usize)>,
+}
+
 struct Link {
     from: usize,
     to: usize,
@@ -30,8 +36,9 @@ struct Link {
 /// Proxies for every ordered pair of members.
 pub struct ProxyMesh {
     links: Vec<Link>,
-    /// Members currently cut off. A std Mutex: held only to flip a few flags, never across `.await`.
-    partitioned: Mutex<BTreeSet<usize>>,
+    /// Members currently cut off, and single directions cut (from, to). A std Mutex: held only
+    /// to flip a few flags, never across `.await`.
+    partitioned: Mutex<Cuts>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -82,7 +89,7 @@ impl ProxyMesh {
             })?;
         Ok(Self {
             links,
-            partitioned: Mutex::new(BTreeSet::new()),
+            partitioned: Mutex::new(Cuts::default()),
             shutdown: Some(shutdown),
             thread: Some(thread),
         })
@@ -99,39 +106,48 @@ impl ProxyMesh {
 
     /// Cuts member `i` off: proxies i→* and *→i.
     pub fn partition(&self, i: usize) {
-        self.partitioned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(i);
+        self.cuts().members.insert(i);
         self.apply();
     }
 
-    /// Undoes [`partition`](Self::partition) for member `i`.
+    /// Cuts what member `i` sends (proxies i→*), not what it receives.
+    pub fn cut_from(&self, i: usize) {
+        let targets: Vec<(usize, usize)> = self.links.iter().filter(|l| l.from == i).map(|l| (l.from, l.to)).collect();
+        self.cuts().links.extend(targets);
+        self.apply();
+    }
+
+    /// Cuts what member `i` receives (proxies *→i), not what it sends.
+    pub fn cut_to(&self, i: usize) {
+        let sources: Vec<(usize, usize)> = self.links.iter().filter(|l| l.to == i).map(|l| (l.from, l.to)).collect();
+        self.cuts().links.extend(sources);
+        self.apply();
+    }
+
+    /// Undoes [`partition`](Self::partition) and the one-way cuts for member `i`.
     pub fn heal(&self, i: usize) {
-        self.partitioned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&i);
+        {
+            let mut c = self.cuts();
+            c.members.remove(&i);
+            c.links.retain(|(from, to)| *from != i && *to != i);
+        }
         self.apply();
     }
 
     /// Heals every member.
     pub fn heal_all(&self) {
-        self.partitioned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        *self.cuts() = Cuts::default();
         self.apply();
     }
 
+    fn cuts(&self) -> std::sync::MutexGuard<'_, Cuts> {
+        self.partitioned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn apply(&self) {
-        let cut = self
-            .partitioned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let cut = self.cuts().clone();
         for l in &self.links {
-            let open = !cut.contains(&l.from) && !cut.contains(&l.to);
+            let open = !cut.members.contains(&l.from) && !cut.members.contains(&l.to) && !cut.links.contains(&(l.from, l.to));
             l.open.send_replace(open);
         }
     }

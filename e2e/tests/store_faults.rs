@@ -228,3 +228,33 @@ async fn partitioned_minority_rejects_writes_and_catches_up_after_heal() {
     .expect("put on the healed member");
     let _ = m.status().await;
 }
+
+/// A member that lost its data cannot come back under its old identity: raft's leader would
+/// count it as holding entries it no longer has (its first heartbeat commits past the empty log)
+/// and it could vote twice in one term. Started with `--initial-cluster-state existing` on an
+/// empty data directory, it is refused at once with etcd's words, and the other two go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn member_that_lost_its_data_is_refused_under_its_old_identity() {
+    let mut c = StoreCluster::start(3, StoreOptions::for_flavor(flavor_from_env()))
+        .await
+        .expect("start cluster");
+    let mut all = e2e::connect(&c.client_endpoints(), e2e::RPC_TIMEOUT).await.expect("connect");
+    for n in 0..20 {
+        all.put(format!("/faults/lost/{n:03}"), "v", None).await.expect("put");
+    }
+    let leader = c.leader().await.expect("leader");
+    let lost = (leader + 1) % c.len();
+    c.wipe_and_rejoin(lost).expect("restart with an empty data directory");
+    let deadline = std::time::Instant::now() + e2e::scaled(Duration::from_secs(30));
+    while !c.has_exited(lost) {
+        assert!(std::time::Instant::now() < deadline, "member-{lost} started on an empty data directory under its old identity:\n{}", c.log_tails(30));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stderr = std::fs::read_to_string(c.member(lost).dir.join("stderr.log")).expect("stderr.log");
+    assert!(stderr.contains("has already been bootstrapped"), "member-{lost} exited without saying why:\n{stderr}");
+    c.kill9(lost); // reaped
+    // The other two still hold a majority and take writes.
+    let majority: Vec<String> = (0..c.len()).filter(|i| *i != lost).map(|i| c.endpoint(i)).collect();
+    let mut m = e2e::connect(&majority, e2e::RPC_TIMEOUT).await.expect("connect to the majority");
+    m.put("/faults/lost/after", "v", None).await.expect("the majority takes writes");
+}

@@ -1,0 +1,161 @@
+//! The nemesis: faults injected while the clients run. Mirrors etcd's
+//! `tests/robustness/failpoint/` (`failpoint.go` the loop, `kill.go`, `network.go` for
+//! partitions and message loss, `gofail.go` for failpoints in the server's code).
+//!
+//! One fault at a time: inject it, hold it a moment, recover, and wait until the cluster is
+//! healthy again before the next, as etcd's robustness suite does — so that every fault is
+//! one a three-member cluster promises to ride out.
+
+use std::fmt;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::history::{Clock, Time};
+use super::traffic::Rng;
+use crate::StoreCluster;
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    /// kill -9 of the leader, restarted a moment later.
+    KillLeader,
+    /// kill -9 of a follower, restarted a moment later.
+    KillFollower,
+    /// SIGSTOP of the leader for a few seconds (longer than an election), then SIGCONT.
+    PauseLeader,
+    PauseFollower,
+    /// The leader cut off from both others, both ways.
+    PartitionLeader,
+    PartitionFollower,
+    /// Everything the leader sends is lost; what it receives arrives.
+    LeaderLosesOutbound,
+    /// Everything sent to a follower is lost; what it sends arrives.
+    FollowerLosesInbound,
+    /// The leader's WAL fsync takes 300 ms for a few seconds (failpoint `walBeforeSync`).
+    SlowFsyncLeader,
+    /// A follower crashes just before saving a Ready's entries (failpoint `raftBeforeSave`).
+    CrashBeforeSaveFollower,
+    /// The leader crashes right after saving, before sending (failpoint `raftAfterSave`).
+    CrashAfterSaveLeader,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Fault::KillLeader => "kill -9 leader",
+            Fault::KillFollower => "kill -9 follower",
+            Fault::PauseLeader => "SIGSTOP leader",
+            Fault::PauseFollower => "SIGSTOP follower",
+            Fault::PartitionLeader => "partition leader",
+            Fault::PartitionFollower => "partition follower",
+            Fault::LeaderLosesOutbound => "leader's messages lost",
+            Fault::FollowerLosesInbound => "follower's incoming messages lost",
+            Fault::SlowFsyncLeader => "slow fsync on leader",
+            Fault::CrashBeforeSaveFollower => "crash before save (follower)",
+            Fault::CrashAfterSaveLeader => "crash after save (leader)",
+        };
+        f.write_str(s)
+    }
+}
+
+impl Fault {
+    pub const ALL: [Fault; 11] = [
+        Fault::KillLeader,
+        Fault::KillFollower,
+        Fault::PauseLeader,
+        Fault::PauseFollower,
+        Fault::PartitionLeader,
+        Fault::PartitionFollower,
+        Fault::LeaderLosesOutbound,
+        Fault::FollowerLosesInbound,
+        Fault::SlowFsyncLeader,
+        Fault::CrashBeforeSaveFollower,
+        Fault::CrashAfterSaveLeader,
+    ];
+
+    /// Whether this fault can be injected into `c`: cuts need the proxy mesh, failpoints the
+    /// failpoint build.
+    pub fn applies_to(self, c: &StoreCluster) -> bool {
+        match self {
+            Fault::PartitionLeader | Fault::PartitionFollower | Fault::LeaderLosesOutbound | Fault::FollowerLosesInbound => c.has_proxy(),
+            Fault::SlowFsyncLeader | Fault::CrashBeforeSaveFollower | Fault::CrashAfterSaveLeader => c.opts.failpoints,
+            _ => true,
+        }
+    }
+}
+
+/// One fault as injected.
+#[derive(Clone, Debug)]
+pub struct Injected {
+    pub fault: Fault,
+    pub member: usize,
+    pub at: Time,
+    pub recovered: Time,
+    /// Whether the cluster was healthy again afterwards (within the wait).
+    pub healthy_after: bool,
+}
+
+/// Picks a follower other than the leader.
+fn follower(c: &StoreCluster, leader: usize, rng: &mut Rng) -> usize {
+    let others: Vec<usize> = (0..c.len()).filter(|i| *i != leader).collect();
+    others[rng.below(others.len() as u64) as usize]
+}
+
+/// Injects `fault` and recovers from it. `hold` is how long a pause, cut or slow disk lasts.
+pub async fn inject(c: &mut StoreCluster, fault: Fault, rng: &mut Rng, clock: &Clock, hold: Duration) -> anyhow::Result<Injected> {
+    let leader = c.leader().await.context("finding the leader")?;
+    let member = match fault {
+        Fault::KillLeader | Fault::PauseLeader | Fault::PartitionLeader | Fault::LeaderLosesOutbound | Fault::SlowFsyncLeader | Fault::CrashAfterSaveLeader => leader,
+        _ => follower(c, leader, rng),
+    };
+    let at = clock.now();
+    match fault {
+        Fault::KillLeader | Fault::KillFollower => {
+            c.kill9(member);
+            tokio::time::sleep(hold / 2).await;
+            c.restart(member)?;
+        }
+        Fault::PauseLeader | Fault::PauseFollower => {
+            c.pause(member);
+            tokio::time::sleep(hold).await;
+            c.resume(member);
+        }
+        Fault::PartitionLeader | Fault::PartitionFollower => {
+            c.partition(member)?;
+            tokio::time::sleep(hold).await;
+            c.heal(member)?;
+        }
+        Fault::LeaderLosesOutbound => {
+            c.cut_outbound(member)?;
+            tokio::time::sleep(hold).await;
+            c.heal(member)?;
+        }
+        Fault::FollowerLosesInbound => {
+            c.cut_inbound(member)?;
+            tokio::time::sleep(hold).await;
+            c.heal(member)?;
+        }
+        Fault::SlowFsyncLeader => {
+            c.set_failpoint(member, "walBeforeSync", "sleep(300)").await?;
+            tokio::time::sleep(hold).await;
+            c.set_failpoint(member, "walBeforeSync", "off").await?;
+        }
+        Fault::CrashBeforeSaveFollower | Fault::CrashAfterSaveLeader => {
+            let name = if fault == Fault::CrashBeforeSaveFollower { "raftBeforeSave" } else { "raftAfterSave" };
+            c.set_failpoint(member, name, "panic").await?;
+            // It fires on the member's next Ready with entries, i.e. the next write.
+            let deadline = std::time::Instant::now() + crate::scaled(Duration::from_secs(10));
+            while !c.has_exited(member) && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            anyhow::ensure!(c.has_exited(member), "failpoint {name}=panic did not fire on member-{member} within 10 s");
+            c.kill9(member); // reap it
+            tokio::time::sleep(hold / 2).await;
+            c.restart(member)?;
+        }
+    }
+    let recovered = clock.now();
+    let healthy_after = c.wait_healthy().await.is_ok();
+    Ok(Injected { fault, member, at, recovered, healthy_after })
+}

@@ -22,7 +22,7 @@ IMAGES_DIR := $(TARGET_DIR)/images
 IMAGES := $(IMAGES_DIR)/pause.tar $(IMAGES_DIR)/busybox.tar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-auth bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns bench-proxy bench-pull bench-csi walkthrough test-fresh-host
+.PHONY: help deps images build test up lab lab-down bench-store bench-apiserver bench-auth bench-scheduler bench-controllers bench-nodeagent bench-probes bench-trace bench-dns bench-proxy bench-pull bench-csi walkthrough test-fresh-host robustness fuzz-apiserver
 # deps must finish before build (protoc), even under make -j.
 .NOTPARALLEL:
 
@@ -49,6 +49,8 @@ help:
 	@echo "make bench-pull       image pulls of 5 MB and 100 MB from a local registry: CRI PullImage (the node agent's path) against ctr images pull"
 	@echo "make bench-csi        pod startup on kubelab up with a CSI volume (a bound claim) against one with an emptyDir, alternating"
 	@echo "make walkthrough   regenerate docs/walkthrough.md with a real kubelab trace"
+	@echo "make robustness   the store under faults for ROBUSTNESS_SECONDS (600) against kubelab and etcd 3.4, every history checked; then each injected bug caught"
+	@echo "make fuzz-apiserver  the API server fuzzed for long: FUZZ_EXAMPLES (25) schemathesis requests per operation plus its coverage phase (at most FUZZ_MAX_TIME, 1800 s, per port), and the malformed requests"
 
 # Idempotent: apt only runs when a package is missing (and then updates its lists first), and each
 # script fetches only what is not there yet. fetch-clients.sh installs python3-pip, nodejs and npm
@@ -77,8 +79,13 @@ images: $(IMAGES)
 $(IMAGES) &: deploy/images/build.sh deploy/images/pause.c $(wildcard /bin/busybox)
 	deploy/images/build.sh $(IMAGES_DIR)
 
+# The second build is kubelab-failpoints, kubelab with the store's failpoints (store/src/failpoint.rs)
+# for the robustness tests. Its features are resolved as for the first (--workspace --lib), so that
+# only store and the binary are built twice; with `-p kubelab` cargo would resolve them for kubelab
+# alone and build a dozen more crates a second time. The kubelab binary is not touched.
 build: images
 	$(CARGO) build --workspace
+	$(CARGO) build --workspace --lib --bin kubelab-failpoints --features kubelab/failpoints
 
 # The e2e tests start the kubelab binary that `build` just produced. The lab's images are built
 # first, outside every test's time limit: on a machine without them, debootstrap alone takes
@@ -113,6 +120,22 @@ lab: deps build
 
 lab-down:
 	@CARGO_TARGET_DIR="$(TARGET_DIR)" deploy/lab/lab down -v
+
+# The long version of e2e/tests/store_robustness.rs (which make test runs): the figures of
+# BENCHMARKS.md's RELIABILITY section. Reports go to /tmp/kubelab-robustness/.
+ROBUSTNESS_SECONDS ?= 600
+robustness: deps build
+	KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab" "$(TARGET_DIR)/debug/robustness" --duration $(ROBUSTNESS_SECONDS)
+
+# The long version of e2e/tests/apiserver_fuzz.rs (make test runs it with 3 examples per operation
+# and no coverage phase). cargo test, not nextest: nextest's per-test limit is for the short one.
+FUZZ_EXAMPLES ?= 25
+FUZZ_PHASES ?= examples,coverage,fuzzing
+FUZZ_MAX_TIME ?= 1800
+fuzz-apiserver: deps
+	$(CARGO) build -p kubelab --bin kubelab
+	KUBELAB_BIN="$(TARGET_DIR)/debug/kubelab" FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_PHASES=$(FUZZ_PHASES) FUZZ_MAX_TIME=$(FUZZ_MAX_TIME) \
+	  $(CARGO) test -p e2e --test apiserver_fuzz -- --nocapture --test-threads=1
 
 bench-store: deps
 	$(CARGO) build --release -p kubelab -p e2e --bin kubelab --bin store-bench

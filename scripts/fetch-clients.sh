@@ -6,6 +6,9 @@
 #            sha256 (e2e/clients/python/requirements.txt), installed with pip --require-hashes --target
 #   js/      the JavaScript client @kubernetes/client-node@1.1.2 and every dependency, pinned by the
 #            committed package-lock.json (npm's sha512 integrity), installed with npm ci
+#   schemathesis/  the API fuzzer schemathesis==4.32.5 (e2e/tests/apiserver_fuzz.rs) and every
+#            dependency, pinned by version and sha256 (scripts/schemathesis-requirements.txt),
+#            installed with pip --require-hashes --target like python/
 #
 # Idempotent: each half records the sha256 of the pins it installed (and, for Python, the
 # interpreter's version, since PyYAML's wheel is built for one) and does nothing while they match.
@@ -16,6 +19,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir=${CLIENTS_DIR:-/var/cache/kubelab/clients}
 requirements="$root/e2e/clients/python/requirements.txt"
+fuzzer_requirements="$root/scripts/schemathesis-requirements.txt"
 js_src="$root/e2e/clients/js"
 
 say() { echo "fetch-clients: $*" >&2; }
@@ -64,6 +68,22 @@ if [ "$(cat "$py_dir/.installed-from" 2>/dev/null)" != "$py_stamp" ]; then
   mv "$py_dir.new" "$py_dir"
 fi
 
+# --- schemathesis (the API fuzzer) ----------------------------------------------------------------
+st_dir="$dir/schemathesis"
+st_stamp="$(stamp_of "$fuzzer_requirements") python$py_version"
+if [ "$(cat "$st_dir/.installed-from" 2>/dev/null)" != "$st_stamp" ]; then
+  say "schemathesis for python$py_version into $st_dir"
+  rm -rf "$st_dir.new"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-input --no-deps --only-binary :all: \
+    --require-hashes -r "$fuzzer_requirements" --target "$st_dir.new" \
+    || die "pip install -r $fuzzer_requirements failed (python$py_version: schemathesis needs 3.11 or newer, with a wheel in the requirements)"
+  version=$(PYTHONPATH="$st_dir.new" python3 -m schemathesis.cli --version 2>&1 | awk '{print $NF}')
+  [ "$version" = 4.32.5 ] || die "pip installed schemathesis ${version:-that does not run}, expected 4.32.5"
+  echo "$st_stamp" >"$st_dir.new/.installed-from"
+  rm -rf "$st_dir"
+  mv "$st_dir.new" "$st_dir"
+fi
+
 # --- JavaScript ---------------------------------------------------------------------------------
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   missing=()
@@ -88,4 +108,4 @@ if [ "$(cat "$js_dir/.installed-from" 2>/dev/null)" != "$js_stamp" ]; then
   rm -rf "$js_dir"
   mv "$js_dir.new" "$js_dir"
 fi
-say "kubernetes 32.0.1 (Python) and @kubernetes/client-node 1.1.2 in $dir"
+say "kubernetes 32.0.1 (Python), schemathesis 4.32.5 and @kubernetes/client-node 1.1.2 in $dir"

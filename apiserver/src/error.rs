@@ -45,8 +45,10 @@ pub enum Error {
     NotAcceptable(String),
     #[error("the server could not find the requested resource")]
     NoRoute,
-    #[error("Request entity too large: limit is {0}")]
-    TooLarge(usize),
+    /// The body is larger than `--max-request-bytes`, or the object larger than the store takes
+    /// (etcd's `--max-request-bytes`, kubelab store's gRPC message limit): 413.
+    #[error("Request entity too large: {0}")]
+    TooLarge(String),
     #[error("too old resource version: {requested} ({oldest})")]
     Expired { requested: i64, oldest: i64 },
     #[error("{0}")]
@@ -203,9 +205,22 @@ impl Error {
 }
 
 impl From<etcd_client::Error> for Error {
+    /// A store that refuses a request for its size is up and answering: the request is the
+    /// problem (413), not the store (503), and retrying it would fail the same way.
     fn from(e: etcd_client::Error) -> Self {
-        Error::Unavailable(e.to_string())
+        match &e {
+            etcd_client::Error::GRpcStatus(s) if is_too_large_for_the_store(s.message()) => {
+                Error::TooLarge(format!("the object is larger than the store accepts: {}", s.message()))
+            }
+            _ => Error::Unavailable(e.to_string()),
+        }
     }
+}
+
+/// etcd's "etcdserver: request is too large" (past its `--max-request-bytes`) and gRPC's own
+/// "decoded message length too large" (past a server's message size limit).
+fn is_too_large_for_the_store(message: &str) -> bool {
+    message.contains("request is too large") || message.contains("message length too large")
 }
 
 impl From<apimachinery::Error> for Error {
@@ -242,5 +257,23 @@ mod tests {
         };
         assert_eq!(inv.to_string(), "Pod \"x\" is invalid: metadata.name: Invalid value: \"X\"");
         assert_eq!(inv.to_status()["details"]["causes"][0]["field"], "metadata.name");
+    }
+
+    #[test]
+    fn a_write_too_large_for_the_store_is_a_413_not_a_503() {
+        // What the fuzzing found: a 3 MB string in a Lease passed validation and the store
+        // refused it, which was answered as "storage is unavailable".
+        let grpc = |code, msg: &str| Error::from(etcd_client::Error::GRpcStatus(tonic::Status::new(code, msg)));
+        for e in [
+            grpc(tonic::Code::OutOfRange, "Error, decoded message length too large: found 3000549 bytes, the limit is: 2097152 bytes"),
+            grpc(tonic::Code::InvalidArgument, "etcdserver: request is too large"),
+        ] {
+            let s = e.to_status();
+            assert_eq!((s["code"].as_u64(), s["reason"].as_str()), (Some(413), Some("RequestEntityTooLarge")), "{s}");
+            assert!(s["message"].as_str().is_some_and(|m| m.starts_with("Request entity too large: the object is larger than the store accepts")), "{s}");
+        }
+        let down = grpc(tonic::Code::Unavailable, "transport error");
+        assert_eq!((down.code(), down.reason()), (503, "ServiceUnavailable"));
+        assert_eq!(Error::TooLarge("limit is 3145728".into()).to_string(), "Request entity too large: limit is 3145728");
     }
 }

@@ -171,7 +171,7 @@ pub async fn serve(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target) ->
     }
     let q = query(req);
     let get = req.method() == actix_web::http::Method::GET;
-    let watch = get && t.name.is_none() && list_options(&q).watch;
+    let watch = get && t.name.is_none() && list_options(&q)?.watch;
     let output = if watch { negotiate_watch(req)? } else { negotiate_output(req)? };
     let resp = run(req, body, api, t, &q, output).await;
     // GET, LIST and WATCH write Tables and metadata themselves (handlers/get.rs, watch.rs); a
@@ -211,7 +211,7 @@ async fn run(req: &HttpRequest, body: web::Bytes, api: &Api, t: Target, q: &Hash
     }
     match (method, t.name.as_deref(), t.subresource.as_deref()) {
         ("GET", None, None) => {
-            let opts = list_options(q);
+            let opts = list_options(q)?;
             if opts.watch {
                 return watch::watch(req, &t.registry, t.namespace.as_deref(), &opts, output);
             }

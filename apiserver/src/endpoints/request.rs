@@ -49,19 +49,30 @@ pub fn parse_bool(v: &str) -> bool {
     matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
-/// metav1.ListOptions from the query.
-pub fn list_options(q: &HashMap<String, String>) -> ListOptions {
-    ListOptions {
+/// metav1.ListOptions from the query. An integer parameter that is not one is a 400, as
+/// kube-apiserver's parameter codec (`strconv.ParseInt`) answers: read as absent, `timeoutSeconds=abc`
+/// would open a watch that never ends.
+pub fn list_options(q: &HashMap<String, String>) -> Result<ListOptions> {
+    Ok(ListOptions {
         label_selector: q.get("labelSelector").cloned(),
         field_selector: q.get("fieldSelector").cloned(),
-        limit: q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(0),
+        limit: int_param(q, "limit")?.unwrap_or(0),
         continue_token: q.get("continue").cloned(),
         resource_version: q.get("resourceVersion").cloned(),
         resource_version_match: q.get("resourceVersionMatch").cloned(),
         watch: flag(q, "watch"),
         allow_watch_bookmarks: flag(q, "allowWatchBookmarks"),
         send_initial_events: flag(q, "sendInitialEvents"),
-        timeout_seconds: q.get("timeoutSeconds").and_then(|t| t.parse().ok()),
+        // Negative is as good as 0 (Go's timer fires at once).
+        timeout_seconds: int_param::<i64>(q, "timeoutSeconds")?.map(|t| t.max(0).unsigned_abs()),
+    })
+}
+
+/// An integer query parameter; absent or empty is None (Go's codec skips an empty value).
+fn int_param<T: std::str::FromStr>(q: &HashMap<String, String>, name: &str) -> Result<Option<T>> {
+    match q.get(name).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| Error::BadRequest(format!("strconv.ParseInt: parsing {}: invalid syntax", Value::String(v.to_string())))),
     }
 }
 
@@ -134,6 +145,41 @@ pub fn created_status() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 }
 
+/// How deep `[` and `{` may nest in a YAML body. The YAML parser's time grows with the square
+/// of the flow nesting (100,000 levels, 200 KB, held a worker for a minute) and the decoder stops
+/// at 128 levels anyway; go-yaml refuses past 10,000 ("exceeded max depth").
+const MAX_YAML_FLOW_DEPTH: usize = 1000;
+
+/// The deepest nesting of YAML flow collections (`[`, `{`) in `body`, outside quoted scalars and
+/// comments: one pass, before the parser sees it.
+fn yaml_flow_depth(body: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<u8> = None;
+    let mut comment = false;
+    let mut prev = b'\n';
+    let mut bytes = body.iter().copied();
+    while let Some(b) = bytes.next() {
+        match (quote, b) {
+            _ if comment => comment = b != b'\n',
+            (Some(b'"'), b'\\') => {
+                bytes.next();
+            }
+            (Some(q), _) if b == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some(b),
+            (None, b'#') if prev.is_ascii_whitespace() => comment = true,
+            (None, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = b;
+    }
+    deepest
+}
+
 /// Parses a request body as JSON or YAML, by content type.
 pub fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value> {
     let ct = req.headers().get(header::CONTENT_TYPE).and_then(|c| c.to_str().ok()).unwrap_or("application/json");
@@ -143,7 +189,11 @@ pub fn parse_body(req: &HttpRequest, body: &[u8]) -> Result<Value> {
             serde_json::from_slice(body).map_err(|e| Error::BadRequest(format!("the body of the request could not be decoded as JSON: {e}")))
         }
         "application/yaml" | "application/apply-patch+yaml" | "application/x-yaml" => {
-            serde_norway::from_slice(body).map_err(|e| Error::BadRequest(format!("the body of the request could not be decoded as YAML: {e}")))
+            let yaml_error = |e: &dyn std::fmt::Display| Error::BadRequest(format!("the body of the request could not be decoded as YAML: {e}"));
+            if yaml_flow_depth(body) > MAX_YAML_FLOW_DEPTH {
+                return Err(yaml_error(&format!("exceeded max depth of {MAX_YAML_FLOW_DEPTH}")));
+            }
+            serde_norway::from_slice(body).map_err(|e| yaml_error(&e))
         }
         // kubectl's typed generators (`create namespace`, `create configmap`, ...) send protobuf.
         protobuf::CONTENT_TYPE => protobuf::decode(body).map_err(|e| {
@@ -240,4 +290,53 @@ pub fn record_managed_fields(mut obj: Value, old: Option<&Value>, manager: Optio
         apimachinery::managedfields::update_managed_fields(old, &mut obj, manager, operation, &now_rfc3339());
     }
     obj
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn yaml_nested_too_deep_is_refused_before_it_is_parsed() {
+        // What the fuzzing found: `metadata: [[[…]]]` 100,000 deep took the YAML parser a minute.
+        for (yaml, depth) in [
+            ("a: 1", 0),
+            ("a: [1, {b: [2]}]", 3),
+            ("a: '[[[' # [[[[\nb: \"{{\\\"[\"", 0),
+            ("a: x#[\nb: [c]", 2),
+            ("a: [[]]\nb: [[[]]]", 3),
+        ] {
+            assert_eq!(yaml_flow_depth(yaml.as_bytes()), depth, "{yaml}");
+        }
+        let deep = format!("metadata: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let started = std::time::Instant::now();
+        assert_eq!(yaml_flow_depth(deep.as_bytes()), 100_000);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let req = actix_web::test::TestRequest::default().insert_header((header::CONTENT_TYPE, "application/yaml")).to_http_request();
+        let e = parse_body(&req, deep.as_bytes()).expect_err("too deep");
+        assert_eq!((e.code(), e.to_string().as_str()), (400, "the body of the request could not be decoded as YAML: exceeded max depth of 1000"));
+        let fine = format!("a: {}1{}", "[".repeat(10), "]".repeat(10));
+        assert!(parse_body(&req, fine.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn integer_list_options_that_are_not_integers_are_a_400() {
+        // What the fuzzing found: `watch=true&timeoutSeconds=abc` was read as no timeout and
+        // opened a watch that never ended; kube-apiserver answers 400.
+        for (name, value) in [("limit", "abc"), ("timeoutSeconds", "abc"), ("timeoutSeconds", "1.5"), ("limit", "99999999999999999999")] {
+            let e = list_options(&q(&[(name, value)])).err().unwrap_or_else(|| panic!("{name}={value} was accepted"));
+            assert_eq!((e.code(), e.reason()), (400, "BadRequest"), "{name}={value}");
+            assert_eq!(e.to_string(), format!("strconv.ParseInt: parsing \"{value}\": invalid syntax"));
+        }
+        let ok = list_options(&q(&[("limit", "-1"), ("timeoutSeconds", "-5")])).expect("negative integers are integers");
+        assert_eq!((ok.limit, ok.timeout_seconds), (-1, Some(0)));
+        let ok = list_options(&q(&[("limit", ""), ("timeoutSeconds", "18446744073709551615")]));
+        assert!(ok.is_err(), "past i64: {:?}", ok.map(|o| o.timeout_seconds));
+        let ok = list_options(&q(&[("limit", ""), ("timeoutSeconds", "9223372036854775807")])).expect("i64::MAX");
+        assert_eq!((ok.limit, ok.timeout_seconds), (0, Some(i64::MAX as u64)));
+    }
 }

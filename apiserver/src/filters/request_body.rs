@@ -31,7 +31,7 @@ pub async fn read(mut payload: web::Payload, limit: usize) -> Result<web::Bytes>
                     _ => break,
                 }
             }
-            return Err(Error::TooLarge(limit));
+            return Err(Error::TooLarge(format!("limit is {limit}")));
         }
         buf.extend_from_slice(&chunk);
     }

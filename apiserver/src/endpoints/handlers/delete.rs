@@ -69,7 +69,7 @@ fn deleted_status(reg: &Registry, obj: &Value) -> Value {
 pub async fn delete_collection(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, info) = (&t.registry, t.registry.info());
     let opts = delete_options(req, body, q)?;
-    let list = reg.list(t.namespace.as_deref(), &list_options(q)).await?;
+    let list = reg.list(t.namespace.as_deref(), &list_options(q)?).await?;
     let user = request_user(req)?;
     let mut deleted = Vec::new();
     for item in list.items {

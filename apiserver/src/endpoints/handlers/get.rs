@@ -41,7 +41,7 @@ fn answer(obj: &Value, printer: &dyn Printer, output: Output) -> HttpResponse {
 /// `GET .../<resource>` without `watch`.
 pub async fn list(t: &Target, q: &HashMap<String, String>, output: Output) -> Result<HttpResponse> {
     let info = t.registry.info();
-    let list = t.registry.list(t.namespace.as_deref(), &list_options(q)).await?;
+    let list = t.registry.list(t.namespace.as_deref(), &list_options(q)?).await?;
     if output == Output::Table {
         let table = table_json(info.printer, &list.items, &list.resource_version, list.continue_token.as_deref(), chrono::Utc::now());
         return Ok(HttpResponse::Ok().content_type("application/json").body(table));

@@ -77,7 +77,7 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
         line("BOOKMARK", json!({"kind": info.kind, "apiVersion": info.api_version(), "metadata": meta}))
     };
     actix_web::rt::spawn(async move {
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let deadline = watch_deadline(tokio::time::Instant::now(), timeout);
         let mut last_rev = 0;
         for e in sub.initial.drain(..) {
             let kind = if e.kind == EventType::Added { Some(EventType::Added) } else { event_for(&e, &*filter) };
@@ -149,6 +149,12 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
 /// When a watch that allows bookmarks gets its next one (cacher.go `nextBookmarkTime`): after
 /// [`BOOKMARK_INTERVAL`], or 2 s before the watch's own deadline if that comes first, so that a
 /// client whose watch times out knows how far it got; none once even that has passed.
+/// When a watch with `timeoutSeconds` ends: None (never) for a timeout past what the clock can
+/// hold — `timeoutSeconds=18446744073709551615` once panicked the worker adding it to now.
+fn watch_deadline(now: tokio::time::Instant, timeout: Option<Duration>) -> Option<tokio::time::Instant> {
+    now.checked_add(timeout?)
+}
+
 fn next_bookmark_time(now: tokio::time::Instant, deadline: Option<tokio::time::Instant>) -> Option<tokio::time::Instant> {
     let heartbeat = now + BOOKMARK_INTERVAL;
     let Some(deadline) = deadline else { return Some(heartbeat) };
@@ -201,5 +207,14 @@ mod tests {
         assert_eq!(next_bookmark_time(now, Some(now + Duration::from_secs(300))), Some(now + BOOKMARK_INTERVAL));
         // Within the last 2 s: no more.
         assert_eq!(next_bookmark_time(now, Some(now + Duration::from_secs(1))), None);
+    }
+
+    #[test]
+    fn a_timeout_past_the_clock_is_no_deadline_not_a_panic() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(watch_deadline(now, Some(Duration::from_secs(5))), Some(now + Duration::from_secs(5)));
+        assert_eq!(watch_deadline(now, None), None);
+        assert_eq!(watch_deadline(now, Some(Duration::from_secs(u64::MAX))), None);
+        assert_eq!(watch_deadline(now, Some(Duration::from_secs(i64::MAX as u64))), None);
     }
 }

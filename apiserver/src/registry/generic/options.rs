@@ -88,12 +88,46 @@ impl WriteOptions {
     pub fn from_query(kind: &str, q: &HashMap<String, String>) -> Result<Self> {
         let dry_run = DryRun::from_query(q);
         dry_run.validate(kind)?;
+        let causes = validate_write_query(q);
+        if !causes.is_empty() {
+            return Err(Error::Invalid { kind: kind.into(), kind_singular: format!("{kind}.meta.k8s.io"), name: String::new(), causes });
+        }
         Ok(Self { dry_run })
     }
 
     pub fn is_dry_run(&self) -> bool {
         self.dry_run.is_dry_run()
     }
+}
+
+/// metav1.FieldManagerMaxLength.
+pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+
+/// The rest of ValidateCreateOptions (and its Update and Patch siblings) on the query:
+/// `fieldManager` (ValidateFieldManager: at most 128 bytes, printable) and `fieldValidation`
+/// (ValidateFieldValidation: one of "", Ignore, Strict, Warn — the sorted set Go prints).
+fn validate_write_query(q: &HashMap<String, String>) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let manager = q.get("fieldManager").map(String::as_str).unwrap_or("");
+    if manager.len() > FIELD_MANAGER_MAX_LENGTH {
+        causes.push(Cause { field: "fieldManager".into(), reason: "FieldValueTooLong".into(), message: format!("Too long: must have at most {FIELD_MANAGER_MAX_LENGTH} bytes") });
+    }
+    if let Some((i, c)) = manager.chars().enumerate().find(|(_, c)| c.is_control()) {
+        causes.push(Cause {
+            field: "fieldManager".into(),
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {}: invalid character U+{:04X} (at position {i})", json!(manager), u32::from(c)),
+        });
+    }
+    let validation = q.get("fieldValidation").map(String::as_str).unwrap_or("");
+    if !["", "Ignore", "Strict", "Warn"].contains(&validation) {
+        causes.push(Cause {
+            field: "fieldValidation".into(),
+            reason: "FieldValueNotSupported".into(),
+            message: format!("Unsupported value: {}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"", json!(validation)),
+        });
+    }
+    causes
 }
 
 /// Options of a delete (metav1.DeleteOptions).
@@ -193,6 +227,24 @@ mod tests {
 
     fn query(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn field_manager_and_field_validation_are_validated_as_kube_apiserver_does() {
+        // What the fuzzing found: `fieldValidation=Bogus` and a 200-byte fieldManager were taken.
+        let e = WriteOptions::from_query("CreateOptions", &query(&[("fieldValidation", "Bogus")])).expect_err("Bogus");
+        assert_eq!(e.code(), 422);
+        assert_eq!(e.to_string(), r#"CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "Bogus": supported values: "", "Ignore", "Strict", "Warn""#);
+        let long = "m".repeat(129);
+        let e = WriteOptions::from_query("PatchOptions", &query(&[("fieldManager", &long)])).expect_err("too long");
+        assert_eq!(e.to_string(), r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Too long: must have at most 128 bytes"#);
+        assert_eq!(e.to_status()["details"]["causes"][0]["reason"], "FieldValueTooLong");
+        let e = WriteOptions::from_query("UpdateOptions", &query(&[("fieldManager", "a\u{7}b")])).expect_err("a bell");
+        assert!(e.to_string().ends_with("invalid character U+0007 (at position 1)"), "{e}");
+        for ok in [[("fieldManager", "m".repeat(128)), ("fieldValidation", "Strict".to_string())], [("fieldManager", String::new()), ("fieldValidation", String::new())]] {
+            let q: HashMap<String, String> = ok.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+            assert!(WriteOptions::from_query("CreateOptions", &q).is_ok(), "{q:?}");
+        }
     }
 
     #[test]

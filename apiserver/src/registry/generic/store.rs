@@ -79,6 +79,18 @@ pub fn resource_version_of(v: &Value) -> Option<i64> {
     v.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok())
 }
 
+/// The resourceVersion a write is conditioned on: None when unset (or empty). One that is not a
+/// revision is a 400, not an unconditional write (kube-apiserver's versioner fails to parse it
+/// too, and answers with a 500).
+pub fn precondition_of(v: &Value) -> Result<Option<i64>> {
+    match v.pointer("/metadata/resourceVersion") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => s.parse().map(Some).map_err(|_| Error::BadRequest(format!("invalid resource version: {s}"))),
+        Some(other) => Err(Error::BadRequest(format!("invalid resource version: {other}"))),
+    }
+}
+
 pub fn name_of(v: &Value) -> &str {
     v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
 }
@@ -201,7 +213,7 @@ impl Registry {
     /// An update; with `dry_run`, everything but the write (the answer is what would have been
     /// written, at the current resourceVersion).
     pub async fn update_with(&self, namespace: Option<&str>, name: &str, obj: Value, subresource: Option<&str>, dry_run: bool) -> Result<Value> {
-        let requested_rv = resource_version_of(&obj);
+        let requested_rv = precondition_of(&obj)?;
         let current = self.get_stored(namespace, name).await?;
         if let Some(rv) = requested_rv
             && rv != current.mod_revision
@@ -333,7 +345,7 @@ impl Registry {
         for _ in 0..10 {
             let current = self.get_stored(namespace, name).await?;
             let new = f(&current.value)?;
-            let pinned = resource_version_of(&new).filter(|rv| *rv != current.mod_revision);
+            let pinned = precondition_of(&new)?.filter(|rv| *rv != current.mod_revision);
             if pinned.is_some() {
                 return Err(self.conflict(name));
             }
@@ -717,5 +729,18 @@ mod delete_plan_tests {
         assert_eq!(marked["metadata"]["deletionTimestamp"], "2026-01-02T03:04:05Z");
         assert_eq!(marked["status"]["phase"], "Terminating", "the strategy's own marking");
         assert_eq!(plan_delete(&NamespaceStrategy, &marked, &grace(None), now()), DeletePlan::Keep, "already waiting for its finalizers");
+    }
+
+    #[test]
+    fn a_resource_version_that_is_not_a_revision_is_a_400_not_an_unconditional_write() {
+        // What the fuzzing found: a PUT with `resourceVersion: "abc"` was written unconditionally.
+        use crate::registry::generic::store::precondition_of;
+        assert_eq!(precondition_of(&json!({"metadata": {}})).expect("unset"), None);
+        assert_eq!(precondition_of(&json!({"metadata": {"resourceVersion": ""}})).expect("empty"), None);
+        assert_eq!(precondition_of(&json!({"metadata": {"resourceVersion": "42"}})).expect("42"), Some(42));
+        for bad in [json!("abc"), json!("-"), json!("1.5"), json!(7)] {
+            let e = precondition_of(&json!({"metadata": {"resourceVersion": bad}})).expect_err("not a revision");
+            assert_eq!((e.code(), e.reason()), (400, "BadRequest"), "{bad}");
+        }
     }
 }

@@ -52,10 +52,14 @@ pki=/etc/kubernetes/pki
 # The store: one member per node, as kubeadm's stacked etcd: client and peer ports on TLS with
 # client-certificate authentication, on the etcd CA's certificates. Its data directory is on the
 # node's store volume (/var/lib/kubelab-store), so it outlives the node container's restarts.
+# The cluster token is kubelab-lab, or the one `lab restore` made the restored cluster with (kept
+# on the volume beside the data): a member's id comes from its name and the token, and it
+# refuses a data directory recorded under another id.
+token=$(cat /var/lib/kubelab-store/initial-cluster-token 2>/dev/null || true)
 pod store "$(args store --name "$node" --data-dir "/var/lib/kubelab-store/$node" \
   --listen-client-urls "https://$ip:2379,https://127.0.0.1:2379" --advertise-client-urls "https://$ip:2379" \
   --listen-peer-urls "https://$ip:2380" --initial-advertise-peer-urls "https://$ip:2380" \
-  --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token kubelab-lab \
+  --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "${token:-kubelab-lab}" \
   --cert-file $pki/etcd/server.crt --key-file $pki/etcd/server.key --trusted-ca-file $pki/etcd/ca.crt --client-cert-auth \
   --peer-cert-file $pki/etcd/peer.crt --peer-key-file $pki/etcd/peer.key --peer-trusted-ca-file $pki/etcd/ca.crt --peer-client-cert-auth)" \
   "  - {name: data, hostPath: {path: /var/lib/kubelab-store, type: DirectoryOrCreate}}" \

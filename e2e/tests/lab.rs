@@ -3,7 +3,9 @@
 //! up, checks the nodes, the store members and the control-plane mirror pods, runs a pod on each
 //! node and reaches a pod on another node by IP (host-gw routes), then breaks it: kills the node
 //! of the store leader, partitions a node, restarts the whole lab, and checks after each that
-//! nothing was lost; last, a worker joins with a bootstrap token. On the way it checks the lab's
+//! nothing was lost; then a worker joins with a bootstrap token; last, the store is backed up and
+//! restored (`lab backup`, `lab restore`: what was written after the backup is gone, the nodes
+//! come back Ready, a new pod runs). On the way it checks the lab's
 //! security as kubeadm sets it up: HTTPS with the admin's certificate, anonymous requests
 //! refused, a node's credentials kept from another node's secrets, the node agents' and the
 //! store's ports refusing callers without credentials, secrets encrypted in the store; and pods on
@@ -17,6 +19,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
 
 use e2e::lab::{Lab, NODE_PKI, NODES, api_port, node_ip, secs};
 use e2e::poll_until;
@@ -458,6 +462,39 @@ async fn claim_on_node2(lab: &Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `lab backup` then `lab restore` (etcd's "restoring a cluster"): a ConfigMap written before the
+/// backup is there after the restore and one written after it is not; the store is a healthy
+/// new cluster, every node (the worker too) is Ready, and a pod created afterwards runs. A
+/// missing file is refused before anything stops. Returns both commands' output and how long
+/// the restore took.
+async fn backup_and_restore(lab: &Lab) -> anyhow::Result<(String, String, Duration)> {
+    use anyhow::ensure;
+    let dir = tempfile::Builder::new().prefix("kubelab-e2e-lab-backup-").tempdir()?;
+    let file = dir.path().join("lab.db");
+    let file = file.to_str().context("backup path")?;
+    let missing = lab.run_script(&["restore", &format!("{file}.missing")]).await?;
+    ensure!(!missing.status.success(), "lab restore of a missing file succeeded");
+    ensure!(String::from_utf8_lossy(&missing.stderr).contains("no snapshot file"), "{}", String::from_utf8_lossy(&missing.stderr));
+
+    lab.kubectl_ok("node1", &["create", "configmap", "before-backup", "--from-literal=k=v"]).await?;
+    let backed_up = lab.script_ok(&["backup", file]).await?;
+    ensure!(backed_up.contains("Snapshot saved at") && backed_up.contains("revision"), "lab backup printed: {backed_up}");
+    lab.kubectl_ok("node1", &["create", "configmap", "after-backup", "--from-literal=k=v"]).await?;
+    let started = Instant::now();
+    let restored = lab.script_ok(&["restore", file]).await?;
+    let took = started.elapsed();
+
+    let cms = configmaps(lab, "node1").await?;
+    ensure!(cms.contains(&"before-backup".to_string()) && !cms.contains(&"after-backup".to_string()), "configmaps after the restore: {cms:?}");
+    store_healthy(lab, "node1", Duration::from_secs(60)).await?;
+    let r = lab.node_readiness("node1").await?;
+    ensure!(r.len() == 4 && r.values().all(|s| s == "True"), "nodes after the restore: {r:?}");
+    lab.apply("node1", &busybox_pod("after-restore", "node3", "echo hello-after-restore; sleep 100000")).await?;
+    expect_running(lab, "node1", &["after-restore"], "a pod created after the restore").await;
+    println!("{}", lab.kubectl_ok("node1", &["get", "configmaps,nodes"]).await?);
+    Ok((backed_up, restored, took))
+}
+
 async fn cross_node_diagnostics(lab: &Lab) -> String {
     let mut out = String::from("[lab] cross-node diagnostics:\n");
     let mut add = |what: String, r: anyhow::Result<String>| {
@@ -676,11 +713,15 @@ async fn lab_end_to_end() {
     // 9. A worker joins with a bootstrap token (kubeadm join).
     let joined = join_a_worker(&lab).await.expect("lab join");
 
+    // 10. Back up the store, write, restore the backup (etcd's disaster recovery).
+    let (backed_up, restored, restore_time) = backup_and_restore(&lab).await.expect("lab backup and restore");
+
     // The lab's benchmark figures.
     println!("lab timings:");
     let mut all = timings;
     all.extend(up.lines().filter(|l| l.contains("timing:")).map(|l| format!("{l} (restart)")));
     all.extend(joined.lines().filter(|l| l.contains("timing:")).map(str::to_string));
+    all.extend(backed_up.lines().chain(restored.lines()).filter(|l| l.contains("timing:")).map(str::to_string));
     for t in &all {
         println!("  {t}");
     }
@@ -693,5 +734,6 @@ async fn lab_end_to_end() {
     println!("  `lab start` of the killed {leader} → all three nodes Ready: {}", secs(back_ready));
     println!("  whole lab down → up (volumes kept) → Ready: {}", secs(restart));
     println!("  lab up again → the three pods running new containers: {}", secs(rerun));
+    println!("  `lab restore` → the store restored, every node Ready again: {}", secs(restore_time));
     lab.down();
 }

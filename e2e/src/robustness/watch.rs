@@ -4,8 +4,9 @@
 //! `tests/robustness/validate/watch.go` (ordered, unique, gap-free, atomic, equal to history).
 //!
 //! A watcher is pinned to one member and resumes from `last revision + 1` whenever its stream
-//! breaks (the member crashed, was paused or cut off), as an informer does; each stream is a
-//! [`WatchSession`]. Every event is checked, never sampled.
+//! breaks (the member crashed, was paused or cut off), and every [`REWATCH_EVERY`] anyway, as a
+//! reflector re-watches when its watch times out; each stream is a [`WatchSession`]. Every event
+//! is checked, never sampled.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -87,6 +88,11 @@ pub struct WatchTarget {
     pub start_revision: i64,
 }
 
+/// How long one stream lasts before the watcher ends it and watches again from its last
+/// revision + 1, as a reflector does when its watch times out: every resumption is a watch from a
+/// past revision, caught up from the store's history.
+pub const REWATCH_EVERY: Duration = Duration::from_secs(3);
+
 /// Runs one watcher on `prefix` until `stop`, then until it has seen `final_revision` (set once
 /// the traffic ended) or `catch_up` passed. `progress` is the last revision seen.
 pub async fn watch_loop(
@@ -150,9 +156,14 @@ pub async fn watch_loop(
                 continue;
             }
         };
+        let opened = std::time::Instant::now();
         loop {
             if done(next, &mut stopped_at) {
                 session.ended = Some("stopped".into());
+                break;
+            }
+            if opened.elapsed() > REWATCH_EVERY && next > 0 {
+                session.ended = Some("rewatch".into());
                 break;
             }
             // A paused or cut-off member sends nothing: give up on a silent stream after a

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use etcd_client::{Compare as EtcdCompare, CompareOp, GetOptions, PutOptions, Txn, TxnOp as EtcdTxnOp, TxnOpResponse};
 
-use super::history::{Clock, Compare, KeyValue, Operation, Outcome, Request, Response, TxnOp};
+use super::history::{Clock, Compare, KeyValue, Operation, Outcome, Request, Response, Time, TxnOp};
 
 /// How many key groups of each kind.
 pub const KV_GROUPS: usize = 8;
@@ -103,13 +103,7 @@ pub async fn run_worker(w: Worker, clock: Clock, stop: Arc<AtomicBool>) -> Vec<O
                 None => Request::LeaseGrant { ttl: 600 },
             },
         };
-        let invoke = clock.now();
-        let result = tokio::time::timeout(w.request_timeout, execute(c, &request)).await;
-        let outcome = match result {
-            Ok(Ok((response, revision))) => Outcome::Ok { response, revision, returned: clock.now() },
-            Ok(Err(e)) => Outcome::Failed { error: e.to_string(), at: clock.now() },
-            Err(_) => Outcome::Failed { error: format!("no answer in {:?}", w.request_timeout), at: clock.now() },
-        };
+        let (invoke, outcome) = send(c, &request, &clock, w.request_timeout).await;
         let failed = matches!(outcome, Outcome::Failed { .. });
         if failed {
             // A fresh connection next time: the old one may be stuck on a dead member.
@@ -140,12 +134,7 @@ pub async fn run_worker(w: Worker, clock: Clock, stop: Arc<AtomicBool>) -> Vec<O
         }
         ops.push(Operation { id: 0, client: w.client, member: w.member, request, invoke, outcome });
         if let (Some(request), Some(c)) = (follow, client.as_mut()) {
-            let invoke = clock.now();
-            let outcome = match tokio::time::timeout(w.request_timeout, execute(c, &request)).await {
-                Ok(Ok((response, revision))) => Outcome::Ok { response, revision, returned: clock.now() },
-                Ok(Err(e)) => Outcome::Failed { error: e.to_string(), at: clock.now() },
-                Err(_) => Outcome::Failed { error: format!("no answer in {:?}", w.request_timeout), at: clock.now() },
-            };
+            let (invoke, outcome) = send(c, &request, &clock, w.request_timeout).await;
             ops.push(Operation { id: 0, client: w.client, member: w.member, request, invoke, outcome });
         }
         if failed {
@@ -154,6 +143,18 @@ pub async fn run_worker(w: Worker, clock: Clock, stop: Arc<AtomicBool>) -> Vec<O
         }
     }
     ops
+}
+
+/// Sends `request` and records when it was invoked and how it ended: a response, an error, or
+/// no answer within `timeout`.
+async fn send(c: &mut etcd_client::Client, request: &Request, clock: &Clock, timeout: Duration) -> (Time, Outcome) {
+    let invoked = clock.now();
+    let outcome = match tokio::time::timeout(timeout, execute(c, request)).await {
+        Ok(Ok((response, revision))) => Outcome::Ok { response, revision, returned: clock.now() },
+        Ok(Err(e)) => Outcome::Failed { error: e.to_string(), at: clock.now() },
+        Err(_) => Outcome::Failed { error: format!("no answer in {timeout:?}"), at: clock.now() },
+    };
+    (invoked, outcome)
 }
 
 fn kv_of(kv: &etcd_client::KeyValue) -> KeyValue {

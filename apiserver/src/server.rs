@@ -428,11 +428,19 @@ pub async fn run(opts: Options, shutdown: impl Future<Output = ()>) -> Result<()
             // Ready once the authorizer's watch caches hold what was written (readyz's
             // poststarthook/rbac/bootstrap-roles), so that no request right after start is
             // refused for want of the default policy.
-            if let Ok(written) = rbac.storage.current_revision().await {
-                for info in [&ROLES, &ROLEBINDINGS, &CLUSTERROLES, &CLUSTERROLEBINDINGS] {
-                    // Bounded waits that ask the store for progress; again until caught up.
-                    while rbac.registries.of(info).cache.wait_until(written).await.is_err() {}
-                }
+            for info in [&ROLES, &ROLEBINDINGS, &CLUSTERROLES, &CLUSTERROLEBINDINGS] {
+                // The newest write of the resource: its cache has every object once past it (the
+                // store's current revision would do only where the cache may ask the store for
+                // progress, which etcd before 3.4.31 cannot be trusted with).
+                let registry = rbac.registries.of(info);
+                let newest = loop {
+                    match rbac.storage.list_for_cache(&registry.prefix(None)).await {
+                        Ok(list) => break list.items.iter().map(|s| s.mod_revision).max().unwrap_or(0),
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                };
+                // Bounded waits; again until caught up.
+                while registry.cache.wait_until(newest).await.is_err() {}
             }
             rbac.rbac_bootstrapped.store(true, std::sync::atomic::Ordering::Release);
         });

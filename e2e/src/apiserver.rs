@@ -95,6 +95,8 @@ pub struct ApiOptions {
     /// etcd certificates of the PKI in `<tmp>/pki`; the API server reaches it with
     /// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile` (kubeadm's apiserver-etcd-client).
     pub store_tls: bool,
+    /// Store members; `None` is the flavor's usual (one kubelab member, three etcd members).
+    pub store_members: Option<usize>,
 }
 
 impl Default for ApiOptions {
@@ -110,6 +112,7 @@ impl Default for ApiOptions {
             kubectl_minor: None,
             secure: false,
             store_tls: false,
+            store_members: None,
         }
     }
 }
@@ -155,10 +158,10 @@ impl ApiCluster {
             None => kubectl_bin()?,
         };
         let bin = crate::kubelab_bin()?;
-        let members = match opts.flavor {
+        let members = opts.store_members.unwrap_or(match opts.flavor {
             Flavor::Kubelab => 1,
             Flavor::Etcd => 3,
-        };
+        });
         let root = tempfile::Builder::new()
             .prefix(&format!("kubelab-e2e-api-{}-", opts.flavor))
             .tempdir()?;
@@ -393,6 +396,14 @@ impl ApiCluster {
         if let Some(mut p) = self.apiserver.take() {
             eprintln!("[e2e] stopping apiserver pid {}", p.pid());
             p.terminate();
+        }
+    }
+
+    /// Kills the API server with SIGKILL: no graceful shutdown, watches cut mid-stream.
+    pub fn kill_apiserver(&mut self) {
+        if let Some(mut p) = self.apiserver.take() {
+            eprintln!("[e2e] killing apiserver pid {} (SIGKILL)", p.pid());
+            p.kill9();
         }
     }
 

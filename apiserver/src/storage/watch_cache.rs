@@ -8,8 +8,13 @@
 //! does not keep up is cut off (its stream ends; the client re-watches from its last version),
 //! so it can neither block the others nor grow memory.
 //!
-//! When the store watch breaks (store restart, compaction), the cache lists again and turns the
-//! differences into events, so watchers stay consistent across the gap.
+//! When the store watch breaks (a store member restarts, a leader changes, the connection drops),
+//! the cache watches again from the revision after the last one it holds: the store replays what
+//! happened meanwhile, so watchers see every change exactly once and never notice. Only when that
+//! history is gone (compacted) does it list again, as the cacher's reflector does; a relist cannot
+//! say what happened in between, so every watcher is ended (the cacher's `terminateAllWatchers`)
+//! and the window starts afresh at the list's revision: a client that resumes from before it gets
+//! an honest 410 Gone and lists, rather than a summary of the gap posing as its history.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -106,6 +111,15 @@ pub struct Subscription {
     pub events: mpsc::Receiver<Arc<WatchEvent>>,
 }
 
+/// Why [`WatchCache::follow`] stopped.
+enum Lost {
+    /// The store no longer has the history after the cache's revision: list again.
+    Compacted(Error),
+    /// The watch broke (connection, member restart, leader change); whether it had delivered
+    /// anything first (then the next attempt starts without backoff).
+    Broken(Error, bool),
+}
+
 impl WatchCache {
     /// `capacity`: events kept for watchers that resume; `queue`: events a watcher may lag.
     pub fn new(resource: &'static str, prefix: String, capacity: usize, queue: usize) -> Arc<Self> {
@@ -127,14 +141,37 @@ impl WatchCache {
         })
     }
 
-    /// Follows the store forever: list, watch, and list again whenever the watch breaks.
+    /// Follows the store forever: list, then watch; when the watch breaks, watch again from the
+    /// revision after the cache's; list again only when the store no longer has that history.
     pub async fn run(self: Arc<Self>, storage: Storage) {
         let mut backoff = Duration::from_millis(100);
+        // The revision the cache holds every change up to, once listed: a watch resumes after it.
+        let mut resume: Option<i64> = None;
         loop {
-            match self.sync(&storage).await {
-                Ok(()) => backoff = Duration::from_millis(100),
-                Err(e) => {
-                    tracing::warn!(target: "apiserver::watch_cache", resource = self.resource, error = %e, "store watch lost; relisting");
+            let from = match resume {
+                Some(rev) => rev,
+                None => match self.relist(&storage).await {
+                    Ok(rev) => rev,
+                    Err(e) => {
+                        tracing::warn!(target: "apiserver::watch_cache", resource = self.resource, error = %e, "listing the store failed; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        continue;
+                    }
+                },
+            };
+            match self.follow(&storage, from).await {
+                Lost::Compacted(e) => {
+                    tracing::warn!(target: "apiserver::watch_cache", resource = self.resource, revision = from, error = %e, "the store's history is compacted past the cache; relisting and ending every watcher");
+                    resume = None;
+                }
+                Lost::Broken(e, delivered) => {
+                    let at = self.revision();
+                    tracing::warn!(target: "apiserver::watch_cache", resource = self.resource, error = %e, resume_after = at, "store watch lost; watching again from where the cache is");
+                    resume = Some(at);
+                    if delivered {
+                        backoff = Duration::from_millis(100);
+                    }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
@@ -142,18 +179,42 @@ impl WatchCache {
         }
     }
 
-    async fn sync(&self, storage: &Storage) -> Result<()> {
+    /// Lists the prefix and replaces the cache with it; returns the list's revision.
+    async fn relist(&self, storage: &Storage) -> Result<i64> {
         let list = storage.list_for_cache(&self.prefix).await?;
         self.replace(list.items.into_iter().map(|s| (s.key, s.value, s.mod_revision)).collect(), list.revision);
-        let mut stream = storage.watch(&self.prefix, list.revision + 1).await?;
+        Ok(list.revision)
+    }
+
+    /// Applies the store's events after `from` until the watch breaks.
+    async fn follow(&self, storage: &Storage, from: i64) -> Lost {
+        let mut stream = match storage.watch(&self.prefix, from + 1).await {
+            Ok(s) => s,
+            Err(e) => return Lost::Broken(e, false),
+        };
+        let mut delivered = false;
+        // etcd before 3.4.31/3.5.13 may answer a progress request on a watch still catching up
+        // with the store's current revision, ahead of events it has yet to send (etcd #15220): the
+        // cache would claim, and resume after, a revision whose events it never got. There, as
+        // Kubernetes does, no progress is requested; the store's own periodic notifications,
+        // sent only to watches that have caught up, still advance it.
+        let request_progress = storage.progress_notify_reliable().await;
         let mut progress = tokio::time::interval(Duration::from_secs(5));
         loop {
             tokio::select! {
                 msg = stream.message() => {
-                    let Some(resp) = msg? else { return Err(Error::Unavailable("store watch ended".into())) };
+                    let resp = match msg {
+                        Ok(Some(resp)) => resp,
+                        Ok(None) => return Lost::Broken(Error::Unavailable("store watch ended".into()), delivered),
+                        Err(e) => return Lost::Broken(e.into(), delivered),
+                    };
                     if resp.canceled() {
-                        return Err(Error::Unavailable(format!("store watch cancelled: {}", resp.cancel_reason())));
+                        let e = Error::Unavailable(format!("store watch cancelled: {}", resp.cancel_reason()));
+                        // etcd cancels a watch whose start revision is compacted, naming the
+                        // compaction revision.
+                        return if resp.compact_revision() > 0 { Lost::Compacted(e) } else { Lost::Broken(e, delivered) };
                     }
+                    delivered = true;
                     let rev = resp.header().map_or(0, |h| h.revision());
                     if resp.created() {
                         // Its revision is the store's at creation: the events up to it are still
@@ -178,10 +239,10 @@ impl WatchCache {
                         }
                     }
                 }
-                _ = self.progress_wanted.notified() => {
+                _ = self.progress_wanted.notified(), if request_progress => {
                     let _ = stream.request_progress().await;
                 }
-                _ = progress.tick() => {
+                _ = progress.tick(), if request_progress => {
                     // Ask for the store's revision so bookmarks and "not older than" lists advance
                     // even when this resource does not change.
                     let _ = stream.request_progress().await;
@@ -190,42 +251,25 @@ impl WatchCache {
         }
     }
 
-    /// Replaces the whole state after a (re)list, turning differences into events.
+    /// Replaces the whole state after a (re)list (the watch cache's Replace): the window starts
+    /// afresh at `revision` and every watcher is ended, since what changed before it is unknown.
     fn replace(&self, items: Vec<(String, Value, i64)>, revision: i64) {
         let mut st = self.state.write().expect("watch cache lock");
         let mut fresh: BTreeMap<String, (Arc<Value>, i64)> = BTreeMap::new();
         for (k, v, r) in items {
             fresh.insert(k, (Arc::new(v), r));
         }
-        let mut events = Vec::new();
-        if st.ready {
-            for (k, (old, _)) in &st.objects {
-                if !fresh.contains_key(k) {
-                    let gone = with_resource_version((**old).clone(), revision);
-                    events.push(WatchEvent::new(EventType::Deleted, Arc::new(gone), Some(old.clone()), revision));
-                }
-            }
-            for (k, (new, r)) in &fresh {
-                match st.objects.get(k) {
-                    None => events.push(WatchEvent::new(EventType::Added, new.clone(), None, *r)),
-                    Some((old, or)) if or != r => {
-                        events.push(WatchEvent::new(EventType::Modified, new.clone(), Some(old.clone()), *r))
-                    }
-                    _ => {}
-                }
-            }
+        if !st.watchers.is_empty() {
+            tracing::info!(target: "apiserver::watch_cache", resource = self.resource, watchers = st.watchers.len(), revision, "relisted: ending every watcher");
         }
-        if !st.ready {
-            st.window_start = revision;
-        }
+        // Dropping a watcher's sender ends its HTTP stream; the client watches again from its last
+        // version and, that being before the new window, is told 410 Gone.
+        st.watchers.clear();
+        st.events.clear();
+        st.window_start = revision;
         st.objects = fresh;
         st.revision = revision;
         st.ready = true;
-        // The differences cover everything since the previous revision, in revision order.
-        events.sort_by_key(|e| e.revision);
-        for e in events {
-            Self::publish(&mut st, Arc::new(e), self.capacity);
-        }
         drop(st);
         self.updated.notify_waiters();
     }
@@ -447,19 +491,21 @@ mod tests {
         assert_eq!(event_for(&e(EventType::Deleted, Some(pod("x", "web")), pod("x", "web")), &*web), Some(EventType::Deleted));
     }
 
-    #[test]
-    fn a_relist_turns_differences_into_events() {
+    #[tokio::test]
+    async fn a_relist_ends_every_watcher_and_starts_a_new_window() {
         let c = WatchCache::new("pods", "/p/".into(), 100, 10);
         c.replace(vec![("/p/a".into(), pod("a", "web"), 2), ("/p/b".into(), pod("b", "web"), 3)], 3);
-        let s = c.subscribe(Some(3), app_is("web")).unwrap();
-        drop(s);
+        c.apply("/p/a".into(), Some(pod("a", "web")), 4);
+        let mut s = c.subscribe(Some(3), app_is("web")).unwrap();
+        assert_eq!(s.initial.len(), 1);
+        // History lost: the store's state at 7 says nothing of what happened between 4 and 7.
         c.replace(vec![("/p/b".into(), pod("b", "web"), 5), ("/p/c".into(), pod("c", "web"), 6)], 7);
-        let s = c.subscribe(Some(3), app_is("web")).unwrap();
-        let mut kinds: Vec<_> = s.initial.iter().map(|e| (e.kind, e.object["metadata"]["name"].as_str().unwrap().to_string())).collect();
-        kinds.sort_by(|a, b| a.1.cmp(&b.1));
-        assert_eq!(
-            kinds,
-            vec![(EventType::Deleted, "a".into()), (EventType::Modified, "b".into()), (EventType::Added, "c".into())]
-        );
+        assert!(s.events.recv().await.is_none(), "a watcher outlived the relist");
+        assert_eq!(c.watcher_count(), 0);
+        assert!(matches!(c.subscribe(Some(4), app_is("web")), Err(Error::Expired { requested: 4, oldest: 7 })));
+        let s = c.subscribe(Some(7), app_is("web")).unwrap();
+        assert!(s.initial.is_empty());
+        let (items, rev) = c.list(&|_| true);
+        assert_eq!((items.len(), rev), (2, 7));
     }
 }

@@ -123,7 +123,14 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
                     next_bookmark = next_bookmark_time(tokio::time::Instant::now(), deadline);
                     // Everything up to the cache's revision is already queued for this watcher.
                     let rev = cache.revision();
-                    while let Ok(e) = sub.events.try_recv() {
+                    loop {
+                        let e = match sub.events.try_recv() {
+                            Ok(e) => e,
+                            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                            // Cut off (a relist, or this watcher fell behind): the cache's
+                            // revision is not this watcher's, so no bookmark may claim it.
+                            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return,
+                        };
                         if let Some(kind) = event_for(&e, &*filter) {
                             last_rev = e.revision;
                             if tx.send(Ok(event_line(&e, kind, shaped, &shape))).await.is_err() {

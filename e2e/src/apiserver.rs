@@ -254,23 +254,7 @@ impl ApiCluster {
         c.spawn_apiserver()?;
         c.wait_ready().await?;
         if c.opts.controller_manager {
-            let mut args = vec!["controller-manager".to_string(), "--master".into(), c.url()];
-            if c.opts.secure {
-                // As kubeadm's: pods' service account volumes take the cluster's CA from the
-                // kube-root-ca.crt ConfigMap it publishes.
-                args.extend(["--root-ca-file".into(), c.pki_dir().join("ca.crt").display().to_string()]);
-                // And it signs certificate requests with the cluster CA (kubelet TLS bootstrap).
-                for (flag, file) in [("--cluster-signing-cert-file", "ca.crt"), ("--cluster-signing-key-file", "ca.key")] {
-                    args.extend([flag.into(), c.pki_dir().join(file).display().to_string()]);
-                }
-            }
-            args.extend(c.opts.controller_manager_args.iter().cloned());
-            let dir = c.root().join("controller-manager");
-            let mut env = env();
-            env.extend(c.opts.controller_manager_env.iter().cloned());
-            let p = Process::spawn("controller-manager", &c.bin, &args, &dir, &env)?;
-            eprintln!("[e2e] started controller-manager pid {}", p.pid());
-            c.controller_manager = Some(p);
+            c.spawn_controller_manager()?;
         }
         Ok(c)
     }
@@ -396,6 +380,38 @@ impl ApiCluster {
         if let Some(mut p) = self.apiserver.take() {
             eprintln!("[e2e] stopping apiserver pid {}", p.pid());
             p.terminate();
+        }
+    }
+
+    /// Starts the controller manager (again, after [`Self::kill_controller_manager`]) with the
+    /// options' arguments.
+    pub fn spawn_controller_manager(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.controller_manager.is_none(), "the controller manager is still running");
+        let mut args = vec!["controller-manager".to_string(), "--master".into(), self.url()];
+        if self.opts.secure {
+            // As kubeadm's: pods' service account volumes take the cluster's CA from the
+            // kube-root-ca.crt ConfigMap it publishes.
+            args.extend(["--root-ca-file".into(), self.pki_dir().join("ca.crt").display().to_string()]);
+            // And it signs certificate requests with the cluster CA (kubelet TLS bootstrap).
+            for (flag, file) in [("--cluster-signing-cert-file", "ca.crt"), ("--cluster-signing-key-file", "ca.key")] {
+                args.extend([flag.into(), self.pki_dir().join(file).display().to_string()]);
+            }
+        }
+        args.extend(self.opts.controller_manager_args.iter().cloned());
+        let dir = self.root().join("controller-manager");
+        let mut env = env();
+        env.extend(self.opts.controller_manager_env.iter().cloned());
+        let p = Process::spawn("controller-manager", &self.bin, &args, &dir, &env)?;
+        eprintln!("[e2e] started controller-manager pid {}", p.pid());
+        self.controller_manager = Some(p);
+        Ok(())
+    }
+
+    /// Kills the controller manager with SIGKILL, mid-work.
+    pub fn kill_controller_manager(&mut self) {
+        if let Some(mut p) = self.controller_manager.take() {
+            eprintln!("[e2e] killing controller-manager pid {} (SIGKILL)", p.pid());
+            p.kill9();
         }
     }
 

@@ -79,9 +79,10 @@ images: $(IMAGES)
 $(IMAGES) &: deploy/images/build.sh deploy/images/pause.c $(wildcard /bin/busybox)
 	deploy/images/build.sh $(IMAGES_DIR)
 
-# The second build is kubelab-failpoints, kubelab with the store's failpoints (store/src/failpoint.rs)
-# for the robustness tests. Its features are resolved as for the first (--workspace --lib), so that
-# only store and the binary are built twice; with `-p kubelab` cargo would resolve them for kubelab
+# The second build is kubelab-failpoints, kubelab with the failpoints of the store and the node
+# agent (store/src/failpoint.rs, nodeagent/src/failpoint.rs) for the robustness and crash-restart
+# tests. Its features are resolved as for the first (--workspace --lib), so that only store,
+# nodeagent, the crates above them and the binary are built twice; with `-p kubelab` cargo would resolve them for kubelab
 # alone and build a dozen more crates a second time. The kubelab binary is not touched.
 build: images
 	$(CARGO) build --workspace

@@ -19,6 +19,8 @@ pub struct NodeAgent {
     args: Vec<String>,
     port: u16,
     process: Option<Process>,
+    /// `KUBELAB_FAILPOINTS` for the failpoint build ([`NodeAgent::set_failpoints`]).
+    failpoints: Option<String>,
 }
 
 pub struct NodeAgentOptions<'a> {
@@ -81,16 +83,19 @@ impl NodeAgent {
         }
         std::fs::create_dir_all(dir.join("manifests"))?;
         drop(port); // released just before the agent binds it
-        let mut agent = NodeAgent { name: opts.node_name.to_string(), containerd: Some(containerd), cgroup_root, bridge: format!("kubelab{}", opts.pod_cidr_octet), bin, dir, args, port: port_number, process: None };
+        let mut agent = NodeAgent { name: opts.node_name.to_string(), containerd: Some(containerd), cgroup_root, bridge: format!("kubelab{}", opts.pod_cidr_octet), bin, dir, args, port: port_number, process: None, failpoints: None };
         agent.spawn()?;
         Ok(agent)
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {
-        let env = vec![
+        let mut env = vec![
             ("NO_COLOR".to_string(), "1".to_string()),
             ("RUST_LOG".to_string(), std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info,kubelet=debug".into())),
         ];
+        if let Some(f) = &self.failpoints {
+            env.push(("KUBELAB_FAILPOINTS".into(), f.clone()));
+        }
         // The agent shares containerd's (private, persistent) mount namespace, as a kubelet
         // shares its host's with the runtime: the tmpfs it mounts for secrets must be what
         // containerd bind-mounts into containers. nsenter execs the agent (no fork): the PID
@@ -113,6 +118,11 @@ impl NodeAgent {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The agent's `--root-dir` (pods' directories and volumes live under `pods/<uid>`).
+    pub fn root_dir(&self) -> PathBuf {
+        self.dir.join("root")
     }
 
     pub fn manifests_dir(&self) -> PathBuf {
@@ -151,6 +161,19 @@ impl NodeAgent {
             set_flag(&mut self.args, &flag, &value);
         }
         self.restart()
+    }
+
+    /// From the next (re)start on, run the failpoint build of kubelab with `KUBELAB_FAILPOINTS`
+    /// set to `spec` (`name=term;…`); `None` goes back to the ordinary build.
+    pub fn set_failpoints(&mut self, spec: Option<&str>) -> anyhow::Result<()> {
+        self.bin = if spec.is_some() { crate::kubelab_failpoints_bin()? } else { crate::kubelab_bin()? };
+        self.failpoints = spec.map(String::from);
+        Ok(())
+    }
+
+    /// Whether the agent process has ended (a failpoint's `panic` ends it with status 2).
+    pub fn has_exited(&mut self) -> bool {
+        self.process.as_mut().is_some_and(|p| p.exited().is_some())
     }
 
     pub fn log(&self) -> String {

@@ -72,6 +72,12 @@
 //! config kubelet would refuse, before anything starts), the HTTPS server, garbage collection
 //! and the eviction manager, then run the sync loop until shutdown.
 //!
+//! ## Failpoints (tests only)
+//! With the `failpoints` feature (the `kubelab-failpoints` binary; never `kubelab`), [`failpoint`]
+//! puts etcd's gofail failpoints between the steps of SyncPod and of a pod's end, for the
+//! crash-restart test (`e2e/tests/nodeagent_crash.rs`): `KUBELAB_FAILPOINTS=name=1*panic` ends
+//! the agent right there. Without the feature every site compiles to nothing.
+//!
 //! ## Public surface
 //! Everything else is `pub(crate)`. What other crates use:
 //! - [`run()`], its [`Options`] and [`system`] (the actix System it runs in): `kubelab
@@ -135,6 +141,9 @@
 // `cargo doc -p nodeagent --document-private-items`.
 #![allow(rustdoc::private_intra_doc_links)]
 
+// First: the modules after it use its `failpoint!` macro.
+#[macro_use]
+pub(crate) mod failpoint;
 pub(crate) mod certificate;
 pub mod cm;
 pub(crate) mod config;

@@ -243,6 +243,8 @@ impl crate::server::Provider for ServerProvider {
 pub async fn run(opts: Options, shutdown: watch::Receiver<bool>) -> Result<()> {
     tracing::info!(target: "kubelet", node = %opts.node_name, endpoint = %opts.runtime_endpoint, root_dir = %opts.root_dir.display(), "starting the node agent");
     opts.validate()?;
+    #[cfg(feature = "failpoints")]
+    crate::failpoint::init()?;
     // TLS bootstrap comes first: every client below connects with the kubeconfig it writes.
     if let (Some(bootstrap), Some(client::Connection::Kubeconfig(kubeconfig))) = (&opts.bootstrap_kubeconfig, &opts.connection) {
         let cert_dir = opts.tls.cert_dir.clone().unwrap_or_else(|| opts.root_dir.join("pki"));

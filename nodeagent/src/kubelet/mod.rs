@@ -224,6 +224,7 @@ impl Kubelet {
         self.deps.probes.add_pod(pod);
 
         // Step 1: the pod cgroup under kubepods/<qos>/pod<uid>.
+        failpoint!("syncPodBeforePodCgroup");
         let cgroup_parent = {
             let _s = tracing::info_span!(target: "kubelet::sync_pod", "step1_pod_cgroup", pod_uid = %uid).entered();
             let pcm = self.deps.pcm.clone();
@@ -242,6 +243,7 @@ impl Kubelet {
         };
 
         // Step 2: the pod's data directory.
+        failpoint!("syncPodBeforeDataDirs");
         {
             let root = self.deps.root_dir.clone();
             let u = uid.to_string();
@@ -255,6 +257,7 @@ impl Kubelet {
         }
 
         // Step 3: volumes, all ready before any container starts.
+        failpoint!("syncPodBeforeVolumes");
         let volumes = match self
             .deps
             .volumes
@@ -270,6 +273,7 @@ impl Kubelet {
         };
 
         // Step 4: image pull secrets (and the configMaps/secrets the environment uses).
+        failpoint!("syncPodBeforePullSecrets");
         let (pull_secrets, env_objects) = self
             .fetch_pod_references(pod)
             .instrument(tracing::info_span!(target: "kubelet::sync_pod", "step4_pull_secrets", pod_uid = %uid))
@@ -297,6 +301,7 @@ impl Kubelet {
         self.reasons.lock().unwrap_or_else(|e| e.into_inner()).insert(uid.to_string(), result.waiting_reasons.clone());
 
         // Step 8: the status, from what the runtime now runs.
+        failpoint!("syncPodBeforeStatus");
         let span = tracing::info_span!(target: "kubelet::sync_pod", "step8_status", pod_uid = %uid);
         if let Ok(now) = self.deps.runtime.get_pod_status(uid, &name, &ns).instrument(span.clone()).await {
             // The sandbox IP is known only now: rewrite /etc/hosts with it.
@@ -370,6 +375,7 @@ impl Kubelet {
                 tracing::warn!(target: "kubelet::sync_terminating_pod", pod_uid = %uid, error = %e, "stopping the pod");
                 return false;
             }
+            failpoint!("syncTerminatingPodAfterKill");
             if let Ok(after) = self.deps.runtime.get_pod_status(&uid, &name, &ns).await {
                 self.update_status(pod, &after).await;
             }
@@ -416,6 +422,7 @@ impl Kubelet {
         async {
             let name = pod.metadata.name.clone().unwrap_or_default();
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            failpoint!("syncTerminatedPodBeforeRelease");
             if removed || pod.metadata.deletion_timestamp.is_some() {
                 match self.deps.runtime.get_pod_status(&uid, &name, &ns).await {
                     Ok(s) => {

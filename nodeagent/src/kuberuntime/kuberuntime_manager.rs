@@ -348,8 +348,10 @@ impl RuntimeManager {
             }
             let span = tracing::info_span!(target: "kubelet::sync_pod", "step5_run_pod_sandbox", pod_uid = %uid, attempt = actions.attempt, pod_ip = tracing::field::Empty, error = tracing::field::Empty);
             let started = Instant::now();
+            failpoint!("syncPodBeforeRunPodSandbox");
             match self.runtime.run_pod_sandbox(sandbox_config.clone(), "").instrument(span.clone()).await {
                 Ok(id) => {
+                    failpoint!("syncPodAfterRunPodSandbox");
                     sandbox_id = id;
                     pod_ips = match self.runtime.pod_sandbox_status(&sandbox_id).await {
                         Ok(s) => s.network.map(|n| vec![n.ip]).unwrap_or_default().into_iter().filter(|i| !i.is_empty()).collect(),
@@ -483,6 +485,7 @@ impl RuntimeManager {
         let restart_count = previous.map(|p| p.restart_count as u32 + 1).unwrap_or(0);
         let config = kcont::generate_container_config(ContainerInputs { pod, container: c, restart_count, image_ref: &image_ref, envs, mounts });
 
+        failpoint!("syncPodBeforeCreateContainer");
         let id = self
             .runtime
             .create_container(ctx.sandbox_id, config, ctx.sandbox_config.clone())
@@ -493,6 +496,7 @@ impl RuntimeManager {
                 (CREATE_CONTAINER_ERROR.to_string(), m, Some(Duration::from_secs(5)))
             })?;
         self.recorder.pod_event(pod, field.clone(), events::NORMAL, events::CREATED_CONTAINER, format!("Created container {}", c.name));
+        failpoint!("syncPodAfterCreateContainer");
         self.runtime.start_container(&id).await.map_err(|e| {
             let m = e.to_string();
             self.recorder.pod_event(pod, field.clone(), events::WARNING, events::FAILED_TO_START_CONTAINER, format!("Error: {m}"));

@@ -424,6 +424,82 @@ impl StoreCluster {
         self.restart(i)
     }
 
+    /// A member to add at runtime (`member add`), not started yet: its ports reserved and its
+    /// directory made. Its peer URL is [`peer_url`](Self::peer_url); start it with
+    /// [`start_added`](Self::start_added). Kubelab members of a proxied cluster are not proxied.
+    pub fn new_member(&mut self, name: &str) -> anyhow::Result<usize> {
+        let ps = ports::reserve_n(3)?;
+        let (client_port, peer_port, metrics_port) = (ps[0].port, ps[1].port, ps[2].port);
+        let scheme = if self.opts.tls.is_some() { "https" } else { "http" };
+        let dir = self.root().join(name);
+        std::fs::create_dir_all(&dir)?;
+        let client = format!("{scheme}://127.0.0.1:{client_port}");
+        let peer = format!("{scheme}://127.0.0.1:{peer_port}");
+        let mut args = Vec::new();
+        if self.opts.flavor == Flavor::Kubelab {
+            args.push("store".to_string());
+        }
+        let mut flag = |k: &str, v: String| {
+            args.push(format!("--{k}"));
+            args.push(v);
+        };
+        flag("name", name.to_string());
+        flag("data-dir", dir.join("data").display().to_string());
+        flag("listen-client-urls", client.clone());
+        flag("advertise-client-urls", client);
+        flag("listen-peer-urls", peer.clone());
+        flag("initial-advertise-peer-urls", peer);
+        // Set by `start_added`.
+        flag("initial-cluster", String::new());
+        flag("initial-cluster-state", "existing".into());
+        flag("initial-cluster-token", self.opts.token.clone());
+        flag("listen-metrics-urls", format!("http://127.0.0.1:{metrics_port}"));
+        flag("heartbeat-interval", self.opts.heartbeat_interval_ms.to_string());
+        flag("election-timeout", self.opts.election_timeout_ms.to_string());
+        if let Some(n) = self.opts.snapshot_count {
+            flag("snapshot-count", n.to_string());
+        }
+        if self.opts.flavor == Flavor::Etcd {
+            flag("logger", "zap".into());
+            flag("log-outputs", "stderr".into());
+        }
+        if let Some(tls) = &self.opts.tls {
+            args.extend(tls.flags());
+        }
+        args.extend(self.opts.extra_args.iter().cloned());
+        self.members.push(Member {
+            name: name.to_string(),
+            client_port,
+            peer_port,
+            metrics_port,
+            failpoint_port: None,
+            dir,
+            scheme,
+            args,
+            env: Vec::new(),
+            process: None,
+            paused: false,
+            _ports: ps,
+        });
+        Ok(self.members.len() - 1)
+    }
+
+    /// Member `i`'s peer URL (not proxied).
+    pub fn peer_url(&self, i: usize) -> String {
+        let m = &self.members[i];
+        format!("{}://127.0.0.1:{}", m.scheme, m.peer_port)
+    }
+
+    /// Starts member `i` made by [`new_member`](Self::new_member) with
+    /// `--initial-cluster-state existing` and `--initial-cluster initial_cluster` (what
+    /// `member add` printed).
+    pub fn start_added(&mut self, i: usize, initial_cluster: &str) -> anyhow::Result<()> {
+        let m = &mut self.members[i];
+        let pos = m.args.iter().position(|a| a == "--initial-cluster").context("no --initial-cluster flag")?;
+        m.args[pos + 1] = initial_cluster.to_string();
+        self.restart(i)
+    }
+
     /// Sets failpoint `name` of member `i` to `term` (gofail's syntax: `panic`, `sleep(100)`,
     /// `return`, `off`, with `N*` or `P%` before), through the member's failpoint endpoint.
     pub async fn set_failpoint(&self, i: usize, name: &str, term: &str) -> anyhow::Result<()> {

@@ -5,7 +5,7 @@
 //! the same state. What is not deterministic (an I/O error of the engine) is not handled here at
 //! all: the Ready loop panics on it rather than letting replicas diverge.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,6 +16,7 @@ use tokio::sync::broadcast;
 use crate::alarms::{AlarmStore, alarm_action, alarm_type};
 use crate::engine::{Engine, WriteBatch, keys};
 use crate::error::{Error, Result};
+use crate::membership::{ChangeKind, Member, validate_configuration_change};
 use crate::mvcc::{KvStore, Lessor, Record, Revision, WriteTxn, in_range};
 
 /// What one raft entry carries: a request, and who proposed it (so that member can answer it).
@@ -27,7 +28,7 @@ pub struct InternalRaftRequest {
     /// The proposer's sequence number, its key for the waiting client.
     #[prost(uint64, tag = "2")]
     pub seq: u64,
-    #[prost(oneof = "Request", tags = "3, 4, 5, 6, 7, 8, 9, 10, 11")]
+    #[prost(oneof = "Request", tags = "3, 4, 5, 6, 7, 8, 9, 10, 11, 12")]
     pub request: Option<Request>,
 }
 
@@ -54,6 +55,10 @@ pub enum Request {
     /// every member agrees on what is raised.
     #[prost(message, tag = "11")]
     Alarm(PbAlarmRequest),
+    /// New peer URLs for a member (etcd's `ConfChangeUpdateNode`, which changes nothing in raft,
+    /// so it travels as a plain entry here: raft-rs has no update change).
+    #[prost(message, tag = "12")]
+    MemberUpdate(Member),
 }
 
 /// What a member publishes about itself once it has joined (etcd's `publish`).
@@ -81,9 +86,12 @@ pub struct SnapshotData {
     #[prost(int64, tag = "5")]
     pub compacted: i64,
     #[prost(message, repeated, tag = "6")]
-    pub members: Vec<MemberAttributes>,
+    pub members: Vec<Member>,
     #[prost(message, repeated, tag = "7")]
     pub alarms: Vec<PbAlarmMember>,
+    /// IDs of removed members, which never come back.
+    #[prost(uint64, repeated, tag = "8")]
+    pub removed: Vec<u64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -110,6 +118,8 @@ pub enum Applied {
     LeaseRenew { id: i64, ttl: i64 },
     MemberAttributes,
     Alarm(PbAlarmResponse),
+    /// A configuration change (or a member's new peer URLs) was applied.
+    Membership,
 }
 
 /// The changes of one revision, as watchers receive them.
@@ -125,7 +135,12 @@ pub const MAX_TXN_OPS: usize = 128;
 pub struct StateMachine {
     pub kv: KvStore,
     pub lessor: Lessor,
-    pub members: BTreeMap<u64, MemberAttributes>,
+    /// The cluster's members (etcd's `RaftCluster`), changed only by applied conf changes, and
+    /// the IDs removed from it ([`crate::membership`]).
+    pub members: BTreeMap<u64, Member>,
+    pub removed: BTreeSet<u64>,
+    /// Bumped whenever `members` changes, so the raft thread knows to update the transport.
+    pub membership_version: u64,
     /// Raised alarms; a NOSPACE alarm caps writes that grow the database.
     pub alarms: AlarmStore,
     pub applied_index: u64,
@@ -149,9 +164,17 @@ impl StateMachine {
         let mut members = BTreeMap::new();
         for item in engine.scan_prefix(keys::MEMBER_ATTRS) {
             let (_, v) = item?;
-            let m = MemberAttributes::decode(v.as_slice())
+            let m = Member::decode(v.as_slice())
                 .map_err(|e| Error::Corrupt { what: "member attributes", detail: e.to_string() })?;
             members.insert(m.id, m);
+        }
+        let mut removed = BTreeSet::new();
+        for item in engine.scan_prefix(keys::MEMBER_REMOVED) {
+            let (k, _) = item?;
+            let id = k[keys::MEMBER_REMOVED.len()..]
+                .try_into()
+                .map_err(|_| Error::Corrupt { what: "removed member", detail: "key not 8 bytes".into() })?;
+            removed.insert(u64::from_be_bytes(id));
         }
         let applied_index = match engine.get(keys::APPLIED)? {
             Some(b) => u64::from_be_bytes(
@@ -161,7 +184,7 @@ impl StateMachine {
         };
         let alarms = AlarmStore::load(engine.as_ref())?;
         let (watch_tx, _) = broadcast::channel(watch_capacity.max(1));
-        Ok(Self { kv, lessor, members, alarms, applied_index, last_key: Vec::new(), engine, watch_tx })
+        Ok(Self { kv, lessor, members, removed, membership_version: 1, alarms, applied_index, last_key: Vec::new(), engine, watch_tx })
     }
 
     fn attached_keys(kv: &KvStore) -> Vec<(i64, Vec<u8>)> {
@@ -269,15 +292,83 @@ impl StateMachine {
                 let ttl = self.lessor.renew(r.id, now)?;
                 Ok(Applied::LeaseRenew { id: r.id, ttl })
             }
-            Request::MemberAttributes(m) => {
-                let mut v = Vec::new();
-                m.encode(&mut v).expect("encode into a Vec");
-                batch.put(keys::with_u64(keys::MEMBER_ATTRS, m.id), v);
-                self.members.insert(m.id, m);
+            Request::MemberAttributes(a) => {
+                // A removed member's late publish changes nothing (etcd ignores it too).
+                if self.removed.contains(&a.id) {
+                    return Ok(Applied::MemberAttributes);
+                }
+                let m = self.members.entry(a.id).or_insert_with(|| Member { id: a.id, ..Default::default() });
+                m.name = a.name;
+                m.client_urls = a.client_urls;
+                let m = m.clone();
+                self.save_member(&m, batch);
                 Ok(Applied::MemberAttributes)
+            }
+            Request::MemberUpdate(u) => {
+                self.apply_member_change(ChangeKind::Update, &u, batch)?;
+                Ok(Applied::Membership)
             }
             Request::Alarm(a) => Ok(Applied::Alarm(self.alarm(&a, batch))),
         }
+    }
+
+    fn save_member(&mut self, m: &Member, batch: &mut WriteBatch) {
+        batch.put(keys::with_u64(keys::MEMBER_ATTRS, m.id), m.encode_to_vec());
+        self.membership_version += 1;
+    }
+
+    /// Applies a configuration change to the member records (etcd's `RaftCluster.AddMember`,
+    /// `RemoveMember`, `UpdateRaftAttributes`, `PromoteMember`), after checking it as every
+    /// member does ([`validate_configuration_change`]). On an error nothing changes: the raft
+    /// thread then leaves raft's configuration alone too.
+    pub fn apply_member_change(&mut self, kind: ChangeKind, m: &Member, batch: &mut WriteBatch) -> Result<()> {
+        validate_configuration_change(&self.members, &self.removed, kind, m)?;
+        match kind {
+            ChangeKind::Add => {
+                let m = Member { name: String::new(), client_urls: Vec::new(), ..m.clone() };
+                self.members.insert(m.id, m.clone());
+                self.save_member(&m, batch);
+            }
+            ChangeKind::Remove => {
+                self.members.remove(&m.id);
+                self.removed.insert(m.id);
+                batch.delete(keys::with_u64(keys::MEMBER_ATTRS, m.id));
+                batch.put(keys::with_u64(keys::MEMBER_REMOVED, m.id), Vec::new());
+                self.membership_version += 1;
+            }
+            ChangeKind::Update | ChangeKind::Promote => {
+                let r = self.members.get_mut(&m.id).expect("validated: the member exists");
+                if kind == ChangeKind::Update {
+                    r.peer_urls = m.peer_urls.clone();
+                } else {
+                    r.is_learner = false;
+                }
+                let r = r.clone();
+                self.save_member(&r, batch);
+            }
+        }
+        tracing::info!(target: "store::membership", change = ?kind, member = %format!("{:x}", m.id), peer_urls = ?m.peer_urls, learner = m.is_learner, "membership changed");
+        Ok(())
+    }
+
+    /// Records the founding members of a new cluster (from `--initial-cluster`), as etcd's
+    /// bootstrap adds them; each founding member does the same with the same flags. Kept
+    /// records (a name already published) are completed, not replaced.
+    pub fn seed_members(&mut self, peers: &[(u64, Vec<String>)], batch: &mut WriteBatch) {
+        for (id, urls) in peers {
+            if self.removed.contains(id) {
+                continue;
+            }
+            let m = self.members.entry(*id).or_insert_with(|| Member { id: *id, ..Default::default() });
+            m.peer_urls = urls.clone();
+            let m = m.clone();
+            self.save_member(&m, batch);
+        }
+    }
+
+    /// Whether member `id` is a learner.
+    pub fn is_learner(&self, id: u64) -> bool {
+        self.members.get(&id).is_some_and(|m| m.is_learner)
     }
 
     /// etcd's `applierV3backend.Alarm`: GET lists the alarms of a type (every alarm for NONE),
@@ -500,6 +591,7 @@ impl StateMachine {
             compacted: self.kv.compacted_revision(),
             members: self.members.values().cloned().collect(),
             alarms: self.alarms.get(alarm_type::NONE),
+            removed: self.removed.iter().copied().collect(),
         }
     }
 
@@ -520,11 +612,19 @@ impl StateMachine {
         for item in self.engine.scan_prefix(keys::MEMBER_ATTRS) {
             batch.delete(item?.0);
         }
+        for item in self.engine.scan_prefix(keys::MEMBER_REMOVED) {
+            batch.delete(item?.0);
+        }
         self.members.clear();
         for m in snap.members {
             batch.put(keys::with_u64(keys::MEMBER_ATTRS, m.id), m.encode_to_vec());
             self.members.insert(m.id, m);
         }
+        self.removed = snap.removed.into_iter().collect();
+        for id in &self.removed {
+            batch.put(keys::with_u64(keys::MEMBER_REMOVED, *id), Vec::new());
+        }
+        self.membership_version += 1;
         self.alarms.restore(snap.alarms, self.engine.as_ref(), batch)?;
         self.applied_index = index;
         batch.put(keys::APPLIED.to_vec(), index.to_be_bytes().to_vec());
@@ -807,6 +907,11 @@ mod tests {
         apply(&mut a, Request::Put(put("k", "1"))).unwrap();
         apply(&mut a, Request::Put(put("k", "2"))).unwrap();
         apply(&mut a, Request::MemberAttributes(MemberAttributes { id: 1, name: "a".into(), client_urls: vec!["http://x".into()] })).unwrap();
+        let added = Member { id: 2, peer_urls: vec!["http://p:1".into()], is_learner: true, ..Default::default() };
+        a.apply_member_change(ChangeKind::Add, &added, &mut WriteBatch::default()).unwrap();
+        let gone = Member { id: 1, ..Default::default() };
+        a.apply_member_change(ChangeKind::Remove, &gone, &mut WriteBatch::default()).unwrap();
+        assert!(a.apply_member_change(ChangeKind::Add, &Member { id: 1, peer_urls: vec!["http://q:1".into()], ..Default::default() }, &mut WriteBatch::default()).is_err(), "a removed ID never comes back");
         let data = a.snapshot_data();
         let mut b = sm();
         apply(&mut b, Request::Put(put("stale", "x"))).unwrap();
@@ -815,5 +920,7 @@ mod tests {
         assert_eq!(b.applied_index, 77);
         assert_eq!(b.lessor.get(5).unwrap().keys.len(), 1, "lease attachments are rebuilt");
         assert_eq!(value(&b, "stale"), None);
+        assert_eq!(b.removed, [1].into());
+        assert!(b.is_learner(2));
     }
 }

@@ -39,8 +39,12 @@ pub mod keys {
     pub const SNAPSHOT: &[u8] = b"m\x00snapshot";
     /// Who this data belongs to: cluster id, member id and the members (see `config`).
     pub const IDENTITY: &[u8] = b"m\x00identity";
-    /// `m\x01` + member id (u64 BE) → the member's published attributes (name, client URLs).
+    /// `m\x01` + member id (u64 BE) → the member's record ([`crate::membership::Member`]: peer
+    /// URLs, learner or voter, and the name and client URLs it published).
     pub const MEMBER_ATTRS: &[u8] = b"m\x01";
+    /// `m\x02` + member id (u64 BE) → empty: a removed member, whose ID never comes back
+    /// (etcd's `members_removed` bucket).
+    pub const MEMBER_REMOVED: &[u8] = b"m\x02";
     /// `a` + member id (u64 BE) + alarm type (i32 BE) → the encoded `AlarmMember` (etcd's
     /// `alarm` bucket): raised alarms survive a restart.
     pub const ALARM: &[u8] = b"a";

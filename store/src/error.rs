@@ -36,6 +36,33 @@ pub enum Error {
     Timeout,
     #[error("etcdserver: server stopped")]
     Stopped,
+    // Membership (etcd's `membership` errors as `v3rpc` reports them).
+    #[error("etcdserver: given member URLs are invalid")]
+    MemberBadUrls,
+    /// A removed ID never comes back; etcd reports it as not found.
+    #[error("etcdserver: member not found")]
+    IdRemoved,
+    #[error("etcdserver: member ID already exist")]
+    IdExists,
+    #[error("etcdserver: member not found")]
+    MemberNotFound,
+    #[error("etcdserver: Peer URLs already exists")]
+    PeerUrlExists,
+    #[error("etcdserver: too many learner members in cluster")]
+    TooManyLearners,
+    #[error("etcdserver: can only promote a learner member")]
+    MemberNotLearner,
+    #[error("etcdserver: can only promote a learner member which is in sync with leader")]
+    LearnerNotReady,
+    #[error("etcdserver: re-configuration failed due to not enough started members")]
+    NotEnoughStartedMembers,
+    #[error("etcdserver: unhealthy cluster")]
+    Unhealthy,
+    #[error("etcdserver: rpc not supported for learner")]
+    NotSupportedForLearner,
+    /// This member was removed from the cluster: it stops.
+    #[error("the member has been permanently removed from the cluster")]
+    MemberRemoved,
     /// The data directory was written by another member or another cluster.
     #[error("data dir {dir} belongs to {found}, but the flags describe {wanted}")]
     ForeignDataDir { dir: String, found: String, wanted: String },
@@ -93,6 +120,15 @@ impl Error {
             Error::LeaseExists => Code::FailedPrecondition,
             Error::NoSpace => Code::ResourceExhausted,
             Error::NoLeader | Error::Timeout | Error::Stopped => Code::Unavailable,
+            Error::MemberBadUrls => Code::InvalidArgument,
+            Error::IdRemoved | Error::MemberNotFound => Code::NotFound,
+            Error::IdExists
+            | Error::PeerUrlExists
+            | Error::TooManyLearners
+            | Error::MemberNotLearner
+            | Error::LearnerNotReady
+            | Error::NotEnoughStartedMembers => Code::FailedPrecondition,
+            Error::Unhealthy | Error::NotSupportedForLearner | Error::MemberRemoved => Code::Unavailable,
             _ => Code::Internal,
         };
         tonic::Status::new(code, self.to_string())

@@ -25,6 +25,37 @@
 //! serializable. The log is compacted every `--snapshot-count` entries; a member behind the
 //! compacted log receives a snapshot of the state machine.
 //!
+//! ## Membership changes
+//! The member records (ID, peer URLs, learner or voter, and the name and client URLs a member
+//! publishes once it serves) are replicated state ([`membership`], kept by [`apply`]): the
+//! founding members are recorded from `--initial-cluster` when a new cluster starts, and after
+//! that they change only through the log, so every member and every snapshot agrees.
+//! 1. A client's `MemberAdd`/`MemberRemove`/`MemberPromote` reaches [`v3rpc::cluster`], which
+//!    checks it as etcd does: the URLs, what the apply would refuse, and the quorum
+//!    (`--strict-reconfig-check`: enough started members, this member connected to every voter
+//!    for five seconds). A promotion is decided by the leader, which alone knows the learner's
+//!    match index (within 90% of its own); a follower hands it to the leader's peer port.
+//! 2. It is proposed as a raft `ConfChange` (add voter, add learner, remove; promotion is adding
+//!    a learner as a voter) whose context carries the member record and the proposer; an update
+//!    of peer URLs, which raft does not see, is a plain entry.
+//! 3. Every member applies it in log order ([`raft_node`] step 3): the record first, checked
+//!    again; raft's configuration only if the record took it. The ConfState goes to the WAL
+//!    with the entry, so a restart keeps it. Adding a member compacts the log to what is
+//!    applied, so the new member is sent a snapshot (the log does not hold the founding
+//!    configuration). The raft thread then brings the [`transport`] in line: new peers dialed,
+//!    removed ones dropped and refused from then on, updated ones dialed at their new URLs.
+//! 4. The added member starts with `--initial-cluster-state existing` on an empty data
+//!    directory: it asks the others for the member list at their peer URLs (they serve
+//!    `MemberList` there too), finds its ID by its peer URLs, records it, and starts raft with
+//!    no configuration and no log; the leader's snapshot brings both. It then publishes its
+//!    name. A member whose old self is in the list (it lost its data) is refused: "has already
+//!    been bootstrapped".
+//! 5. A member that applies its own removal stops ten ticks later (so a removed leader's
+//!    heartbeats still carry the commit), and one that missed it learns it from a peer, which
+//!    refuses its messages; `run` then ends with [`Error::MemberRemoved`]. A learner serves only
+//!    serializable reads and `Status` on its client port (etcd 3.4's "rpc not supported for
+//!    learner"), and neither votes nor counts for the quorum.
+//!
 //! ## TLS
 //! As in etcd, a URL's scheme decides: `https://` client URLs are served over TLS with
 //! `--cert-file`/`--key-file`, and with `--client-cert-auth` a client without a certificate
@@ -41,7 +72,9 @@
 //! (`name=term;…`) at start, or over HTTP (`PUT`/`GET`/`DELETE /<name>`, `GET /`) when
 //! `KUBELAB_FAILPOINTS_HTTP=127.0.0.1:PORT`; a term is `off`, `panic` (the process ends at
 //! once, a `kill -9` there), `sleep(MS)`, `return("msg")` or `print`, optionally `N*` or `P%`.
-//! Without the feature every site compiles to nothing. The sites, named after etcd's:
+//! The engine (terms, registry, HTTP endpoint) is the `failpoint` crate, which the node agent's
+//! failpoints use too; without the feature it is not linked and every site compiles to nothing.
+//! The sites, named after etcd's:
 //! - Ready loop ([`raft_node`]): `raftBeforeLeaderSend` (step 1, a leader's messages);
 //!   `raftBeforeApplySnap`, `raftAfterApplySnap` (step 2, around restoring the state machine from
 //!   a leader's snapshot), `raftBeforeSaveSnap`, `raftAfterSaveSnap` (around making it durable in
@@ -63,11 +96,17 @@
 //!   falling behind, skips that first revision's events).
 //!
 //! ## Implementation caveats
-//! - Membership is fixed by `--initial-cluster`: no MemberAdd/Remove/Update/Promote, no learners.
-//!   So a member that lost its disk cannot be replaced: `--initial-cluster-state existing` on
-//!   an empty data directory (how etcd starts a member `member add` added) is refused with
-//!   etcd's "has already been bootstrapped", since raft cannot take a member back under the
-//!   identity whose log it lost.
+//! - Membership: a member that lost its disk is replaced (`member remove`, `member add`, start
+//!   the new one with `existing`); it cannot come back under its old identity, since raft cannot
+//!   take a member back whose log it lost. Differences from etcd: the founding records are each
+//!   member's reading of its own `--initial-cluster` (etcd puts them in the log), so members that
+//!   list each other at different URLs (the e2e proxy mesh) hold different peer URLs; a
+//!   `MemberUpdate` is a log entry, not a ConfChange (raft-rs has no update change); the
+//!   joining member asks the Cluster gRPC service on the peer port, not etcd's peer HTTP
+//!   `/members`, so an etcd member cannot join a kubelab cluster nor the reverse; a request
+//!   forwarded to a leader that stops is lost and the client sees "request timed out", as a
+//!   proposal is; a removed learner that hears nothing from the others does not learn it was
+//!   removed until it sends to them (it never campaigns); `--strict-reconfig-check` is always on.
 //! - TLS, but no etcd authentication: the Auth service answers UNIMPLEMENTED (no users or roles,
 //!   and a client certificate's common name is no user). Certificates are read once, at start (etcd reads them again for each handshake, so a renewed one needs no
 //!   restart); no `--peer-cert-allowed-cn`, `--cipher-suites`, CRLs or `--auto-tls`.
@@ -120,6 +159,8 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub(crate) mod etcdhttp;
+pub(crate) mod membership;
+pub(crate) mod cluster_util;
 pub mod metrics;
 pub(crate) mod mvcc;
 pub(crate) mod netutil;
@@ -209,13 +250,22 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
 
     // Peers at https:// URLs are dialed with this member's peer certificate (`--peer-cert-file`),
     // and theirs is verified against `--peer-trusted-ca-file`.
-    let peer_tls = match cfg.peers().any(|p| p.peer_urls.iter().any(|u| config::is_https(u))) {
+    // A member added later is dialed like the others: the configuration is built when this
+    // member's own peer URLs are https:// too.
+    let https_peers = cfg.peers().any(|p| p.peer_urls.iter().any(|u| config::is_https(u)));
+    let peer_tls = match https_peers || cfg.listen_peer_urls.iter().any(|u| config::is_https(u)) {
         true => Some(cfg.peer_tls_info.client_config()?),
         false => None,
     };
 
+    // A member `member add` added starts on an empty data directory with `existing`: it asks
+    // the cluster who it is ([`cluster_util`]).
+    let join = match !cfg.new_cluster && !cfg.data_dir.join("member").join("db").exists() {
+        true => Some(cluster_util::join(&cfg, peer_tls.clone()).await?),
+        false => None,
+    };
     let rt = tokio::runtime::Handle::current();
-    let (node, raft_thread) = server::start(cfg.clone(), &rt, peer_tls)?;
+    let (node, raft_thread) = server::start(cfg.clone(), &rt, peer_tls, join)?;
     if let Some(ac) = config::AutoCompaction::parse(&cfg.auto_compaction_mode, &cfg.auto_compaction_retention)? {
         tokio::spawn(v3compactor::run(node.clone(), ac, node.stopped()));
     }
@@ -226,18 +276,22 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         let svc = proto::raftpb::raft_peer_server::RaftPeerServer::new(transport::PeerService {
             cluster_id: node.cluster_id(),
             my_id: node.id(),
-            members: cfg.voters().into_iter().collect(),
+            members: node.peer_set(),
             raft: node.raft(),
             metrics: node.metrics().clone(),
         })
         .max_decoding_message_size(transport::MAX_PEER_MESSAGE)
         .max_encoding_message_size(transport::MAX_PEER_MESSAGE);
+        // The peer port also answers MemberList (a joining member asks it) and MemberPromote
+        // (a follower hands a promotion to the leader), as etcd's peer HTTP handlers do.
+        let members = proto::etcd::PbClusterServer::new(v3rpc::cluster::ClusterService { node: node.clone(), peer_port: true });
         let mut stop = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(Duration::from_secs(1)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(2)))
                 .add_service(svc)
+                .add_service(members)
                 .serve_with_incoming_shutdown(netutil::accept(l.tcp, l.tls, "peer"), async move {
                     let _ = stop.wait_for(|s| *s).await;
                 })
@@ -288,9 +342,12 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         "store member serving"
     );
 
-    // Run until asked to stop, or until a server fails.
+    // Run until asked to stop, until a server fails, or until the member stops by itself
+    // (removed from the cluster).
+    let mut stopped = node.stopped();
     let failed = tokio::select! {
         _ = shutdown => None,
+        _ = stopped.wait_for(|s| *s) => None,
         (r, i, _) = futures::future::select_all(tasks.iter_mut()) => Some((r, i)),
     };
     if let Some((_, i)) = failed {
@@ -306,6 +363,9 @@ pub async fn run(cfg: Config, shutdown: impl Future<Output = ()>) -> Result<()> 
         }
     }
     let _ = tokio::task::spawn_blocking(move || raft_thread.join()).await;
+    if node.was_removed() {
+        return Err(Error::MemberRemoved);
+    }
     match failed {
         Some(Ok(Err(e))) => Err(e),
         Some(Err(e)) => Err(Error::Config(format!("server task failed: {e}"))),

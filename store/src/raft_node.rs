@@ -53,12 +53,14 @@ use std::time::{Duration, Instant};
 
 use protobuf::Message as _;
 use slog::KV as _;
-use raft::eraftpb::{ConfChange, ConfChangeV2, Entry, EntryType, Message, MessageType};
+use prost::Message as _;
+use raft::eraftpb::{ConfChange, ConfChangeType, ConfChangeV2, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, ReadState, StateRole};
 
 use crate::apply::{Applied, StateMachine};
 use crate::engine::{Engine, WriteBatch};
 use crate::error::{Error, Result};
+use crate::membership::{ChangeKind, ConfChangeContext, Member};
 use crate::metrics::Metrics;
 use crate::raft_storage::{PeerStorage, SnapshotSource};
 use crate::traceutil;
@@ -157,6 +159,10 @@ pub struct RaftNode {
     /// The last Ready handed to the WAL, and the last one it reported written.
     submitted: u64,
     persisted: u64,
+    /// A member was added in this pass: the log is compacted to what is applied, so the new
+    /// member is sent a snapshot (it must never replay the log from index 1, which does not
+    /// hold the founding configuration).
+    member_added: bool,
 }
 
 impl RaftNode {
@@ -207,6 +213,7 @@ impl RaftNode {
             backend_grew: Instant::now(),
             submitted: 0,
             persisted: 0,
+            member_added: false,
         })
     }
 
@@ -221,6 +228,22 @@ impl RaftNode {
 
     pub fn step(&mut self, m: Message) -> Result<()> {
         Ok(self.raw.step(m)?)
+    }
+
+    /// Proposes a membership change (its context is a [`ConfChangeContext`]). Fails with
+    /// `ProposalDropped` while there is no leader or another change is pending.
+    pub fn propose_conf_change(&mut self, cc: ConfChange) -> Result<()> {
+        Ok(self.raw.propose_conf_change(vec![], cc)?)
+    }
+
+    /// On the leader, the match indexes of `id` and of the leader itself (raft's progress), for
+    /// etcd's check that a learner is in sync before it is promoted.
+    pub fn match_indexes(&self, id: u64) -> Option<(u64, u64)> {
+        if self.role != StateRole::Leader {
+            return None;
+        }
+        let prs = self.raw.raft.prs();
+        Some((prs.get(id)?.matched, prs.get(self.id)?.matched))
     }
 
     /// Proposes an encoded request. Fails with `ProposalDropped` while there is no leader.
@@ -496,18 +519,38 @@ impl RaftNode {
                         results.push((seq, result));
                     }
                 }
-                EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => {
-                    // Membership is fixed at bootstrap today; a conf change is still applied
-                    // correctly if one ever arrives, so that the log stays replayable.
-                    let cs = if e.get_entry_type() == EntryType::EntryConfChange {
-                        let cc = ConfChange::parse_from_bytes(&e.data)
-                            .map_err(|err| Error::Corrupt { what: "conf change", detail: err.to_string() })?;
-                        self.raw.apply_conf_change(&cc)?
-                    } else {
-                        let cc = ConfChangeV2::parse_from_bytes(&e.data)
-                            .map_err(|err| Error::Corrupt { what: "conf change", detail: err.to_string() })?;
-                        self.raw.apply_conf_change(&cc)?
+                EntryType::EntryConfChange => {
+                    // A membership change (etcd's `applyConfChange`): the member records first,
+                    // checked as every member checks them; raft's configuration only if they
+                    // took it, so the two never disagree.
+                    let cc = ConfChange::parse_from_bytes(&e.data)
+                        .map_err(|err| Error::Corrupt { what: "conf change", detail: err.to_string() })?;
+                    let ctx = ConfChangeContext::decode(cc.get_context()).unwrap_or_default();
+                    let member = ctx.member.clone().unwrap_or_else(|| Member { id: cc.node_id, ..Default::default() });
+                    let kind = match cc.get_change_type() {
+                        ConfChangeType::AddNode if sm.is_learner(cc.node_id) => ChangeKind::Promote,
+                        ConfChangeType::AddNode | ConfChangeType::AddLearnerNode => ChangeKind::Add,
+                        ConfChangeType::RemoveNode => ChangeKind::Remove,
                     };
+                    let result = sm.apply_member_change(kind, &member, batch);
+                    if result.is_ok() {
+                        let cs = self.raw.apply_conf_change(&cc)?;
+                        self.raw.mut_store().set_conf_state(cs);
+                        if kind == ChangeKind::Add {
+                            self.member_added = true;
+                        }
+                    }
+                    sm.apply_entry(e.index, &[], now, batch);
+                    if ctx.origin == self.id && ctx.seq != 0 {
+                        results.push((ctx.seq, result.map(|()| Applied::Membership)));
+                    }
+                }
+                EntryType::EntryConfChangeV2 => {
+                    // Never proposed by this store; applied to raft alone if one ever arrives,
+                    // so that the log stays replayable.
+                    let cc = ConfChangeV2::parse_from_bytes(&e.data)
+                        .map_err(|err| Error::Corrupt { what: "conf change", detail: err.to_string() })?;
+                    let cs = self.raw.apply_conf_change(&cc)?;
                     self.raw.mut_store().set_conf_state(cs);
                     sm.apply_entry(e.index, &[], now, batch);
                 }
@@ -526,6 +569,12 @@ impl RaftNode {
 
     fn maybe_compact_log(&mut self) -> Result<()> {
         let applied = self.applied_index();
+        if std::mem::take(&mut self.member_added) && applied > self.raw.store().truncated_index() {
+            self.commit_backend(Instant::now(), true)?;
+            self.raw.mut_store().compact(applied)?;
+            tracing::info!(target: "store::raft", compacted_to = applied, "compacted the raft log for a new member, which is sent a snapshot");
+            return Ok(());
+        }
         let keep = self.opts.catchup_entries.min(self.opts.snapshot_count / 2);
         let truncated = self.raw.store().truncated_index();
         if applied.saturating_sub(truncated) < self.opts.snapshot_count + keep {

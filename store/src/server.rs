@@ -9,7 +9,7 @@
 //! thread through the same channel.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -17,13 +17,15 @@ use std::time::{Duration, Instant};
 use prost::Message as _;
 use proto::etcd::*;
 use raft::StateRole;
-use raft::eraftpb::Message;
+use raft::eraftpb::{ConfChange, ConfChangeType, Message};
 use tokio::sync::oneshot;
 
 use crate::apply::{Applied, InternalRaftRequest, MemberAttributes, Request, StateMachine};
-use crate::config::Config;
+use crate::cluster_util::Joined;
+use crate::config::{Config, Peer};
 use crate::engine::{BackgroundWrites, Engine, SledEngine, WriteBatch, keys};
 use crate::error::{Error, Result};
+use crate::membership::{ChangeKind, ConfChangeContext, Member};
 use crate::metrics::Metrics;
 use crate::raft_node::{RaftNode, RaftOptions, ReadySink, read_context, read_context_number};
 use crate::raft_storage::PeerStorage;
@@ -33,6 +35,12 @@ use crate::transport::{self, Transport};
 /// What the raft thread is told.
 pub enum Input {
     Propose { seq: u64, data: Vec<u8>, tx: Option<oneshot::Sender<Result<Applied>>> },
+    /// A membership change; answered once applied, like a proposal.
+    ProposeConfChange { seq: u64, cc: ConfChange, tx: oneshot::Sender<Result<Applied>> },
+    /// The leader's raft progress of a member and of itself (None on a follower).
+    MatchIndexes { id: u64, tx: oneshot::Sender<Option<(u64, u64)>> },
+    /// A peer refused this member as removed from the cluster.
+    Removed,
     Read { tx: oneshot::Sender<Result<()>> },
     Step(Message),
     Unreachable(u64),
@@ -59,6 +67,10 @@ impl transport::Raft for std_mpsc::Sender<Input> {
 
     fn report_snapshot(&self, id: u64, ok: bool) {
         let _ = self.send(Input::SnapshotStatus(id, ok));
+    }
+
+    fn report_removed(&self) {
+        let _ = self.send(Input::Removed);
     }
 }
 
@@ -97,6 +109,16 @@ struct NodeInner {
     quota: crate::quota::BackendQuota,
     /// Turns true at shutdown, for the member's own tasks (the auto-compactor).
     stopped: tokio::sync::watch::Sender<bool>,
+    /// Set when this member learned it was removed from the cluster (it then stops).
+    removed: AtomicBool,
+    /// Whether this member is a learner, as the raft thread last saw the records (every client
+    /// request asks, so it does not take the state machine's lock).
+    learner: AtomicBool,
+    /// The transport's view of the peers, for the quorum checks of membership changes.
+    activity: transport::Activity,
+    peer_set: transport::PeerSet,
+    /// How peers are dialed (a follower hands a promotion to the leader's peer URL).
+    peer_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// A cheap, cloneable handle to the running member.
@@ -219,6 +241,67 @@ impl Node {
         Arc::new(self.0.inputs.clone())
     }
 
+    /// Proposes a membership change and waits until this member has applied it: `Add` of a
+    /// voter or learner, `Remove`, `Promote` through raft's ConfChange (the record in its
+    /// context); `Update`, which raft-rs has no change for, as a plain entry.
+    pub async fn propose_member_change(&self, kind: ChangeKind, member: Member) -> Result<()> {
+        if kind == ChangeKind::Update {
+            self.propose(Request::MemberUpdate(member)).await?;
+            return Ok(());
+        }
+        let seq = self.0.seq.fetch_add(1, Ordering::Relaxed);
+        let mut cc = ConfChange { node_id: member.id, ..Default::default() };
+        cc.set_change_type(match kind {
+            ChangeKind::Add if member.is_learner => ConfChangeType::AddLearnerNode,
+            ChangeKind::Add | ChangeKind::Promote => ConfChangeType::AddNode,
+            _ => ConfChangeType::RemoveNode,
+        });
+        cc.context = ConfChangeContext { origin: self.0.id, seq, member: Some(member) }.encode_to_vec().into();
+        let (tx, rx) = oneshot::channel();
+        self.0.inputs.send(Input::ProposeConfChange { seq, cc, tx }).map_err(|_| Error::Stopped)?;
+        match tokio::time::timeout(self.0.request_timeout, rx).await {
+            Ok(Ok(r)) => r.map(|_| ()),
+            Ok(Err(_)) => Err(Error::Stopped),
+            Err(_) => Err(Error::Timeout),
+        }
+    }
+
+    /// On the leader: the raft match index of `id` and of the leader. None on a follower.
+    pub async fn match_indexes(&self, id: u64) -> Result<Option<(u64, u64)>> {
+        let (tx, rx) = oneshot::channel();
+        self.0.inputs.send(Input::MatchIndexes { id, tx }).map_err(|_| Error::Stopped)?;
+        rx.await.map_err(|_| Error::Stopped)
+    }
+
+    /// A view of the membership for the quorum checks, as this member sees its peers.
+    pub fn with_cluster_view<T>(&self, f: impl FnOnce(&crate::membership::ClusterView) -> T) -> T {
+        let sm = self.0.sm.read().expect("state machine lock");
+        let (me, activity) = (self.0.id, &self.0.activity);
+        let since = Instant::now().checked_sub(crate::membership::HEALTH_INTERVAL).unwrap_or_else(Instant::now);
+        let connected = |id: u64| id == me || activity.connected_since(id, since);
+        let active = |id: u64| id == me || activity.is_active(id);
+        f(&crate::membership::ClusterView { members: &sm.members, removed: &sm.removed, connected: &connected, active: &active })
+    }
+
+    /// Whether this member is a learner (it then serves only serializable reads and Status).
+    pub fn is_learner(&self) -> bool {
+        self.0.learner.load(Ordering::Relaxed)
+    }
+
+    /// Whether this member stopped because it was removed from the cluster.
+    pub fn was_removed(&self) -> bool {
+        self.0.removed.load(Ordering::Relaxed)
+    }
+
+    /// Who may send to this member's peer port.
+    pub fn peer_set(&self) -> transport::PeerSet {
+        self.0.peer_set.clone()
+    }
+
+    pub(crate) fn peer_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.0.peer_tls.clone()
+    }
+
     pub fn shutdown(&self) {
         self.0.stopped.send_replace(true);
         let _ = self.0.inputs.send(Input::Shutdown);
@@ -231,39 +314,72 @@ pub(crate) fn identity_record(name: &str, member_id: u64, cluster_id: u64) -> St
     format!("member {member_id:x} ({name}) of cluster {cluster_id:x}")
 }
 
-/// The member's identity as recorded in its data directory.
-fn check_identity(engine: &dyn Engine, cfg: &Config) -> Result<bool> {
+/// What a member that joined through `member add` records: its ID and the cluster's came from
+/// the cluster, not from the flags.
+const JOINED: &str = " (joined)";
+
+/// The member and cluster IDs of an identity record, if it is one.
+fn parse_identity(record: &str) -> Option<(u64, String, u64)> {
+    let rest = record.strip_prefix("member ")?;
+    let (id, rest) = rest.split_once(" (")?;
+    let (name, rest) = rest.split_once(") of cluster ")?;
+    let cluster = rest.strip_suffix(JOINED).unwrap_or(rest);
+    Some((u64::from_str_radix(id, 16).ok()?, name.to_string(), u64::from_str_radix(cluster, 16).ok()?))
+}
+
+/// Who this member is: its ID, its cluster's, and whether its data directory was empty.
+struct Identity {
+    id: u64,
+    cluster_id: u64,
+    fresh: bool,
+}
+
+/// The member's identity as recorded in its data directory, or, for an empty one, recorded now:
+/// from the flags for a founding member, from the cluster for one that joins (`join`).
+fn check_identity(engine: &dyn Engine, cfg: &Config, join: Option<&Joined>) -> Result<Identity> {
     let wanted = identity_record(&cfg.name, cfg.member_id(), cfg.cluster_id());
     match engine.get(keys::IDENTITY)? {
         Some(found) => {
             let found = String::from_utf8_lossy(&found).into_owned();
-            if found != wanted {
-                return Err(Error::ForeignDataDir { dir: cfg.data_dir.display().to_string(), found, wanted });
+            // A founding member keeps its ID (its name and the token); a member that joined
+            // keeps the one the cluster gave it. The cluster ID is the recorded one either
+            // way: like etcd, a member with data ignores a changed `--initial-cluster`.
+            match parse_identity(&found) {
+                Some((id, name, cluster_id)) if name == cfg.name && (id == cfg.member_id() || found.ends_with(JOINED)) => {
+                    Ok(Identity { id, cluster_id, fresh: false })
+                }
+                _ => Err(Error::ForeignDataDir { dir: cfg.data_dir.display().to_string(), found, wanted }),
             }
-            Ok(false)
         }
         None => {
             if engine.scan_prefix(b"").next().is_some() {
                 return Err(Error::Corrupt { what: "data dir", detail: "data without an identity record".into() });
             }
-            if !cfg.new_cluster {
-                // `existing` on an empty data directory is how etcd starts a member `member add`
-                // has just added, under the new ID the add gave it. This store has no member add,
-                // so the only member that can start this way is one that was a member before and
-                // lost its data; raft cannot take it back under the same identity: the leader
-                // still counts it as holding the entries it lost (its first heartbeat commits past
-                // the empty log, a raft panic), and it could vote twice in one term. etcd refuses
-                // it the same way, checked before anything is written to the directory.
-                return Err(Error::Config(format!(
-                    "member {:x} has already been bootstrapped: it cannot rejoin with an empty data directory under the identity it had (--initial-cluster-state existing); start it with the data directory it had",
-                    cfg.member_id()
-                )));
-            }
+            let (identity, record) = match (cfg.new_cluster, join) {
+                (true, _) => (Identity { id: cfg.member_id(), cluster_id: cfg.cluster_id(), fresh: true }, wanted),
+                // `existing` on an empty data directory: the member `member add` added, under
+                // the ID the add gave it (`crate::cluster_util::join` found it, and refused a
+                // member that had started before and lost its data).
+                (false, Some(j)) => {
+                    let record = identity_record(&cfg.name, j.id, j.cluster_id) + JOINED;
+                    (Identity { id: j.id, cluster_id: j.cluster_id, fresh: true }, record)
+                }
+                // Without the cluster's answer the member cannot know its ID; a member that
+                // was one before and lost its data cannot come back under the same identity:
+                // the leader still counts it as holding the entries it lost (its first heartbeat
+                // commits past the empty log, a raft panic), and it could vote twice in one term.
+                (false, None) => {
+                    return Err(Error::Config(format!(
+                        "member {:x} has already been bootstrapped: it cannot rejoin with an empty data directory under the identity it had (--initial-cluster-state existing); start it with the data directory it had",
+                        cfg.member_id()
+                    )));
+                }
+            };
             let mut b = WriteBatch::default();
-            b.put(keys::IDENTITY.to_vec(), wanted.into_bytes());
+            b.put(keys::IDENTITY.to_vec(), record.into_bytes());
             engine.write(b)?;
             engine.flush()?;
-            Ok(true)
+            Ok(identity)
         }
     }
 }
@@ -276,6 +392,7 @@ pub fn start(
     cfg: Config,
     rt: &tokio::runtime::Handle,
     peer_tls: Option<Arc<rustls::ClientConfig>>,
+    join: Option<Joined>,
 ) -> Result<(Node, std::thread::JoinHandle<()>)> {
     cfg.validate()?;
     #[cfg(feature = "failpoints")]
@@ -287,7 +404,7 @@ pub fn start(
     let sled: Arc<dyn Engine> = Arc::new(SledEngine::open(&dir.join("db"))?);
     let engine: Arc<dyn Engine> =
         Arc::new(BackgroundWrites::start(sled, move |d| commit_duration.observe(d.as_secs_f64()))?);
-    let fresh = check_identity(engine.as_ref(), &cfg)?;
+    let Identity { id, cluster_id, fresh } = check_identity(engine.as_ref(), &cfg, join.as_ref())?;
     let ticks = |d: Duration| (d.as_millis() / cfg.heartbeat_interval.as_millis().max(1)) as usize;
     let opts = RaftOptions {
         election_tick: ticks(cfg.election_timeout).max(2),
@@ -298,11 +415,33 @@ pub fn start(
     // etcd's minimum lease TTL: 1.5 election timeouts, rounded up to a second.
     let min_ttl = (cfg.election_timeout.as_millis() as i64 * 3 + 1999) / 2000;
     let sm = Arc::new(RwLock::new(StateMachine::load(engine.clone(), min_ttl, 4096)?));
-    // A new member of a new cluster bootstraps the voters (an empty data directory with
-    // `--initial-cluster-state existing` was refused by `check_identity`).
-    let voters = cfg.voters();
-    let id = cfg.member_id();
-    let cluster_id = cfg.cluster_id();
+    // A new member of a new cluster bootstraps the voters and records the founding members; a
+    // member that joins starts with neither and learns both from the leader's snapshot.
+    let voters = if fresh && join.is_some() { Vec::new() } else { cfg.voters() };
+    {
+        let mut sm = sm.write().expect("state machine lock");
+        // Data directories from before membership changes, and restored ones, hold no member
+        // records with peer URLs: they are the founding members.
+        let recorded = sm.members.values().any(|m| !m.peer_urls.is_empty()) || !sm.removed.is_empty();
+        if join.is_none() && !recorded {
+            let peers: Vec<(u64, Vec<String>)> = cfg.initial_cluster.iter().map(|p| (p.id, p.peer_urls.clone())).collect();
+            let mut b = WriteBatch::default();
+            sm.seed_members(&peers, &mut b);
+            engine.write(b)?;
+        }
+    }
+    // The peers to dial: the member records, or what the cluster told a joining member.
+    let peers: Vec<Peer> = match &join {
+        Some(j) if fresh => j.members.iter().filter(|p| p.id != id).cloned().collect(),
+        _ => sm
+            .read()
+            .expect("state machine lock")
+            .members
+            .values()
+            .filter(|m| m.id != id && !m.peer_urls.is_empty())
+            .map(|m| Peer { name: m.name.clone(), id: m.id, peer_urls: m.peer_urls.clone() })
+            .collect(),
+    };
     let wal_dir = dir.join("wal");
     if fresh && wal_dir.exists() {
         // The database was lost or replaced but not the log: the two no longer belong together.
@@ -315,7 +454,7 @@ pub fn start(
     let mut raft = RaftNode::open(id, voters, storage, sm.clone(), opts.clone(), metrics.clone(), &crate::raft_node::logger())?;
     let (inputs, rx) = std_mpsc::channel();
     let transport =
-        Transport::start(cfg.peers().cloned().collect(), cluster_id, id, Arc::new(inputs.clone()), rt, metrics.clone(), peer_tls);
+        Transport::start(peers, cluster_id, id, Arc::new(inputs.clone()), rt, metrics.clone(), peer_tls.clone());
     // The WAL writer sends what waited for a write itself (a follower's append responses leave
     // without a detour through the raft thread) and reports to the raft thread.
     let (wal_transport, wal_inputs) = (transport.clone(), inputs.clone());
@@ -345,6 +484,11 @@ pub fn start(
         revision_trace: RevisionTrace::new(&cfg.name, id),
         quota: crate::quota::BackendQuota::new(cfg.quota_backend_bytes),
         stopped: tokio::sync::watch::channel(false).0,
+        removed: AtomicBool::new(false),
+        learner: AtomicBool::new(false),
+        activity: transport.activity(),
+        peer_set: transport.peer_set(),
+        peer_tls,
         cfg,
     }));
     let loop_node = node.clone();
@@ -413,6 +557,14 @@ struct RaftLoop {
     proposals: HashMap<u64, Proposal>,
     /// Proposals waiting for a leader to be known.
     no_leader: VecDeque<(u64, Vec<u8>)>,
+    /// Membership changes waiting for a leader to be known.
+    conf_changes: VecDeque<ConfChange>,
+    /// The state machine's membership version the transport was last brought in line with.
+    membership_version: u64,
+    /// When this member, having applied its own removal, stops: a few ticks later, so that a
+    /// removed leader's heartbeats tell the others the removal is committed (etcd's
+    /// `stopWithDelay`).
+    stop_at: Option<Instant>,
     reads_waiting: Vec<oneshot::Sender<Result<()>>>,
     reads_inflight: HashMap<u64, (Instant, Vec<oneshot::Sender<Result<()>>>)>,
     reads_ready: Vec<(u64, Vec<oneshot::Sender<Result<()>>>)>,
@@ -436,6 +588,9 @@ impl RaftLoop {
             waiters: HashMap::new(),
             proposals: HashMap::new(),
             no_leader: VecDeque::new(),
+            conf_changes: VecDeque::new(),
+            membership_version: 0,
+            stop_at: None,
             reads_waiting: Vec::new(),
             reads_inflight: HashMap::new(),
             reads_ready: Vec::new(),
@@ -453,6 +608,10 @@ impl RaftLoop {
             let wait = if self.raft.has_ready() { Duration::ZERO } else { next_tick.saturating_duration_since(Instant::now()) };
             match rx.recv_timeout(wait) {
                 Ok(Input::Shutdown) => break,
+                Ok(Input::Removed) => {
+                    self.on_removed();
+                    break;
+                }
                 Ok(input) => {
                     self.handle(input);
                     // Group commit: take everything already queued into this Ready.
@@ -460,6 +619,10 @@ impl RaftLoop {
                     while n < MAX_INPUTS_PER_READY {
                         match rx.try_recv() {
                             Ok(Input::Shutdown) => return self.stop(),
+                            Ok(Input::Removed) => {
+                                self.on_removed();
+                                return self.stop();
+                            }
                             Ok(input) => self.handle(input),
                             Err(_) => break,
                         }
@@ -500,12 +663,51 @@ impl RaftLoop {
             }
             self.complete_reads();
             self.publish_status();
+            self.sync_membership();
+            if self.stop_at.is_some_and(|at| now >= at) {
+                self.on_removed();
+                break;
+            }
             if now >= next_housekeeping {
                 self.housekeeping(now);
                 next_housekeeping = now + Duration::from_millis(250);
             }
         }
         self.stop();
+    }
+
+    /// Brings the transport in line with the member records when an applied change (or a
+    /// snapshot) altered them. A member that applied its own removal stops ten ticks later.
+    fn sync_membership(&mut self) {
+        let sm = self.node.0.sm.clone();
+        let sm = sm.read().expect("state machine lock");
+        if sm.membership_version == self.membership_version {
+            return;
+        }
+        self.membership_version = sm.membership_version;
+        self.node.0.learner.store(sm.is_learner(self.node.id()), Ordering::Relaxed);
+        if sm.removed.contains(&self.node.id()) {
+            self.stop_at.get_or_insert(Instant::now() + self.tick * 10);
+            return;
+        }
+        let peers: Vec<Peer> = sm
+            .members
+            .values()
+            .filter(|m| !m.peer_urls.is_empty())
+            .map(|m| Peer { name: m.name.clone(), id: m.id, peer_urls: m.peer_urls.clone() })
+            .collect();
+        // A joining member's records are empty until the leader's snapshot arrives: it keeps
+        // the peers the cluster told it about.
+        if !peers.is_empty() {
+            self.transport.sync(&peers, &sm.removed);
+        }
+    }
+
+    /// etcd's reaction to its own removal: say so and stop; the process exits with an error.
+    fn on_removed(&mut self) {
+        tracing::error!(target: "store::membership", member = %format!("{:x}", self.node.id()), "the member has been permanently removed from the cluster");
+        self.node.0.removed.store(true, Ordering::Relaxed);
+        self.node.0.stopped.send_replace(true);
     }
 
     fn stop(mut self) {
@@ -527,6 +729,14 @@ impl RaftLoop {
                 }
                 self.no_leader.push_back((seq, data));
             }
+            Input::ProposeConfChange { seq, cc, tx } => {
+                self.waiters.insert(seq, tx);
+                self.conf_changes.push_back(cc);
+            }
+            Input::MatchIndexes { id, tx } => {
+                let _ = tx.send(self.raft.match_indexes(id));
+            }
+            Input::Removed => {}
             Input::Read { tx } => self.reads_waiting.push(tx),
             Input::Step(m) => {
                 if let Err(e) = self.raft.step(m) {
@@ -554,6 +764,13 @@ impl RaftLoop {
     /// Proposes what is queued, once a leader is known, and starts ReadIndex for waiting reads.
     fn flush_pending(&mut self) {
         if self.raft.leader() != 0 {
+            while let Some(cc) = self.conf_changes.pop_front() {
+                if let Err(e) = self.raft.propose_conf_change(cc.clone()) {
+                    tracing::debug!(target: "store::raft", error = %e, "membership change dropped; waiting for a leader");
+                    self.conf_changes.push_front(cc);
+                    break;
+                }
+            }
             while let Some((seq, data)) = self.no_leader.pop_front() {
                 if let Err(e) = self.raft.propose(data.clone()) {
                     tracing::debug!(target: "store::raft", seq, error = %e, "proposal dropped; waiting for a leader");
@@ -635,7 +852,14 @@ impl RaftLoop {
         // Publish this member's name and client URLs once (etcd's `publish`).
         let cfg = self.node.config();
         let attrs = MemberAttributes { id: self.node.id(), name: cfg.name.clone(), client_urls: cfg.advertise_client_urls.clone() };
-        let published = self.raft.state_machine().read().expect("state machine lock").members.get(&attrs.id) == Some(&attrs);
+        let published = self
+            .raft
+            .state_machine()
+            .read()
+            .expect("state machine lock")
+            .members
+            .get(&attrs.id)
+            .is_some_and(|m| m.name == attrs.name && m.client_urls == attrs.client_urls);
         if !published
             && self.raft.leader() != 0
             && self.attrs_proposed.is_none_or(|at| now.duration_since(at) > Duration::from_secs(2))

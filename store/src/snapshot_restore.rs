@@ -6,8 +6,9 @@
 //! 1. checks the file's trailing sha256 (unless `--skip-hash-check`) and that the data directory
 //!    is empty or missing;
 //! 2. keeps the key space as it was (every revision since the compacted one, the current and
-//!    compacted revisions), the leases and the alarms; drops the old cluster's members, whose
-//!    attributes the new members publish again when they start;
+//!    compacted revisions), the leases and the alarms; drops the old cluster's member records and
+//!    removed IDs (each new member records the members of `--initial-cluster` when it first
+//!    starts, and publishes its name again);
 //! 3. writes the data directory of a member of a new cluster: its identity (member and cluster
 //!    ids from `--name`, `--initial-cluster` and `--initial-cluster-token`), the state machine at
 //!    raft index N (N the number of members, etcd's `commit`), and a raft log that starts with a
@@ -93,6 +94,7 @@ pub fn restore(cfg: &RestoreConfig) -> Result<Restored> {
     let mut data = crate::snapshot::read_file(&file, cfg.skip_hash_check)?;
     // The old cluster's members are not this one's.
     data.members.clear();
+    data.removed.clear();
     let (revision, compacted) = (data.revision, data.compacted);
     let body = prost::Message::encode_to_vec(&data);
     drop(file);
@@ -168,6 +170,8 @@ mod tests {
         }
         apply(60, Request::Compaction(PbCompactionRequest { revision: 20, physical: false }));
         apply(61, Request::MemberAttributes(crate::apply::MemberAttributes { id: 99, name: "old".into(), client_urls: vec![] }));
+        let gone = crate::membership::Member { id: 99, ..Default::default() };
+        sm.apply_member_change(crate::membership::ChangeKind::Remove, &gone, &mut b).unwrap();
         let mut file = Vec::new();
         crate::snapshot::SnapshotView::of(&sm).write_file(&mut file).unwrap();
         let path = dir.join("snap.db");
@@ -201,6 +205,7 @@ mod tests {
             assert_eq!(s.kv.get_at(b"k3", 25).unwrap().value, b"v23", "history since the compaction is kept");
             assert!(s.lessor.exists(42));
             assert!(s.members.is_empty(), "the old cluster's members are dropped");
+            assert!(s.removed.is_empty(), "and the IDs it removed");
         }
         let storage = PeerStorage::open(&dir.join("wal"), engine, sm).unwrap();
         assert!(storage.is_initialized());

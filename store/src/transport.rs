@@ -16,10 +16,17 @@
 //!
 //! The transport knows the raft loop only as [`Raft`] (rafthttp's `Raft` interface): where
 //! received messages go, and where an unreachable peer and a snapshot's outcome are reported.
+//!
+//! Membership changes reach it through [`Transport::sync`] (rafthttp's `AddPeer`, `RemovePeer`,
+//! `UpdatePeer`): the raft thread calls it when an applied change altered the member records.
+//! A removed member's batches are refused with [`REMOVED_MESSAGE`]; a sender that hears it
+//! tells its raft loop, and the member stops (etcd answers such a member `410 Gone`).
+//! The transport also keeps when each peer's connection came up (rafthttp's `ActiveSince`),
+//! for the quorum checks of a membership change.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use protobuf::Message as _;
 use proto::raftpb::raft_peer_client::RaftPeerClient;
@@ -50,6 +57,79 @@ pub trait Raft: Send + Sync + 'static {
     fn report_unreachable(&self, id: u64);
     /// Whether a snapshot reached the peer.
     fn report_snapshot(&self, id: u64, ok: bool);
+    /// A peer refused this member as removed from the cluster.
+    fn report_removed(&self);
+}
+
+/// What a removed member's batches are refused with (etcd's words for its `410 Gone`).
+pub const REMOVED_MESSAGE: &str = "the member has been permanently removed from the cluster";
+
+/// Which members may send to this one and which were removed, shared by the transport (which
+/// updates it) and the peer service (which checks every batch against it).
+#[derive(Clone, Default)]
+pub struct PeerSet {
+    members: Arc<RwLock<HashSet<u64>>>,
+    removed: Arc<RwLock<HashSet<u64>>>,
+}
+
+impl PeerSet {
+    pub fn new(members: impl IntoIterator<Item = u64>) -> Self {
+        Self { members: Arc::new(RwLock::new(members.into_iter().collect())), removed: Default::default() }
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.members.read().expect("peer set lock").contains(&id)
+    }
+
+    fn is_removed(&self, id: u64) -> bool {
+        self.removed.read().expect("peer set lock").contains(&id)
+    }
+}
+
+/// When each peer's current connection came up (rafthttp's `ActiveSince`).
+#[derive(Clone, Default)]
+pub struct Activity(Arc<Mutex<HashMap<u64, Option<Instant>>>>);
+
+impl Activity {
+    /// Connected since at least `since`.
+    pub fn connected_since(&self, id: u64, since: Instant) -> bool {
+        matches!(self.0.lock().expect("activity lock").get(&id), Some(Some(t)) if *t <= since)
+    }
+
+    /// Connected now.
+    pub fn is_active(&self, id: u64) -> bool {
+        matches!(self.0.lock().expect("activity lock").get(&id), Some(Some(_)))
+    }
+
+    fn set(&self, id: u64, up: bool) {
+        let mut a = self.0.lock().expect("activity lock");
+        match (up, a.get(&id)) {
+            (true, Some(Some(_))) => {}
+            (true, _) => {
+                a.insert(id, Some(Instant::now()));
+            }
+            (false, _) => {
+                a.insert(id, None);
+            }
+        }
+    }
+}
+
+/// One peer's sending side: its queue and the URLs its task dials.
+struct PeerQueue {
+    tx: mpsc::Sender<Message>,
+    urls: Vec<String>,
+}
+
+/// What starting a peer's sender takes.
+struct Shared {
+    cluster_id: u64,
+    my_id: u64,
+    rt: tokio::runtime::Handle,
+    metrics: Arc<Metrics>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    activity: Activity,
+    set: PeerSet,
 }
 
 /// The raft loop is gone: the member is stopping.
@@ -59,8 +139,9 @@ pub struct Stopping;
 /// The raft thread's handle on the peers' queues; the WAL writer holds a clone.
 #[derive(Clone)]
 pub struct Transport {
-    peers: HashMap<u64, mpsc::Sender<Message>>,
+    peers: Arc<Mutex<HashMap<u64, PeerQueue>>>,
     raft: Arc<dyn Raft>,
+    shared: Arc<Shared>,
 }
 
 impl Transport {
@@ -73,40 +154,83 @@ impl Transport {
         metrics: Arc<Metrics>,
         tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Self {
-        let mut queues = HashMap::new();
+        let set = PeerSet::new(peers.iter().map(|p| p.id).chain([my_id]));
+        let shared = Arc::new(Shared { cluster_id, my_id, rt: rt.clone(), metrics, tls, activity: Activity::default(), set });
+        let t = Self { peers: Arc::new(Mutex::new(HashMap::new())), raft, shared };
         for peer in peers {
-            let (tx, rx) = mpsc::channel(PEER_QUEUE);
-            queues.insert(peer.id, tx);
-            rt.spawn(peer_sender(peer, cluster_id, my_id, rx, raft.clone(), metrics.clone(), tls.clone()));
+            t.add_peer(peer);
         }
-        Self { peers: queues, raft }
+        t
+    }
+
+    /// Who may send to this member (for its [`PeerService`]).
+    pub fn peer_set(&self) -> PeerSet {
+        self.shared.set.clone()
+    }
+
+    /// When the peers' connections came up, for the quorum checks of membership changes.
+    pub fn activity(&self) -> Activity {
+        self.shared.activity.clone()
+    }
+
+    fn add_peer(&self, peer: Peer) {
+        let (tx, rx) = mpsc::channel(PEER_QUEUE);
+        let s = &self.shared;
+        self.peers.lock().expect("peers lock").insert(peer.id, PeerQueue { tx, urls: peer.peer_urls.clone() });
+        s.set.members.write().expect("peer set lock").insert(peer.id);
+        tracing::info!(target: "store::transport", peer = %format!("{:x}", peer.id), urls = ?peer.peer_urls, "added peer");
+        s.rt.spawn(peer_sender(peer, rx, self.raft.clone(), s.clone()));
+    }
+
+    /// Brings the peers in line with the member records: new members are dialed, removed ones
+    /// dropped (their sender ends with its queue) and refused from now on, and a member whose
+    /// peer URLs changed is dialed at the new ones.
+    pub fn sync(&self, members: &[Peer], removed: &BTreeSet<u64>) {
+        let s = &self.shared;
+        s.set.removed.write().expect("peer set lock").extend(removed.iter().copied());
+        let mut stale = Vec::new();
+        {
+            let peers = self.peers.lock().expect("peers lock");
+            for (id, q) in peers.iter() {
+                if !members.iter().any(|m| m.id == *id && m.peer_urls == q.urls) {
+                    stale.push(*id);
+                }
+            }
+        }
+        for id in stale {
+            self.peers.lock().expect("peers lock").remove(&id);
+            if !members.iter().any(|m| m.id == id) {
+                s.set.members.write().expect("peer set lock").remove(&id);
+                tracing::info!(target: "store::transport", peer = %format!("{id:x}"), "removed peer");
+            }
+        }
+        for m in members {
+            if m.id != s.my_id && !m.peer_urls.is_empty() && !self.peers.lock().expect("peers lock").contains_key(&m.id) {
+                self.add_peer(m.clone());
+            }
+        }
     }
 
     /// Queues messages for their peers; never blocks (called from the raft thread).
     pub fn send(&self, msgs: Vec<Message>) {
+        let peers = self.peers.lock().expect("peers lock");
         for m in msgs {
             let to = m.to;
-            match self.peers.get(&to) {
+            match peers.get(&to) {
                 Some(q) => {
-                    if q.try_send(m).is_err() {
+                    if q.tx.try_send(m).is_err() {
                         self.raft.report_unreachable(to);
                     }
                 }
-                None => tracing::warn!(target: "store::transport", to = %format!("{to:x}"), "message to an unknown member dropped"),
+                None => tracing::debug!(target: "store::transport", to = %format!("{to:x}"), "message to an unknown member dropped"),
             }
         }
     }
 }
 
-async fn peer_sender(
-    peer: Peer,
-    cluster_id: u64,
-    my_id: u64,
-    rx: mpsc::Receiver<Message>,
-    raft: Arc<dyn Raft>,
-    metrics: Arc<Metrics>,
-    tls: Option<Arc<rustls::ClientConfig>>,
-) {
+async fn peer_sender(peer: Peer, rx: mpsc::Receiver<Message>, raft: Arc<dyn Raft>, shared: Arc<Shared>) {
+    let (cluster_id, my_id, metrics, tls, activity) =
+        (shared.cluster_id, shared.my_id, shared.metrics.clone(), shared.tls.clone(), shared.activity.clone());
     let mut backoff = MIN_BACKOFF;
     // TLS is the connector's (netutil::dial), so tonic is given the URL as http://: it would
     // refuse an https:// one without a TLS configuration of its own.
@@ -147,7 +271,16 @@ async fn peer_sender(
                 raft: raft.clone(),
                 metrics: metrics.clone(),
             };
-            let _ = client.stream(batches).await;
+            activity.set(peer.id, true);
+            let r = client.stream(batches).await;
+            activity.set(peer.id, false);
+            if let Err(s) = r
+                && s.message() == REMOVED_MESSAGE
+            {
+                tracing::error!(target: "store::transport", peer = %peer.name, "{REMOVED_MESSAGE}");
+                raft.report_removed();
+                return;
+            }
         }
         if rx.lock().expect("peer queue lock").is_closed() {
             return; // the raft loop is gone
@@ -244,7 +377,7 @@ fn send_snapshot(
 pub struct PeerService {
     pub cluster_id: u64,
     pub my_id: u64,
-    pub members: HashSet<u64>,
+    pub members: PeerSet,
     pub raft: Arc<dyn Raft>,
     pub metrics: Arc<Metrics>,
 }
@@ -263,7 +396,10 @@ impl PeerService {
                 self.cluster_id, b.cluster_id
             ))));
         }
-        if b.to != self.my_id || !self.members.contains(&b.from) {
+        if self.members.is_removed(b.from) {
+            return Err(reject(Status::failed_precondition(REMOVED_MESSAGE)));
+        }
+        if b.to != self.my_id || !self.members.contains(b.from) {
             return Err(reject(Status::permission_denied(format!(
                 "batch from {:x} to {:x} is not for member {:x} of this cluster",
                 b.from, b.to, self.my_id
@@ -316,11 +452,12 @@ mod tests {
         }
         fn report_unreachable(&self, _: u64) {}
         fn report_snapshot(&self, _: u64, _: bool) {}
+        fn report_removed(&self) {}
     }
 
     fn service() -> (PeerService, Arc<Delivered>) {
         let delivered = Arc::new(Delivered::default());
-        let svc = PeerService { cluster_id: 7, my_id: 1, members: [1, 2, 3].into(), raft: delivered.clone(), metrics: Metrics::new() };
+        let svc = PeerService { cluster_id: 7, my_id: 1, members: PeerSet::new([1, 2, 3]), raft: delivered.clone(), metrics: Metrics::new() };
         (svc, delivered)
     }
 
@@ -347,5 +484,7 @@ mod tests {
         assert_eq!(svc.metrics.peer_messages_rejected.get(), 4);
         svc.deliver(batch(7, 2, vec![msg(2, 1), msg(2, 1)])).unwrap();
         assert_eq!(delivered.0.lock().unwrap().len(), 2);
+        svc.members.removed.write().unwrap().insert(2);
+        assert_eq!(svc.deliver(batch(7, 2, vec![msg(2, 1)])).unwrap_err().message(), REMOVED_MESSAGE, "a removed member is told so");
     }
 }

@@ -4,85 +4,33 @@
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, EventType, GetOptions, PutOptions, Txn, TxnOp, WatchOptions};
-use tokio::sync::oneshot;
 
-/// Two free ports for a member's client and peer listeners: both held until both are chosen, so
-/// the kernel cannot hand out the same one twice (it did: the peer listener then failed with
-/// "Address already in use").
-fn free_ports() -> (u16, u16) {
-    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
-}
+mod common;
+use common::{Member, Ready, free_ports};
 
-struct Member {
-    endpoint: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<store::Result<()>>,
-}
-
+/// A one-member store with a 64 KiB request limit and progress notifications every 300 ms.
 fn config(name: &str, dir: &std::path::Path, client: u16, peer: u16) -> store::Config {
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    store::Config {
-        name: name.into(),
-        data_dir: dir.to_path_buf(),
-        listen_client_urls: vec![format!("http://127.0.0.1:{client}")],
-        advertise_client_urls: vec![format!("http://127.0.0.1:{client}")],
-        listen_peer_urls: vec![peer_url.clone()],
-        initial_cluster: store::config::parse_initial_cluster(&format!("{name}={peer_url}"), "test").unwrap(),
-        new_cluster: true,
-        cluster_token: "test".into(),
-        snapshot_count: 1000,
-        max_request_bytes: 64 * 1024,
-        listen_metrics_urls: vec![],
-        heartbeat_interval: Duration::from_millis(50),
-        election_timeout: Duration::from_millis(500),
-        watch_progress_notify_interval: Duration::from_millis(300),
-        client_tls_info: store::tlsinfo::TlsInfo::default(),
-        peer_tls_info: store::tlsinfo::TlsInfo::peer(),
-        quota_backend_bytes: 0,
-        auto_compaction_mode: store::config::DEFAULT_AUTO_COMPACTION_MODE.into(),
-        auto_compaction_retention: store::config::DEFAULT_AUTO_COMPACTION_RETENTION.into(),
-    }
+    let mut c = common::config(name, dir, client, &[(name, format!("http://127.0.0.1:{peer}"))], false, "test");
+    c.max_request_bytes = 64 * 1024;
+    c.watch_progress_notify_interval = Duration::from_millis(300);
+    c
 }
 
 async fn start(name: &str, dir: &std::path::Path) -> Member {
     let (client, peer) = free_ports();
-    let cfg = config(name, dir, client, peer);
-    let (tx, rx) = oneshot::channel();
-    let task = tokio::spawn(store::run(cfg, async move {
-        let _ = rx.await;
-    }));
-    Member { endpoint: format!("http://127.0.0.1:{client}"), stop: Some(tx), task }
+    common::start(config(name, dir, client, peer))
 }
 
-impl Member {
-    async fn client(&mut self) -> Client {
-        for _ in 0..100 {
-            if let Ok(mut c) = Client::connect([self.endpoint.as_str()], None).await
-                && c.put("ready", "1", None).await.is_ok()
-            {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        if self.task.is_finished() {
-            panic!("store at {} stopped: {:?}", self.endpoint, (&mut self.task).await);
-        }
-        panic!("store at {} never served a put", self.endpoint);
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.await.unwrap().unwrap();
-    }
+/// A client once the member commits a write.
+async fn client(m: &mut Member) -> Client {
+    m.client_when(Ready::Writes).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_replays_history_filters_and_reports_compaction() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = start("w", dir.path()).await;
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let first = c.put("w/a", "1", None).await.unwrap().header().unwrap().revision();
     c.put("w/a", "2", None).await.unwrap();
     c.delete("w/a", None).await.unwrap();
@@ -151,7 +99,7 @@ async fn watch_replays_history_filters_and_reports_compaction() {
 async fn a_watcher_that_falls_behind_catches_up_from_history_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = start("slow", dir.path()).await;
-    let c = m.client().await;
+    let c = client(&mut m).await;
     let mut w = c.clone().watch("s/", Some(WatchOptions::new().with_prefix())).await.unwrap();
     assert!(w.message().await.unwrap().unwrap().created());
     // More revisions than the broadcast keeps, written while nobody reads the watch.
@@ -181,7 +129,7 @@ async fn a_watcher_that_falls_behind_catches_up_from_history_in_order() {
 async fn bad_requests_get_etcds_errors_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = start("bad", dir.path()).await;
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let rev = c.get("x", None).await.unwrap().header().unwrap().revision();
     let err = |e: etcd_client::Error| e.to_string();
     let too_big = vec![b'x'; 70 * 1024];
@@ -209,7 +157,7 @@ async fn bad_requests_get_etcds_errors_and_write_nothing() {
 async fn the_leader_expires_leases_and_deletes_their_keys() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = start("lease", dir.path()).await;
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let lease = c.lease_grant(1, None).await.unwrap();
     assert_eq!(lease.ttl(), 1, "election timeout 500 ms makes the minimum TTL 1 s");
     c.put("ephemeral", "v", Some(PutOptions::new().with_lease(lease.id()))).await.unwrap();
@@ -230,12 +178,12 @@ async fn the_leader_expires_leases_and_deletes_their_keys() {
 async fn data_survives_a_restart_and_a_foreign_data_dir_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = start("one", dir.path()).await;
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     c.put("kept", "yes", None).await.unwrap();
     m.stop().await;
 
     let mut m = start("one", dir.path()).await;
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     assert_eq!(c.get("kept", None).await.unwrap().kvs()[0].value(), b"yes");
     m.stop().await;
 

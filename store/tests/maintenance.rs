@@ -5,76 +5,18 @@
 use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
-use tokio::sync::oneshot;
 
-fn free_ports() -> (u16, u16) {
-    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
-}
+mod common;
+use common::{Member, Ready, start};
 
-struct Member {
-    endpoint: String,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<store::Result<()>>,
-}
-
+/// A one-member store's flags.
 fn config(name: &str, token: &str, dir: &std::path::Path) -> store::Config {
-    let (client, peer) = free_ports();
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    store::Config {
-        name: name.into(),
-        data_dir: dir.to_path_buf(),
-        listen_client_urls: vec![format!("http://127.0.0.1:{client}")],
-        advertise_client_urls: vec![format!("http://127.0.0.1:{client}")],
-        listen_peer_urls: vec![peer_url.clone()],
-        initial_cluster: store::config::parse_initial_cluster(&format!("{name}={peer_url}"), token).unwrap(),
-        new_cluster: true,
-        cluster_token: token.into(),
-        snapshot_count: 1000,
-        max_request_bytes: 1536 * 1024,
-        listen_metrics_urls: vec![],
-        heartbeat_interval: Duration::from_millis(50),
-        election_timeout: Duration::from_millis(500),
-        watch_progress_notify_interval: Duration::from_secs(600),
-        client_tls_info: store::tlsinfo::TlsInfo::default(),
-        peer_tls_info: store::tlsinfo::TlsInfo::peer(),
-        quota_backend_bytes: 0,
-        auto_compaction_mode: store::config::DEFAULT_AUTO_COMPACTION_MODE.into(),
-        auto_compaction_retention: store::config::DEFAULT_AUTO_COMPACTION_RETENTION.into(),
-    }
+    common::single(name, dir, token)
 }
 
-fn start(cfg: store::Config) -> Member {
-    let endpoint = cfg.advertise_client_urls[0].clone();
-    let (tx, rx) = oneshot::channel();
-    let task = tokio::spawn(store::run(cfg, async move {
-        let _ = rx.await;
-    }));
-    Member { endpoint, stop: Some(tx), task }
-}
-
-impl Member {
-    /// A client, once the member serves linearizable reads.
-    async fn client(&mut self) -> Client {
-        for _ in 0..100 {
-            if let Ok(mut c) = Client::connect([self.endpoint.as_str()], None).await
-                && c.get("ready", None).await.is_ok()
-            {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        if self.task.is_finished() {
-            panic!("store at {} stopped: {:?}", self.endpoint, (&mut self.task).await);
-        }
-        panic!("store at {} never served a read", self.endpoint);
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.task.await.unwrap().unwrap();
-    }
+/// A client once the member serves linearizable reads.
+async fn client(m: &mut Member) -> Client {
+    m.client_when(Ready::Reads).await
 }
 
 fn is_no_space(e: &etcd_client::Error) -> bool {
@@ -97,14 +39,14 @@ async fn a_full_database_raises_nospace_until_compacted_defragmented_and_disarme
     let dir = tempfile::tempdir().unwrap();
     // Measure what an empty member takes, then give the member a quota 2 MiB above it.
     let mut m = start(config("q", "quota", dir.path()));
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let empty = c.status().await.unwrap().db_size() as u64;
     m.stop().await;
     let quota = empty + (2 << 20);
     let mut cfg = config("q", "quota", dir.path());
     cfg.quota_backend_bytes = quota as i64;
     let mut m = start(cfg);
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let me = c.status().await.unwrap().header().unwrap().member_id();
 
     // Step 1: fill it. The size on disk lags the writes (the engine is written in batches), so
@@ -161,13 +103,13 @@ async fn a_full_database_raises_nospace_until_compacted_defragmented_and_disarme
 async fn the_nospace_alarm_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = start(config("r", "alarm", dir.path()));
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let me = c.status().await.unwrap().header().unwrap().member_id();
     c.alarm(AlarmAction::Activate, AlarmType::Nospace, Some(for_member(me))).await.unwrap();
     assert!(is_no_space(&c.put("k", "v", None).await.unwrap_err()));
     m.stop().await;
     let mut m = start(config("r", "alarm", dir.path()));
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     assert_eq!(alarms(&mut c).await, vec![(me, AlarmType::Nospace)]);
     assert!(is_no_space(&c.put("k", "v", None).await.unwrap_err()), "still capped after the restart");
     c.alarm(AlarmAction::Deactivate, AlarmType::Nospace, Some(for_member(me))).await.unwrap();
@@ -182,7 +124,7 @@ async fn periodic_auto_compaction_compacts_what_is_older_than_the_retention() {
     cfg.auto_compaction_mode = "periodic".into();
     cfg.auto_compaction_retention = "1s".into();
     let mut m = start(cfg);
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let first = c.put("k", "0", None).await.unwrap().header().unwrap().revision();
     for i in 1..10 {
         c.put("k", i.to_string(), None).await.unwrap();
@@ -209,7 +151,7 @@ async fn periodic_auto_compaction_compacts_what_is_older_than_the_retention() {
 async fn a_snapshot_over_grpc_restores_into_a_new_cluster_at_the_same_revision() {
     let dir = tempfile::tempdir().unwrap();
     let mut m = start(config("s", "old", &dir.path().join("old")));
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     for i in 0..300 {
         c.put(format!("snap/{i:03}"), format!("value-{i}-{}", "x".repeat(200)), None).await.unwrap();
     }
@@ -241,7 +183,7 @@ async fn a_snapshot_over_grpc_restores_into_a_new_cluster_at_the_same_revision()
     .unwrap();
     assert_eq!(restored.revision, rev);
     let mut m = start(cfg);
-    let mut c = m.client().await;
+    let mut c = client(&mut m).await;
     let r = c.get("snap/", Some(GetOptions::new().with_prefix().with_count_only())).await.unwrap();
     assert_eq!((r.count(), r.header().unwrap().revision()), (299, rev));
     let kv = c.get("snap/123", None).await.unwrap();

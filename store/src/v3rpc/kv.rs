@@ -27,6 +27,10 @@ impl PbKvService for KvService {
         // `bugStaleRead=return`): a linearizable read is served from this member's state as it
         // is, like a serializable one, without ReadIndex. A member cut off from the majority then
         // answers with what it had, missing writes the others acknowledged since.
+        // A learner serves serializable reads only (etcd's `isRPCSupportedForLearner`).
+        if !r.serializable {
+            super::refuse_learner(&self.node)?;
+        }
         if !r.serializable && !injected_bug!("bugStaleRead") {
             self.node.linearizable_read().await?;
         }
@@ -42,6 +46,7 @@ impl PbKvService for KvService {
     }
 
     async fn put(&self, req: Request<PbPutRequest>) -> Result<Response<PbPutResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         let p = req.into_inner();
         if p.key.is_empty() {
             return Err(Error::EmptyKey.into());
@@ -58,6 +63,7 @@ impl PbKvService for KvService {
     }
 
     async fn delete_range(&self, req: Request<PbDeleteRequest>) -> Result<Response<PbDeleteResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         let d = req.into_inner();
         if d.key.is_empty() {
             return Err(Error::EmptyKey.into());
@@ -73,6 +79,7 @@ impl PbKvService for KvService {
     }
 
     async fn txn(&self, req: Request<PbTxnRequest>) -> Result<Response<PbTxnResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         let t = req.into_inner();
         apply::check_txn(&t)?;
         check_size(&self.node, &t)?;
@@ -97,6 +104,7 @@ impl PbKvService for KvService {
     }
 
     async fn compact(&self, req: Request<PbCompactionRequest>) -> Result<Response<PbCompactionResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         let c = req.into_inner();
         match self.node.propose(apply::Request::Compaction(c)).await? {
             Applied::Compaction(mut r) => {

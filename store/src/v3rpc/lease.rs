@@ -34,6 +34,7 @@ fn unexpected(a: Applied) -> Status {
 #[tonic::async_trait]
 impl PbLeaseService for LeaseService {
     async fn lease_grant(&self, req: Request<PbLeaseGrantRequest>) -> Result<Response<PbLeaseGrantResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         let mut g = req.into_inner();
         if g.ttl > MAX_LEASE_TTL {
             return Err(Error::LeaseTtlTooLarge.into());
@@ -52,6 +53,7 @@ impl PbLeaseService for LeaseService {
     }
 
     async fn lease_revoke(&self, req: Request<PbLeaseRevokeRequest>) -> Result<Response<PbLeaseRevokeResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         match self.node.propose(apply::Request::LeaseRevoke(req.into_inner())).await? {
             Applied::LeaseRevoke(mut r) => {
                 r.header = self.node.header(r.header.map_or(0, |h| h.revision));
@@ -67,6 +69,7 @@ impl PbLeaseService for LeaseService {
         &self,
         req: Request<Streaming<PbLeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
+        super::refuse_learner(&self.node)?;
         let mut input = req.into_inner();
         let (tx, rx) = mpsc::channel(16);
         let node = self.node.clone();
@@ -98,6 +101,7 @@ impl PbLeaseService for LeaseService {
         &self,
         req: Request<PbLeaseTimeToLiveRequest>,
     ) -> Result<Response<PbLeaseTimeToLiveResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         let r = req.into_inner();
         self.node.linearizable_read().await?;
         let sm = self.node.state_machine().read().expect("state machine lock");
@@ -117,6 +121,7 @@ impl PbLeaseService for LeaseService {
     }
 
     async fn lease_leases(&self, _: Request<PbLeaseLeasesRequest>) -> Result<Response<PbLeaseLeasesResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         self.node.linearizable_read().await?;
         let sm = self.node.state_machine().read().expect("state machine lock");
         Ok(Response::new(PbLeaseLeasesResponse {

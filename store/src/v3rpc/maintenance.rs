@@ -70,6 +70,7 @@ impl PbMaintenanceService for MaintenanceService {
     /// Every action goes through raft, as in etcd (`EtcdServer.Alarm`): a GET answers what the
     /// cluster agreed on, an ACTIVATE or DEACTIVATE changes it on every member.
     async fn alarm(&self, req: Request<PbAlarmRequest>) -> Result<Response<PbAlarmResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         match self.node.propose(apply::Request::Alarm(req.into_inner())).await? {
             Applied::Alarm(mut r) => {
                 r.header = self.node.header(r.header.map_or(0, |h| h.revision));
@@ -108,6 +109,7 @@ impl PbMaintenanceService for MaintenanceService {
 
     /// Defragments this member only (etcdctl asks each endpoint in turn), as etcd does.
     async fn defragment(&self, _: Request<PbDefragmentRequest>) -> Result<Response<PbDefragmentResponse>, Status> {
+        super::refuse_learner(&self.node)?;
         let node = self.node.clone();
         let before = node.db_size();
         let start = std::time::Instant::now();
@@ -136,6 +138,7 @@ impl PbMaintenanceService for MaintenanceService {
     /// view is taken under the state machine's lock (the records are shared, not copied) and
     /// encoded on a blocking thread as the client reads.
     async fn snapshot(&self, _: Request<PbSnapshotRequest>) -> Result<Response<Self::SnapshotStream>, Status> {
+        super::refuse_learner(&self.node)?;
         let view = crate::snapshot::SnapshotView::of(&self.node.state_machine().read().expect("state machine lock"));
         let total = view.file_len();
         let header = self.node.header(view.revision());

@@ -26,6 +26,15 @@ pub(crate) fn unimplemented(method: &str) -> Status {
     Status::unimplemented(format!("kubelab store does not implement {method}"))
 }
 
+/// etcd's learner guard (`isRPCSupportedForLearner`): a learner serves serializable reads and
+/// Status only, and refuses everything else with `rpc not supported for learner`.
+pub(crate) fn refuse_learner(node: &Node) -> Result<(), Status> {
+    if node.is_learner() {
+        return Err(Error::NotSupportedForLearner.into());
+    }
+    Ok(())
+}
+
 /// etcd's request size check.
 pub(crate) fn check_size(node: &Node, req: &impl prost::Message) -> Result<(), Status> {
     if req.encoded_len() > node.config().max_request_bytes {
@@ -51,6 +60,6 @@ pub fn services(
         proto::etcd::PbWatchServer::new(watch::WatchService { node: node.clone() }).max_decoding_message_size(limit).max_encoding_message_size(usize::MAX),
         proto::etcd::PbLeaseServer::new(lease::LeaseService { node: node.clone() }).max_decoding_message_size(limit),
         proto::etcd::PbMaintenanceServer::new(maintenance::MaintenanceService { node: node.clone() }),
-        proto::etcd::PbClusterServer::new(cluster::ClusterService { node }),
+        proto::etcd::PbClusterServer::new(cluster::ClusterService { node, peer_port: false }),
     )
 }

@@ -279,6 +279,7 @@ impl PbWatchService for WatchService {
     type WatchStream = ReceiverStream<Result<PbWatchResponse, Status>>;
 
     async fn watch(&self, req: Request<Streaming<PbWatchRequest>>) -> Result<Response<Self::WatchStream>, Status> {
+        super::refuse_learner(&self.node)?;
         let input = req.into_inner();
         let (tx, rx) = mpsc::channel(256);
         let events = self.node.state_machine().read().expect("state machine lock").subscribe();

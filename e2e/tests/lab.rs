@@ -188,16 +188,23 @@ async fn pod_diagnostics(lab: &Lab, names: &[&str]) -> String {
     };
     add("kubectl get pods -A -o wide".into(), lab.kubectl_ok("node1", &["get", "pods", "-A", "-o", "wide"]).await);
     add("kubectl get events".into(), lab.kubectl_ok("node1", &["get", "events", "--sort-by=.lastTimestamp"]).await);
+    // The agent's lines name a pod by its UID as often as by its name.
+    let mut keys: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     for pod in names {
         add(format!("kubectl get pod {pod} -o yaml (status)"), lab.kubectl_ok("node1", &["get", "pod", pod, "-o", "jsonpath={.status}"]).await);
+        if let Ok(uid) = lab.kubectl_ok("node1", &["get", "pod", pod, "-o", "jsonpath={.metadata.uid}"]).await
+            && !uid.trim().is_empty()
+        {
+            keys.push(uid.trim().to_string());
+        }
     }
-    let since = chrono::Utc::now() - chrono::Duration::minutes(3);
+    let since = chrono::Utc::now() - chrono::Duration::minutes(5);
     for node in NODES {
         let lines = lab.agent_log_since(node, since).await.map(|log| {
-            let hits: Vec<&str> = log.lines().filter(|l| names.iter().any(|n| l.contains(n)) || l.contains("ERROR") || l.contains("WARN")).collect();
-            hits[hits.len().saturating_sub(60)..].join("\n")
+            let hits: Vec<&str> = log.lines().filter(|l| keys.iter().any(|k| l.contains(k.as_str())) || l.contains("ERROR") || l.contains("WARN")).collect();
+            hits[hits.len().saturating_sub(150)..].join("\n")
         });
-        add(format!("{node}: agent lines naming the pods, warnings and errors (last 60)"), lines);
+        add(format!("{node}: agent lines naming the pods or their UIDs, warnings and errors (last 150)"), lines);
     }
     out
 }

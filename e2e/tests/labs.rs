@@ -16,6 +16,7 @@
 //! | [`ex08_one_packet`] | 08-one-packet.md | nothing (its Deployment, Service and client removed) |
 //! | [`ex07_deployment_survives_a_node`] | 07-deployment-survives-a-node.md | node2, or node3 when no replica ran on node2 (started again) |
 //! | [`ex02_store_leader_election`] | 02-store-leader-election.md | a whole node (started again) |
+//! | [`ex10_chaos`] | 10-chaos.md | every node, killed or cut off in turn for a minute (all back) |
 //!
 //! The lab runs with `KUBELAB_RUST_LOG=info,kubelet::pleg=debug`, as the README asks readers to
 //! start it, so that exercise 06 can show PLEG's own log line.
@@ -707,6 +708,23 @@ async fn ex08_one_packet(lab: &Lab) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `lab chaos` for a minute, as the page runs it for longer: faults, then every invariant held,
+/// and the report on stdout is the one written to the lab's directory.
+async fn ex10_chaos(lab: &Lab) -> anyhow::Result<()> {
+    let out = lab.script_ok(&["chaos", "--duration", "60s", "--seed", "10"]).await?;
+    eprintln!("[labs] 10: the chaos report:\n{out}");
+    ensure!(out.starts_with("kubelab lab chaos: seed 10, 60s of faults"), "{out}");
+    let faults: usize = out.lines().find_map(|l| l.strip_prefix("faults (")?.strip_suffix("):")?.parse().ok()).context("no fault count")?;
+    ensure!(faults >= 2, "a minute should hold at least one fault and its end: {faults}\n{out}");
+    let writes = out.lines().find(|l| l.starts_with("writes: ")).context("no writes line")?;
+    ensure!(writes.ends_with("missing: none") && !writes.starts_with("writes: 0 "), "{writes}");
+    ensure!(out.contains("pods running twice: 0") && out.contains("result: every invariant held"), "{out}");
+    let saved = std::fs::read_to_string(lab.kubeconfig().with_file_name("chaos-report.txt"))?;
+    ensure!(saved == out, "the saved report differs from what was printed:\n{saved}");
+    lab.kubectl_ok("node1", &["delete", "namespace", "chaos", "--wait=false"]).await?;
+    Ok(())
+}
+
 /// `kubelab trace <args>` against node1's API server, as a learner on the host runs it (with the
 /// lab's kubeconfig in `$KUBECONFIG`, as `lab up` tells them).
 async fn kubelab_trace(lab: &Lab, args: &[&str]) -> anyhow::Result<String> {
@@ -747,6 +765,7 @@ async fn lab_exercises() {
     run("08-one-packet", ex08_one_packet(&lab)).await;
     run("07-deployment-survives-a-node", ex07_deployment_survives_a_node(&lab)).await;
     run("02-store-leader-election", ex02_store_leader_election(&lab)).await;
+    run("10-chaos", ex10_chaos(&lab)).await;
     println!("  all exercises: {}", secs(start.elapsed()));
     lab.down();
 }

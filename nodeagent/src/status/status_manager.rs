@@ -198,6 +198,17 @@ fn has_pod_initialized(pod: &Pod, status: &PodStatus) -> bool {
     })
 }
 
+/// One word for a container's state in a log line: `running`, `waiting(reason)`,
+/// `terminated(code,reason)`, or `none`.
+fn container_state_word(c: &ContainerStatus) -> String {
+    match c.state.as_ref() {
+        Some(ContainerState { running: Some(_), .. }) => "running".into(),
+        Some(ContainerState { terminated: Some(t), .. }) => format!("terminated({},{})", t.exit_code, t.reason.as_deref().unwrap_or("")),
+        Some(ContainerState { waiting: Some(w), .. }) => format!("waiting({})", w.reason.as_deref().unwrap_or("")),
+        _ => "none".into(),
+    }
+}
+
 fn unknown_terminated() -> ContainerState {
     ContainerState {
         terminated: Some(ContainerStateTerminated {
@@ -390,6 +401,18 @@ impl StatusManager {
         if let Err(e) = check_container_state_transition(&old, &status, pod) {
             tracing::error!(target: TARGET, pod = %pod_key, pod_uid = %uid, error = %e, "status update refused");
             return;
+        }
+        if is_pod_phase_terminal(status.phase.as_deref()) && !is_pod_phase_terminal(old.phase.as_deref()) {
+            // Once terminal a pod never runs again on this node: say what it was computed from.
+            let states: Vec<String> = status
+                .container_statuses
+                .iter()
+                .flatten()
+                .map(|c| format!("{}={}", c.name, container_state_word(c)))
+                .collect();
+            tracing::info!(target: TARGET, pod = %pod_key, pod_uid = %uid, from = ?old.phase, to = ?status.phase,
+                old_from = if cached.is_some() { "agent" } else { "api" }, old_started = old.start_time.is_some(),
+                containers = %states.join(","), reason = ?status.reason, forced = force, "pod phase becomes terminal");
         }
         let now = to_time(chrono::Utc::now());
         generate::update_last_transition_times(&mut status, Some(&old), &now);

@@ -132,13 +132,17 @@ async fn merge(
         let old = state.remove(update.source).unwrap_or_default();
         let (current, updates) = apply_snapshot(update.source, &old, update.pods, now());
         state.insert(update.source, current);
-        seen.lock().expect("sources-seen lock poisoned").insert(update.source);
         for u in updates {
             tracing::debug!(target: "kubelet::config", source = u.source, op = ?u.op, pods = u.pods.len(), "pod update");
             if out.send(u).await.is_err() {
                 return; // nobody consumes updates any more
             }
         }
+        // Only now: a source counts as ready once its pods are queued for the sync loop, which
+        // drains the queue before it looks for orphans. Marked before, a housekeeping round could
+        // take a restarted node's running pods for orphans (no source had them in the agent yet)
+        // and kill them.
+        seen.lock().expect("sources-seen lock poisoned").insert(update.source);
     }
 }
 
@@ -400,6 +404,26 @@ mod tests {
         let u = updates.recv().await.expect("update");
         assert_eq!((u.op, uids(&u.pods)), (PodOperation::Remove, vec!["a"]));
         assert!(config.sources_ready());
+
+        // A source is ready only once its pods are queued for the sync loop. Fill the queue with
+        // the file source's additions (none read), then let the API server's first snapshot
+        // wait for room: until its pod is queued the API source must not count as ready (the
+        // sync loop would take a restarted node's pods for orphans).
+        let (config, mut updates) = PodConfig::new(&[APISERVER_SOURCE, FILE_SOURCE]);
+        let tx = config.sender();
+        let mut file_pods = Vec::new();
+        for i in 0..UPDATE_CHANNEL_CAPACITY {
+            file_pods.push(pod(&format!("f{i}"), json!({})));
+            tx.send(SourceUpdate { source: FILE_SOURCE, pods: file_pods.clone() }).await.expect("send");
+        }
+        tx.send(SourceUpdate { source: APISERVER_SOURCE, pods: vec![pod("b", json!({}))] }).await.expect("send");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!config.sources_ready(), "ready while its pod waits for room in the queue");
+        let mut seen_b = false;
+        while !(seen_b && config.sources_ready()) {
+            let u = updates.recv().await.expect("update");
+            seen_b |= u.source == APISERVER_SOURCE && uids(&u.pods) == vec!["b"];
+        }
 
         drop(tx);
         drop(config);

@@ -359,3 +359,26 @@ async fn housekeeping_stops_the_probe_workers_of_pods_gone_from_everywhere() {
     h.kubelet.handle_pod_cleanups(&mut workers, true).await;
     assert_eq!(h.kubelet.deps.probes.worker_count(), 1, "only the wanted pod's worker is left");
 }
+
+#[actix_rt::test]
+async fn an_orphan_the_runtime_runs_is_stopped_without_a_status() {
+    // A pod the runtime runs but no source has given the agent (right after a restart, before
+    // the API server's list is in): housekeeping stops it, and writes no status about it, since
+    // the API server's pod of that name is not this agent's to report on.
+    let h = harness().await;
+    let labels = [("io.kubernetes.pod.uid", "u10"), ("io.kubernetes.pod.name", "p-u10"), ("io.kubernetes.pod.namespace", "default")];
+    let config = api::PodSandboxConfig {
+        metadata: Some(api::PodSandboxMetadata { name: "p-u10".into(), namespace: "default".into(), uid: "u10".into(), attempt: 0 }),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ..Default::default()
+    };
+    h.kubelet.deps.runtime.runtime.run_pod_sandbox(config, "").await.expect("RunPodSandbox");
+    let ready = |h: &Harness| h.fake.sandboxes().iter().any(|s| s.state == api::PodSandboxState::SandboxReady as i32);
+    assert!(ready(&h));
+    let mut workers = PodWorkers::new(h.kubelet.clone());
+    // Two rounds: the first notes what the runtime holds, the second stops what no one wants.
+    h.kubelet.handle_pod_cleanups(&mut workers, true).await;
+    h.kubelet.handle_pod_cleanups(&mut workers, true).await;
+    wait_for("the orphan's sandbox stopped", || !ready(&h)).await;
+    hold_for("no status for the orphan", Duration::from_millis(500), || h.kubelet.deps.status.get_pod_status("u10").is_none()).await;
+}

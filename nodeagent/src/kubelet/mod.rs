@@ -376,6 +376,12 @@ impl Kubelet {
                 return false;
             }
             failpoint!("syncTerminatingPodAfterKill");
+            // A pod only the runtime knows (an orphan housekeeping stops: no spec, no source) gets
+            // no status, as kubelet's runtime-only pods get none: a pod of that name in the API
+            // server is not this agent's to report on.
+            if pod.spec.is_none() {
+                return true;
+            }
             if let Ok(after) = self.deps.runtime.get_pod_status(&uid, &name, &ns).await {
                 self.update_status(pod, &after).await;
             }

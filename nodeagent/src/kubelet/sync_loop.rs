@@ -66,7 +66,14 @@ pub(crate) async fn sync_loop(
                 }
             }
             _ = housekeeping.tick() => {
-                kubelet.handle_pod_cleanups(&mut workers, sources_ready()).await;
+                // Read readiness first, then take every update already queued: a ready source's
+                // pods are all in the queue (the merger marks it ready after queueing them), so
+                // the pod manager holds them before anything is judged an orphan.
+                let ready = sources_ready();
+                while let Ok(u) = updates.try_recv() {
+                    handle_pod_update(&kubelet, &mut workers, u);
+                }
+                kubelet.handle_pod_cleanups(&mut workers, ready).await;
             }
             _ = shutdown.changed() => break,
         }

@@ -409,18 +409,12 @@ impl ApiCluster {
 
     /// Kills the controller manager with SIGKILL, mid-work.
     pub fn kill_controller_manager(&mut self) {
-        if let Some(mut p) = self.controller_manager.take() {
-            eprintln!("[e2e] killing controller-manager pid {} (SIGKILL)", p.pid());
-            p.kill9();
-        }
+        kill9(&mut self.controller_manager, "controller-manager");
     }
 
     /// Kills the API server with SIGKILL: no graceful shutdown, watches cut mid-stream.
     pub fn kill_apiserver(&mut self) {
-        if let Some(mut p) = self.apiserver.take() {
-            eprintln!("[e2e] killing apiserver pid {} (SIGKILL)", p.pid());
-            p.kill9();
-        }
+        kill9(&mut self.apiserver, "apiserver");
     }
 
     /// Starts the stopped API server again with the same command line; waits until ready.
@@ -719,9 +713,8 @@ impl ApiCluster {
 
     /// kill -9 of scheduler `i`.
     pub fn kill_scheduler(&mut self, i: usize) {
-        if let Some(mut p) = self.schedulers.get_mut(i).and_then(Option::take) {
-            eprintln!("[e2e] kill -9 scheduler-{i} pid {}", p.pid());
-            p.kill9();
+        if let Some(slot) = self.schedulers.get_mut(i) {
+            kill9(slot, &format!("scheduler-{i}"));
         }
     }
 
@@ -789,4 +782,10 @@ fn env() -> Vec<(String, String)> {
     ]
 }
 
-
+/// SIGKILL of the process in `slot`, if one runs there (it is taken out), said on stderr.
+fn kill9(slot: &mut Option<Process>, what: &str) {
+    if let Some(mut p) = slot.take() {
+        eprintln!("[e2e] kill -9 {what} pid {}", p.pid());
+        p.kill9();
+    }
+}

@@ -76,6 +76,22 @@ struct Segment {
 }
 
 impl Segment {
+    /// Takes an event or a bookmark (not an error); returns its version.
+    fn add(&mut self, line: Line) -> u64 {
+        match line {
+            Line::Event(e) => {
+                let rv = e.rv;
+                self.events.push(e);
+                rv
+            }
+            Line::Bookmark(rv) => {
+                self.reached = self.reached.max(rv);
+                rv
+            }
+            Line::Error(_) => unreachable!("errors end a stream before they reach a segment"),
+        }
+    }
+
     fn end(&self) -> u64 {
         self.events.last().map_or(self.from, |e| e.rv).max(self.reached).max(self.from)
     }
@@ -90,6 +106,29 @@ struct Watched {
 
 fn rv_of(obj: &Value) -> Option<u64> {
     obj["metadata"]["resourceVersion"].as_str()?.parse().ok()
+}
+
+/// One line of a watch stream, read.
+enum Line {
+    Event(Event),
+    Bookmark(u64),
+    /// An ERROR event's Status.
+    Error(Value),
+}
+
+/// A watch line; `None` when it is not JSON or its object has no resourceVersion.
+fn parse_line(line: &[u8]) -> Option<Line> {
+    let ev: Value = serde_json::from_slice(line).ok()?;
+    let kind = ev["type"].as_str().unwrap_or_default().to_string();
+    if kind == "ERROR" {
+        return Some(Line::Error(ev["object"].clone()));
+    }
+    let rv = rv_of(&ev["object"])?;
+    if kind == "BOOKMARK" {
+        return Some(Line::Bookmark(rv));
+    }
+    let name = ev["object"]["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    Some(Line::Event(Event { rv, kind, name }))
 }
 
 async fn list(http: &reqwest::Client, base: &str) -> anyhow::Result<u64> {
@@ -147,21 +186,14 @@ async fn watcher(base: String, stop: Arc<AtomicBool>, target: Arc<Mutex<Option<u
             buf.extend_from_slice(&chunk);
             while let Some(i) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=i).collect();
-                let Ok(ev) = serde_json::from_slice::<Value>(&line) else { continue };
-                let kind = ev["type"].as_str().unwrap_or_default().to_string();
-                if kind == "ERROR" {
-                    gone = ev["object"]["code"] == 410;
-                    break 'stream;
-                }
-                let Some(rv) = rv_of(&ev["object"]) else { continue };
-                let mut w = out.lock().unwrap();
-                let seg = w.segments.last_mut().expect("a segment");
-                if kind == "BOOKMARK" {
-                    seg.reached = seg.reached.max(rv);
-                } else {
-                    let name = ev["object"]["metadata"]["name"].as_str().unwrap_or_default().to_string();
-                    seg.events.push(Event { rv, kind, name });
-                }
+                let rv = match parse_line(&line) {
+                    None => continue,
+                    Some(Line::Error(status)) => {
+                        gone = status["code"] == 410;
+                        break 'stream;
+                    }
+                    Some(line) => out.lock().unwrap().segments.last_mut().expect("a segment").add(line),
+                };
                 from = Some(rv.max(from.unwrap_or(0)));
             }
         }
@@ -419,15 +451,16 @@ async fn late_watch(base: &str, from: u64, last: u64) -> anyhow::Result<Option<S
         buf.extend_from_slice(&chunk?);
         while let Some(i) = buf.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buf.drain(..=i).collect();
-            let ev: Value = serde_json::from_slice(&line)?;
-            let kind = ev["type"].as_str().unwrap_or_default().to_string();
-            if kind == "ERROR" {
-                anyhow::ensure!(ev["object"]["code"] == 410 && seg.events.is_empty(), "error after {} events: {}", seg.events.len(), ev["object"]);
-                return Ok(None);
+            match parse_line(&line) {
+                None => anyhow::bail!("not a watch event with a resourceVersion: {}", String::from_utf8_lossy(&line)),
+                Some(Line::Error(status)) => {
+                    anyhow::ensure!(status["code"] == 410 && seg.events.is_empty(), "error after {} events: {status}", seg.events.len());
+                    return Ok(None);
+                }
+                Some(line) => {
+                    seg.add(line);
+                }
             }
-            let rv = rv_of(&ev["object"]).unwrap_or(0);
-            let name = ev["object"]["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            seg.events.push(Event { rv, kind, name });
         }
     }
     Ok(Some(seg))

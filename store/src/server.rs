@@ -214,13 +214,20 @@ impl Node {
         let data = InternalRaftRequest { origin: self.0.id, seq, request: Some(request) }.encode_to_vec();
         let (tx, rx) = oneshot::channel();
         self.0.inputs.send(Input::Propose { seq, data, tx: Some(tx) }).map_err(|_| Error::Stopped)?;
+        let r = self.answer(rx).await;
+        if matches!(r, Err(Error::Timeout)) {
+            self.0.metrics.proposals_failed.inc();
+        }
+        r
+    }
+
+    /// What the raft thread answers a proposal once it is applied, waited for at most the
+    /// request timeout.
+    async fn answer(&self, rx: oneshot::Receiver<Result<Applied>>) -> Result<Applied> {
         match tokio::time::timeout(self.0.request_timeout, rx).await {
             Ok(Ok(r)) => r,
             Ok(Err(_)) => Err(Error::Stopped),
-            Err(_) => {
-                self.0.metrics.proposals_failed.inc();
-                Err(Error::Timeout)
-            }
+            Err(_) => Err(Error::Timeout),
         }
     }
 
@@ -259,11 +266,7 @@ impl Node {
         cc.context = ConfChangeContext { origin: self.0.id, seq, member: Some(member) }.encode_to_vec().into();
         let (tx, rx) = oneshot::channel();
         self.0.inputs.send(Input::ProposeConfChange { seq, cc, tx }).map_err(|_| Error::Stopped)?;
-        match tokio::time::timeout(self.0.request_timeout, rx).await {
-            Ok(Ok(r)) => r.map(|_| ()),
-            Ok(Err(_)) => Err(Error::Stopped),
-            Err(_) => Err(Error::Timeout),
-        }
+        self.answer(rx).await.map(|_| ())
     }
 
     /// On the leader: the raft match index of `id` and of the leader. None on a follower.

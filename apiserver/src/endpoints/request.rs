@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::authentication::user::UserInfo;
 use crate::endpoints::negotiation::Output;
 use crate::error::{Error, Result};
-use crate::registry::generic::options::ListOptions;
+use crate::registry::generic::options::{ListOptions, parse_bool};
 use crate::registry::generic::strategy::ResourceInfo;
 use crate::registry::generic::store::{Registry, name_of, now_rfc3339};
 use crate::serializer::protobuf;
@@ -39,21 +39,17 @@ pub fn query(req: &HttpRequest) -> HashMap<String, String> {
     web::Query::<HashMap<String, String>>::from_query(req.query_string()).map(|q| q.into_inner()).unwrap_or_default()
 }
 
-/// Whether a query flag is on (`true`, `1`, `True`, …).
+/// Whether a boolean query parameter is on: present, and not false as [`parse_bool`] reads it.
 pub fn flag(q: &HashMap<String, String>, name: &str) -> bool {
     q.get(name).is_some_and(|v| parse_bool(v))
 }
 
-/// A boolean query value as Go's `strconv.ParseBool` reads it (the Python client sends `True`).
-pub fn parse_bool(v: &str) -> bool {
-    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
-}
-
-/// metav1.ListOptions from the query. An integer parameter that is not one is a 400, as
-/// kube-apiserver's parameter codec (`strconv.ParseInt`) answers: read as absent, `timeoutSeconds=abc`
-/// would open a watch that never ends.
+/// metav1.ListOptions from the query, validated as the list, watch and deletecollection handlers
+/// validate them ([`ListOptions::validate`]: a 422). An integer parameter that is not one is a
+/// 400, as kube-apiserver's parameter codec (`strconv.ParseInt`) answers: read as absent,
+/// `timeoutSeconds=abc` would open a watch that never ends.
 pub fn list_options(q: &HashMap<String, String>) -> Result<ListOptions> {
-    Ok(ListOptions {
+    let opts = ListOptions {
         label_selector: q.get("labelSelector").cloned(),
         field_selector: q.get("fieldSelector").cloned(),
         limit: int_param(q, "limit")?.unwrap_or(0),
@@ -62,10 +58,13 @@ pub fn list_options(q: &HashMap<String, String>) -> Result<ListOptions> {
         resource_version_match: q.get("resourceVersionMatch").cloned(),
         watch: flag(q, "watch"),
         allow_watch_bookmarks: flag(q, "allowWatchBookmarks"),
-        send_initial_events: flag(q, "sendInitialEvents"),
+        // A `*bool`: present at all, whatever its value, is set.
+        send_initial_events: q.get("sendInitialEvents").map(|v| parse_bool(v)),
         // Negative is as good as 0 (Go's timer fires at once).
         timeout_seconds: int_param::<i64>(q, "timeoutSeconds")?.map(|t| t.max(0).unsigned_abs()),
-    })
+    };
+    opts.validate()?;
+    Ok(opts)
 }
 
 /// An integer query parameter; absent or empty is None (Go's codec skips an empty value).
@@ -123,11 +122,24 @@ pub fn as_yaml(head: HttpResponse<()>, json: &[u8]) -> HttpResponse {
 pub fn respond(code: u16, v: &Value, warnings: &[String]) -> HttpResponse {
     let mut b = HttpResponse::build(actix_web::http::StatusCode::from_u16(code).unwrap_or(actix_web::http::StatusCode::OK));
     b.content_type("application/json");
-    for w in warnings {
-        // A quoted-string (RFC 7234 warn-text): inner quotes are escaped, as kube-apiserver does.
-        b.append_header(("Warning", format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))));
+    for w in warning_headers(warnings) {
+        b.append_header(("Warning", w));
     }
     b.body(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// The `Warning` header values for `warnings`, as kube-apiserver's warning recorder
+/// (endpoints/filters/warning.go) makes them with `net.NewWarningHeader`: `299 - "<text>"`, the
+/// text a quoted-string (RFC 7234 warn-text: quotes and backslashes escaped). A warning that is
+/// empty, said already, or holds a control character is left out, as the recorder leaves it
+/// out: no header may carry one, and an unknown field's name — which a warning quotes — can.
+fn warning_headers(warnings: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    warnings
+        .iter()
+        .filter(|w| !w.is_empty() && !w.chars().any(char::is_control) && seen.insert(w.as_str()))
+        .map(|w| format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect()
 }
 
 /// An error as the `metav1.Status` a client reads (with `Retry-After` when it suggests a wait,
@@ -321,6 +333,60 @@ mod tests {
         assert_eq!((e.code(), e.to_string().as_str()), (400, "the body of the request could not be decoded as YAML: exceeded max depth of 1000"));
         let fine = format!("a: {}1{}", "[".repeat(10), "]".repeat(10));
         assert!(parse_body(&req, fine.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_warning_with_a_control_character_is_left_out_not_a_500() {
+        // What the fuzzing found: a review whose body had an unknown field named with a control
+        // character was answered 500 "failed to parse header value" (the warning quoting the
+        // name made an invalid header); kube-apiserver's NewWarningHeader refuses such a text and
+        // the recorder drops the warning.
+        let warnings = ["unknown field \"\u{14}x\"", "unknown field \"a\"", "unknown field \"a\"", "unknown field \"\u{85}\"", "", "unknown field \"\u{b9}\\\""].map(String::from);
+        let resp = respond(201, &json!({"kind": "SelfSubjectReview"}), &warnings);
+        assert_eq!(resp.status().as_u16(), 201);
+        let sent: Vec<&str> = resp.headers().get_all("Warning").filter_map(|v| std::str::from_utf8(v.as_bytes()).ok()).collect();
+        assert_eq!(sent, [r#"299 - "unknown field \"a\"""#, "299 - \"unknown field \\\"\u{b9}\\\\\\\"\""]);
+    }
+
+    #[test]
+    fn boolean_query_parameters_are_read_as_kube_apiserver_reads_them() {
+        // What the fuzzing found: `watch=yes` and `watch=` were read as false (kubelab used Go's
+        // strconv.ParseBool); kube-apiserver's codec reads only "0" and "false" as false.
+        for (value, want) in [
+            ("true", true),
+            ("True", true),
+            ("1", true),
+            ("t", true),
+            ("yes", true),
+            ("maybe", true),
+            ("", true),
+            ("false", false),
+            ("False", false),
+            ("FALSE", false),
+            ("0", false),
+            ("f", true),
+            ("00", true),
+        ] {
+            assert_eq!(parse_bool(value), want, "{value:?}");
+            let opts = list_options(&q(&[("watch", value), ("allowWatchBookmarks", value)])).expect("a boolean never fails");
+            assert_eq!((opts.watch, opts.allow_watch_bookmarks), (want, want), "{value:?}");
+        }
+        assert!(!flag(&q(&[]), "watch"), "absent is false");
+        let opts = list_options(&q(&[("watch", "1"), ("sendInitialEvents", "false"), ("resourceVersionMatch", "NotOlderThan")])).expect("valid");
+        assert_eq!(opts.send_initial_events, Some(false), "set to false is not unset");
+        assert_eq!(list_options(&q(&[("watch", "1")])).expect("valid").send_initial_events, None);
+    }
+
+    #[test]
+    fn list_options_with_an_unknown_resource_version_match_are_a_422() {
+        let e = list_options(&q(&[("resourceVersion", "5"), ("resourceVersionMatch", "Bogus")])).expect_err("Bogus");
+        assert_eq!((e.code(), e.reason()), (422, "Invalid"));
+        assert_eq!(e.to_string(), r#"ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Unsupported value: "Bogus": supported values: "Exact", "NotOlderThan", """#);
+        let e = list_options(&q(&[("watch", "true"), ("resourceVersionMatch", "NotOlderThan")])).expect_err("a match on a watch needs sendInitialEvents");
+        assert_eq!(e.code(), 422);
+        // An integer that does not parse is the codec's 400, before validation.
+        let e = list_options(&q(&[("limit", "x"), ("resourceVersionMatch", "Bogus")])).expect_err("both");
+        assert_eq!(e.code(), 400);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use actix_web::web;
 
-use crate::endpoints::request::parse_bool;
+use crate::registry::generic::options::parse_bool;
 
 /// Kubernetes' `RequestInfo`: a resource request's verb (`get`, `list`, `watch`, `create`,
 /// `update`, `patch`, `delete`, `deletecollection`), API group and version, namespace, resource,

@@ -52,7 +52,7 @@ use crate::endpoints::requestinfo::PathInfo;
 use crate::endpoints::metrics::Metrics;
 use crate::endpoints::request::{client_name, error_response};
 use crate::endpoints::{self, Route, discovery_path, serve_discovery};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use panic_recovery::with_panic_recovery;
 use request_info::RequestInfo;
 use timeout::with_timeout;
@@ -128,14 +128,26 @@ fn authenticate_and_authorize(req: &HttpRequest, api: &Api, info: &PathInfo) -> 
     Ok(())
 }
 
+/// The answer to a request that steps 3 or 4 refused (a 401 or 403), which kube-apiserver gives
+/// before the body is read: the body is drained first ([`request_body::discard`]), so that a
+/// client still sending it reads the answer rather than a connection closed under it.
+async fn refuse<S>(e: &Error, upgrade: bool, payload: S, max_request_bytes: usize) -> HttpResponse
+where
+    S: futures::Stream<Item = std::result::Result<web::Bytes, actix_web::error::PayloadError>> + Unpin,
+{
+    request_body::discard(upgrade, payload, max_request_bytes).await;
+    error_response(e)
+}
+
 /// Steps 3 and 4 for every path outside `/api` and `/apis`, as an actix middleware.
-pub async fn non_resource(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> std::result::Result<ServiceResponse<BoxBody>, actix_web::Error> {
+pub async fn non_resource(mut req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> std::result::Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let path = req.path();
     let handled_by_chain = ["/api", "/apis"].iter().any(|p| path.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with('/')));
     if !handled_by_chain && let Some(api) = req.app_data::<web::Data<Api>>().cloned() {
         let info = PathInfo::parse(req.method().as_str(), path, req.query_string());
         if let Err(e) = authenticate_and_authorize(req.request(), &api, &info) {
-            let resp = error_response(&e);
+            let upgrade = req.head().upgrade();
+            let resp = refuse(&e, upgrade, req.take_payload(), api.options.max_request_bytes).await;
             let resp = match &api.auditor {
                 Some(a) => audit::finish(a, req.request(), resp, false).await,
                 None => resp,
@@ -162,7 +174,7 @@ async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, inf
     let span = tracing::debug_span!(target: "apiserver", "request", verb = %info.verb, resource = %info.resource, caller = %caller, pod_uid = tracing::field::Empty);
     // Steps 3 and 4.
     if let Err(e) = span.in_scope(|| authenticate_and_authorize(&req, &api, &info.path_info)) {
-        return error_response(&e);
+        return refuse(&e, req.head().upgrade(), payload, api.options.max_request_bytes).await;
     }
     if info.connect
         && let Ok(Route::Stored(t)) = &target
@@ -190,4 +202,52 @@ async fn chain(req: HttpRequest, payload: web::Payload, api: web::Data<Api>, inf
     };
     // Step 5.
     with_timeout(&req, info, request_timeout, handler).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An HTTP server built as server.rs builds its own (actix-http's defaults: the connection
+    /// is closed as soon as an early answer is written), whose every request is refused as
+    /// steps 3 and 4 refuse one.
+    fn refusing_server() -> (std::net::SocketAddr, actix_server::ServerHandle) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        let server = actix_server::Server::build()
+            .listen("refusing", listener, || {
+                let app = actix_web::App::new().default_service(web::to(|req: HttpRequest, payload: web::Payload| async move {
+                    refuse(&Error::Unauthorized, req.head().upgrade(), payload, 3 * 1024 * 1024).await
+                }));
+                actix_http::HttpService::build().finish(actix_service::map_config(app, |_: ()| actix_web::dev::AppConfig::default())).tcp()
+            })
+            .expect("listening")
+            .workers(1)
+            .disable_signals()
+            .run();
+        let handle = server.handle();
+        actix_rt::spawn(server);
+        (addr, handle)
+    }
+
+    #[actix_rt::test]
+    async fn a_large_body_refused_unread_still_gets_its_401() {
+        // What the fuzzing found: an anonymous 10 MB POST on the secure port met a connection
+        // closed under it; kube-apiserver answers 401 (authentication comes before the body).
+        let (addr, handle) = refusing_server();
+        let client = reqwest::Client::new();
+        for size in [0, 100, 10 * 1024 * 1024] {
+            let resp = client
+                .post(format!("http://{addr}/api/v1/namespaces/default/configmaps"))
+                .header("Content-Type", "application/json")
+                .body(vec![b' '; size])
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("a {size}-byte body: no answer: {e:#}"));
+            assert_eq!(resp.status().as_u16(), 401, "a {size}-byte body");
+            let status: serde_json::Value = resp.json().await.expect("a Status");
+            assert_eq!((status["kind"].as_str(), status["reason"].as_str(), status["code"].as_u64()), (Some("Status"), Some("Unauthorized"), Some(401)));
+        }
+        handle.stop(false).await;
+    }
 }

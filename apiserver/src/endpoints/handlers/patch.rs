@@ -44,8 +44,8 @@ fn patch_error(e: impl std::fmt::Display, code: u16) -> Error {
 /// `PATCH .../<resource>/<name>[/status]`.
 pub async fn patch(req: &HttpRequest, body: &[u8], api: &Api, t: &Target, name: &str, q: &HashMap<String, String>) -> Result<HttpResponse> {
     let (reg, ns, sub) = (&t.registry, t.namespace.as_deref(), t.subresource.as_deref());
-    let dry_run = WriteOptions::from_query("PatchOptions", q)?.is_dry_run();
     let media = media_type(req);
+    let dry_run = WriteOptions::for_patch(q, media == "application/apply-patch+yaml")?.is_dry_run();
     let kind = reg.info().kind;
     let meta = PatchMeta::for_kind(kind);
     let mut warnings = Vec::new();
@@ -147,8 +147,8 @@ async fn admit_update(api: &Api, user: &UserInfo, t: &Target, name: &str, dry_ru
 /// scale): the form is patched, then written into the object as a PUT of it is. Server-side
 /// apply of a form is refused (Kubernetes applies it; nothing here tracks its fields).
 pub async fn patch_view(req: &HttpRequest, body: &[u8], t: &Target, name: &str, q: &HashMap<String, String>, view: View) -> Result<HttpResponse> {
-    let dry_run = WriteOptions::from_query("PatchOptions", q)?.is_dry_run();
     let media = media_type(req);
+    let dry_run = WriteOptions::for_patch(q, media == "application/apply-patch+yaml")?.is_dry_run();
     if media == "application/apply-patch+yaml" {
         return Err(Error::UnsupportedMediaType(format!(
             "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (server-side apply of {} {} is not supported)",

@@ -67,7 +67,7 @@ pub fn watch(req: &HttpRequest, reg: &Registry, namespace: Option<&str>, opts: &
     let (mut sub, filter) = subscription;
     let cache = reg.cache.clone();
     let bookmarks = opts.allow_watch_bookmarks;
-    let initial_end = opts.send_initial_events;
+    let initial_end = opts.send_initial_events == Some(true);
     let timeout = opts.timeout_seconds.map(Duration::from_secs);
     let bookmark = move |rv: i64, initial_end: bool| {
         let mut meta = json!({"resourceVersion": rv.to_string()});

@@ -1,13 +1,24 @@
-//! Mirrors the options of k8s.io/apimachinery/pkg/apis/meta/v1 (ListOptions, DeleteOptions,
+//! Mirrors the options of k8s.io/apimachinery/pkg/apis/meta/v1 (ListOptions, checked as
+//! meta/internalversion/validation's `ValidateListOptions` does; DeleteOptions,
 //! CreateOptions/UpdateOptions/PatchOptions' `dryRun`, checked as its validation package's
 //! `ValidateDryRun` does) and the continue token of k8s.io/apiserver/pkg/storage/continue.go: what
-//! a list, watch, write or delete asks for, and where a paged list resumes.
+//! a list, watch, write or delete asks for, and where a paged list resumes; and the reading of a
+//! boolean query parameter (apimachinery's `Convert_Slice_string_To_bool`).
 
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
 use crate::error::{Cause, Error, Result};
+
+/// A boolean query value as kube-apiserver's parameter codec reads it
+/// (`runtime.Convert_Slice_string_To_bool`, also behind every `*bool` option): `0` and `false`
+/// in any case are false; every other value is true — `True` (the Python client's), `maybe`,
+/// and the empty one (`?watch=`, `?watch`) among them. A boolean parameter is never a 400.
+/// (Not Go's `strconv.ParseBool`, which refuses `maybe` and reads `f` as false.)
+pub fn parse_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
+}
 
 /// Options of a list or watch (metav1.ListOptions).
 #[derive(Debug, Default, Clone)]
@@ -20,8 +31,90 @@ pub struct ListOptions {
     pub resource_version_match: Option<String>,
     pub watch: bool,
     pub allow_watch_bookmarks: bool,
-    pub send_initial_events: bool,
+    /// A `*bool` in Go: set to false is not unset ([`ListOptions::validate`] tells them apart).
+    pub send_initial_events: Option<bool>,
     pub timeout_seconds: Option<u64>,
+}
+
+/// metav1.ResourceVersionMatch's values.
+pub const RESOURCE_VERSION_MATCH_EXACT: &str = "Exact";
+pub const RESOURCE_VERSION_MATCH_NOT_OLDER_THAN: &str = "NotOlderThan";
+
+impl ListOptions {
+    /// ValidateListOptions, with the WatchList feature on (kubelab serves `sendInitialEvents`):
+    /// which combinations of `resourceVersion`, `resourceVersionMatch`, `continue` and
+    /// `sendInitialEvents` a list and a watch take. Every violation is a cause of one 422
+    /// (`ListOptions.meta.k8s.io "" is invalid: ...`), as the handlers answer with
+    /// `errors.NewInvalid` of the `meta.k8s.io` kind `ListOptions`.
+    pub fn validate(&self) -> Result<()> {
+        let causes = if self.watch { self.watch_violations() } else { self.list_violations() };
+        if causes.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Invalid { kind: "ListOptions".into(), kind_singular: "ListOptions.meta.k8s.io".into(), name: String::new(), causes })
+    }
+
+    /// A list: a match needs a resourceVersion and no continue, is one of the two (or empty),
+    /// and Exact is not for "0"; `sendInitialEvents` is for watches only.
+    fn list_violations(&self) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        let matching = self.resource_version_match.as_deref().unwrap_or("");
+        if !matching.is_empty() {
+            if self.resource_version.as_deref().unwrap_or("").is_empty() {
+                causes.push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+            }
+            if self.has_continue() {
+                causes.push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+            }
+            if matching != RESOURCE_VERSION_MATCH_EXACT && matching != RESOURCE_VERSION_MATCH_NOT_OLDER_THAN {
+                causes.push(not_supported("resourceVersionMatch", matching, &[RESOURCE_VERSION_MATCH_EXACT, RESOURCE_VERSION_MATCH_NOT_OLDER_THAN, ""]));
+            }
+            if matching == RESOURCE_VERSION_MATCH_EXACT && self.resource_version.as_deref() == Some("0") {
+                causes.push(forbidden("resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+            }
+        }
+        if self.send_initial_events.is_some() {
+            causes.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+        }
+        causes
+    }
+
+    /// A watch (validateWatchOptions): `sendInitialEvents` and `resourceVersionMatch=NotOlderThan`
+    /// go together, and a match takes no continue.
+    fn watch_violations(&self) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        let matching = self.resource_version_match.as_deref().unwrap_or("");
+        if self.send_initial_events.is_some() && matching != RESOURCE_VERSION_MATCH_NOT_OLDER_THAN {
+            causes.push(forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+        }
+        if !matching.is_empty() {
+            if self.send_initial_events.is_none() {
+                causes.push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+            }
+            if matching != RESOURCE_VERSION_MATCH_NOT_OLDER_THAN {
+                causes.push(not_supported("resourceVersionMatch", matching, &[RESOURCE_VERSION_MATCH_NOT_OLDER_THAN]));
+            }
+            if self.has_continue() {
+                causes.push(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+            }
+        }
+        causes
+    }
+
+    fn has_continue(&self) -> bool {
+        self.continue_token.as_deref().is_some_and(|c| !c.is_empty())
+    }
+}
+
+/// field.Forbidden's cause.
+fn forbidden(field: &str, detail: &str) -> Cause {
+    Cause { field: field.into(), reason: "FieldValueForbidden".into(), message: format!("Forbidden: {detail}") }
+}
+
+/// field.NotSupported's cause: the value and the supported ones, quoted.
+fn not_supported(field: &str, value: &str, supported: &[&str]) -> Cause {
+    let supported: Vec<String> = supported.iter().map(|v| json!(v).to_string()).collect();
+    Cause { field: field.into(), reason: "FieldValueNotSupported".into(), message: format!("Unsupported value: {}: supported values: {}", json!(value), supported.join(", ")) }
 }
 
 /// metav1.DeletionPropagation's values.
@@ -93,6 +186,28 @@ impl WriteOptions {
             return Err(Error::Invalid { kind: kind.into(), kind_singular: format!("{kind}.meta.k8s.io"), name: String::new(), causes });
         }
         Ok(Self { dry_run })
+    }
+
+    /// A patch's options (ValidatePatchOptions): [`WriteOptions::from_query`]'s checks, after
+    /// the patch type's own — `force` only on an apply patch, and an apply patch names its
+    /// `fieldManager`. Every violation is a cause of one 422, as kube-apiserver's PatchResource
+    /// answers before it reads the object.
+    pub fn for_patch(q: &HashMap<String, String>, apply: bool) -> Result<Self> {
+        let mut causes = Vec::new();
+        if !apply && q.contains_key("force") {
+            causes.push(Cause { field: "force".into(), reason: "FieldValueForbidden".into(), message: "Forbidden: may not be specified for non-apply patch".into() });
+        }
+        if apply && q.get("fieldManager").is_none_or(|m| m.is_empty()) {
+            causes.push(Cause { field: "fieldManager".into(), reason: "FieldValueRequired".into(), message: "Required value: is required for apply patch".into() });
+        }
+        let options = Self::from_query("PatchOptions", q);
+        if causes.is_empty() {
+            return options;
+        }
+        if let Err(Error::Invalid { causes: more, .. }) = options {
+            causes.extend(more);
+        }
+        Err(Error::Invalid { kind: "PatchOptions".into(), kind_singular: "PatchOptions.meta.k8s.io".into(), name: String::new(), causes })
     }
 
     pub fn is_dry_run(&self) -> bool {
@@ -170,7 +285,8 @@ impl DeleteOptions {
             opts.propagation_policy = q.get("propagationPolicy").cloned();
         }
         if opts.orphan_dependents.is_none() {
-            opts.orphan_dependents = q.get("orphanDependents").and_then(|v| v.parse().ok());
+            // A `*bool`, read as every boolean parameter is (`?orphanDependents=0` is false).
+            opts.orphan_dependents = q.get("orphanDependents").map(|v| parse_bool(v));
         }
         opts.dry_run.validate("DeleteOptions")?;
         opts.validate_propagation()?;
@@ -262,6 +378,86 @@ mod tests {
         assert_eq!(status["details"]["causes"][0]["field"], "dryRun");
         let two = DryRun(vec!["All".into(), "Bar".into()]).validate("DeleteOptions").expect_err("Bar");
         assert!(two.to_string().ends_with(r#"Unsupported value: []string{"All", "Bar"}: supported values: "All""#), "{two}");
+    }
+
+    #[test]
+    fn list_options_are_validated_as_kube_apiserver_validates_them() {
+        // What the fuzzing found: `resourceVersionMatch=Bogus` was taken (and read as NotOlderThan).
+        let opts = |watch: bool, rv: &str, matching: &str, cont: &str, initial: Option<bool>| ListOptions {
+            watch,
+            resource_version: Some(rv.to_string()),
+            resource_version_match: Some(matching.to_string()),
+            continue_token: Some(cont.to_string()),
+            send_initial_events: initial,
+            ..Default::default()
+        };
+        let forbidden_rv = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided";
+        let forbidden_continue = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided";
+        let bogus_list = r#"resourceVersionMatch: Unsupported value: "Bogus": supported values: "Exact", "NotOlderThan", """#;
+        let bogus_watch = r#"resourceVersionMatch: Unsupported value: "Bogus": supported values: "NotOlderThan""#;
+        let needs_initial = "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided";
+        let needs_not_older = "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan";
+        let cases: Vec<(ListOptions, Vec<&str>)> = vec![
+            (ListOptions::default(), vec![]),
+            (opts(false, "5", "Exact", "", None), vec![]),
+            (opts(false, "0", "NotOlderThan", "", None), vec![]),
+            (opts(false, "", "", "", None), vec![]),
+            (opts(false, "5", "Bogus", "", None), vec![bogus_list]),
+            (opts(false, "5", "exact", "", None), vec![r#"resourceVersionMatch: Unsupported value: "exact": supported values: "Exact", "NotOlderThan", """#]),
+            (opts(false, "", "Exact", "", None), vec![forbidden_rv]),
+            (opts(false, "", "Bogus", "tok", None), vec![forbidden_rv, forbidden_continue, bogus_list]),
+            (opts(false, "0", "Exact", "", None), vec![r#"resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0""#]),
+            (opts(false, "", "", "", Some(true)), vec!["sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"]),
+            (opts(true, "", "", "", None), vec![]),
+            (opts(true, "", "NotOlderThan", "", Some(true)), vec![]),
+            (opts(true, "7", "NotOlderThan", "", Some(false)), vec![]),
+            (opts(true, "", "", "", Some(true)), vec![needs_not_older]),
+            (opts(true, "", "NotOlderThan", "", None), vec![needs_initial]),
+            (opts(true, "5", "Exact", "", None), vec![needs_initial, r#"resourceVersionMatch: Unsupported value: "Exact": supported values: "NotOlderThan""#]),
+            (opts(true, "5", "Bogus", "tok", Some(true)), vec![needs_not_older, bogus_watch, forbidden_continue]),
+        ];
+        for (o, want) in cases {
+            let got = match o.validate() {
+                Ok(()) => Vec::new(),
+                Err(e) => {
+                    assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{o:?}");
+                    let status = e.to_status();
+                    assert_eq!((status["details"]["kind"].as_str(), status["details"]["name"].as_str()), (Some("ListOptions"), Some("")));
+                    let causes = status["details"]["causes"].as_array().cloned().unwrap_or_default();
+                    causes.iter().map(|c| format!("{}: {}", c["field"].as_str().unwrap_or(""), c["message"].as_str().unwrap_or(""))).collect()
+                }
+            };
+            assert_eq!(got, want, "{o:?}");
+        }
+        let one = opts(false, "5", "Bogus", "", None).validate().expect_err("Bogus");
+        assert_eq!(one.to_string(), format!("ListOptions.meta.k8s.io \"\" is invalid: {bogus_list}"));
+        let two = opts(false, "", "Bogus", "", None).validate().expect_err("two causes");
+        assert_eq!(two.to_string(), format!("ListOptions.meta.k8s.io \"\" is invalid: [{forbidden_rv}, {bogus_list}]"));
+    }
+
+    #[test]
+    fn patch_options_are_validated_for_the_patch_type() {
+        // kube-apiserver: `force` on a merge patch and an apply patch without a fieldManager are
+        // 422s of PatchOptions (kubelab took the first and answered the second 400).
+        let e = WriteOptions::for_patch(&query(&[("force", "true")]), false).expect_err("force on a merge patch");
+        assert_eq!((e.code(), e.to_string().as_str()), (422, r#"PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch"#));
+        let e = WriteOptions::for_patch(&query(&[("force", "false")]), false).expect_err("any value is set");
+        assert_eq!(e.code(), 422);
+        let e = WriteOptions::for_patch(&query(&[]), true).expect_err("no fieldManager");
+        assert_eq!((e.code(), e.to_string().as_str()), (422, r#"PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch"#));
+        let e = WriteOptions::for_patch(&query(&[("fieldManager", ""), ("fieldValidation", "Bogus")]), true).expect_err("two causes");
+        assert_eq!(e.to_status()["details"]["causes"].as_array().map(Vec::len), Some(2));
+        assert!(WriteOptions::for_patch(&query(&[("fieldManager", "m"), ("force", "true")]), true).is_ok());
+        assert!(WriteOptions::for_patch(&query(&[("dryRun", "All")]), false).expect("a merge patch").is_dry_run());
+    }
+
+    #[test]
+    fn orphan_dependents_in_the_query_is_a_boolean_parameter() {
+        for (value, want) in [("true", true), ("1", true), ("", true), ("yes", true), ("false", false), ("FALSE", false), ("0", false)] {
+            let opts = DeleteOptions::from_request(None, &query(&[("orphanDependents", value)])).expect("valid");
+            assert_eq!(opts.orphan_dependents, Some(want), "orphanDependents={value}");
+        }
+        assert_eq!(DeleteOptions::from_request(None, &query(&[])).expect("valid").orphan_dependents, None);
     }
 
     #[test]

@@ -604,7 +604,7 @@ impl Registry {
     pub fn watch(&self, namespace: Option<&str>, opts: &ListOptions) -> Result<(Subscription, Filter)> {
         let filter = self.filter(namespace, opts)?;
         let rv = match opts.resource_version.as_deref() {
-            _ if opts.send_initial_events => None,
+            _ if opts.send_initial_events == Some(true) => None,
             None | Some("") | Some("0") => None,
             Some(n) => Some(n.parse::<i64>().map_err(|_| Error::BadRequest(format!("invalid resource version: {n}")))?),
         };

@@ -127,6 +127,11 @@ pub enum Applied {
 pub struct WatchBatch {
     pub revision: i64,
     pub events: Vec<PbEvent>,
+    /// Not one revision but a snapshot from the leader: the key space was replaced up to
+    /// `revision`, and the revisions it brought were never broadcast. Every watcher catches
+    /// up from history, as etcd's `watchableStore.Restore` moves every synced watcher to the
+    /// unsynced group.
+    pub restored: bool,
 }
 
 /// etcd's default limit on operations in one Txn branch (`--max-txn-ops`).
@@ -402,7 +407,7 @@ impl StateMachine {
         }
         if !events.is_empty() {
             // No receivers is fine: nobody watches.
-            let _ = self.watch_tx.send(Arc::new(WatchBatch { revision, events }));
+            let _ = self.watch_tx.send(Arc::new(WatchBatch { revision, events, restored: false }));
         }
         revision
     }
@@ -628,6 +633,7 @@ impl StateMachine {
         self.alarms.restore(snap.alarms, self.engine.as_ref(), batch)?;
         self.applied_index = index;
         batch.put(keys::APPLIED.to_vec(), index.to_be_bytes().to_vec());
+        let _ = self.watch_tx.send(Arc::new(WatchBatch { revision: snap.revision, events: Vec::new(), restored: true }));
         Ok(())
     }
 }
@@ -915,7 +921,12 @@ mod tests {
         let data = a.snapshot_data();
         let mut b = sm();
         apply(&mut b, Request::Put(put("stale", "x"))).unwrap();
+        let mut watchers = b.subscribe();
         b.restore(&data, 77, &mut WriteBatch::default()).unwrap();
+        // Watchers are told the key space was replaced: the revisions it brought were never
+        // broadcast one by one, so each watch must catch up from history.
+        let marker = watchers.try_recv().expect("a restore marker");
+        assert!(marker.restored && marker.events.is_empty() && marker.revision == a.kv.current_revision(), "{marker:?}");
         assert_eq!(b.snapshot_data(), data);
         assert_eq!(b.applied_index, 77);
         assert_eq!(b.lessor.get(5).unwrap().keys.len(), 1, "lease attachments are rebuilt");

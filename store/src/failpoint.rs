@@ -42,6 +42,7 @@ pub const FAILPOINTS: &[(&str, &str)] = &[
     ("bugStaleRead", "v3rpc/kv.rs: INJECTED BUG, linearizable Range and read-only Txn served without ReadIndex"),
     ("bugEarlyAck", "raft_node.rs, on_persisted: INJECTED BUG, a leader commits what its own WAL holds, without a quorum"),
     ("bugWatchSkip", "v3rpc/watch.rs: INJECTED BUG, a watch catching up from history starts one revision late"),
+    ("bugSkipFsync", "wal.rs: INJECTED BUG, the WAL's fdatasync is skipped: records are acknowledged before they are durable"),
 ];
 
 /// A failpoint site: `failpoint!("name")` does what the failpoint's term says (sleep, crash).

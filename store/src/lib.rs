@@ -23,7 +23,10 @@
 //! Reads are linearizable through raft's ReadIndex (the member learns the leader's commit index,
 //! waits until it has applied that far, then reads locally) unless the request asks to be
 //! serializable. The log is compacted every `--snapshot-count` entries; a member behind the
-//! compacted log receives a snapshot of the state machine.
+//! compacted log receives a snapshot of the state machine, and its watches then catch up from
+//! the restored history (etcd's `watchableStore.Restore`). Expired leases are revoked by the
+//! leader, through the log, proposed at once so that a leader deposed meanwhile cannot have its
+//! successor revoke them.
 //!
 //! ## Membership changes
 //! The member records (ID, peer URLs, learner or voter, and the name and client URLs a member
@@ -87,13 +90,14 @@
 //! - [`server`]: `raftBeforeFollowerSend` (the messages that waited for the WAL: a follower's
 //!   append responses, votes). [`apply`]: `compactBeforeCommitScheduledCompact`,
 //!   `compactAfterCommitScheduledCompact` (around applying a Compaction).
-//! - Three deliberately injected bugs, on only when set (`=return`), for checking the checkers:
+//! - Four deliberately injected bugs, on only when set (`=return`), for checking the checkers:
 //!   `bugStaleRead` ([`v3rpc::kv`]: a linearizable Range or read-only Txn is served without
 //!   ReadIndex, so a member cut off from the majority answers stale data); `bugEarlyAck`
 //!   ([`raft_node`]: a leader commits what its own WAL holds without a quorum, so a leader cut
 //!   off from the majority acknowledges writes that are then lost); `bugWatchSkip`
 //!   ([`v3rpc::watch`]: a watch catching up from history, from its start revision or after
-//!   falling behind, skips that first revision's events).
+//!   falling behind, skips that first revision's events); `bugSkipFsync` ([`wal`]: the WAL's
+//!   `fdatasync` is skipped, so a power loss takes acknowledged writes).
 //!
 //! ## Implementation caveats
 //! - Membership: a member that lost its disk is replaced (`member remove`, `member add`, start

@@ -834,7 +834,12 @@ impl RaftLoop {
             self.raft.read_index(read_context(self.node.id(), ctx));
         }
         self.reads_inflight.retain(|_, (_, w)| !w.is_empty());
-        // The leader revokes expired leases through the log.
+        // The leader revokes expired leases through the log. It proposes them itself, now, and
+        // never queues them: a queued revocation would be forwarded to whoever leads by the
+        // time the queue is flushed, so a paused leader waking up after it was replaced would
+        // have the new leader revoke leases the new leader had been renewing all along (etcd
+        // issue 15247). Proposed here, a stale leader's revocations go to its own log at its
+        // old term, where they can never commit.
         if self.raft.role() == StateRole::Leader {
             let expired = self.raft.state_machine().read().expect("state machine lock").lessor.expired(now);
             for id in expired {
@@ -847,7 +852,10 @@ impl RaftLoop {
                         request: Some(Request::LeaseRevoke(PbLeaseRevokeRequest { id })),
                     }
                     .encode_to_vec();
-                    self.no_leader.push_back((0, data));
+                    // Refused (a leadership transfer under way): asked again in 3 s if still leader.
+                    if let Err(e) = self.raft.propose(data) {
+                        tracing::debug!(target: "store::raft", lease = id, error = %e, "lease revocation not proposed");
+                    }
                 }
             }
             self.revoking.retain(|id, _| self.raft.state_machine().read().expect("state machine lock").lessor.exists(*id));

@@ -8,6 +8,10 @@
 //! A slow client never slows the store or other watchers: the broadcast keeps a bounded number of
 //! revisions, and a stream that falls further behind is told it *lagged*; its watches then catch
 //! up from history, like etcd's unsynced watchers. Memory stays bounded either way.
+//!
+//! A snapshot from the leader replaces the key space without broadcasting the revisions it
+//! brought; its marker makes every watch catch up from history the same way (etcd's
+//! `watchableStore.Restore`). A watch whose start revision is still ahead waits for it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -82,6 +86,7 @@ impl WatchStream {
                     _ => return,
                 },
                 batch = events.recv() => match batch {
+                    Ok(batch) if batch.restored => self.catch_up_all().await,
                     Ok(batch) => self.dispatch(&batch).await,
                     Err(broadcast::error::RecvError::Lagged(_)) => self.catch_up_all().await,
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -233,7 +238,9 @@ impl WatchStream {
         Ok(())
     }
 
-    /// The stream fell too far behind the broadcast: every watch catches up from history.
+    /// The stream fell too far behind the broadcast, or a snapshot replaced the key space:
+    /// every watch catches up from history. One whose start revision is still ahead keeps
+    /// waiting for it.
     async fn catch_up_all(&mut self) -> Result<(), Gone> {
         let ids: Vec<i64> = self.watches.keys().copied().collect();
         for id in ids {
@@ -241,6 +248,9 @@ impl WatchStream {
                 let w = &self.watches[&id];
                 let sm = self.node.state_machine().read().expect("state machine lock");
                 let current = sm.kv.current_revision();
+                if w.next_rev > current {
+                    continue;
+                }
                 // The same injected bug as `create`'s (tests only): the revision the stream
                 // resumes at is skipped.
                 let from = if injected_bug!("bugWatchSkip") { w.next_rev + 1 } else { w.next_rev };

@@ -1,7 +1,8 @@
 //! A cluster of store members — `kubelab store` or real etcd 3.4 — on loopback.
 //!
 //! Both take the same flags (kubelab copies etcd's names), so one type starts either.
-//! Layout on disk: `<tmp>/member-<i>/{data/,stdout.log,stderr.log}`.
+//! Layout on disk: `<tmp>/member-<i>/{data/,stdout.log,stderr.log}`; on lazyfs, `data/` is the
+//! mount and `data.backing/` what it holds.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use anyhow::{Context, bail};
 use etcd_client::StatusResponse;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::lazyfs::Lazyfs;
 use crate::ports::{self, Port};
 use crate::process::{Process, log_tail};
 use crate::proxy::ProxyMesh;
@@ -60,6 +62,9 @@ pub struct StoreOptions {
     /// Run the store built with failpoints ([`crate::kubelab_failpoints_bin`]), each member
     /// serving its failpoints over HTTP ([`StoreCluster::set_failpoint`]). Kubelab only.
     pub failpoints: bool,
+    /// Put each member's data directory on lazyfs ([`crate::lazyfs`]), so that
+    /// [`StoreCluster::power_loss`] can drop what it wrote and never fsynced.
+    pub lazyfs: bool,
 }
 
 /// The etcd certificates of a PKI `kubelab certs generate` made (kubeadm's layout): what a TLS
@@ -118,6 +123,7 @@ impl Default for StoreOptions {
             env: vec![("NO_COLOR".into(), "1".into())],
             tls: None,
             failpoints: false,
+            lazyfs: false,
         }
     }
 }
@@ -157,6 +163,9 @@ pub struct Member {
     process: Option<Process>,
     /// Stopped with SIGSTOP ([`StoreCluster::pause`]).
     paused: bool,
+    /// The lazyfs `data/` is mounted through ([`StoreOptions::lazyfs`]); dropped after the
+    /// process, so the mount outlives the member.
+    lazyfs: Option<Lazyfs>,
     _ports: Vec<Port>,
 }
 
@@ -293,6 +302,7 @@ impl StoreCluster {
                 env,
                 process: None,
                 paused: false,
+                lazyfs: None,
                 _ports: ps,
             });
         }
@@ -303,6 +313,14 @@ impl StoreCluster {
             proxy,
             root: Some(root),
         };
+        if c.opts.lazyfs {
+            for m in &mut c.members {
+                let (data, backing) = (m.data_dir(), m.dir.join("data.backing"));
+                std::fs::create_dir_all(&data)?;
+                std::fs::create_dir_all(&backing)?;
+                m.lazyfs = Some(Lazyfs::start(&backing, &data, &m.dir.join("lazyfs.sock"), &m.dir.join("lazyfs"))?);
+            }
+        }
         for i in 0..n {
             c.restart(i)?;
         }
@@ -415,11 +433,84 @@ impl StoreCluster {
         let m = &mut self.members[i];
         let data = m.data_dir();
         eprintln!("[e2e] wipe {} ({})", m.name, data.display());
-        if data.exists() {
-            std::fs::remove_dir_all(&data).with_context(|| format!("removing {}", data.display()))?;
-        }
+        empty_dir(&data)?;
         if let Some(pos) = m.args.iter().position(|a| a == "--initial-cluster-state") {
             m.args[pos + 1] = "existing".into();
+        }
+        self.restart(i)
+    }
+
+    /// Member `i` loses power: killed (kill -9), and everything it wrote without fsyncing it is
+    /// lost, as the page cache is in a power cut (needs [`StoreOptions::lazyfs`]). Returns how
+    /// many bytes were dropped. Start it again with [`restart`](Self::restart).
+    pub fn power_loss(&mut self, i: usize) -> anyhow::Result<u64> {
+        anyhow::ensure!(self.members[i].lazyfs.is_some(), "{} is not on lazyfs", self.members[i].name);
+        self.kill9(i);
+        let m = &self.members[i];
+        let dropped = m.lazyfs.as_ref().expect("checked").clear_cache()?;
+        eprintln!("[e2e] {} lost power: {dropped} unsynced bytes dropped", m.name);
+        Ok(dropped)
+    }
+
+    /// Member `i` loses its disk and is replaced, as etcd's robustness suite does it
+    /// (`memberReplace` in `tests/robustness/failpoint/cluster.go`) and as an operator must: it
+    /// is killed and its data directory removed; another member removes it from the cluster
+    /// (`member remove`) and adds it back under the same name and peer URL (`member add`, a new
+    /// member ID); it starts on the empty directory with `--initial-cluster-state existing`
+    /// and the `--initial-cluster` the add answered with, and catches up from the leader. Same
+    /// slot, same ports: whoever was pinned to member `i` talks to the replacement. Not with
+    /// the proxy mesh: an added member has one peer URL for everyone, so it could not be given
+    /// a proxy per peer.
+    pub async fn replace(&mut self, i: usize) -> anyhow::Result<()> {
+        anyhow::ensure!(self.proxy.is_none(), "a member cannot be replaced behind the proxy mesh (one peer URL for every peer)");
+        let other = (0..self.len()).find(|j| *j != i && self.members[*j].is_running()).context("no other member running")?;
+        self.kill9(i);
+        let (name, data) = (self.members[i].name.clone(), self.members[i].data_dir());
+        eprintln!("[e2e] {name} loses its disk ({})", data.display());
+        empty_dir(&data)?;
+        let peer = self.peer_url(i);
+        let c = self.client(other).await?;
+        let (deadline, call) = (Duration::from_secs(30), crate::scaled(RPC_TIMEOUT));
+        // Both calls are refused ("unhealthy cluster") until the members left have been
+        // connected for a while, and may fail while a new leader is elected: ask again.
+        crate::poll_until(&format!("{name} removed"), deadline, Duration::from_millis(300), || {
+            let (mut c, name, peer) = (c.clone(), name.clone(), peer.clone());
+            async move {
+                let list = tokio::time::timeout(call, c.member_list()).await??;
+                let Some(id) = list.members().iter().find(|m| m.name() == name || m.peer_urls().iter().any(|u| *u == peer)).map(|m| m.id()) else {
+                    return Ok(Some(())); // an earlier attempt went through
+                };
+                tokio::time::timeout(call, c.member_remove(id)).await??;
+                Ok(Some(()))
+            }
+        })
+        .await?;
+        let added = crate::poll_until(&format!("{name} added back"), deadline, Duration::from_millis(300), || {
+            let mut c = c.clone();
+            let peer = peer.clone();
+            async move {
+                // An earlier attempt whose answer was lost may have gone through.
+                let list = tokio::time::timeout(call, c.member_list()).await??;
+                if list.members().iter().any(|m| m.peer_urls().iter().any(|u| *u == peer)) {
+                    return Ok(Some(list.members().to_vec()));
+                }
+                Ok(Some(tokio::time::timeout(call, c.member_add([peer.as_str()], None)).await??.member_list().to_vec()))
+            }
+        })
+        .await?;
+        let initial = added
+            .iter()
+            .filter_map(|m| {
+                let url = m.peer_urls().first()?;
+                let n = if *url == peer { name.as_str() } else { m.name() };
+                Some(format!("{n}={url}"))
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let m = &mut self.members[i];
+        for (flag, value) in [("--initial-cluster", initial), ("--initial-cluster-state", "existing".to_string())] {
+            let pos = m.args.iter().position(|a| a == flag).with_context(|| format!("no {flag} flag"))?;
+            m.args[pos + 1] = value;
         }
         self.restart(i)
     }
@@ -479,6 +570,7 @@ impl StoreCluster {
             env: Vec::new(),
             process: None,
             paused: false,
+            lazyfs: None,
             _ports: ps,
         });
         Ok(self.members.len() - 1)
@@ -714,12 +806,24 @@ impl StoreCluster {
     }
 }
 
+/// Removes everything in `dir` but `dir` itself, which may be a mount point.
+fn empty_dir(dir: &Path) -> anyhow::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for e in entries {
+        let p = e?.path();
+        let r = if p.is_dir() && !p.is_symlink() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        r.with_context(|| format!("removing {}", p.display()))?;
+    }
+    Ok(())
+}
+
 impl Drop for StoreCluster {
     fn drop(&mut self) {
         for m in &mut self.members {
             if let Some(mut p) = m.process.take() {
                 p.kill9();
             }
+            m.lazyfs = None;
         }
         self.proxy = None;
         let keep = std::env::var_os("E2E_KEEP_DIRS").is_some();

@@ -16,9 +16,12 @@
 //! 3. [`proxy`] is a TCP proxy mesh: one proxy per ordered member pair `i→j`, so that
 //!    [`StoreCluster::partition`] can cut a member off from the others in both directions.
 //! 4. [`cluster`] is [`StoreCluster`]: N members of `kubelab store` or of real etcd 3.4
-//!    (same flag names), with `kill9`, `restart`, `partition`/`heal`, `leader` and
-//!    `wait_healthy`. When a test panics, dropping the cluster prints the tail of every
-//!    member's log.
+//!    (same flag names), with `kill9`, `restart`, `partition`/`heal`, `replace` (a member that
+//!    lost its disk, removed and added back), `power_loss`, `leader` and `wait_healthy`. When
+//!    a test panics, dropping the cluster prints the tail of every member's log.
+//!    [`lazyfs`] mounts a member's data directory through the `lazyfs` binary
+//!    (`src/bin/lazyfs/`, FUSE), which holds unsynced writes in memory and drops them on
+//!    command: a power loss, where kill -9 is only a crash.
 //! 5. [`etcdctl`] runs Debian's `etcdctl` (API v3) against a cluster.
 //! 6. [`apiserver`] is [`apiserver::ApiCluster`]: a store (one kubelab member, or three real
 //!    etcd 3.4 members) + `kubelab apiserver` (+ optionally `kubelab controller-manager`),
@@ -41,6 +44,7 @@
 //! - `KUBELAB_FAILPOINTS_BIN`: kubelab built with failpoints (default: next to the kubelab binary).
 //! - `ETCD_BIN`: real etcd 3.4 (default `/var/cache/kubelab/etcd/usr/bin/etcd`, from `make deps`).
 //! - `ETCDCTL_BIN`: etcdctl (default `/usr/bin/etcdctl`, Debian's etcd-client).
+//! - `LAZYFS_BIN`: the lazyfs binary (default: next to the test executable).
 //! - `E2E_STORE=etcd`: run the store tests against real etcd, to check the tests themselves.
 //! - `E2E_SLOWDOWN=N`: this machine is about N times slower than a development host (an emulated
 //!   guest): every harness deadline is N times longer ([`slowdown`]).
@@ -59,6 +63,7 @@
 //! - Ports are reserved between cooperating harness processes only; an unrelated program
 //!   may still take a port between reservation and bind (unlikely below 32768).
 //! - Processes are plain children: no cgroups, no network namespaces.
+//! - [`lazyfs`] needs root and `/dev/fuse` (it mounts with mount(2) itself, no `fusermount3`).
 //! - [`containerd`] is the exception: it needs root, and leaves a few host-wide traces it cannot
 //!   own alone (`/run/containerd` as an empty mount point, `/var/lib/cni/results`,
 //!   `net.ipv4.ip_forward=1`); its module docs list them.
@@ -70,6 +75,7 @@ pub mod cluster;
 pub mod containerd;
 pub mod etcdctl;
 pub mod lab;
+pub mod lazyfs;
 pub mod mermaid;
 pub mod nodeagent;
 pub mod nodelab;

@@ -1,9 +1,11 @@
 //! robustness: the long run of the store's robustness checks (`make robustness`), with the
 //! figures BENCHMARKS.md's RELIABILITY section records.
 //!
-//! 1. kubelab (its failpoint build, every fault) and real etcd 3.4 (the faults it can take:
-//!    kill -9 and SIGSTOP) each run the same workload for `--duration`; both histories are
-//!    checked alike ([`e2e::robustness`]).
+//! 1. kubelab (its failpoint build on lazyfs, every fault but replacements, behind the proxy mesh) and
+//!    real etcd 3.4 (the faults it can take: kill -9, SIGSTOP, replacements) each run the same
+//!    workload for `--duration`; kubelab also runs `--replace-duration` without the mesh, where
+//!    members are replaced among its other faults. Every history is checked alike
+//!    ([`e2e::robustness`]).
 //! 2. The checker proven able to fail: kubelab with each injected bug, with the faults that
 //!    expose it, until the bug is caught or `--bug-duration` passes; the time into the run of
 //!    the first violating operation is how long it took to be caught.
@@ -30,6 +32,10 @@ struct Args {
     /// Which stores get a clean run: both, kubelab or etcd.
     #[arg(long, default_value = "both")]
     stores: String,
+    /// Seconds of kubelab's clean run without the proxy mesh, where members lose their disks
+    /// and are replaced; 0 skips it.
+    #[arg(long, default_value_t = 200)]
+    replace_duration: u64,
     /// Seconds each injected-bug run may take; 0 skips them.
     #[arg(long, default_value_t = 90)]
     bug_duration: u64,
@@ -81,19 +87,24 @@ async fn main() -> anyhow::Result<()> {
     let mut failed = false;
     println!("| store | load | operations checked | watch | faults injected | compactions | violations | linearizability check |");
     println!("|---|---|---|---|---|---|---|---|");
-    for flavor in [Flavor::Kubelab, Flavor::Etcd] {
-        if args.stores != "both" && args.stores != flavor.to_string() {
+    let runs = [(Flavor::Kubelab, true, args.duration), (Flavor::Kubelab, false, args.replace_duration), (Flavor::Etcd, false, args.duration)];
+    for (flavor, mesh, secs) in runs {
+        if (args.stores != "both" && args.stores != flavor.to_string()) || secs == 0 {
             continue;
         }
         let mut o = RunOptions::short(flavor);
+        o.mesh = mesh;
+        o.lazyfs = flavor == Flavor::Kubelab && mesh;
         o.failpoints = flavor == Flavor::Kubelab && args.failpoints;
-        o.duration = Duration::from_secs(args.duration);
+        o.duration = Duration::from_secs(secs);
         o.clients = args.clients;
         o.seed = args.seed;
-        o.report = Some(args.report_dir.join(format!("{flavor}.txt")));
-        o.title = format!("{}-second robustness run against {flavor}", args.duration);
+        let name = if flavor == Flavor::Kubelab && !mesh { "kubelab, members replaced (no proxy mesh)".to_string() } else { flavor.to_string() };
+        let file = if flavor == Flavor::Kubelab && !mesh { "kubelab-replaced.txt".to_string() } else { format!("{flavor}.txt") };
+        o.report = Some(args.report_dir.join(file));
+        o.title = format!("{secs}-second robustness run against {name}");
         let r = run(o).await?;
-        row(&flavor.to_string(), &r, args.duration);
+        row(&name, &r, secs);
         if !r.validation.violations.is_empty() || r.validation.summary.partitions_timed_out > 0 {
             failed = true;
             eprintln!("{}", r.report_text);

@@ -1,6 +1,7 @@
 //! The nemesis: faults injected while the clients run. Mirrors etcd's
 //! `tests/robustness/failpoint/` (`failpoint.go` the loop, `kill.go`, `network.go` for
-//! partitions and message loss, `gofail.go` for failpoints in the server's code).
+//! partitions and message loss, `gofail.go` for failpoints in the server's code, `cluster.go`
+//! for a member replaced after losing its disk; a power loss is its `kill.go` on lazyfs).
 //!
 //! One fault at a time: inject it, hold it a moment, recover, and wait until the cluster is
 //! healthy again before the next, as etcd's robustness suite does — so that every fault is
@@ -38,6 +39,14 @@ pub enum Fault {
     CrashBeforeSaveFollower,
     /// The leader crashes right after saving, before sending (failpoint `raftAfterSave`).
     CrashAfterSaveLeader,
+    /// The leader loses its disk and is replaced ([`StoreCluster::replace`]): killed, wiped,
+    /// removed, added back under a new member ID, and caught up from the new leader.
+    ReplaceLeader,
+    ReplaceFollower,
+    /// The leader loses power ([`StoreCluster::power_loss`]): kill -9, and every byte it wrote
+    /// without fsyncing is dropped (lazyfs's `clear-cache`); restarted a moment later.
+    PowerLossLeader,
+    PowerLossFollower,
 }
 
 impl fmt::Display for Fault {
@@ -54,13 +63,17 @@ impl fmt::Display for Fault {
             Fault::SlowFsyncLeader => "slow fsync on leader",
             Fault::CrashBeforeSaveFollower => "crash before save (follower)",
             Fault::CrashAfterSaveLeader => "crash after save (leader)",
+            Fault::ReplaceLeader => "leader loses its disk, replaced",
+            Fault::ReplaceFollower => "follower loses its disk, replaced",
+            Fault::PowerLossLeader => "power loss of leader (unsynced writes dropped)",
+            Fault::PowerLossFollower => "power loss of follower (unsynced writes dropped)",
         };
         f.write_str(s)
     }
 }
 
 impl Fault {
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 15] = [
         Fault::KillLeader,
         Fault::KillFollower,
         Fault::PauseLeader,
@@ -72,13 +85,19 @@ impl Fault {
         Fault::SlowFsyncLeader,
         Fault::CrashBeforeSaveFollower,
         Fault::CrashAfterSaveLeader,
+        Fault::ReplaceLeader,
+        Fault::ReplaceFollower,
+        Fault::PowerLossLeader,
+        Fault::PowerLossFollower,
     ];
 
-    /// Whether this fault can be injected into `c`: cuts need the proxy mesh, failpoints the
-    /// failpoint build.
+    /// Whether this fault can be injected into `c`: cuts need the proxy mesh, a replacement
+    /// needs its absence, failpoints need the failpoint build, power losses lazyfs.
     pub fn applies_to(self, c: &StoreCluster) -> bool {
         match self {
             Fault::PartitionLeader | Fault::PartitionFollower | Fault::LeaderLosesOutbound | Fault::FollowerLosesInbound => c.has_proxy(),
+            Fault::ReplaceLeader | Fault::ReplaceFollower => !c.has_proxy(),
+            Fault::PowerLossLeader | Fault::PowerLossFollower => c.opts.lazyfs,
             Fault::SlowFsyncLeader | Fault::CrashBeforeSaveFollower | Fault::CrashAfterSaveLeader => c.opts.failpoints,
             _ => true,
         }
@@ -106,7 +125,14 @@ fn follower(c: &StoreCluster, leader: usize, rng: &mut Rng) -> usize {
 pub async fn inject(c: &mut StoreCluster, fault: Fault, rng: &mut Rng, clock: &Clock, hold: Duration) -> anyhow::Result<Injected> {
     let leader = c.leader().await.context("finding the leader")?;
     let member = match fault {
-        Fault::KillLeader | Fault::PauseLeader | Fault::PartitionLeader | Fault::LeaderLosesOutbound | Fault::SlowFsyncLeader | Fault::CrashAfterSaveLeader => leader,
+        Fault::KillLeader
+        | Fault::PauseLeader
+        | Fault::PartitionLeader
+        | Fault::LeaderLosesOutbound
+        | Fault::SlowFsyncLeader
+        | Fault::CrashAfterSaveLeader
+        | Fault::ReplaceLeader
+        | Fault::PowerLossLeader => leader,
         _ => follower(c, leader, rng),
     };
     let at = clock.now();
@@ -151,6 +177,12 @@ pub async fn inject(c: &mut StoreCluster, fault: Fault, rng: &mut Rng, clock: &C
             }
             anyhow::ensure!(c.has_exited(member), "failpoint {name}=panic did not fire on member-{member} within 10 s");
             c.kill9(member); // reap it
+            tokio::time::sleep(hold / 2).await;
+            c.restart(member)?;
+        }
+        Fault::ReplaceLeader | Fault::ReplaceFollower => c.replace(member).await?,
+        Fault::PowerLossLeader | Fault::PowerLossFollower => {
+            c.power_loss(member)?;
             tokio::time::sleep(hold / 2).await;
             c.restart(member)?;
         }

@@ -18,7 +18,8 @@
 //!    all from the run's first revision, each resuming from its last revision when its stream
 //!    breaks. A compactor compacts every few seconds, never past the watchers' history.
 //! 4. Inject faults one at a time until the time is up ([`failpoint`]): kill -9, SIGSTOP,
-//!    partitions, one-way message loss, slow fsync, crashes at failpoints.
+//!    partitions, one-way message loss, slow fsync, crashes at failpoints, power losses that
+//!    drop unsynced writes (lazyfs), a member that lost its disk replaced.
 //! 5. Stop the clients, heal, read the final revision, and let the watchers catch up to it.
 //! 6. Check ([`validate`]): the watches (ordered, unique, gap-free, agreeing), every
 //!    acknowledged write in the history at its revision, reads against the history, revisions
@@ -29,13 +30,16 @@
 //! ## Implementation caveats
 //! - Partitions and one-way loss need the proxy mesh, which etcd's peer URLs rule out
 //!   ([`crate::cluster`]): against etcd the faults are kill -9 and SIGSTOP.
-//! - A member losing its disk is not among the faults: the store has no member remove and add
-//!   yet, the only way raft can take such a member back (rejoining under the old identity is
-//!   refused, as etcd refuses it; `store_faults.rs` checks that).
-//! - "Lost" data is lost by a crash only as far as the page cache loses it: kill -9 keeps what
-//!   was written but not fsynced (etcd's suite adds lazyfs for that). Crashes at precise points
-//!   come from the failpoints instead.
-//! - Lease expiry is not exercised (TTLs outlast the run); revokes are.
+//! - A member losing its disk is replaced (removed and added back under a new ID: rejoining
+//!   under the old identity is refused, as etcd refuses it; `store_faults.rs` checks that).
+//!   An added member has one peer URL for every peer, so it cannot sit behind the proxy mesh:
+//!   replacements run in a run without the mesh ([`RunOptions::mesh`]), partitions in one with.
+//! - kill -9 keeps what was written but not fsynced; a power loss drops it, and needs the
+//!   members on lazyfs ([`RunOptions::lazyfs`], FUSE: `/dev/fuse` and root). lazyfs loses
+//!   unsynced *data* only: metadata (a create, a rename) is never lost, where a real file
+//!   system may lose it too. Crashes at precise points come from the failpoints.
+//! - Lease expiry is not exercised here (TTLs outlast the run, as in etcd's suite); revokes are.
+//!   `e2e/tests/store_leases.rs` holds expiry to its promises under faults.
 //! - A key group whose check runs out of time is reported as undecided, not as passed.
 //!
 //! ## Public surface
@@ -76,6 +80,11 @@ pub const PREFIX: &str = "/robustness/";
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub flavor: Flavor,
+    /// Run kubelab behind the proxy mesh (partitions and one-way loss) rather than without it
+    /// (members replaced after losing their disks); etcd always runs without.
+    pub mesh: bool,
+    /// Put kubelab's members on lazyfs, so that power losses can drop unsynced writes.
+    pub lazyfs: bool,
     /// Run kubelab's failpoint build (needed for the failpoint faults and the injected bugs).
     pub failpoints: bool,
     /// Extra environment of every member, e.g. `KUBELAB_FAILPOINTS=bugStaleRead=return`.
@@ -104,6 +113,8 @@ impl RunOptions {
     pub fn short(flavor: Flavor) -> Self {
         Self {
             flavor,
+            mesh: flavor == Flavor::Kubelab,
+            lazyfs: false,
             failpoints: false,
             env: Vec::new(),
             duration: Duration::from_secs(25),
@@ -157,6 +168,8 @@ async fn run_on(opts: RunOptions, slot: &mut Option<StoreCluster>) -> anyhow::Re
     // 1.
     let mut store_opts = StoreOptions::for_flavor(opts.flavor);
     store_opts.failpoints = opts.failpoints;
+    store_opts.proxy = opts.mesh && opts.flavor == Flavor::Kubelab;
+    store_opts.lazyfs = opts.lazyfs;
     store_opts.env.extend(opts.env.iter().cloned());
     // A small snapshot count: a member that was down or wiped catches up by snapshot, a path
     // worth exercising.

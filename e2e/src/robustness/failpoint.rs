@@ -35,6 +35,11 @@ pub enum Fault {
     FollowerLosesInbound,
     /// The leader's WAL fsync takes 300 ms for a few seconds (failpoint `walBeforeSync`).
     SlowFsyncLeader,
+    /// The leader's WAL fdatasync fails (failpoint `walBeforeSync=return`, EIO): the member
+    /// stops, as etcd does on a failed fsync, and is restarted.
+    FailingFsyncLeader,
+    /// A follower's fdatasync reports a failure after syncing (failpoint `walAfterSync=return`).
+    FailingFsyncFollower,
     /// A follower crashes just before saving a Ready's entries (failpoint `raftBeforeSave`).
     CrashBeforeSaveFollower,
     /// The leader crashes right after saving, before sending (failpoint `raftAfterSave`).
@@ -61,6 +66,8 @@ impl fmt::Display for Fault {
             Fault::LeaderLosesOutbound => "leader's messages lost",
             Fault::FollowerLosesInbound => "follower's incoming messages lost",
             Fault::SlowFsyncLeader => "slow fsync on leader",
+            Fault::FailingFsyncLeader => "failing fsync on leader",
+            Fault::FailingFsyncFollower => "failing fsync on follower",
             Fault::CrashBeforeSaveFollower => "crash before save (follower)",
             Fault::CrashAfterSaveLeader => "crash after save (leader)",
             Fault::ReplaceLeader => "leader loses its disk, replaced",
@@ -73,7 +80,7 @@ impl fmt::Display for Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 15] = [
+    pub const ALL: [Fault; 17] = [
         Fault::KillLeader,
         Fault::KillFollower,
         Fault::PauseLeader,
@@ -83,6 +90,8 @@ impl Fault {
         Fault::LeaderLosesOutbound,
         Fault::FollowerLosesInbound,
         Fault::SlowFsyncLeader,
+        Fault::FailingFsyncLeader,
+        Fault::FailingFsyncFollower,
         Fault::CrashBeforeSaveFollower,
         Fault::CrashAfterSaveLeader,
         Fault::ReplaceLeader,
@@ -98,7 +107,11 @@ impl Fault {
             Fault::PartitionLeader | Fault::PartitionFollower | Fault::LeaderLosesOutbound | Fault::FollowerLosesInbound => c.has_proxy(),
             Fault::ReplaceLeader | Fault::ReplaceFollower => !c.has_proxy(),
             Fault::PowerLossLeader | Fault::PowerLossFollower => c.opts.lazyfs,
-            Fault::SlowFsyncLeader | Fault::CrashBeforeSaveFollower | Fault::CrashAfterSaveLeader => c.opts.failpoints,
+            Fault::SlowFsyncLeader
+            | Fault::FailingFsyncLeader
+            | Fault::FailingFsyncFollower
+            | Fault::CrashBeforeSaveFollower
+            | Fault::CrashAfterSaveLeader => c.opts.failpoints,
             _ => true,
         }
     }
@@ -130,6 +143,7 @@ pub async fn inject(c: &mut StoreCluster, fault: Fault, rng: &mut Rng, clock: &C
         | Fault::PartitionLeader
         | Fault::LeaderLosesOutbound
         | Fault::SlowFsyncLeader
+        | Fault::FailingFsyncLeader
         | Fault::CrashAfterSaveLeader
         | Fault::ReplaceLeader
         | Fault::PowerLossLeader => leader,
@@ -167,15 +181,21 @@ pub async fn inject(c: &mut StoreCluster, fault: Fault, rng: &mut Rng, clock: &C
             tokio::time::sleep(hold).await;
             c.set_failpoint(member, "walBeforeSync", "off").await?;
         }
-        Fault::CrashBeforeSaveFollower | Fault::CrashAfterSaveLeader => {
-            let name = if fault == Fault::CrashBeforeSaveFollower { "raftBeforeSave" } else { "raftAfterSave" };
-            c.set_failpoint(member, name, "panic").await?;
-            // It fires on the member's next Ready with entries, i.e. the next write.
+        Fault::CrashBeforeSaveFollower | Fault::CrashAfterSaveLeader | Fault::FailingFsyncLeader | Fault::FailingFsyncFollower => {
+            let (name, term) = match fault {
+                Fault::CrashBeforeSaveFollower => ("raftBeforeSave", "panic"),
+                Fault::CrashAfterSaveLeader => ("raftAfterSave", "panic"),
+                Fault::FailingFsyncLeader => ("walBeforeSync", "return"),
+                _ => ("walAfterSync", "return"),
+            };
+            c.set_failpoint(member, name, term).await?;
+            // It fires on the member's next Ready with entries, i.e. the next write; the member
+            // then exits (a panic, or the WAL writer's failure ending it).
             let deadline = std::time::Instant::now() + crate::scaled(Duration::from_secs(10));
             while !c.has_exited(member) && std::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            anyhow::ensure!(c.has_exited(member), "failpoint {name}=panic did not fire on member-{member} within 10 s");
+            anyhow::ensure!(c.has_exited(member), "failpoint {name}={term} did not end member-{member} within 10 s");
             c.kill9(member); // reap it
             tokio::time::sleep(hold / 2).await;
             c.restart(member)?;

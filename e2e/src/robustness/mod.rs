@@ -18,7 +18,7 @@
 //!    all from the run's first revision, each resuming from its last revision when its stream
 //!    breaks. A compactor compacts every few seconds, never past the watchers' history.
 //! 4. Inject faults one at a time until the time is up ([`failpoint`]): kill -9, SIGSTOP,
-//!    partitions, one-way message loss, slow fsync, crashes at failpoints, power losses that
+//!    partitions, one-way message loss, slow or failing fsync, crashes at failpoints, power losses that
 //!    drop unsynced writes (lazyfs), a member that lost its disk replaced.
 //! 5. Stop the clients, heal, read the final revision, and let the watchers catch up to it.
 //! 6. Check ([`validate`]): the watches (ordered, unique, gap-free, agreeing), every

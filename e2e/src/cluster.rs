@@ -184,6 +184,13 @@ impl Member {
     pub fn is_running(&self) -> bool {
         self.process.is_some()
     }
+
+    /// Gives `flag` of the command line the member is (re)started with the value `value`.
+    fn set_arg(&mut self, flag: &str, value: &str) -> anyhow::Result<()> {
+        let pos = self.args.iter().position(|a| a == flag).with_context(|| format!("{} has no {flag} flag", self.name))?;
+        self.args[pos + 1] = value.to_string();
+        Ok(())
+    }
 }
 
 /// N store members on loopback. Dropping it kills every member (and prints their log
@@ -434,9 +441,7 @@ impl StoreCluster {
         let data = m.data_dir();
         eprintln!("[e2e] wipe {} ({})", m.name, data.display());
         empty_dir(&data)?;
-        if let Some(pos) = m.args.iter().position(|a| a == "--initial-cluster-state") {
-            m.args[pos + 1] = "existing".into();
-        }
+        m.set_arg("--initial-cluster-state", "existing")?;
         self.restart(i)
     }
 
@@ -507,12 +512,8 @@ impl StoreCluster {
             })
             .collect::<Vec<_>>()
             .join(",");
-        let m = &mut self.members[i];
-        for (flag, value) in [("--initial-cluster", initial), ("--initial-cluster-state", "existing".to_string())] {
-            let pos = m.args.iter().position(|a| a == flag).with_context(|| format!("no {flag} flag"))?;
-            m.args[pos + 1] = value;
-        }
-        self.restart(i)
+        self.members[i].set_arg("--initial-cluster-state", "existing")?;
+        self.start_added(i, &initial)
     }
 
     /// A member to add at runtime (`member add`), not started yet: its ports reserved and its
@@ -586,9 +587,7 @@ impl StoreCluster {
     /// `--initial-cluster-state existing` and `--initial-cluster initial_cluster` (what
     /// `member add` printed).
     pub fn start_added(&mut self, i: usize, initial_cluster: &str) -> anyhow::Result<()> {
-        let m = &mut self.members[i];
-        let pos = m.args.iter().position(|a| a == "--initial-cluster").context("no --initial-cluster flag")?;
-        m.args[pos + 1] = initial_cluster.to_string();
+        self.members[i].set_arg("--initial-cluster", initial_cluster)?;
         self.restart(i)
     }
 

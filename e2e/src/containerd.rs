@@ -43,6 +43,7 @@
 //! chain and libcni cache file stay (the test's log then says so).
 
 use std::collections::BTreeSet;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -784,7 +785,7 @@ pub fn mount_points_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = mountinfo
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .map(|p| PathBuf::from(unescape_mountinfo(p)))
+        .map(unescape_mountinfo)
         .filter(|p| p.starts_with(dir))
         .collect();
     out.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
@@ -792,8 +793,8 @@ pub fn mount_points_under(mountinfo: &str, dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// mountinfo escapes space, tab, newline and backslash as `\ooo` octal.
-fn unescape_mountinfo(s: &str) -> String {
+/// A path field of mountinfo, which escapes space, tab, newline and backslash as `\ooo` octal.
+pub fn unescape_mountinfo(s: &str) -> PathBuf {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -809,7 +810,7 @@ fn unescape_mountinfo(s: &str) -> String {
             i += 1;
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// Binds `dir` onto itself and makes that mount private (`mount --bind D D; mount --make-private D`).

@@ -135,10 +135,9 @@ impl Drop for Lazyfs {
     }
 }
 
-/// Whether something is mounted at `path` (from /proc/self/mountinfo; paths without spaces).
+/// Whether something is mounted at `path` (from /proc/self/mountinfo).
 pub fn is_mounted(path: &Path) -> anyhow::Result<bool> {
     let info = std::fs::read_to_string("/proc/self/mountinfo")?;
-    let target = path.display().to_string();
-    Ok(info.lines().any(|l| l.split(' ').nth(4) == Some(target.as_str())))
+    Ok(crate::containerd::mount_points_under(&info, path).iter().any(|p| p == path))
 }
 

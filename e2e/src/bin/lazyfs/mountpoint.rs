@@ -58,26 +58,10 @@ fn mounted(mount: &Path) -> anyhow::Result<Option<String>> {
         // id parent major:minor root mount-point options [optional...] - fstype source super
         let fields: Vec<&str> = line.split(' ').collect();
         let Some(sep) = fields.iter().position(|f| *f == "-") else { continue };
-        if fields.len() > 4 && Path::new(&unescape(fields[4])) == target {
+        if fields.len() > 4 && e2e::containerd::unescape_mountinfo(fields[4]) == target {
             found = fields.get(sep + 1).map(|s| s.to_string());
         }
     }
     Ok(found)
 }
 
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape(s: &str) -> OsString {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    OsStr::from_bytes(&out).to_os_string()
-}

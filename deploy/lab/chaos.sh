@@ -5,7 +5,8 @@
 #
 #  1. Set up, in the namespace `chaos`: a Deployment `web` (3 replicas of busybox httpd answering
 #     its pod's name), its Service, and a client pod.
-#  2. Start the traffic, each loop in the background with its PID recorded:
+#  2. Start the traffic, each loop in the background with its PID recorded (each ends after its
+#     request in flight once the file $work/stop exists, so none lands during the checks):
 #     - the writer creates ConfigMaps `w-<n>` through a random node's API server and records
 #       each one the API server acknowledged;
 #     - the roller starts a rolling update of `web` every 20 s (a new ROUND variable) and
@@ -20,7 +21,9 @@
 #     - the Deployment converged: rolled out to the last acknowledged round, 3 replicas, all
 #       updated and available;
 #     - the Service's endpoints are exactly the IPs of the Deployment's ready pods;
-#     - no pod runs twice: each `chaos` pod's container runs on its own node only, once;
+#     - no pod runs twice: each `chaos` pod's container runs on its own node only, once (and the
+#       check is not blind: every ready pod's containers are seen on its node, once the
+#       agents have caught up with their restarts);
 #     - the Service answered again after the faults.
 #     The exit status is 0 only if every invariant holds.
 #
@@ -128,7 +131,7 @@ say "workload ready"
 : >"$work/faults"
 (
   n=0
-  while :; do
+  while [ ! -e "$work/stop" ]; do
     n=$((n + 1))
     via=${nodes[$((RANDOM % 3))]}
     if kcn "$via" -n "$ns" create configmap "w-$n" --from-literal=n="$n" >/dev/null 2>&1; then echo "$n" >>"$work/acked-writes"; fi
@@ -138,7 +141,7 @@ say "workload ready"
 (
   r=0
   while :; do
-    sleep 20
+    for _ in $(seq 1 20); do [ -e "$work/stop" ] && exit 0; sleep 1; done
     r=$((r + 1))
     via=${nodes[$((RANDOM % 3))]}
     echo "$r" >>"$work/tried-rounds"
@@ -146,7 +149,7 @@ say "workload ready"
   done
 ) & pids+=($!)
 (
-  while :; do
+  while [ ! -e "$work/stop" ]; do
     if out=$(kc -n "$ns" exec client -- timeout 3 wget -qO- http://web 2>/dev/null); then echo "$(date +%s) ok $out" >>"$work/probes"; else echo "$(date +%s) fail" >>"$work/probes"; fi
     sleep 2
   done
@@ -181,8 +184,10 @@ until [ "$(kc get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.ty
   [ "$(date +%s)" -lt "$deadline" ] || die "the nodes were not all Ready 300 s after the last fault"
   sleep 2
 done
-# The roller's last round, then stop the traffic.
-for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+# Stop the traffic: each loop finishes the request it has in flight and ends. Killing them
+# would leave that request running, orphaned: a rollout acknowledged to nobody could land in
+# the middle of the checks below.
+touch "$work/stop"
 wait 2>/dev/null || true
 pids=()
 
@@ -226,27 +231,43 @@ done
 [ "$got_ips" = "$want_ips" ] || violations+=("the Service's ready endpoints are [$got_ips], the ready pods' IPs [$want_ips]")
 echo "service: endpoints [$got_ips], ready pods [$want_ips]" >>"$report"
 
-# No pod runs twice: each pod's container runs on its own node, once.
-twice=()
-while read -r name uid node phase; do
-  [ -n "$uid" ] || continue
-  for n in "${nodes[@]}"; do
-    # shellcheck disable=SC2016 # expanded inside the node
-    running=$(docker exec -e POD_UID="$uid" "kubelab-$n" sh -c '
-      tasks=$(ctr -n k8s.io tasks ls 2>/dev/null)
-      for id in $(ctr -n k8s.io containers ls -q "labels.\"io.kubernetes.pod.uid\"==$POD_UID"); do
-        echo "$tasks" | awk -v id="$id" "\$1 == id && \$3 == \"RUNNING\""
-      done | grep -c . || true' 2>/dev/null || echo 0)
-    running=${running:-0}
-    # The sandbox counts as one container: a pod runs once where it has two (pause + its one).
-    if [ "$n" = "$node" ] && [ "$running" -gt 2 ]; then twice+=("$name runs $running containers on $n"); fi
-    # And the check sees what runs: a Running pod not seen on its own node means it is blind.
-    if [ "$n" = "$node" ] && [ "$phase" = Running ] && [ "$running" = 0 ]; then twice+=("$name is Running but not seen on $n"); fi
-    if [ "$n" != "$node" ] && [ "$running" -gt 0 ]; then twice+=("$name ($node) also runs on $n"); fi
-  done
-done < <(kc -n "$ns" get pods -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.spec.nodeName} {.status.phase}{"\n"}{end}')
+# No pod runs twice: each pod's container runs on its own node, once. One look at every node
+# fills `twice` (a pod's containers somewhere they must not run) and `blind` (a ready pod, not
+# being deleted, whose containers are not seen on its own node: either the check cannot see,
+# or the node's agent restarted with the last fault and has not yet reported its pods as they
+# now are). `twice` is a violation at once; `blind` must clear within 60 s.
+look_at_pods() {
+  local name uid node ready deleting n running
+  twice=() blind=() seen=0
+  while IFS='|' read -r name uid node ready deleting; do
+    [ -n "$uid" ] || continue
+    for n in "${nodes[@]}"; do
+      # shellcheck disable=SC2016 # expanded inside the node
+      running=$(docker exec -e POD_UID="$uid" "kubelab-$n" sh -c '
+        tasks=$(ctr -n k8s.io tasks ls 2>/dev/null)
+        for id in $(ctr -n k8s.io containers ls -q "labels.\"io.kubernetes.pod.uid\"==$POD_UID"); do
+          echo "$tasks" | awk -v id="$id" "\$1 == id && \$3 == \"RUNNING\""
+        done | grep -c . || true' 2>/dev/null || echo 0)
+      running=${running:-0}
+      # The sandbox counts as one container: a pod runs once where it has two (pause + its one).
+      if [ "$n" = "$node" ] && [ "$running" -gt 2 ]; then twice+=("$name runs $running containers on $n"); fi
+      if [ "$n" != "$node" ] && [ "$running" -gt 0 ]; then twice+=("$name ($node) also runs on $n"); fi
+      if [ "$n" = "$node" ] && [ "$ready" = True ] && [ -z "$deleting" ]; then
+        if [ "$running" = 0 ]; then blind+=("$name is ready but not seen running on $n"); else seen=$((seen + 1)); fi
+      fi
+    done
+  done < <(kc -n "$ns" get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.metadata.uid}|{.spec.nodeName}|{.status.conditions[?(@.type=="Ready")].status}|{.metadata.deletionTimestamp}{"\n"}{end}')
+}
+looks=0
+for _ in $(seq 1 30); do
+  looks=$((looks + 1))
+  look_at_pods
+  [ ${#twice[@]} = 0 ] && [ ${#blind[@]} -gt 0 ] || break
+  sleep 2
+done
 [ ${#twice[@]} = 0 ] || violations+=("${twice[@]}")
-echo "pods running twice: ${#twice[@]}" >>"$report"
+[ ${#blind[@]} = 0 ] || violations+=("${blind[@]}")
+echo "pods running twice: ${#twice[@]}; ready pods seen running on their nodes: $seen, ${#blind[@]} not (after $looks look$([ "$looks" = 1 ] || echo s))" >>"$report"
 
 # The Service answers again.
 answered=""

@@ -130,10 +130,20 @@ impl Lab {
         Ok(out)
     }
 
-    /// [`Lab::run_script`], failing unless it exits 0; returns stdout.
+    /// [`Lab::run_script`], failing unless it exits 0 (the error holds its stdout and stderr);
+    /// returns stdout.
     pub async fn script_ok(&self, args: &[&str]) -> anyhow::Result<String> {
         let out = self.run_script(args).await?;
-        anyhow::ensure!(out.status.success(), "lab {} failed ({}): {}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr));
+        // stdout too: what a failing script printed there (`lab chaos`'s report, with the
+        // invariants it found broken) is the reason, and stderr was already echoed above.
+        anyhow::ensure!(
+            out.status.success(),
+            "lab {} failed ({}):\n{}\n{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 

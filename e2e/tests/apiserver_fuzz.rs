@@ -416,6 +416,7 @@ fn malformed_requests() -> Vec<Case> {
         case("a delete with an unknown propagationPolicy", delete.clone(), format!("{seed}?propagationPolicy=Bogus"), None, None, &[400, 422]),
         case("a delete with a stale precondition", delete.clone(), &seed, json, bytes(r#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"resourceVersion":"1"}}"#), &[409]),
         case("a delete with a wrong uid precondition", delete.clone(), &seed, json, bytes(r#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"not-the-uid"}}"#), &[409]),
+        case("a delete with a gracePeriodSeconds that is not a number", delete.clone(), format!("{seed}?gracePeriodSeconds=soon"), None, None, &[400]),
         case("a deletecollection with a bad selector", delete.clone(), format!("{cms}?labelSelector=a%20in%20("), None, None, &[400]),
         // Lists.
         case("a label selector that does not parse", get.clone(), format!("{cms}?labelSelector=a%20in%20("), None, None, &[400]),
@@ -432,6 +433,8 @@ fn malformed_requests() -> Vec<Case> {
         case("a deletecollection with an unknown resourceVersionMatch", delete.clone(), format!("{cms}?resourceVersion=1&resourceVersionMatch=Bogus"), None, None, &[422]),
         case("limit=-1", get.clone(), format!("{cms}?limit=-1"), None, None, &[200]),
         case("limit that is not a number", get.clone(), format!("{cms}?limit=abc"), None, None, &[400]),
+        // The first of a repeated parameter counts, as Go's url.Values.Get reads it.
+        case("limit given twice, the first not a number", get.clone(), format!("{cms}?limit=abc&limit=1"), None, None, &[400]),
         case("continue=garbage", get.clone(), format!("{cms}?limit=1&continue=garbage"), None, None, &[400]),
         case("a continue token of base64 garbage", get.clone(), format!("{cms}?limit=1&continue=eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTF9"), None, None, &[400, 410]),
         case("a resource that does not exist", get.clone(), format!("/api/v1/namespaces/{NS}/bogus"), None, None, &[404]),

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::authentication::user::UserInfo;
 use crate::endpoints::negotiation::Output;
 use crate::error::{Error, Result};
-use crate::registry::generic::options::{ListOptions, parse_bool};
+use crate::registry::generic::options::{ListOptions, int_param, parse_bool};
 use crate::registry::generic::strategy::ResourceInfo;
 use crate::registry::generic::store::{Registry, name_of, now_rfc3339};
 use crate::serializer::protobuf;
@@ -26,7 +26,6 @@ pub struct Target {
     pub subresource: Option<String>,
 }
 
-/// The query parameters, the last of each name.
 /// Which program sent the request: its User-Agent without the version (`kube-scheduler`,
 /// `kubelet`, `kubectl`), "unknown" without one. `kubelab trace` draws a request from it and a
 /// watch event to it, as the components name themselves (client::client_as).
@@ -35,8 +34,20 @@ pub fn client_name(req: &HttpRequest) -> String {
     agent.split('/').next().unwrap_or(agent).to_string()
 }
 
+/// The query parameters, the first of each name: Go's `url.Values.Get`, which kube-apiserver's
+/// parameter codec reads a single-valued option with, answers the first (`?limit=1&limit=500`
+/// lists one).
 pub fn query(req: &HttpRequest) -> HashMap<String, String> {
-    web::Query::<HashMap<String, String>>::from_query(req.query_string()).map(|q| q.into_inner()).unwrap_or_default()
+    first_of_each(req.query_string())
+}
+
+fn first_of_each(query: &str) -> HashMap<String, String> {
+    let pairs = web::Query::<Vec<(String, String)>>::from_query(query).map(|q| q.into_inner()).unwrap_or_default();
+    let mut q = HashMap::with_capacity(pairs.len());
+    for (name, value) in pairs {
+        q.entry(name).or_insert(value);
+    }
+    q
 }
 
 /// Whether a boolean query parameter is on: present, and not false as [`parse_bool`] reads it.
@@ -65,14 +76,6 @@ pub fn list_options(q: &HashMap<String, String>) -> Result<ListOptions> {
     };
     opts.validate()?;
     Ok(opts)
-}
-
-/// An integer query parameter; absent or empty is None (Go's codec skips an empty value).
-fn int_param<T: std::str::FromStr>(q: &HashMap<String, String>, name: &str) -> Result<Option<T>> {
-    match q.get(name).map(String::as_str) {
-        None | Some("") => Ok(None),
-        Some(v) => v.parse().map(Some).map_err(|_| Error::BadRequest(format!("strconv.ParseInt: parsing {}: invalid syntax", Value::String(v.to_string())))),
-    }
 }
 
 /// `v` as the negotiated `output`: JSON (a Table is JSON too) or YAML.
@@ -310,6 +313,13 @@ mod tests {
 
     fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_repeated_query_parameter_counts_once_with_its_first_value() {
+        let got = first_of_each("limit=1&limit=500&watch=true&labelSelector=a%3Db&watch=false");
+        assert_eq!(got, q(&[("limit", "1"), ("watch", "true"), ("labelSelector", "a=b")]));
+        assert_eq!(list_options(&got).unwrap().limit, 1);
     }
 
     #[test]

@@ -20,6 +20,16 @@ pub fn parse_bool(v: &str) -> bool {
     !(v == "0" || v.eq_ignore_ascii_case("false"))
 }
 
+/// An integer query parameter, as the parameter codec reads one (`Convert_Slice_string_To_int64`
+/// and its pointer form): absent or empty is None; anything else that is not an integer is a
+/// 400 with `strconv.ParseInt`'s message.
+pub fn int_param<T: std::str::FromStr>(q: &HashMap<String, String>, name: &str) -> Result<Option<T>> {
+    match q.get(name).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| Error::BadRequest(format!("strconv.ParseInt: parsing {}: invalid syntax", json!(v)))),
+    }
+}
+
 /// Options of a list or watch (metav1.ListOptions).
 #[derive(Debug, Default, Clone)]
 pub struct ListOptions {
@@ -275,7 +285,7 @@ impl DeleteOptions {
     /// `ValidateDeleteOptions` validates `dryRun`.
     pub fn from_request(body: Option<&Value>, q: &HashMap<String, String>) -> Result<Self> {
         let mut opts = body.map(Self::from_json).unwrap_or_default();
-        if let Some(g) = q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()) {
+        if let Some(g) = int_param(q, "gracePeriodSeconds")? {
             opts.grace_period_seconds = Some(g);
         }
         if !opts.dry_run.is_dry_run() {
@@ -481,5 +491,11 @@ mod tests {
         let e = DeleteOptions::from_request(Some(&json!({"dryRun": ["Foo"]})), &query(&[])).expect_err("Foo");
         assert_eq!(e.to_string(), r#"DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: []string{"Foo"}: supported values: "All""#);
         assert!(DeleteOptions::from_request(None, &query(&[("dryRun", "Foo")])).is_err());
+
+        // A grace period that is not an integer is a 400, as the parameter codec answers, not
+        // a delete with the default one; an empty one is absent.
+        let e = DeleteOptions::from_request(None, &query(&[("gracePeriodSeconds", "soon")])).expect_err("soon");
+        assert!(matches!(&e, Error::BadRequest(m) if m == r#"strconv.ParseInt: parsing "soon": invalid syntax"#), "{e}");
+        assert_eq!(DeleteOptions::from_request(None, &query(&[("gracePeriodSeconds", "")])).expect("valid").grace_period_seconds, None);
     }
 }

@@ -186,8 +186,17 @@ until [ "$(kc get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.ty
 done
 # Stop the traffic: each loop finishes the request it has in flight and ends. Killing them
 # would leave that request running, orphaned: a rollout acknowledged to nobody could land in
-# the middle of the checks below.
+# the middle of the checks below. A loop still there after 30 s is killed: a write has long
+# passed its 5 s request timeout by then, and only the prober's exec can hang (on a stream to a
+# node that died under it), and it writes nothing.
 touch "$work/stop"
+for _ in $(seq 1 30); do
+  alive=0
+  for p in "${pids[@]}"; do if kill -0 "$p" 2>/dev/null; then alive=1; fi; done
+  [ "$alive" = 1 ] || break
+  sleep 1
+done
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
 

@@ -246,18 +246,27 @@ echo "service: endpoints [$got_ips], ready pods [$want_ips]" >>"$report"
 # or the node's agent restarted with the last fault and has not yet reported its pods as they
 # now are). `twice` is a violation at once; `blind` must clear within 60 s.
 look_at_pods() {
-  local name uid node ready deleting n running
+  local pods name uid node ready deleting n uid_count running
+  local -A count=()
   twice=() blind=() seen=0
+  pods=$(kc -n "$ns" get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.metadata.uid}|{.spec.nodeName}|{.status.conditions[?(@.type=="Ready")].status}|{.metadata.deletionTimestamp}{"\n"}{end}') || pods=""
+  # Each node's containerd, asked once per look: how many containers of each pod run there.
+  for n in "${nodes[@]}"; do
+    # shellcheck disable=SC2016 # expanded inside the node
+    while read -r uid_count; do
+      if [ -n "$uid_count" ]; then count[$n/${uid_count% *}]=${uid_count#* }; fi
+    done < <(docker exec -e POD_UIDS="$(cut -d'|' -f2 <<<"$pods")" "kubelab-$n" sh -c '
+      tasks=$(ctr -n k8s.io tasks ls 2>/dev/null)
+      for uid in $POD_UIDS; do
+        echo "$uid $(for id in $(ctr -n k8s.io containers ls -q "labels.\"io.kubernetes.pod.uid\"==$uid"); do
+          echo "$tasks" | awk -v id="$id" "\$1 == id && \$3 == \"RUNNING\""
+        done | grep -c . || true)"
+      done' 2>/dev/null || true)
+  done
   while IFS='|' read -r name uid node ready deleting; do
     [ -n "$uid" ] || continue
     for n in "${nodes[@]}"; do
-      # shellcheck disable=SC2016 # expanded inside the node
-      running=$(docker exec -e POD_UID="$uid" "kubelab-$n" sh -c '
-        tasks=$(ctr -n k8s.io tasks ls 2>/dev/null)
-        for id in $(ctr -n k8s.io containers ls -q "labels.\"io.kubernetes.pod.uid\"==$POD_UID"); do
-          echo "$tasks" | awk -v id="$id" "\$1 == id && \$3 == \"RUNNING\""
-        done | grep -c . || true' 2>/dev/null || echo 0)
-      running=${running:-0}
+      running=${count[$n/$uid]:-0}
       # The sandbox counts as one container: a pod runs once where it has two (pause + its one).
       if [ "$n" = "$node" ] && [ "$running" -gt 2 ]; then twice+=("$name runs $running containers on $n"); fi
       if [ "$n" != "$node" ] && [ "$running" -gt 0 ]; then twice+=("$name ($node) also runs on $n"); fi
@@ -265,7 +274,7 @@ look_at_pods() {
         if [ "$running" = 0 ]; then blind+=("$name is ready but not seen running on $n"); else seen=$((seen + 1)); fi
       fi
     done
-  done < <(kc -n "$ns" get pods -o jsonpath='{range .items[*]}{.metadata.name}|{.metadata.uid}|{.spec.nodeName}|{.status.conditions[?(@.type=="Ready")].status}|{.metadata.deletionTimestamp}{"\n"}{end}')
+  done <<<"$pods"
 }
 looks=0
 for _ in $(seq 1 30); do
